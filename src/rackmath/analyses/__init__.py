@@ -1,0 +1,1 @@
+"""Analyses: core math composed into answers (no I/O)."""

@@ -1,0 +1,166 @@
+"""`explain`: the whole blackboard derivation for one deployment, as one result object.
+
+The CLI, the web page and notebooks all render this object; its :meth:`Explanation.to_dict`
+is the stable JSON schema of ``rackmath explain --json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rackmath import __version__
+from rackmath.analyses import serving
+from rackmath.analyses.serving import BalancePoint, DecodeGrid, Deployment, PrefillGrid
+from rackmath.core import architecture as arch
+
+FloatArray = NDArray[np.float64]
+
+DEFAULT_BATCHES: tuple[int, ...] = (1, 8, 32, 128, 512, 1024, 2048, 4096, 8192)
+DEFAULT_CONTEXTS: tuple[int, ...] = (4096,)
+#: Contexts for the MFU-vs-context curve (powers of two, 1K to 1M tokens).
+MFU_CONTEXTS = tuple(2**p for p in range(10, 21))
+
+
+@dataclass(frozen=True)
+class Explanation:
+    deployment: Deployment
+    decode: DecodeGrid
+    prefill: PrefillGrid  # batch 1, one prompt per context
+    balance: BalancePoint
+    latency_floor_s: float
+    hbm_drain_time_s: float
+    max_batch: FloatArray  # per context
+    batch_one_over_balance_cost: float  # at the first context, KV included
+    mfu_contexts: FloatArray
+    mfu_at_balance_batch: FloatArray  # MFU vs context at the closed-form balance batch
+
+    @property
+    def contexts(self) -> FloatArray:
+        return self.decode.context[0]
+
+    @property
+    def batches(self) -> FloatArray:
+        return self.decode.batch[:, 0]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.deployment
+        g = self.decode
+        points = []
+        for i in range(g.step_s.shape[0]):
+            for j in range(g.step_s.shape[1]):
+                points.append(
+                    {
+                        "batch": int(g.batch[i, j]),
+                        "context": int(g.context[i, j]),
+                        "step_s": float(g.step_s[i, j]),
+                        "compute_s": float(g.times.compute_s[i, j]),
+                        "weight_fetch_s": float(g.times.weight_fetch_s[i, j]),
+                        "kv_fetch_s": float(g.times.kv_fetch_s[i, j]),
+                        "bottleneck": str(g.times.bottleneck[i, j]),
+                        "tokens_per_s_per_user": float(g.tokens_per_s_per_user[i, j]),
+                        "tokens_per_s": float(g.tokens_per_s[i, j]),
+                        "tokens_per_s_per_chip": float(g.tokens_per_s_per_chip[i, j]),
+                        "usd_per_million_output_tokens": float(g.usd_per_million_output_tokens[i, j]),
+                        "mfu": float(g.mfu[i, j]),
+                        "mbu": float(g.mbu[i, j]),
+                        "fits": bool(g.fits[i, j]),
+                    }
+                )
+        with_kv = self.balance.balance_batch_with_kv
+        return {
+            "rackmath_version": __version__,
+            "model": d.model.id,
+            "system": d.system.id,
+            "chip": d.system.chip.id,
+            "chips": d.chips,
+            "precision": {
+                "weights": d.precisions.weights.value,
+                "kv": d.precisions.kv.value,
+                "compute": d.precisions.compute.value,
+            },
+            "usd_per_chip_hour": d.usd_per_chip_hour,
+            "price_date": d.system.chip.price_usd_per_chip_hour.date,
+            "params_total": d.params.total,
+            "params_active": d.params.active,
+            "params_by_component": d.params.by_component(),
+            "kv_bytes_per_token": arch.kv_bytes_per_token(d.model, d.precisions.kv.bytes_per_element),
+            "peak_flops_per_s": d.peak_flops_per_s,
+            "bandwidth_bytes_per_s": d.bandwidth_bytes_per_s,
+            "flop_per_byte": self.balance.flop_per_byte,
+            "dense_balance_batch": self.balance.dense_balance_batch,
+            "sparsity": self.balance.sparsity,
+            "balance_batch": self.balance.balance_batch,
+            "balance_batch_with_kv": None if np.isnan(with_kv[0]) else float(with_kv[0]),
+            "balance_batch_with_kv_by_context": [
+                {"context": int(c), "balance_batch": None if np.isnan(b) else float(b)}
+                for c, b in zip(self.contexts, with_kv, strict=True)
+            ],
+            "latency_floor_s": self.latency_floor_s,
+            "hbm_drain_time_s": self.hbm_drain_time_s,
+            "max_batch": int(self.max_batch[0]),
+            "max_batch_by_context": [
+                {"context": int(c), "max_batch": int(m)}
+                for c, m in zip(self.contexts, self.max_batch, strict=True)
+            ],
+            "weight_bytes_per_chip": d.weight_bytes_per_chip,
+            "usable_bytes_per_chip": d.usable_bytes_per_chip,
+            "weights_fit": d.weights_fit,
+            "batch_one_over_balance_cost": self.batch_one_over_balance_cost,
+            "usd_per_million_input_tokens": [
+                {"context": int(c), "usd": float(u)}
+                for c, u in zip(self.contexts, self.prefill.usd_per_million_input_tokens[0], strict=True)
+            ],
+            "mfu_vs_context": [
+                {"context": int(c), "mfu": float(m)}
+                for c, m in zip(self.mfu_contexts, self.mfu_at_balance_batch, strict=True)
+            ],
+            "assumptions": list(assumptions(d)),
+            "points": points,
+        }
+
+
+def assumptions(d: Deployment) -> tuple[str, ...]:
+    eff = d.efficiency
+    base = (
+        f"{d.chips} chips act as one ideal chip ({d.chips}x FLOP/s, bandwidth and memory); "
+        "no communication cost (parallel plans come with deployments).",
+        "step = max(compute, weight fetch + KV fetch) + overhead; FLOPs count 2 per MAC.",
+        "MoE routing is uniform: a batch of B tokens reads E(1-(1-k/E)^B) experts per layer.",
+        f"efficiency: {eff.flops_frac:.0%} of peak FLOP/s, {eff.bandwidth_frac:.0%} of peak "
+        f"bandwidth, {eff.overhead_s * 1e3:.2f} ms per-step overhead"
+        + (" (pure roofline)" if eff == serving.rl.PURE_ROOFLINE else ""),
+        f"{d.memory_reserve_frac:.0%} of HBM reserved for activations and workspace.",
+    )
+    return base + d.notes
+
+
+def explain(
+    deployment: Deployment,
+    batches: tuple[float, ...] | list[float] = DEFAULT_BATCHES,
+    contexts: tuple[float, ...] | list[float] = DEFAULT_CONTEXTS,
+) -> Explanation:
+    d = deployment
+    grid = serving.decode(d, batches, contexts)
+    bal = serving.balance(d, contexts)
+    first_context = float(np.asarray(contexts, float).ravel()[0])
+    b_star = float(bal.balance_batch_with_kv[0])
+    if np.isnan(b_star):
+        b_star = bal.balance_batch
+    pair = serving.decode(d, [1.0, b_star], [first_context]).usd_per_million_output_tokens[:, 0]
+    mfu_curve = serving.decode(d, [bal.balance_batch], MFU_CONTEXTS).mfu[0]
+    return Explanation(
+        deployment=d,
+        decode=grid,
+        prefill=serving.prefill(d, [1.0], contexts),
+        balance=bal,
+        latency_floor_s=serving.latency_floor_s(d),
+        hbm_drain_time_s=serving.hbm_drain_time_s(d),
+        max_batch=serving.max_batch(d, np.asarray(contexts, float)),
+        batch_one_over_balance_cost=float(pair[0] / pair[1]),
+        mfu_contexts=np.asarray(MFU_CONTEXTS, float),
+        mfu_at_balance_batch=mfu_curve,
+    )

@@ -1,0 +1,382 @@
+"""Serving analysis: a real model on real chips, through the roofline core.
+
+Until parallel plans exist, ``chips`` act as one ideal chip with ``chips`` times the
+FLOP/s, bandwidth and capacity, and no communication cost (the lecture's simplification).
+Weights are assumed sharded evenly over all chips.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import architecture as arch
+from rackmath.core import roofline as rl
+from rackmath.errors import InputError
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.precision import Precision
+
+FloatArray = NDArray[np.float64]
+
+#: Share of HBM kept free for activations, workspace and fragmentation when sizing the
+#: KV cache. vLLM's default ``gpu_memory_utilization=0.9`` leaves the same 10%.
+DEFAULT_MEMORY_RESERVE_FRAC = 0.10
+
+
+@dataclass(frozen=True)
+class Precisions:
+    """Storage format of weights and KV cache, and the compute precision (selects the peak)."""
+
+    weights: Precision
+    kv: Precision
+    compute: Precision
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise InputError(name, value, "a whole number >= 1")
+    return int(value)
+
+
+def _positive_float(name: str, value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(name, value, "a positive number") from None
+    if not np.isfinite(number) or number <= 0:
+        raise InputError(name, value, "a positive, finite number")
+    return number
+
+
+def default_precisions(model: ModelSpec, system: SystemSpec) -> Precisions:
+    """Weights as the model ships; compute at their element format when the chip has it,
+    else bf16 (weight-only quantization); KV cache in bf16."""
+    weights = model.native_weight_precision
+    available = system.chip.peak_flops_per_s
+    compute = weights.compute_class if weights.compute_class in available else Precision.BF16
+    return Precisions(weights=weights, kv=Precision.BF16, compute=compute)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A model on ``chips`` chips of a system, with precisions, price and efficiency."""
+
+    model: ModelSpec
+    system: SystemSpec
+    chips: int
+    precisions: Precisions
+    usd_per_chip_hour: float
+    efficiency: rl.Efficiency = rl.PURE_ROOFLINE
+    memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC
+    notes: tuple[str, ...] = field(default=())
+
+    # Per-deployment constants, derived once.
+    @cached_property
+    def params(self) -> arch.ParamCounts:
+        return arch.param_counts(self.model)
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.chips * self.system.chip.peak_flops(self.precisions.compute)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.chips * self.system.chip.hbm_bandwidth_bytes_per_s
+
+    @property
+    def capacity_bytes(self) -> float:
+        return self.chips * self.system.chip.hbm_capacity_bytes
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of all weights held in HBM."""
+        return self.params.total * self.precisions.weights.bytes_per_element
+
+    @property
+    def weight_bytes_per_chip(self) -> float:
+        return self.weight_bytes / self.chips
+
+    @property
+    def usable_bytes_per_chip(self) -> float:
+        return self.system.chip.hbm_capacity_bytes * (1.0 - self.memory_reserve_frac)
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.weight_bytes_per_chip <= self.usable_bytes_per_chip
+
+    @cached_property
+    def moe_split(self) -> tuple[float, float, int, int]:
+        return arch.moe_weight_bytes(self.model, self.precisions.weights.bytes_per_element)
+
+    def kv_bytes_per_sequence(self, context: ArrayLike) -> FloatArray:
+        return arch.kv_bytes_per_sequence(self.model, context, self.precisions.kv.bytes_per_element)
+
+    def weight_bytes_read(self, tokens: ArrayLike) -> FloatArray:
+        always, expert, experts, per_token = self.moe_split
+        return rl.weight_bytes_read(
+            tokens,
+            always_read_bytes=always,
+            expert_bytes=expert,
+            experts=experts,
+            experts_per_token=per_token,
+        )
+
+
+def make_deployment(
+    model: ModelSpec,
+    system: SystemSpec,
+    *,
+    chips: int | None = None,
+    weights: Precision | str | None = None,
+    kv: Precision | str | None = None,
+    compute: Precision | str | None = None,
+    usd_per_chip_hour: float | None = None,
+    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC,
+) -> Deployment:
+    """Validate the user's choices once and fill defaults from the model and the catalog."""
+    n_chips = system.default_chips if chips is None else _positive_int("chips", chips)
+    defaults = default_precisions(model, system)
+    precisions = Precisions(
+        weights=Precision.parse(weights, "weights precision") if weights else defaults.weights,
+        kv=Precision.parse(kv, "kv precision") if kv else defaults.kv,
+        compute=Precision.parse(compute, "compute precision") if compute else defaults.compute,
+    )
+    system.chip.peak_flops(precisions.compute)  # refuses a precision the chip lacks
+    price = (
+        system.chip.price_usd_per_chip_hour.value_usd
+        if usd_per_chip_hour is None
+        else _positive_float("price per chip-hour", usd_per_chip_hour)
+    )
+    if not 0.0 <= memory_reserve_frac < 1.0:
+        raise InputError("memory reserve", memory_reserve_frac, "a fraction in [0, 1)")
+    notes = []
+    if n_chips > system.scale_up_domain_chips:
+        notes.append(
+            f"{n_chips} chips exceed one {system.id} scale-up domain of "
+            f"{system.scale_up_domain_chips}; communication is not modelled here."
+        )
+    return Deployment(
+        model=model,
+        system=system,
+        chips=n_chips,
+        precisions=precisions,
+        usd_per_chip_hour=price,
+        efficiency=efficiency,
+        memory_reserve_frac=memory_reserve_frac,
+        notes=tuple(notes),
+    )
+
+
+def _grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    b = np.asarray(batch, float)
+    c = np.asarray(context, float)
+    if b.size == 0 or np.any(~np.isfinite(b)) or np.any(b < 1):
+        raise InputError("batch", batch, "numbers >= 1")
+    if c.size == 0 or np.any(~np.isfinite(c)) or np.any(c < 1):
+        raise InputError("context", context, "token counts >= 1")
+    return b[:, None] if b.ndim == 1 else b, c[None, :] if c.ndim == 1 else c
+
+
+@dataclass(frozen=True)
+class DecodeGrid:
+    """One decode step for every (batch, context) pair; arrays are ``len(batch) x len(context)``.
+
+    ``batch`` sequences each hold ``context`` tokens of cache and produce one token.
+    """
+
+    deployment: Deployment
+    batch: FloatArray
+    context: FloatArray
+    times: rl.StepTimes
+    flops: FloatArray
+    kv_bytes_per_sequence: FloatArray
+
+    @property
+    def step_s(self) -> FloatArray:
+        return self.times.step_s
+
+    @property
+    def tokens_per_s(self) -> FloatArray:
+        return self.batch / self.step_s
+
+    @property
+    def tokens_per_s_per_user(self) -> FloatArray:
+        return np.broadcast_to(1.0 / self.step_s, self.step_s.shape)
+
+    @property
+    def tokens_per_s_per_chip(self) -> FloatArray:
+        return self.tokens_per_s / self.deployment.chips
+
+    @property
+    def usd_per_million_output_tokens(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
+
+    @property
+    def mfu(self) -> FloatArray:
+        return rl.utilization(self.flops, self.step_s, self.deployment.peak_flops_per_s)
+
+    @property
+    def mbu(self) -> FloatArray:
+        moved = (self.times.weight_fetch_s + self.times.kv_fetch_s) * (
+            self.deployment.bandwidth_bytes_per_s * self.deployment.efficiency.bandwidth_frac
+        )
+        return rl.utilization(moved, self.step_s, self.deployment.bandwidth_bytes_per_s)
+
+    @property
+    def fits(self) -> NDArray[np.bool_]:
+        d = self.deployment
+        needed = d.weight_bytes + self.batch * self.kv_bytes_per_sequence
+        return np.asarray(needed <= d.chips * d.usable_bytes_per_chip)
+
+
+def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
+    """Decode-step roofline over a batch x context grid (1-D inputs become an outer grid)."""
+    b, c = _grid(batch, context)
+    d = deployment
+    kv_seq = d.kv_bytes_per_sequence(c)
+    flops = b * arch.decode_flops_per_token(d.model, c)
+    times = rl.step_times(
+        flops=flops,
+        weight_bytes=d.weight_bytes_read(b),
+        kv_bytes=b * kv_seq,
+        peak_flops_per_s=d.peak_flops_per_s,
+        bandwidth_bytes_per_s=d.bandwidth_bytes_per_s,
+        efficiency=d.efficiency,
+    )
+    shape = times.step_s.shape
+    return DecodeGrid(
+        deployment=d,
+        batch=np.broadcast_to(b, shape),
+        context=np.broadcast_to(c, shape),
+        times=times,
+        flops=np.broadcast_to(flops, shape),
+        kv_bytes_per_sequence=np.broadcast_to(kv_seq, shape),
+    )
+
+
+@dataclass(frozen=True)
+class PrefillGrid:
+    """One prefill pass of ``batch`` prompts of ``length`` tokens each (KV written, not read)."""
+
+    deployment: Deployment
+    batch: FloatArray
+    length: FloatArray
+    times: rl.StepTimes
+    flops: FloatArray
+
+    @property
+    def tokens(self) -> FloatArray:
+        return self.batch * self.length
+
+    @property
+    def usd_per_million_input_tokens(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.times.step_s, self.tokens, d.chips, d.usd_per_chip_hour)
+
+    @property
+    def mfu(self) -> FloatArray:
+        return rl.utilization(self.flops, self.times.step_s, self.deployment.peak_flops_per_s)
+
+
+def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
+    b, n = _grid(batch, length)
+    d = deployment
+    flops = b * arch.prefill_flops_per_sequence(d.model, n)
+    times = rl.step_times(
+        flops=flops,
+        weight_bytes=d.weight_bytes_read(b * n),
+        kv_bytes=b * d.kv_bytes_per_sequence(n),
+        peak_flops_per_s=d.peak_flops_per_s,
+        bandwidth_bytes_per_s=d.bandwidth_bytes_per_s,
+        efficiency=d.efficiency,
+    )
+    shape = times.step_s.shape
+    return PrefillGrid(
+        deployment=d,
+        batch=np.broadcast_to(b, shape),
+        length=np.broadcast_to(n, shape),
+        times=times,
+        flops=np.broadcast_to(flops, shape),
+    )
+
+
+@dataclass(frozen=True)
+class BalancePoint:
+    """Where weight fetch (and KV) time equals compute time."""
+
+    flop_per_byte: float  # the chip's ridge point, FLOP/s over bytes/s
+    dense_balance_batch: float  # the lecture's "~300": F * bytes_per_weight / (2 BW)
+    sparsity: float  # N_total / N_active
+    balance_batch: float  # closed form: dense_balance_batch * sparsity
+    balance_batch_with_kv: FloatArray  # exact, per context; NaN where KV keeps every batch memory-bound
+
+
+def balance(deployment: Deployment, context: ArrayLike) -> BalancePoint:
+    d = deployment
+    c = np.atleast_1d(np.asarray(context, float))
+    bytes_per_weight = d.precisions.weights.bytes_per_element
+    always, expert, experts, per_token = d.moe_split
+    return BalancePoint(
+        flop_per_byte=float(rl.flop_per_byte(d.peak_flops_per_s, d.bandwidth_bytes_per_s)),
+        dense_balance_batch=float(
+            rl.dense_balance_batch(d.peak_flops_per_s, d.bandwidth_bytes_per_s, bytes_per_weight)
+        ),
+        sparsity=d.params.total / d.params.active,
+        balance_batch=float(
+            rl.balance_batch(
+                d.params.total,
+                d.params.active,
+                d.peak_flops_per_s,
+                d.bandwidth_bytes_per_s,
+                bytes_per_weight,
+            )
+        ),
+        balance_batch_with_kv=rl.balance_batch_exact(
+            flops_per_token=arch.decode_flops_per_token(d.model, c),
+            kv_bytes_per_sequence=d.kv_bytes_per_sequence(c),
+            always_read_bytes=always,
+            expert_bytes=expert,
+            experts=experts,
+            experts_per_token=per_token,
+            peak_flops_per_s=d.peak_flops_per_s,
+            bandwidth_bytes_per_s=d.bandwidth_bytes_per_s,
+            efficiency=d.efficiency,
+        ),
+    )
+
+
+def latency_floor_bytes(deployment: Deployment) -> float:
+    """Weight bytes a step reads when every expert is touched (the input embedding is a
+    lookup of a few rows, so it is left out)."""
+    d = deployment
+    all_read = d.params.always_read + d.params.routed_experts
+    return all_read * d.precisions.weights.bytes_per_element
+
+
+def latency_floor_s(deployment: Deployment) -> float:
+    """All weights read once over all chips (every expert touched)."""
+    d = deployment
+    return float(
+        rl.latency_floor_s(latency_floor_bytes(d), d.bandwidth_bytes_per_s * d.efficiency.bandwidth_frac)
+    )
+
+
+def hbm_drain_time_s(deployment: Deployment) -> float:
+    chip = deployment.system.chip
+    return float(rl.hbm_drain_time_s(chip.hbm_capacity_bytes, chip.hbm_bandwidth_bytes_per_s))
+
+
+def max_batch(deployment: Deployment, context: ArrayLike) -> FloatArray:
+    d = deployment
+    return rl.max_batch(
+        capacity_bytes=d.capacity_bytes,
+        weight_bytes=d.weight_bytes,
+        kv_bytes_per_sequence=d.kv_bytes_per_sequence(context),
+        reserve_frac=d.memory_reserve_frac,
+    )

@@ -1,0 +1,144 @@
+"""Load the YAML catalogs shipped in ``rackmath/catalog/data`` into frozen specs.
+
+Each file is read and validated once per process (``functools.cache``); a malformed entry
+fails loudly at load time with the file, the entry and the field.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rackmath.errors import RackmathError, UnknownIdError
+from rackmath.specs.hardware import ChipSpec, SystemSpec
+from rackmath.specs.hf_config import load_config_file, model_from_config
+from rackmath.specs.model import ActiveCountRule, ModelSpec, PublishedCounts
+
+
+class CatalogError(RackmathError):
+    """A catalog file that does not validate: a bug in the shipped data, not user input."""
+
+
+def _read(name: str) -> dict[str, Any]:
+    text = resources.files("rackmath.catalog").joinpath("data", name).read_text()
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise CatalogError(f"{name}: expected a mapping at the top level")
+    return data
+
+
+def _entries(name: str, key: str) -> list[dict[str, Any]]:
+    entries = _read(name).get(key)
+    if not isinstance(entries, list):
+        raise CatalogError(f"{name}: expected a list under {key!r}")
+    return entries
+
+
+@cache
+def chips() -> dict[str, ChipSpec]:
+    out: dict[str, ChipSpec] = {}
+    for raw in _entries("chips.yaml", "chips"):
+        try:
+            spec = ChipSpec.model_validate(raw)
+        except ValidationError as exc:
+            raise CatalogError(f"chips.yaml entry {raw.get('id')!r}: {exc}") from exc
+        out[spec.id] = spec
+    return out
+
+
+@cache
+def systems() -> dict[str, SystemSpec]:
+    known_chips = chips()
+    out: dict[str, SystemSpec] = {}
+    for raw in _entries("systems.yaml", "systems"):
+        chip_id = raw.get("chip")
+        if chip_id not in known_chips:
+            raise CatalogError(f"systems.yaml entry {raw.get('id')!r}: unknown chip {chip_id!r}")
+        try:
+            spec = SystemSpec.model_validate({**raw, "chip": known_chips[chip_id]})
+        except ValidationError as exc:
+            raise CatalogError(f"systems.yaml entry {raw.get('id')!r}: {exc}") from exc
+        out[spec.id] = spec
+    return out
+
+
+def _model_entry(raw: dict[str, Any]) -> ModelSpec:
+    published = raw.get("published")
+    return model_from_config(
+        raw["config"],
+        model_id=raw["id"],
+        name=raw.get("name"),
+        aliases=tuple(raw.get("aliases") or ()),
+        published=(
+            PublishedCounts(
+                params_total=float(published["params_total"]),
+                params_active=float(published["params_active"]),
+                active_counts=ActiveCountRule(
+                    published.get("active_counts", ActiveCountRule.EMBEDDING_AND_HEAD)
+                ),
+                note=str(published.get("note", "")),
+                source=str(published.get("source", "")),
+            )
+            if published
+            else None
+        ),
+        source=tuple(raw.get("source") or ()),
+        date=str(raw.get("date", "")),
+        confidence=str(raw.get("confidence", "")),
+        notes=tuple([raw["note"]] if raw.get("note") else ()),
+    )
+
+
+@cache
+def models() -> dict[str, ModelSpec]:
+    out: dict[str, ModelSpec] = {}
+    for raw in _entries("models.yaml", "models"):
+        try:
+            spec = _model_entry(raw)
+        except (RackmathError, KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"models.yaml entry {raw.get('id')!r}: {exc}") from exc
+        out[spec.id] = spec
+    return out
+
+
+@cache
+def _model_aliases() -> dict[str, str]:
+    return {alias: m.id for m in models().values() for alias in (m.id, *m.aliases)}
+
+
+def _lookup(kind: str, given: str, table: dict[str, Any]) -> Any:
+    key = given.strip().lower()
+    if key in table:
+        return table[key]
+    raise UnknownIdError(kind, given, table)
+
+
+def chip(chip_id: str) -> ChipSpec:
+    return _lookup("chip", chip_id, chips())
+
+
+def system(system_id: str) -> SystemSpec:
+    return _lookup("system", system_id, systems())
+
+
+def model(model_id: str) -> ModelSpec:
+    """A catalog model by id or alias (``deepseek-r1`` is ``deepseek-v3``)."""
+    canonical = _lookup("model", model_id, _model_aliases())
+    return models()[canonical]
+
+
+def resolve_model(reference: str) -> ModelSpec:
+    """A catalog id, a path to a local ``config.json``, or ``hf:owner/name`` on the Hub."""
+    if reference.startswith("hf:"):
+        from rackmath.specs.hf_config import load_config_from_hub
+
+        return load_config_from_hub(reference[3:])
+    path = Path(reference)
+    if reference.endswith(".json") or path.is_file():
+        return load_config_file(path)
+    return model(reference)

@@ -1,0 +1,139 @@
+"""``rackmath models`` and ``rackmath hardware``: the catalogs as tables (or JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rackmath import catalog, fmt
+from rackmath.cli.main import app
+from rackmath.cli.options import dump_json
+from rackmath.core import architecture as arch
+from rackmath.core import roofline as rl
+from rackmath.specs import Precision
+
+
+@app.command("models")
+def models_command(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """List the catalog's models with their parameter counts and KV bytes per token."""
+    rows: list[dict[str, Any]] = []
+    for m in catalog.models().values():
+        counts = arch.param_counts(m)
+        rows.append(
+            {
+                "id": m.id,
+                "aliases": list(m.aliases),
+                "family": m.family,
+                "attention": m.attention.kind.value,
+                "layers": m.num_layers,
+                "experts": f"{m.moe.experts_per_token}/{m.moe.num_experts}" if m.is_moe and m.moe else "",
+                "params_total": counts.total,
+                "params_active": counts.active,
+                "kv_bytes_per_token_bf16": arch.kv_bytes_per_token(m, Precision.BF16.bytes_per_element),
+                "native_weights": m.native_weight_precision.value,
+                "source": list(m.source),
+                "date": m.date,
+            }
+        )
+    if as_json:
+        typer.echo(dump_json(rows))
+        return
+    table = Table(title="models", header_style="bold", show_edge=False)
+    for col in (
+        "id",
+        "family",
+        "attention",
+        "layers",
+        "routed k/E",
+        "total",
+        "active",
+        "KV/token (bf16)",
+        "weights",
+    ):
+        table.add_column(col, justify="left" if col in ("id", "family", "attention") else "right")
+    for r in rows:
+        table.add_row(
+            r["id"] + (f" ({', '.join(r['aliases'])})" if r["aliases"] else ""),
+            r["family"],
+            r["attention"],
+            str(r["layers"]),
+            r["experts"],
+            fmt.count(r["params_total"]),
+            fmt.count(r["params_active"]),
+            fmt.nbytes(r["kv_bytes_per_token_bf16"]),
+            r["native_weights"],
+        )
+    Console().print(table)
+
+
+@app.command("hardware")
+def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+    """List chips and systems with their peaks, memory, links and dated prices."""
+    chips = catalog.chips()
+    systems = catalog.systems()
+    if as_json:
+        typer.echo(
+            dump_json(
+                {
+                    "chips": [c.model_dump(mode="json") for c in chips.values()],
+                    "systems": [
+                        {**s.model_dump(mode="json", exclude={"chip"}), "chip": s.chip.id}
+                        for s in systems.values()
+                    ],
+                }
+            )
+        )
+        return
+    table = Table(title="chips (dense peaks)", header_style="bold", show_edge=False)
+    for col in (
+        "id",
+        "status",
+        "bf16",
+        "fp8",
+        "fp4",
+        "HBM",
+        "HBM BW",
+        "F/BW bf16",
+        "drain",
+        "scale-up/dir",
+        "$/chip-h",
+        "price date",
+    ):
+        table.add_column(col, justify="left" if col in ("id", "status", "price date") else "right")
+    for c in chips.values():
+        peaks = c.peak_flops_per_s
+        bf16 = peaks.get(Precision.BF16)
+        table.add_row(
+            c.id,
+            c.status,
+            fmt.si(bf16, "FLOP/s") if bf16 else "-",
+            fmt.si(peaks[Precision.FP8], "FLOP/s") if Precision.FP8 in peaks else "-",
+            fmt.si(peaks[Precision.FP4], "FLOP/s") if Precision.FP4 in peaks else "-",
+            fmt.nbytes(c.hbm_capacity_bytes),
+            fmt.si(c.hbm_bandwidth_bytes_per_s, "B/s"),
+            f"{float(rl.flop_per_byte(bf16, c.hbm_bandwidth_bytes_per_s)):.0f}" if bf16 else "-",
+            fmt.seconds(float(rl.hbm_drain_time_s(c.hbm_capacity_bytes, c.hbm_bandwidth_bytes_per_s))),
+            fmt.si(c.scale_up_bandwidth_bytes_per_s_per_direction, "B/s")
+            if c.scale_up_bandwidth_bytes_per_s_per_direction
+            else "-",
+            fmt.usd(c.price_usd_per_chip_hour.value_usd),
+            c.price_usd_per_chip_hour.date,
+        )
+    console = Console()
+    console.print(table)
+    systable = Table(title="systems", header_style="bold", show_edge=False)
+    for col in ("id", "chip", "scale-up domain", "default chips", "scale-up fabric", "scale-out fabric"):
+        systable.add_column(col)
+    for s in systems.values():
+        systable.add_row(
+            s.id,
+            s.chip.id,
+            str(s.scale_up_domain_chips),
+            str(s.default_chips),
+            s.scale_up_fabric,
+            s.scale_out_fabric,
+        )
+    console.print(systable)

@@ -1,0 +1,259 @@
+"""``rackmath explain``: the blackboard derivation for one model on one system."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rackmath import fmt
+from rackmath.analyses import serving
+from rackmath.analyses.explain import Explanation
+from rackmath.api import deployment, explain
+from rackmath.cli.main import app
+from rackmath.cli.options import dump_json, number_list, positive
+from rackmath.core import architecture as arch
+from rackmath.errors import DoesNotFitError
+
+
+@app.command("explain")
+def explain_command(
+    model: str = typer.Argument(..., help="Catalog id or alias, a path to config.json, or hf:owner/name."),
+    on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72 (see `rackmath hardware`)."),
+    chips: int | None = typer.Option(None, "--chips", help="Chips used (default: the system's)."),
+    batch: str = typer.Option("1,8,32,128,512,1024,2048,4096,8192", "--batch", help="Comma list."),
+    context: str = typer.Option("4096", "--context", help="Comma list of context lengths (tokens)."),
+    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
+    compute: str | None = typer.Option(None, "--compute", help="Compute precision (selects the peak)."),
+    price: float | None = typer.Option(
+        None, "--price-per-chip-hour", help="USD per chip-hour (default: the catalog's dated price)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write latency and cost vs batch (PNG/SVG)."),
+) -> None:
+    """Where the time of a forward pass goes, the balance batch, and what a token costs."""
+    dep = deployment(
+        model,
+        on,
+        chips=chips,
+        weights=weights,
+        kv=kv,
+        compute=compute,
+        usd_per_chip_hour=positive(price, "--price-per-chip-hour"),
+    )
+    if not dep.weights_fit:
+        raise DoesNotFitError(
+            f"{dep.model.id} ({dep.precisions.weights.value} weights) on {dep.chips} x {dep.system.chip.id}",
+            dep.weight_bytes_per_chip,
+            dep.usable_bytes_per_chip,
+        )
+    result = explain(
+        dep,
+        number_list(batch, "--batch", integer=True),
+        number_list(context, "--context", integer=True),
+    )
+    if plot is not None:
+        from rackmath.plots.serving import save_explain_plot
+
+        save_explain_plot(result, plot)
+    if as_json:
+        typer.echo(dump_json(result.to_dict()))
+        return
+    render(result, _console())
+    if plot is not None:
+        typer.echo(f"plot written to {plot}")
+
+
+def _console() -> Console:
+    """Rich console; wide enough for the table when writing to a file or pipe."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=132)
+    return console
+
+
+def render(result: Explanation, console: Console) -> None:
+    d = result.deployment
+    m, chip, p = d.model, d.system.chip, d.params
+    c0 = float(result.contexts[0])
+    wbytes = d.precisions.weights.bytes_per_element
+    kv_tok = arch.kv_bytes_per_token(m, d.precisions.kv.bytes_per_element)
+    F, BW = d.peak_flops_per_s, d.bandwidth_bytes_per_s
+    bal = result.balance
+    out = console.print
+
+    out(f"[bold]rackmath explain[/] {m.name} on {d.system.name} ({d.chips} x {chip.id})\n")
+    out("[bold]The model[/]")
+    moe = m.moe
+    routing = (
+        f"; {moe.experts_per_token} of {moe.num_experts} routed experts per token"
+        + (f" + {moe.num_shared_experts} shared" if moe.num_shared_experts else "")
+        + f" in {m.num_moe_layers} of {m.num_layers} layers"
+        if m.is_moe and moe
+        else ""
+    )
+    out(f"  N_total = {fmt.count(p.total)} parameters, N_active = {fmt.count(p.active)} per token{routing}")
+    out(
+        f"  KV cache: {m.attention.kind.value}, "
+        f"{arch.kv_elements_per_token_per_layer(m.attention)} values/token/layer x {m.num_layers} layers "
+        f"x {d.precisions.kv.bytes_per_element:g} B = {fmt.nbytes(kv_tok)} per token"
+        + (" (sliding-window layers stop at their window)" if any(x.window for x in m.layers) else "")
+    )
+    out(
+        f"  precisions: weights {d.precisions.weights.value} ({wbytes:g} B), "
+        f"KV {d.precisions.kv.value}, compute {d.precisions.compute.value}"
+    )
+    out("\n[bold]The hardware[/] (chips act as one ideal chip; no communication cost)")
+    out(
+        f"  F  = {d.chips} x {fmt.si(chip.peak_flops(d.precisions.compute), 'FLOP/s')} "
+        f"= {fmt.si(F, 'FLOP/s')} ({d.precisions.compute.compute_class.value}, dense)"
+    )
+    out(f"  BW = {d.chips} x {fmt.si(chip.hbm_bandwidth_bytes_per_s, 'B/s')} = {fmt.si(BW, 'B/s')}")
+    out(
+        f"  HBM = {d.chips} x {fmt.nbytes(chip.hbm_capacity_bytes)}; weights take "
+        f"{fmt.nbytes(d.weight_bytes_per_chip)} per chip of {fmt.nbytes(d.usable_bytes_per_chip)} usable"
+    )
+    out(f"  price {fmt.usd(d.usd_per_chip_hour)} per chip-hour (as of {chip.price_usd_per_chip_hour.date})")
+
+    out("\n[bold]1. One decode step[/] (batch B, context L)")
+    out("  t_compute = B x (2 N_active + attention(L)) / F")
+    out("  t_weights = weight bytes read / BW   (MoE: E(1-(1-k/E)^B) experts per layer)")
+    out("  t_kv      = B x KV bytes per sequence(L) / BW")
+    out("  t_step    = max(t_compute, t_weights + t_kv)")
+    out(
+        f"  at L = {c0:,.0f}: 2 N_active + attention = "
+        f"{fmt.si(float(arch.decode_flops_per_token(m, c0)), 'FLOP')} "
+        f"per token; KV per sequence = {fmt.nbytes(float(d.kv_bytes_per_sequence(c0)))}"
+    )
+
+    out("\n[bold]2. Latency floor[/]: every weight read once")
+    out(
+        f"  t_floor = N x bytes / BW = {fmt.nbytes(serving.latency_floor_bytes(d))} / {fmt.si(BW, 'B/s')} "
+        f"= {fmt.seconds(result.latency_floor_s)}  "
+        f"-> at most {1 / result.latency_floor_s:,.0f} tokens/s per user"
+    )
+
+    out("\n[bold]3. The balance batch[/]: weight fetch time = compute time")
+    out(f"  chip ratio F / BW = {bal.flop_per_byte:,.0f} FLOP/byte  (a property of the chip, not a batch)")
+    out(
+        f"  dense balance  B = F x bytes/weight / (2 x BW) = {bal.flop_per_byte:,.0f} x {wbytes:g} / 2 "
+        f"= {bal.dense_balance_batch:,.0f}   (the lecture's ~300)"
+    )
+    out(
+        f"  with sparsity  B* = {bal.dense_balance_batch:,.0f} x N_total/N_active "
+        f"= {bal.dense_balance_batch:,.0f} x {bal.sparsity:.1f} = {bal.balance_batch:,.0f}"
+    )
+    if m.is_moe and moe:
+        routed = moe.num_experts / moe.experts_per_token
+        out(
+            f"  routed sparsity E/k = {routed:g}, but attention, dense layers"
+            + (", shared experts" if moe.num_shared_experts else "")
+            + f" and embeddings are always active, so N_total/N_active = {bal.sparsity:.1f}."
+        )
+    for c, b in zip(result.contexts, bal.balance_batch_with_kv, strict=True):
+        text = f"{b:,.0f}" if np.isfinite(b) else "none: the KV fetch alone keeps every batch memory-bound"
+        out(f"  with KV at L = {c:,.0f} (exact, routing included): B* = {text}")
+    out(
+        f"  cost at B = 1 over cost at B*: {result.batch_one_over_balance_cost:,.0f}x "
+        "(ignoring KV it equals B*: batching is the master lever)"
+    )
+
+    out("\n[bold]4. Memory[/]")
+    out(
+        f"  HBM drain time = {fmt.nbytes(chip.hbm_capacity_bytes)} / "
+        f"{fmt.si(chip.hbm_bandwidth_bytes_per_s, 'B/s')} = {fmt.seconds(result.hbm_drain_time_s)} "
+        "(no step that reads all of HBM is faster)"
+    )
+    for c, mb in zip(result.contexts, result.max_batch, strict=True):
+        out(f"  largest batch that fits at L = {c:,.0f}: {mb:,.0f} sequences")
+
+    out("\n[bold]5. Over batch size[/]")
+    out(_table(result))
+    out("\n[bold]Reading[/]")
+    out("  " + reading(result))
+    out("\n[dim]Assumptions: " + " ".join(_assumptions(result)) + "[/]")
+
+
+def _assumptions(result: Explanation) -> list[str]:
+    from rackmath.analyses.explain import assumptions
+
+    return list(assumptions(result.deployment))
+
+
+def _table(result: Explanation) -> Table:
+    g = result.decode
+    table = Table(show_edge=False, header_style="bold")
+    several_contexts = g.step_s.shape[1] > 1
+    for name in (
+        "batch",
+        *(["context"] if several_contexts else []),
+        "step",
+        "compute",
+        "weights",
+        "KV",
+        "bound by",
+        "tok/s/user",
+        "tok/s/chip",
+        "$/M out",
+        "MFU",
+        "fits",
+    ):
+        table.add_column(name, justify="right")
+    for i in range(g.step_s.shape[0]):
+        for j in range(g.step_s.shape[1]):
+            table.add_row(
+                f"{g.batch[i, j]:,.0f}",
+                *([f"{g.context[i, j]:,.0f}"] if several_contexts else []),
+                fmt.seconds(g.step_s[i, j]),
+                fmt.seconds(g.times.compute_s[i, j]),
+                fmt.seconds(g.times.weight_fetch_s[i, j]),
+                fmt.seconds(g.times.kv_fetch_s[i, j]),
+                str(g.times.bottleneck[i, j]),
+                f"{g.tokens_per_s_per_user[i, j]:,.0f}",
+                f"{g.tokens_per_s_per_chip[i, j]:,.0f}",
+                fmt.usd(g.usd_per_million_output_tokens[i, j]),
+                fmt.pct(g.mfu[i, j]),
+                "yes" if g.fits[i, j] else "no",
+            )
+    return table
+
+
+def reading(result: Explanation) -> str:
+    """One paragraph that says what the numbers mean."""
+    g = result.decode
+    c0 = float(result.contexts[0])
+    first = g.usd_per_million_output_tokens[0, 0]
+    cheapest = int(np.nanargmin(np.where(g.fits[:, 0], g.usd_per_million_output_tokens[:, 0], np.inf)))
+    b_best = g.batch[cheapest, 0]
+    b_star = result.balance.balance_batch_with_kv[0]
+    max_b = result.max_batch[0]
+    parts = [
+        f"At batch 1 a step takes {fmt.seconds(g.step_s[0, 0])} and is bound by "
+        f"{g.times.bottleneck[0, 0]}; a million output tokens cost {fmt.usd(first)}."
+    ]
+    if np.isfinite(b_star):
+        parts.append(
+            f"Weight fetches are amortised over the batch until about {b_star:,.0f} sequences at "
+            f"{c0:,.0f} tokens of context, where compute takes over."
+        )
+    else:
+        parts.append(
+            f"At {c0:,.0f} tokens of context the KV-cache fetch per sequence exceeds its compute, "
+            "so no batch becomes compute-bound: longer context costs bandwidth, not FLOPs."
+        )
+    parts.append(
+        f"Among the batches shown, the cheapest that fits is {b_best:,.0f} at "
+        f"{fmt.usd(g.usd_per_million_output_tokens[cheapest, 0])} per million tokens, "
+        f"{first / g.usd_per_million_output_tokens[cheapest, 0]:,.0f}x cheaper than batch 1, "
+        f"while each user still gets {g.tokens_per_s_per_user[cheapest, 0]:,.0f} tokens/s."
+    )
+    if np.isfinite(b_star) and max_b < b_star:
+        parts.append(
+            f"Memory caps the batch at {max_b:,.0f} sequences, below the balance point: "
+            "more HBM (or a smaller KV cache) would lower the cost further."
+        )
+    return " ".join(parts)

@@ -1,0 +1,70 @@
+"""The ``rackmath`` command: a thin Typer app. Each command lives in its own module and
+registers itself on :data:`app`; this module only wires them and turns expected errors
+into one-line messages.
+
+Exit codes: 0 success; 1 bad input or an infeasible request (with a message on stderr);
+2 usage errors (Click's default). Set ``RACKMATH_DEBUG=1`` to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from rackmath import __version__
+from rackmath.errors import RackmathError
+
+app = typer.Typer(
+    name="rackmath",
+    help="First-principles math of LLM serving and training: rooflines, deployments, economics.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rackmath {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """rackmath: turn the blackboard math of LLM economics into numbers."""
+
+
+# Command modules register themselves on `app` when imported.
+from rackmath.cli import catalog_cmds, explain_cmd  # noqa: E402,F401
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except RackmathError as exc:
+        if os.environ.get("RACKMATH_DEBUG"):
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(1)
+    except Exception as exc:  # Click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""Parameters, KV-cache bytes and FLOPs of a transformer, from its architecture alone.
+
+Conventions
+-----------
+* FLOPs count 2 per multiply-accumulate (MAC), the vendors' convention for peak FLOP/s.
+* A matmul of an ``m``-vector by an ``m x n`` weight is ``m*n`` MACs = ``2*m*n`` FLOPs, so a
+  token passing through ``P`` matmul parameters costs ``2P`` FLOPs (Kaplan et al. 2020,
+  eq. 2.2; PaLM, Chowdhery et al. 2022, appendix B).
+* The input embedding is a table lookup (no FLOPs, only ``hidden`` values read per token);
+  the LM head is a real ``hidden x vocab`` matmul, tied to the embedding or not.
+* Attention at context ``c`` (tokens visible to the query, bounded by the layer's window):
+  scores ``Q K^T`` are ``heads * d_qk * c`` MACs and the weighted sum ``A V`` is
+  ``heads * d_v * c`` MACs, so ``2 * heads * (d_qk + d_v) * c`` FLOPs per token per layer.
+  MLA decode runs in the absorbed form that DeepSeek's inference code and FlashMLA use:
+  queries are projected into the latent, so every head scores against the cached latent
+  (``d_qk = r_kv + d_rope = 576``) and sums latent values (``d_v = r_kv = 512``). Prefill
+  runs decompressed (``d_qk = nope + rope = 192``, ``d_v = v_head_dim = 128``). The matmul
+  parameters are the same either way; only the attention FLOPs differ.
+
+Everything here is pure: a :class:`ModelSpec` in, numbers (NumPy arrays where a context
+is given) out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.specs.model import ActiveCountRule, AttentionKind, AttentionSpec, ModelSpec
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters by component. ``total`` and ``active`` (per token) are derived."""
+
+    embedding: int
+    lm_head: int  # 0 when tied to the embedding
+    attention: int
+    dense_mlp: int
+    routed_experts: int  # all experts of all MoE layers
+    shared_experts: int
+    router: int
+    norms: int
+    #: parameters of one routed expert in one layer
+    per_expert: int
+    #: routed-expert parameters one token touches over all MoE layers (k experts per layer)
+    routed_active: int
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SUMMED)
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses: everything except the routed experts it does not pick."""
+        return self.total - self.routed_experts + self.routed_active
+
+    @property
+    def always_read(self) -> int:
+        """Weights every forward step reads regardless of routing (input embedding excluded:
+        a lookup touches only the batch's rows)."""
+        embedding_only = 0 if self.lm_head == 0 else self.embedding
+        return self.total - self.routed_experts - embedding_only
+
+    @property
+    def matmul_active(self) -> int:
+        """Parameters a token multiplies through: active less lookups and norm scales."""
+        lookup = 0 if self.lm_head == 0 else self.embedding
+        return self.active - lookup - self.norms
+
+    def active_under(self, rule: ActiveCountRule) -> int:
+        """``active`` as a publisher counts it (see :class:`ActiveCountRule`)."""
+        input_embedding = 0 if self.lm_head == 0 else self.embedding
+        head = self.lm_head or self.embedding
+        if rule is ActiveCountRule.HEAD_ONLY:
+            return self.active - input_embedding
+        if rule is ActiveCountRule.NEITHER:
+            return self.active - input_embedding - head
+        return self.active
+
+    def by_component(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_SUMMED}
+
+
+_NOT_SUMMED = {"per_expert", "routed_active"}
+
+
+def attention_params(a: AttentionSpec, hidden: int) -> int:
+    """Weights of one attention block (projections, biases, q/k norms, sinks).
+
+    Standard (MHA/GQA/MQA): ``W_q: h x (H*d)``, ``W_k, W_v: h x (H_kv*d)``, ``W_o: (H*d) x h``.
+    MLA (DeepSeek-V2 §2.1): queries through a rank-``r_q`` bottleneck
+    ``h x r_q -> r_q x H*(d_nope+d_rope)`` (direct ``h x H*(d_nope+d_rope)`` when
+    ``q_lora_rank`` is null); keys and values through ``h x (r_kv + d_rope)`` (the cached
+    latent plus one shared RoPE key) then ``r_kv x H*(d_nope + d_v)``; RMSNorm scales on
+    both latents; output ``H*d_v x h``.
+    """
+    heads = a.num_heads
+    if a.kind is AttentionKind.MLA:
+        q_out = heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+        q = (
+            hidden * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * q_out
+            if a.q_lora_rank
+            else hidden * q_out
+        )
+        kv = (
+            hidden * (a.kv_lora_rank + a.qk_rope_head_dim)
+            + a.kv_lora_rank
+            + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
+        )
+        out = heads * a.v_head_dim * hidden
+        return q + kv + out
+    q_width = heads * a.head_dim
+    kv_width = a.num_kv_heads * a.head_dim
+    weights = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
+    biases = (q_width + 2 * kv_width if a.qkv_bias else 0) + (hidden if a.output_bias else 0)
+    norms = 2 * a.head_dim if a.qk_norm else 0
+    sinks = heads if a.sinks else 0
+    return weights + biases + norms + sinks
+
+
+def mlp_params(hidden: int, intermediate: int, gated: bool, bias: bool) -> int:
+    """Gated (SwiGLU): gate and up ``h x i``, down ``i x h`` = ``3hi``; plain: ``2hi``."""
+    projections = 3 if gated else 2
+    biases = ((2 if gated else 1) * intermediate + hidden) if bias else 0
+    return projections * hidden * intermediate + biases
+
+
+def param_counts(model: ModelSpec) -> ParamCounts:
+    h = model.hidden_size
+    n_layers = model.num_layers
+    embedding = model.vocab_size * h
+    lm_head = 0 if model.tie_word_embeddings else model.vocab_size * h
+    attention = n_layers * attention_params(model.attention, h)
+    dense_mlp = 0
+    if model.dense_mlp is not None:
+        d = model.dense_mlp
+        dense_mlp = model.num_dense_mlp_layers * mlp_params(h, d.intermediate_size, d.gated, d.bias)
+    routed = shared = router = per_expert = routed_active = 0
+    if model.moe is not None and model.num_moe_layers:
+        m = model.moe
+        n_moe = model.num_moe_layers
+        per_expert = mlp_params(h, m.expert_intermediate_size, m.gated, m.expert_bias)
+        routed = n_moe * m.num_experts * per_expert
+        routed_active = n_moe * m.experts_per_token * per_expert
+        shared = (
+            n_moe * mlp_params(h, m.shared_intermediate_size, m.gated, False)
+            if m.shared_intermediate_size
+            else 0
+        )
+        router = n_moe * (h * m.num_experts + (m.num_experts if m.router_bias else 0))
+    norms = n_layers * model.norms_per_layer * h + h  # + the final norm
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        dense_mlp=dense_mlp,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
+        norms=norms,
+        per_expert=per_expert,
+        routed_active=routed_active,
+    )
+
+
+def kv_elements_per_token_per_layer(a: AttentionSpec) -> int:
+    """Cached values per token per layer.
+
+    MHA/GQA/MQA: a key and a value per KV head, ``2 * H_kv * d``
+    (Llama-3.1-70B: 2 * 8 * 128 = 2,048). MLA caches the compressed latent and the shared
+    RoPE key, ``r_kv + d_rope`` (DeepSeek-V3: 512 + 64 = 576).
+    """
+    if a.kind is AttentionKind.MLA:
+        return a.kv_lora_rank + a.qk_rope_head_dim
+    return 2 * a.num_kv_heads * a.head_dim
+
+
+def _windows(model: ModelSpec) -> tuple[FloatArray, FloatArray]:
+    """(windows of sliding layers, as floats; count of full-attention layers) for broadcasting."""
+    windows = np.array([layer.window for layer in model.layers if layer.window is not None], float)
+    full = np.array(sum(layer.window is None for layer in model.layers), float)
+    return windows, full
+
+
+def cached_tokens_per_layer_sum(model: ModelSpec, context: ArrayLike) -> FloatArray:
+    """``sum over layers of min(context, window_l)``: token-slots the whole stack caches."""
+    c = np.asarray(context, dtype=float)
+    windows, full = _windows(model)
+    sliding = np.minimum(c[..., None], windows).sum(axis=-1) if windows.size else 0.0
+    return np.asarray(full * c + sliding, dtype=float)
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float) -> float:
+    """Bytes one token adds to the cache when every layer holds it (context within all windows)."""
+    per_layer = kv_elements_per_token_per_layer(model.attention) * kv_bytes_per_element
+    return float(per_layer * model.num_layers)
+
+
+def kv_bytes_per_sequence(model: ModelSpec, context: ArrayLike, kv_bytes_per_element: float) -> FloatArray:
+    """KV-cache bytes one sequence holds at ``context`` tokens (= bytes a decode step reads).
+
+    ``sum_l  elems_per_token_l * bytes * min(context, window_l)``: full-attention layers grow
+    linearly in context; sliding-window layers stop at their window.
+    """
+    per_layer = kv_elements_per_token_per_layer(model.attention) * kv_bytes_per_element
+    return per_layer * cached_tokens_per_layer_sum(model, context)
+
+
+def _attention_flops_per_visible_token(a: AttentionSpec, *, decode: bool) -> int:
+    """``2 * H * (d_qk + d_v)``: FLOPs per query token per visible key, one layer."""
+    if a.kind is AttentionKind.MLA and decode:
+        return 2 * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+    return 2 * a.num_heads * (a.head_dim + a.v_head_dim)
+
+
+def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
+    """FLOPs to generate one token that attends to ``context`` cached tokens.
+
+    ``2 * P_matmul_active + 2 * H * (d_qk + d_v) * sum_l min(context, window_l)``
+    (MLA in its absorbed form; see the module docstring).
+    """
+    matmul = 2.0 * param_counts(model).matmul_active
+    per_visible = _attention_flops_per_visible_token(model.attention, decode=True)
+    attention = per_visible * cached_tokens_per_layer_sum(model, context)
+    return np.asarray(matmul + attention, dtype=float)
+
+
+def causal_visible_pairs(model: ModelSpec, length: ArrayLike) -> FloatArray:
+    """``sum_l sum_{i=1..L} min(i, window_l)``: query-key pairs of a causal prefill, all layers.
+
+    Full layers: ``L(L+1)/2``. A window ``w < L``: ``w(w+1)/2 + (L-w) w``.
+    """
+    n = np.asarray(length, dtype=float)
+    windows, full = _windows(model)
+    pairs = full * n * (n + 1) / 2
+    if windows.size:
+        w = np.minimum(n[..., None], windows)
+        pairs = pairs + (w * (w + 1) / 2 + (n[..., None] - w) * w).sum(axis=-1)
+    return np.asarray(pairs, dtype=float)
+
+
+def prefill_flops_per_sequence(model: ModelSpec, length: ArrayLike) -> FloatArray:
+    """FLOPs to prefill one prompt of ``length`` tokens (causal attention, no prior cache)."""
+    n = np.asarray(length, dtype=float)
+    matmul = 2.0 * param_counts(model).matmul_active * n
+    per_visible = _attention_flops_per_visible_token(model.attention, decode=False)
+    attention = per_visible * causal_visible_pairs(model, n)
+    return np.asarray(matmul + attention, dtype=float)
+
+
+def training_flops_per_token(model: ModelSpec, length: ArrayLike) -> FloatArray:
+    """Forward + backward = 3x the forward FLOPs (backward is twice the forward): the
+    ``6N`` rule with causal attention included (Kaplan et al. 2020, §2.1)."""
+    n = np.asarray(length, dtype=float)
+    return 3.0 * prefill_flops_per_sequence(model, n) / n
+
+
+def moe_weight_bytes(model: ModelSpec, bytes_per_param: float) -> tuple[float, float, int, int]:
+    """(bytes always read, bytes of one expert summed over MoE layers, E, k) for a step.
+
+    The split feeds :func:`rackmath.core.roofline.weight_bytes_read`, which adds the routed
+    experts a batch touches.
+    """
+    counts = param_counts(model)
+    always = counts.always_read * bytes_per_param
+    if not model.is_moe or model.moe is None:
+        return always, 0.0, 1, 1
+    expert_all_layers = counts.per_expert * model.num_moe_layers * bytes_per_param
+    return always, expert_all_layers, model.moe.num_experts, model.moe.experts_per_token

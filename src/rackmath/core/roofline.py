@@ -1,0 +1,279 @@
+"""The roofline of one forward pass, on plain numbers, vectorized by NumPy broadcasting.
+
+Every function takes numbers or arrays in SI units (FLOP, bytes, FLOP/s, bytes/s,
+seconds) and broadcasts them, so a 1,000 x 1,000 batch-by-context grid is one call.
+They hold no catalog knowledge: the lecture's round inputs (37e9 active, 700e9 total,
+2.5e15 FLOP/s, 8e12 B/s) work as well as figures derived from a real architecture.
+
+The model (the lecture's blackboard, Pope 2026):
+
+    t_compute = FLOPs / (peak_flops_per_s * flops_frac)
+    t_weights = weight_bytes / (bandwidth * bandwidth_frac)
+    t_kv      = kv_bytes / (bandwidth * bandwidth_frac)
+    t_step    = max(t_compute, t_weights + t_kv) + overhead_s
+
+Weights and KV cache share the same HBM bandwidth, so their times add; compute overlaps
+with memory traffic, so the step is the larger of the two. ``flops_frac``,
+``bandwidth_frac`` and ``overhead_s`` are the hooks a calibration sets (defaults: the pure
+roofline). When N chips act as one, pass N times the per-chip peak and bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.errors import InputError
+from rackmath.units import FLOPS_PER_MAC, SECONDS_PER_HOUR
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achievable fractions of peak and a fixed per-step cost: the calibration hooks.
+
+    ``flops_frac`` and ``bandwidth_frac`` lie in (0, 1]; ``overhead_s`` >= 0 is added to
+    every step (kernel launches, scheduling, sampling). The default is the pure roofline.
+    """
+
+    flops_frac: float = 1.0
+    bandwidth_frac: float = 1.0
+    overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("flops_frac", "bandwidth_frac"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise InputError(name, value, "a fraction in (0, 1]")
+        if not self.overhead_s >= 0.0:
+            raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
+
+
+PURE_ROOFLINE = Efficiency()
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Times of one forward step, broadcast to a common shape (seconds)."""
+
+    compute_s: FloatArray
+    weight_fetch_s: FloatArray
+    kv_fetch_s: FloatArray
+    overhead_s: float
+
+    @property
+    def memory_s(self) -> FloatArray:
+        return self.weight_fetch_s + self.kv_fetch_s
+
+    @property
+    def step_s(self) -> FloatArray:
+        return np.maximum(self.compute_s, self.memory_s) + self.overhead_s
+
+    @property
+    def compute_bound(self) -> NDArray[np.bool_]:
+        return self.compute_s >= self.memory_s
+
+    @property
+    def bottleneck(self) -> NDArray[np.str_]:
+        """'compute', 'weights' or 'kv': the term that sets the step."""
+        memory = np.where(self.weight_fetch_s >= self.kv_fetch_s, "weights", "kv")
+        return np.where(self.compute_bound, "compute", memory)
+
+
+def step_times(
+    *,
+    flops: ArrayLike,
+    weight_bytes: ArrayLike,
+    kv_bytes: ArrayLike,
+    peak_flops_per_s: ArrayLike,
+    bandwidth_bytes_per_s: ArrayLike,
+    efficiency: Efficiency = PURE_ROOFLINE,
+) -> StepTimes:
+    """Roofline times of one step moving ``weight_bytes + kv_bytes`` and doing ``flops``."""
+    flops_per_s = np.asarray(peak_flops_per_s, float) * efficiency.flops_frac
+    bytes_per_s = np.asarray(bandwidth_bytes_per_s, float) * efficiency.bandwidth_frac
+    compute, weights, kv = np.broadcast_arrays(
+        np.asarray(flops, float) / flops_per_s,
+        np.asarray(weight_bytes, float) / bytes_per_s,
+        np.asarray(kv_bytes, float) / bytes_per_s,
+    )
+    return StepTimes(compute, weights, kv, efficiency.overhead_s)
+
+
+def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, per_token: ArrayLike) -> FloatArray:
+    """Expected number of distinct experts ``B`` tokens touch when each picks ``k`` of ``E``.
+
+    With uniform, independent routing an expert is missed by one token with probability
+    ``1 - k/E``, so ``E * (1 - (1 - k/E)^B)`` experts are touched per MoE layer:
+    ``k`` at ``B = 1``, approaching ``E`` as ``B`` grows. (Real routers are not uniform;
+    skew lowers this count, so the uniform case is the upper bound on bytes read.)
+    """
+    e = np.asarray(experts, float)
+    k = np.asarray(per_token, float)
+    b = np.asarray(tokens, float)
+    with np.errstate(divide="ignore"):  # k = E: log(0) = -inf, and every expert is read
+        return np.asarray(e * -np.expm1(b * np.log1p(-k / e)), dtype=float)
+
+
+def weight_bytes_read(
+    tokens: ArrayLike,
+    *,
+    always_read_bytes: ArrayLike,
+    expert_bytes: ArrayLike = 0.0,
+    experts: ArrayLike = 1,
+    experts_per_token: ArrayLike = 1,
+) -> FloatArray:
+    """Weight bytes a step over ``tokens`` tokens fetches.
+
+    ``always_read_bytes + expert_bytes * E(1 - (1 - k/E)^tokens)``, where ``expert_bytes`` is
+    one expert's bytes summed over the MoE layers. A dense model has ``expert_bytes = 0``.
+    """
+    distinct = expected_distinct_experts(tokens, experts, experts_per_token)
+    return np.asarray(always_read_bytes, float) + np.asarray(expert_bytes, float) * distinct
+
+
+def flop_per_byte(peak_flops_per_s: ArrayLike, bandwidth_bytes_per_s: ArrayLike) -> FloatArray:
+    """The chip's ridge point: FLOPs it can do per byte it reads (H100 bf16: 989e12/3.35e12 = 295)."""
+    return np.asarray(peak_flops_per_s, float) / np.asarray(bandwidth_bytes_per_s, float)
+
+
+def dense_balance_batch(
+    peak_flops_per_s: ArrayLike, bandwidth_bytes_per_s: ArrayLike, bytes_per_weight: ArrayLike
+) -> FloatArray:
+    """The lecture's "~300": the batch at which a dense model's weight fetch equals its compute.
+
+    ``B * 2N / F = N * bytes / BW  =>  B* = F * bytes / (2 * BW)``. Not the chip's FLOP/byte
+    ratio: it divides by the 2 FLOPs per MAC and multiplies by the bytes per weight.
+    H100 at fp8: 1.979e15 * 1 / (2 * 3.35e12) = 295.
+    """
+    return (
+        np.asarray(peak_flops_per_s, float)
+        * np.asarray(bytes_per_weight, float)
+        / (FLOPS_PER_MAC * np.asarray(bandwidth_bytes_per_s, float))
+    )
+
+
+def balance_batch(
+    params_total: ArrayLike,
+    params_active: ArrayLike,
+    peak_flops_per_s: ArrayLike,
+    bandwidth_bytes_per_s: ArrayLike,
+    bytes_per_weight: ArrayLike,
+) -> FloatArray:
+    """Closed form with sparsity: ``B* = F * bytes / (2 * BW) * N_total / N_active``.
+
+    From ``N_total * bytes / BW = B * 2 * N_active / F`` (all weights read, KV ignored).
+    The lecture's DeepSeek (32 of 256 experts, sparsity 8) on a ~300 chip gives 2,400.
+    """
+    sparsity = np.asarray(params_total, float) / np.asarray(params_active, float)
+    return dense_balance_batch(peak_flops_per_s, bandwidth_bytes_per_s, bytes_per_weight) * sparsity
+
+
+def balance_batch_exact(
+    *,
+    flops_per_token: ArrayLike,
+    kv_bytes_per_sequence: ArrayLike,
+    always_read_bytes: ArrayLike,
+    expert_bytes: ArrayLike,
+    experts: ArrayLike,
+    experts_per_token: ArrayLike,
+    peak_flops_per_s: ArrayLike,
+    bandwidth_bytes_per_s: ArrayLike,
+    efficiency: Efficiency = PURE_ROOFLINE,
+) -> FloatArray:
+    """Batch at which compute time equals memory time, KV and routed experts included.
+
+    Solves ``B * f / F' = (W(B) + B * kv) / BW'`` where ``W(B)`` is :func:`weight_bytes_read`.
+    With ``g(B) = B (f/F' - kv/BW') - W(B)/BW'`` convex (``W`` is concave in ``B``) and
+    ``g(0) < 0``, there is one root when ``f/F' > kv/BW'`` and none otherwise: then the KV
+    fetch alone keeps every batch memory-bound and the result is NaN. Found by bisection
+    on ``log B`` (60 halvings: relative error below 1e-12), broadcast over all inputs.
+    """
+    flops_per_s = np.asarray(peak_flops_per_s, float) * efficiency.flops_frac
+    bytes_per_s = np.asarray(bandwidth_bytes_per_s, float) * efficiency.bandwidth_frac
+    per_seq_surplus = np.asarray(flops_per_token, float) / flops_per_s - (
+        np.asarray(kv_bytes_per_sequence, float) / bytes_per_s
+    )
+
+    def gap(batch: FloatArray) -> FloatArray:
+        weights = weight_bytes_read(
+            batch,
+            always_read_bytes=always_read_bytes,
+            expert_bytes=expert_bytes,
+            experts=experts,
+            experts_per_token=experts_per_token,
+        )
+        return np.asarray(batch * per_seq_surplus - weights / bytes_per_s, dtype=float)
+
+    shape = np.broadcast_shapes(
+        np.shape(per_seq_surplus),
+        np.shape(always_read_bytes),
+        np.shape(expert_bytes),
+        np.shape(experts),
+        np.shape(experts_per_token),
+    )
+    lo = np.full(shape, np.log(1e-6))
+    hi = np.full(shape, np.log(1e15))
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        below = gap(np.exp(mid)) < 0
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    root = np.exp(0.5 * (lo + hi))
+    solvable = (per_seq_surplus > 0) & (gap(np.exp(hi)) >= 0)
+    return np.where(solvable, root, np.nan)
+
+
+def latency_floor_s(weight_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike) -> FloatArray:
+    """No step is faster than reading every weight once: ``N_total * bytes / BW`` (all chips)."""
+    return np.asarray(weight_bytes, float) / np.asarray(bandwidth_bytes_per_s, float)
+
+
+def hbm_drain_time_s(capacity_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike) -> FloatArray:
+    """Time to read the whole memory once: capacity / bandwidth (H100: 80e9/3.35e12 = 23.9 ms).
+
+    A step that reads everything in HBM can be no faster; one slower than this leaves
+    bandwidth idle, so it is the natural period of a full-memory decode loop.
+    """
+    return np.asarray(capacity_bytes, float) / np.asarray(bandwidth_bytes_per_s, float)
+
+
+def max_batch(
+    *,
+    capacity_bytes: ArrayLike,
+    weight_bytes: ArrayLike,
+    kv_bytes_per_sequence: ArrayLike,
+    reserve_frac: ArrayLike = 0.0,
+) -> FloatArray:
+    """Largest whole number of sequences whose KV fits beside the weights.
+
+    ``floor((capacity * (1 - reserve_frac) - weights) / kv_per_sequence)``, 0 if the weights
+    alone do not fit.
+    """
+    usable = np.asarray(capacity_bytes, float) * (1.0 - np.asarray(reserve_frac, float))
+    room = usable - np.asarray(weight_bytes, float)
+    with np.errstate(divide="ignore"):
+        count = np.floor(room / np.asarray(kv_bytes_per_sequence, float))
+    return np.asarray(np.maximum(count, 0.0), dtype=float)
+
+
+def usd_per_million_tokens(
+    step_s: ArrayLike, tokens_per_step: ArrayLike, chips: ArrayLike, usd_per_chip_hour: ArrayLike
+) -> FloatArray:
+    """Rental cost of a million tokens: ``step_s * chips * $/chip-s / tokens * 1e6``."""
+    usd_per_chip_s = np.asarray(usd_per_chip_hour, float) / SECONDS_PER_HOUR
+    return (
+        np.asarray(step_s, float)
+        * np.asarray(chips, float)
+        * usd_per_chip_s
+        / np.asarray(tokens_per_step, float)
+        * 1e6
+    )
+
+
+def utilization(work: ArrayLike, step_s: ArrayLike, rate: ArrayLike) -> FloatArray:
+    """Achieved over peak: MFU with ``work`` in FLOPs and ``rate`` in FLOP/s, MBU with bytes."""
+    return np.asarray(work, float) / (np.asarray(step_s, float) * np.asarray(rate, float))

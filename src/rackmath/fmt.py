@@ -1,0 +1,58 @@
+"""Human-scale formatting for the faces (CLI, web, plots). Decimal prefixes throughout:
+``70.3 kB`` is 70,300 bytes. Nothing here is used by the math."""
+
+from __future__ import annotations
+
+import math
+
+_PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+
+
+def si(value: float, unit: str = "", digits: int = 3) -> str:
+    """``si(3.6e17, "FLOP/s")`` -> ``'360 PFLOP/s'``."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    magnitude = abs(value)
+    for scale, prefix in _PREFIXES:
+        if magnitude >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}".rstrip()
+
+
+def nbytes(value: float) -> str:
+    return si(value, "B")
+
+
+def seconds(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if value >= 1:
+        return f"{value:.3g} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.3g} ms"
+    return f"{value * 1e6:.3g} µs"
+
+
+def count(value: float) -> str:
+    """Parameters and batch sizes: ``671e9`` -> ``'671B'``, ``5600`` -> ``'5,600'``."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if value >= 1e12:
+        return f"{value / 1e12:.3g}T"
+    if value >= 1e9:
+        return f"{value / 1e9:.4g}B"
+    if value >= 1e6:
+        return f"{value / 1e6:.4g}M"
+    return f"{value:,.0f}"
+
+
+def usd(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"${value:,.2f}" if value >= 0.1 else f"${value:.4f}"
+
+
+def pct(frac: float) -> str:
+    if frac is None or not math.isfinite(frac):
+        return "n/a"
+    return f"{frac:.1%}"

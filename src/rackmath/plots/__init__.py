@@ -1,0 +1,1 @@
+"""Plots: draw what the analyses return (Matplotlib, headless)."""

@@ -1,0 +1,135 @@
+"""A transformer's architecture as a frozen spec, one entry per layer.
+
+Per-layer facts (attention window, dense or mixture-of-experts MLP) are resolved once
+when the spec is built from a ``config.json`` (:mod:`rackmath.specs.hf_config`), so the
+math never parses a layer pattern again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from rackmath.specs.precision import Precision
+
+
+class AttentionKind(StrEnum):
+    MHA = "MHA"  # one K/V head per query head
+    GQA = "GQA"  # query heads share fewer K/V heads
+    MQA = "MQA"  # a single K/V head
+    MLA = "MLA"  # multi-head latent attention: a low-rank latent plus a RoPE key is cached
+
+
+class MlpKind(StrEnum):
+    DENSE = "dense"
+    MOE = "moe"
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    kind: AttentionKind
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int  # query/key width per head (MLA: qk_nope_head_dim + qk_rope_head_dim)
+    v_head_dim: int
+    qkv_bias: bool = False
+    output_bias: bool = False
+    qk_norm: bool = False
+    sinks: bool = False  # one learned logit per head (gpt-oss)
+    # MLA only
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+
+
+@dataclass(frozen=True)
+class DenseMlpSpec:
+    intermediate_size: int
+    gated: bool = True  # SwiGLU/GeGLU: gate, up and down projections
+    bias: bool = False
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    num_shared_experts: int = 0
+    shared_intermediate_size: int = 0  # total width of all shared experts together
+    gated: bool = True
+    expert_bias: bool = False
+    router_bias: bool = False  # a bias per expert (gpt-oss; DeepSeek's score-correction bias)
+
+    @property
+    def sparsity(self) -> float:
+        """Routed experts held per expert used: E / k."""
+        return self.num_experts / self.experts_per_token
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    #: Tokens this layer's attention can see (and must cache); None = the whole context.
+    window: int | None
+    mlp: MlpKind
+
+
+class ActiveCountRule(StrEnum):
+    """What a publisher's "active parameters" includes besides the blocks a token passes.
+
+    Owners differ: most count the input embedding and the LM head, gpt-oss counts only
+    the LM head (its model card, Table 1), some count neither.
+    """
+
+    EMBEDDING_AND_HEAD = "embedding_and_head"
+    HEAD_ONLY = "head_only"
+    NEITHER = "neither"
+
+
+@dataclass(frozen=True)
+class PublishedCounts:
+    params_total: float
+    params_active: float
+    active_counts: ActiveCountRule = ActiveCountRule.EMBEDDING_AND_HEAD
+    note: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    name: str
+    family: str  # Hugging Face model_type
+    hidden_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    attention: AttentionSpec
+    layers: tuple[LayerSpec, ...]
+    dense_mlp: DenseMlpSpec | None
+    moe: MoeSpec | None
+    norms_per_layer: int = 2
+    native_weight_precision: Precision = Precision.BF16
+    num_mtp_layers: int = 0  # multi-token-prediction modules, not counted in the main model
+    max_context: int | None = None
+    aliases: tuple[str, ...] = ()
+    published: PublishedCounts | None = None
+    source: tuple[str, ...] = ()
+    date: str = ""
+    confidence: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(layer.mlp is MlpKind.MOE for layer in self.layers)
+
+    @property
+    def num_dense_mlp_layers(self) -> int:
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None and self.num_moe_layers > 0
