@@ -18,6 +18,7 @@ from rackmath.specs.model import (
     MoeSpec,
     PublishedCounts,
 )
+from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "MlpKind",
     "ModelSpec",
     "MoeSpec",
+    "ParallelPlan",
     "Precision",
     "PublishedCounts",
     "SystemSpec",
