@@ -45,25 +45,14 @@ from rackmath.cli import catalog_cmds, explain_cmd  # noqa: E402,F401
 
 
 def main() -> None:
+    """Entry point: Click handles usage errors (exit 2); expected errors become one line."""
     try:
-        app(standalone_mode=False)
+        app()
     except RackmathError as exc:
         if os.environ.get("RACKMATH_DEBUG"):
             raise
         typer.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        sys.exit(1)
-    except Exception as exc:  # Click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

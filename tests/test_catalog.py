@@ -1,0 +1,95 @@
+"""The embedded catalogs: required ids, provenance on every entry, sane figures."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rackmath import catalog
+from rackmath.errors import PrecisionUnavailableError, UnknownIdError
+from rackmath.specs import Precision
+
+CHIPS = [
+    "a100-80gb", "h100-sxm", "h800", "h200", "b200", "b300", "gb200", "gb300", "rubin",
+    "mi300x", "mi325x", "mi355x", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu7x",
+]  # fmt: skip
+SYSTEMS = {
+    "h100-hgx": 8,
+    "h800-hgx": 8,
+    "h200-hgx": 8,
+    "b200-hgx": 8,
+    "gb200-nvl72": 72,
+    "gb300-nvl72": 72,
+    "mi300x-8": 8,
+    "mi355x-8": 8,
+    "tpu-v5p-pod": None,
+    "tpu7x-pod": None,
+}
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def test_required_chips_exist_with_sources_dates_and_prices() -> None:
+    chips = catalog.chips()
+    assert set(CHIPS) <= set(chips)
+    for chip in chips.values():
+        assert chip.source and ISO_DATE.match(chip.date), chip.id
+        assert ISO_DATE.match(chip.price_usd_per_chip_hour.date), chip.id
+        assert chip.price_usd_per_chip_hour.source, chip.id
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", chip.id)
+
+
+def test_rubin_is_marked_announced() -> None:
+    assert catalog.chip("rubin").status == "announced"
+    assert catalog.chip("h100-sxm").status == "shipping"
+
+
+def test_required_systems_and_domains() -> None:
+    systems = catalog.systems()
+    for system_id, domain in SYSTEMS.items():
+        assert system_id in systems
+        if domain is not None:
+            assert systems[system_id].scale_up_domain_chips == domain
+    for system in systems.values():
+        assert system.source and ISO_DATE.match(system.date)
+        assert 1 <= system.default_chips
+
+
+def test_peaks_are_dense_and_ordered() -> None:
+    # halving the precision never lowers the peak on any chip that has both
+    order = [Precision.FP32, Precision.TF32, Precision.BF16, Precision.FP8, Precision.FP4]
+    for chip in catalog.chips().values():
+        present = [chip.peak_flops_per_s[p] for p in order if p in chip.peak_flops_per_s]
+        assert present == sorted(present), chip.id
+    h100 = catalog.chip("h100-sxm")
+    assert h100.peak_flops(Precision.BF16) == pytest.approx(989.4e12)  # dense, not 1979 sparse
+
+
+def test_link_bandwidth_is_per_direction() -> None:
+    # NVLink 4: 900 GB/s counts both directions, 450 GB/s each way
+    assert catalog.chip("h100-sxm").scale_up_bandwidth_bytes_per_s_per_direction == pytest.approx(450e9)
+    # a 400 Gb/s NIC is 50 GB/s per direction
+    assert catalog.chip("h100-sxm").scale_out_bandwidth_bytes_per_s_per_direction == pytest.approx(50e9)
+
+
+def test_tpu_capacity_is_binary() -> None:
+    assert catalog.chip("tpu-v5p").hbm_capacity_bytes == pytest.approx(95 * 2**30)
+
+
+def test_unknown_ids_suggest_close_matches() -> None:
+    with pytest.raises(UnknownIdError, match="did you mean h100-sxm"):
+        catalog.chip("h100-sx")
+    with pytest.raises(UnknownIdError, match="gb200-nvl72"):
+        catalog.system("gb200-nvl")
+    with pytest.raises(UnknownIdError, match="deepseek-v3"):
+        catalog.model("deepsek-v3")
+
+
+def test_missing_precision_is_refused_not_invented() -> None:
+    with pytest.raises(PrecisionUnavailableError, match="a100-80gb has no fp8"):
+        catalog.chip("a100-80gb").peak_flops(Precision.FP8)
+
+
+def test_block_formats_compute_at_their_element_rate() -> None:
+    assert Precision.MXFP4.bytes_per_element == pytest.approx(4.25 / 8)
+    assert catalog.chip("b200").peak_flops(Precision.MXFP4) == catalog.chip("b200").peak_flops(Precision.FP4)

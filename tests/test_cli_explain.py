@@ -1,0 +1,179 @@
+"""The command line: `explain`, `models`, `hardware`, `--version`, and bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import rackmath as rm
+from rackmath.analyses import serving
+from rackmath.cli.main import main
+
+HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
+
+POINT_KEYS = {
+    "batch",
+    "context",
+    "step_s",
+    "compute_s",
+    "weight_fetch_s",
+    "kv_fetch_s",
+    "bottleneck",
+    "tokens_per_s_per_user",
+    "tokens_per_s",
+    "tokens_per_s_per_chip",
+    "usd_per_million_output_tokens",
+    "mfu",
+    "fits",
+}
+TOP_KEYS = {
+    "model",
+    "system",
+    "chips",
+    "precision",
+    "params_total",
+    "params_active",
+    "kv_bytes_per_token",
+    "flop_per_byte",
+    "balance_batch",
+    "balance_batch_with_kv",
+    "latency_floor_s",
+    "hbm_drain_time_s",
+    "max_batch",
+    "points",
+}
+
+
+def run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["rackmath", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_explain_json_has_the_stable_keys_and_matches_the_api(monkeypatch, capsys) -> None:
+    code, out, _ = run(
+        monkeypatch,
+        capsys,
+        "explain",
+        "llama-3.1-70b",
+        "--on",
+        "h100-hgx",
+        "--batch",
+        "1,64",
+        "--context",
+        "1k,8k",
+        "--json",
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert TOP_KEYS <= set(data)
+    assert data["precision"] == {"weights": "bf16", "kv": "bf16", "compute": "bf16"}
+    assert len(data["points"]) == 4
+    assert all(POINT_KEYS <= set(p) for p in data["points"])
+    dep = rm.deployment("llama-3.1-70b", "h100-hgx")
+    g = serving.decode(dep, [64], [8000])
+    point = next(p for p in data["points"] if p["batch"] == 64 and p["context"] == 8000)
+    assert point["step_s"] == pytest.approx(float(g.step_s[0, 0]))
+    assert point["usd_per_million_output_tokens"] == pytest.approx(
+        float(g.usd_per_million_output_tokens[0, 0])
+    )
+    assert data["latency_floor_s"] == pytest.approx(serving.latency_floor_s(dep))
+
+
+def test_explain_text_reads_like_the_blackboard(monkeypatch, capsys) -> None:
+    code, out, _ = run(monkeypatch, capsys, "explain", "deepseek-r1", "--on", "gb200-nvl72", "--chips", "64")
+    assert code == 0
+    for phrase in (
+        "Latency floor",
+        "balance batch",
+        "the lecture's ~300",
+        "N_total/N_active",
+        "drain time",
+        "Reading",
+    ):
+        assert phrase in out
+    assert "routed sparsity E/k = 32" in out
+
+
+def test_explain_plot(monkeypatch, capsys, tmp_path: Path) -> None:
+    path = tmp_path / "plot.png"
+    code, _, _ = run(monkeypatch, capsys, "explain", "mixtral-8x7b", "--on", "h100-hgx", "--plot", str(path))
+    assert code == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = tmp_path / "plot.svg"
+    code, _, _ = run(
+        monkeypatch, capsys, "explain", "mixtral-8x7b", "--on", "h100-hgx", "--plot", str(svg), "--json"
+    )
+    assert code == 0 and svg.read_text().lstrip().startswith("<?xml")
+
+
+def test_explain_from_a_config_file(monkeypatch, capsys) -> None:
+    code, out, _ = run(
+        monkeypatch, capsys, "explain", str(HF_CONFIGS / "qwen3_moe.json"), "--on", "h200-hgx", "--json"
+    )
+    assert code == 0
+    assert json.loads(out)["params_total"] == pytest.approx(30.5e9, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["explain", "llama-3.1-80b", "--on", "h100-hgx"], "did you mean llama-3.1-8b"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgxx"], "did you mean h100-hgx"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--batch", "0"], "--batch"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--batch", "a,b"], "comma-separated numbers"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--context", "-5"], "--context"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--chips", "0"], "chips"),
+        (["explain", "llama-3.1-8b", "--on", "a100-hgx", "--compute", "fp8"], "a100-80gb has no fp8"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--kv", "fp7"], "unknown kv precision 'fp7'"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--price-per-chip-hour", "-1"], "positive"),
+        (["explain", str(HF_CONFIGS / "malformed.json"), "--on", "h100-hgx"], "not valid JSON"),
+        (["explain", str(HF_CONFIGS / "missing_field.json"), "--on", "h100-hgx"], "'hidden_size' is missing"),
+        (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--plot", "x.gif"], ".png, .svg or .pdf"),
+    ],
+)
+def test_bad_input_gets_one_line_and_exit_1(monkeypatch, capsys, args, message) -> None:
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 1
+    assert message in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_a_deployment_that_does_not_fit_says_by_how_much(monkeypatch, capsys) -> None:
+    code, _, err = run(monkeypatch, capsys, "explain", "llama-3.1-405b", "--on", "h100-hgx", "--chips", "1")
+    assert code == 1
+    # 405.85e9 params x 2 bytes on one 80 GB H100 (72 GB usable)
+    assert "needs 811.7 GB per chip" in err and "72.0 GB" in err and "short by 739.7 GB" in err
+
+
+def test_usage_errors_exit_2(monkeypatch, capsys) -> None:
+    code, _, _ = run(monkeypatch, capsys, "explain", "llama-3.1-8b")  # no --on
+    assert code == 2
+
+
+def test_models_and_hardware_tables(monkeypatch, capsys) -> None:
+    code, out, _ = run(monkeypatch, capsys, "models", "--json")
+    assert code == 0
+    rows = {r["id"]: r for r in json.loads(out)}
+    assert rows["deepseek-v3"]["params_total"] == pytest.approx(671e9, rel=0.01)
+    code, out, _ = run(monkeypatch, capsys, "hardware", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert {c["id"] for c in data["chips"]} >= {"h100-sxm", "gb200", "tpu7x"}
+    code, out, _ = run(monkeypatch, capsys, "hardware")
+    assert code == 0 and "gb200-nvl72" in out
+
+
+def test_version(monkeypatch, capsys) -> None:
+    code, out, _ = run(monkeypatch, capsys, "--version")
+    assert code == 0 and out.startswith("rackmath ")

@@ -1,0 +1,89 @@
+"""Reading Hugging Face config.json files: every supported family, and bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rackmath import catalog
+from rackmath.core.architecture import param_counts
+from rackmath.errors import ConfigError, UnknownIdError
+from rackmath.specs import AttentionKind, MlpKind, Precision, load_config_file, model_from_config
+
+HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
+
+# file -> (family, attention, published total params it should reproduce within 2%)
+FAMILIES = {
+    "llama.json": ("llama", AttentionKind.GQA, 8.03e9),
+    "mistral.json": ("mistral", AttentionKind.GQA, 7.24e9),
+    "mixtral.json": ("mixtral", AttentionKind.GQA, 46.7e9),
+    "qwen2.json": ("qwen2", AttentionKind.GQA, 72.7e9),
+    "qwen3.json": ("qwen3", AttentionKind.GQA, 8.2e9),
+    "qwen3_moe.json": ("qwen3_moe", AttentionKind.GQA, 30.5e9),
+    "deepseek_v3.json": ("deepseek_v3", AttentionKind.MLA, 671e9),
+    "kimi_k2.json": ("kimi_k2", AttentionKind.MLA, 1.04e12),
+    "gpt_oss.json": ("gpt_oss", AttentionKind.GQA, 20.91e9),
+    "gemma3.json": ("gemma3", AttentionKind.GQA, 27.0e9),
+    "glm4_moe.json": ("glm4_moe", AttentionKind.GQA, 355e9),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_parses(name: str) -> None:
+    family, attention, total = FAMILIES[name]
+    spec = load_config_file(HF_CONFIGS / name)
+    assert spec.family == family
+    assert spec.attention.kind is attention
+    assert param_counts(spec).total == pytest.approx(total, rel=0.02)
+
+
+def test_files_and_catalog_agree_for_deepseek() -> None:
+    from_file = load_config_file(HF_CONFIGS / "deepseek_v3.json")
+    assert param_counts(from_file) == param_counts(catalog.model("deepseek-v3"))
+    assert from_file.native_weight_precision is Precision.FP8
+    assert [layer.mlp for layer in from_file.layers[:4]] == [MlpKind.DENSE] * 3 + [MlpKind.MOE]
+
+
+def test_gpt_oss_is_mxfp4_with_alternating_windows() -> None:
+    spec = load_config_file(HF_CONFIGS / "gpt_oss.json")
+    assert spec.native_weight_precision is Precision.MXFP4
+    assert [layer.window for layer in spec.layers[:4]] == [128, None, 128, None]
+
+
+def test_malformed_json_names_the_problem() -> None:
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config_file(HF_CONFIGS / "malformed.json")
+
+
+def test_missing_field_is_named() -> None:
+    with pytest.raises(ConfigError, match="'hidden_size' is missing"):
+        load_config_file(HF_CONFIGS / "missing_field.json")
+
+
+def test_unsupported_family_lists_suggestions() -> None:
+    with pytest.raises(UnknownIdError, match="model_type 'mamba'"):
+        load_config_file(HF_CONFIGS / "unsupported.json")
+
+
+def test_wrong_types_and_ranges_are_rejected() -> None:
+    config = json.loads((HF_CONFIGS / "llama.json").read_text())
+    for field, value, message in [
+        ("num_hidden_layers", "32", "must be an integer"),
+        ("num_attention_heads", 0, ">= 1"),
+        ("num_key_value_heads", 7, "must divide num_attention_heads"),
+        ("tie_word_embeddings", "yes", "true or false"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            model_from_config({**config, field: value}, model_id="x")
+
+
+def test_not_an_object() -> None:
+    with pytest.raises(ConfigError, match="JSON object"):
+        model_from_config([1, 2], model_id="x")  # type: ignore[arg-type]
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config_file(HF_CONFIGS / "nope.json")

@@ -1,0 +1,68 @@
+"""The architecture as a test: layers import downward only, the core does no I/O, and faces
+compute no money or time of their own (one cost model)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "rackmath"
+FACES = ("cli", "web", "plots")
+# What each layer may import from rackmath (besides itself).
+ALLOWED = {
+    "core": {"core", "specs", "errors", "units"},
+    "specs": {"specs", "errors", "units"},
+    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units"},
+    "catalog": {"catalog", "specs", "errors", "units"},
+}
+IO_CALLS = {"print", "open", "input"}
+# Unit conversions that belong in core functions (per hour, per day, per million tokens):
+# seeing them in a face means a cost is being computed there.
+FACE_FORBIDDEN_LITERALS = {3600, 3600.0, 86400, 86400.0}
+
+
+def _modules(layer: str) -> list[Path]:
+    return sorted((PACKAGE / layer).rglob("*.py"))
+
+
+def _rackmath_imports(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rackmath."):
+            found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("rackmath."):
+                    found.add(alias.name.split(".")[1])
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layers_import_downward_only(layer: str) -> None:
+    offenders = {}
+    for path in _modules(layer):
+        bad = _rackmath_imports(ast.parse(path.read_text())) - ALLOWED[layer]
+        if bad:
+            offenders[str(path.relative_to(PACKAGE))] = sorted(bad)
+    assert not offenders, f"{layer}/ may import only {sorted(ALLOWED[layer])}: {offenders}"
+
+
+def test_core_does_no_io() -> None:
+    offenders = []
+    for path in _modules("core"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_CALLS:
+                offenders.append(f"{path.name}:{node.lineno} {node.func.id}()")
+    assert not offenders, "core/ is pure; move I/O to a face: " + ", ".join(offenders)
+
+
+def test_faces_compute_no_costs_or_times() -> None:
+    offenders = []
+    for face in FACES:
+        for path in _modules(face):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and node.value in FACE_FORBIDDEN_LITERALS:
+                    offenders.append(f"{face}/{path.name}:{node.lineno} literal {node.value}")
+    assert not offenders, "convert units in core/ and import the result: " + ", ".join(offenders)
