@@ -35,6 +35,7 @@ class Explanation:
     hbm_drain_time_s: float
     max_batch: FloatArray  # per context
     batch_one_over_balance_cost: float  # at the first context, KV included
+    cost_reference_batch: float  # the B* that ratio uses (exact with KV, else closed form)
     mfu_contexts: FloatArray
     mfu_at_balance_batch: FloatArray  # MFU vs context at the closed-form balance batch
 
@@ -110,6 +111,7 @@ class Explanation:
             "usable_bytes_per_chip": d.usable_bytes_per_chip,
             "weights_fit": d.weights_fit,
             "batch_one_over_balance_cost": self.batch_one_over_balance_cost,
+            "cost_reference_batch": self.cost_reference_batch,
             "usd_per_million_input_tokens": [
                 {"context": int(c), "usd": float(u)}
                 for c, u in zip(self.contexts, self.prefill.usd_per_million_input_tokens[0], strict=True)
@@ -161,6 +163,7 @@ def explain(
         hbm_drain_time_s=serving.hbm_drain_time_s(d),
         max_batch=serving.max_batch(d, np.asarray(contexts, float)),
         batch_one_over_balance_cost=float(pair[0] / pair[1]),
+        cost_reference_batch=b_star,
         mfu_contexts=np.asarray(MFU_CONTEXTS, float),
         mfu_at_balance_batch=mfu_curve,
     )

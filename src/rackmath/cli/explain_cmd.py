@@ -158,8 +158,9 @@ def render(result: Explanation, console: Console) -> None:
         text = f"{b:,.0f}" if np.isfinite(b) else "none: the KV fetch alone keeps every batch memory-bound"
         out(f"  with KV at L = {c:,.0f} (exact, routing included): B* = {text}")
     out(
-        f"  cost at B = 1 over cost at B*: {result.batch_one_over_balance_cost:,.0f}x "
-        "(ignoring KV it equals B*: batching is the master lever)"
+        f"  cost per token at B = 1 over cost at B = {result.cost_reference_batch:,.0f}, "
+        f"KV included: {result.batch_one_over_balance_cost:,.0f}x "
+        "(ignoring KV this ratio equals B* itself: batching is the master lever)"
     )
 
     out("\n[bold]4. Memory[/]")
