@@ -87,3 +87,36 @@ def test_not_an_object() -> None:
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config_file(HF_CONFIGS / "nope.json")
+
+
+def test_hub_import_fetches_only_config_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hub path downloads config.json alone (no code) and parses it like a local file."""
+    import sys
+    import types
+
+    calls: list[tuple[str, str]] = []
+
+    def fake_download(repo_id: str, filename: str, revision: str | None = None) -> str:
+        calls.append((repo_id, filename))
+        return str(HF_CONFIGS / "mixtral.json")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=fake_download))
+    from rackmath.catalog import resolve_model
+
+    spec = resolve_model("hf:mistralai/Mixtral-8x7B-v0.1")
+    assert calls == [("mistralai/Mixtral-8x7B-v0.1", "config.json")]
+    assert spec.id == "mixtral-8x7b-v0.1" and spec.family == "mixtral"
+
+
+def test_hub_errors_are_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    def offline(*args: object, **kwargs: object) -> str:
+        raise OSError("network unreachable")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=offline))
+    from rackmath.catalog import resolve_model
+
+    with pytest.raises(ConfigError, match="could not fetch config.json of 'org/model'"):
+        resolve_model("hf:org/model")

@@ -172,7 +172,15 @@ def render(result: Explanation, console: Console) -> None:
     for c, mb in zip(result.contexts, result.max_batch, strict=True):
         out(f"  largest batch that fits at L = {c:,.0f}: {mb:,.0f} sequences")
 
-    out("\n[bold]5. Over batch size[/]")
+    out("\n[bold]5. Prefill[/] (one prompt of L tokens; its KV is written, not read)")
+    pf = result.prefill
+    for j, c in enumerate(result.contexts):
+        out(
+            f"  L = {c:,.0f}: {fmt.seconds(pf.times.step_s[0, j])}, bound by {pf.times.bottleneck[0, j]}, "
+            f"MFU {fmt.pct(pf.mfu[0, j])}, {fmt.usd(pf.usd_per_million_input_tokens[0, j])} per million input tokens"
+        )
+
+    out("\n[bold]6. Decode over batch size[/]")
     out(_table(result))
     out("\n[bold]Reading[/]")
     out("  " + reading(result))
