@@ -163,6 +163,13 @@ def render(result: Explanation, console: Console) -> None:
         "(ignoring KV this ratio equals B* itself: batching is the master lever)"
     )
 
+    curve = ", ".join(
+        f"{c / 1024:,.0f}K {fmt.pct(u)}"
+        for c, u in zip(result.mfu_contexts, result.mfu_at_balance_batch, strict=True)
+        if c in (2**12, 2**14, 2**16, 2**18, 2**20)
+    )
+    out(f"  MFU against context at B = {bal.balance_batch:,.0f}: {curve}")
+
     out("\n[bold]4. Memory[/]")
     out(
         f"  HBM drain time = {fmt.nbytes(chip.hbm_capacity_bytes)} / "
@@ -177,7 +184,8 @@ def render(result: Explanation, console: Console) -> None:
     for j, c in enumerate(result.contexts):
         out(
             f"  L = {c:,.0f}: {fmt.seconds(pf.times.step_s[0, j])}, bound by {pf.times.bottleneck[0, j]}, "
-            f"MFU {fmt.pct(pf.mfu[0, j])}, {fmt.usd(pf.usd_per_million_input_tokens[0, j])} per million input tokens"
+            f"MFU {fmt.pct(pf.mfu[0, j])}, "
+            f"{fmt.usd(pf.usd_per_million_input_tokens[0, j])} per million input tokens"
         )
 
     out("\n[bold]6. Decode over batch size[/]")

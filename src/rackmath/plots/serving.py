@@ -51,6 +51,9 @@ def save_explain_plot(result: Explanation, path: str | Path) -> Path:
     ax_t.axhline(result.latency_floor_s * ms, color="gray", ls="--", lw=1, label="latency floor")
     if np.isfinite(b_star):
         ax_t.axvline(b_star, color="purple", ls="-.", lw=1, label=f"balance B* = {b_star:,.0f}")
+    else:
+        closed = result.balance.balance_batch
+        ax_t.axvline(closed, color="purple", ls="-.", lw=1, label=f"B* without KV = {closed:,.0f}")
     max_b = float(result.max_batch[0])
     if 1 <= max_b < b[-1]:
         ax_t.axvspan(max_b, b[-1], color="gray", alpha=0.12, label="KV does not fit")
