@@ -80,3 +80,87 @@ def point_to_point_s(
 def cross_domain_fraction(domains: ArrayLike) -> FloatArray:
     """Share of uniformly spread all-to-all traffic that leaves a domain: ``(R-1)/R``."""
     return _ring_fraction(domains)
+
+
+def domains_spanned(group_chips: ArrayLike, chips_per_domain: ArrayLike) -> FloatArray:
+    """Scale-up domains a group of ``n`` consecutive, aligned chips touches: ``ceil(n / S)``."""
+    n = np.asarray(group_chips, float)
+    return np.asarray(np.ceil(n / np.asarray(chips_per_domain, float)), dtype=float)
+
+
+def hierarchical_all_to_all_s(
+    bytes_per_chip: ArrayLike,
+    chips: ArrayLike,
+    domains: ArrayLike,
+    scale_up_bytes_per_s: ArrayLike,
+    scale_out_bytes_per_s: ArrayLike,
+    scale_up_latency_s: ArrayLike,
+    scale_out_latency_s: ArrayLike,
+) -> FloatArray:
+    """All-to-all over ``n`` chips spread evenly over ``R`` domains (the lecture's D13-D14).
+
+    Each chip's ``M`` bytes go uniformly to all ``n`` chips: ``M/R`` stay in its domain
+    (an :func:`all_to_all_s` over ``n/R`` chips on the scale-up fabric) and
+    ``(R-1)/R * M`` (:func:`cross_domain_fraction`) cross the scale-out network:
+    ``t = (n/R - 1)/(n/R) (M/R)/B_up + a_up + (R-1)/R M/B_out + a_out``.
+    The two parts are added (the same chip's copy engines and NIC path serialize them;
+    an upper bound, and with ``B_out <= B_up`` a crossing all-to-all is never faster).
+    """
+    n = np.asarray(chips, float)
+    r = np.maximum(np.asarray(domains, float), 1.0)
+    m = np.asarray(bytes_per_chip, float)
+    inside = all_to_all_s(m / r, n / r, scale_up_bytes_per_s, scale_up_latency_s)
+    crossing = cross_domain_fraction(r)
+    across = crossing * m / np.asarray(scale_out_bytes_per_s, float) + np.where(
+        r > 1, np.asarray(scale_out_latency_s, float), 0.0
+    )
+    return np.asarray(inside + across, dtype=float)
+
+
+def hierarchical_all_gather_s(
+    bytes_per_chip: ArrayLike,
+    chips_per_domain: ArrayLike,
+    domains: ArrayLike,
+    scale_up_bandwidth_bytes_per_s: ArrayLike,
+    scale_up_latency_s: ArrayLike,
+    scale_out_bandwidth_bytes_per_s: ArrayLike,
+    scale_out_latency_s: ArrayLike,
+) -> FloatArray:
+    """Two-level all-gather (or reduce-scatter) over ``k`` chips in each of ``R`` domains.
+
+    Reduce-scatter first inside each domain over the scale-up fabric (``k`` chips, the whole
+    buffer ``M``), then across domains over the scale-out network on the ``M/k`` shard each
+    chip now owns (``R`` chips, one per domain, all ``k`` rings in parallel):
+    ``ring(M, k, up) + ring(M/k, R, out)``; all-gather is the mirror image and costs the
+    same. With ``R = 1`` it is the flat scale-up ring; with ``k = 1`` the flat scale-out
+    ring. This is NCCL's and Megatron's hierarchical scheme (Jia et al. 2018, "Highly
+    scalable deep learning training system with mixed-precision", §3.2).
+    """
+    k = np.asarray(chips_per_domain, float)
+    inner = all_gather_s(bytes_per_chip, k, scale_up_bandwidth_bytes_per_s, scale_up_latency_s)
+    outer = all_gather_s(
+        np.asarray(bytes_per_chip, float) / k, domains, scale_out_bandwidth_bytes_per_s, scale_out_latency_s
+    )
+    return np.asarray(inner + outer, dtype=float)
+
+
+def hierarchical_all_reduce_s(
+    bytes_per_chip: ArrayLike,
+    chips_per_domain: ArrayLike,
+    domains: ArrayLike,
+    scale_up_bandwidth_bytes_per_s: ArrayLike,
+    scale_up_latency_s: ArrayLike,
+    scale_out_bandwidth_bytes_per_s: ArrayLike,
+    scale_out_latency_s: ArrayLike,
+) -> FloatArray:
+    """Two-level all-reduce = hierarchical reduce-scatter + all-gather (twice
+    :func:`hierarchical_all_gather_s`)."""
+    return 2.0 * hierarchical_all_gather_s(
+        bytes_per_chip,
+        chips_per_domain,
+        domains,
+        scale_up_bandwidth_bytes_per_s,
+        scale_up_latency_s,
+        scale_out_bandwidth_bytes_per_s,
+        scale_out_latency_s,
+    )

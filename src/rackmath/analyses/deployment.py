@@ -1,0 +1,435 @@
+"""A model on a real topology under a parallel plan: validation, memory per chip, step times.
+
+:class:`PlannedDeployment` wraps the foundation's :class:`~rackmath.analyses.serving.Deployment`
+(model, system, precisions, price, efficiency) with a :class:`~rackmath.specs.plan.ParallelPlan`
+and a :class:`~rackmath.core.parallel.Topology`, and answers through
+:mod:`rackmath.core.parallel` (which itself calls :func:`rackmath.core.roofline.step_times`
+and :mod:`rackmath.core.collectives`). With ``tp = N``, ``pp = dp = 1`` and communication
+off it gives the foundation's ideal-chip numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.analyses import serving
+from rackmath.core import architecture as arch
+from rackmath.core import parallel as par
+from rackmath.core import roofline as rl
+from rackmath.errors import InputError
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.plan import ParallelPlan
+from rackmath.specs.precision import Precision
+
+FloatArray = NDArray[np.float64]
+
+
+def topology(system: SystemSpec, chips_per_domain: int | None = None) -> par.Topology:
+    """The system's two network levels from the catalog; ``chips_per_domain`` spreads a
+    deployment over more domains than it needs (at most the domain's size)."""
+    chip = system.chip
+    up = chip.scale_up_bandwidth_bytes_per_s_per_direction
+    out = chip.scale_out_bandwidth_bytes_per_s_per_direction
+    if up is None or out is None:
+        raise InputError(
+            f"{chip.id} network bandwidth", None, "scale-up and scale-out bandwidth in the chip catalog"
+        )
+    s = system.scale_up_domain_chips if chips_per_domain is None else chips_per_domain
+    if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= system.scale_up_domain_chips:
+        raise InputError("chips per domain", s, f"1 to {system.scale_up_domain_chips} ({system.id}'s domain)")
+    return par.Topology(
+        chips_per_domain=float(s),
+        scale_up_bytes_per_s=up,
+        scale_out_bytes_per_s=out,
+        scale_up_latency_s=system.scale_up_latency_s,
+        scale_out_latency_s=system.scale_out_latency_s,
+    )
+
+
+@dataclass(frozen=True)
+class PlanCheck:
+    """Whether a plan suits a model on a topology: the reasons it does not, and where it
+    crosses domain boundaries."""
+
+    plan: ParallelPlan
+    reasons: tuple[str, ...]
+    crossings: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+
+def check_plan(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    topo: par.Topology,
+    *,
+    chips: int | None = None,
+    allow_uneven_stages: bool = False,
+) -> PlanCheck:
+    """Every rule a serving plan must satisfy, each failure with its reason."""
+    reasons = []
+    heads = model.attention.num_heads
+    if chips is not None and chips != plan.chips:
+        reasons.append(
+            f"chips = pp x dp x tp x cp = {plan.pp} x {plan.dp} x {plan.tp} x {plan.cp} "
+            f"= {plan.chips}, not {chips}"
+        )
+    if heads % plan.tp:
+        reasons.append(f"{heads} attention heads do not divide by tp = {plan.tp}")
+    experts = model.moe.num_experts if model.is_moe and model.moe else 1
+    if not model.is_moe and plan.ep > 1:
+        reasons.append(f"{model.id} is dense: ep must be 1, got {plan.ep}")
+    elif experts % plan.ep:
+        reasons.append(f"{experts} experts do not divide by ep = {plan.ep}")
+    if plan.pp > model.num_layers:
+        reasons.append(f"pp = {plan.pp} exceeds the {model.num_layers} layers")
+    elif model.num_layers % plan.pp and not allow_uneven_stages:
+        reasons.append(
+            f"{model.num_layers} layers do not divide by pp = {plan.pp} "
+            "(allow uneven stages to split them anyway)"
+        )
+    if plan.cp > 1:
+        reasons.append("context parallelism (cp) is modelled for training, not for serving plans")
+    s = int(topo.chips_per_domain)
+    crossings = []
+    if plan.tp > s:
+        crossings.append(f"TP group of {plan.tp} spans {-(-plan.tp // s)} domains of {s}")
+    if plan.ep > s:
+        crossings.append(
+            f"EP group of {plan.ep} spans {-(-plan.ep // s)} domains: "
+            f"{(1 - 1 / -(-plan.ep // s)):.0%} of dispatch/combine bytes cross scale-out"
+        )
+    if plan.pp > 1:
+        hops = par.pipeline_hops(plan.pp, decode=True)
+        crossing = float(par.crossing_hops(plan.pp, plan.chips_per_stage, s, hops))
+        if crossing:
+            crossings.append(
+                f"{crossing:.0f} of {float(hops):.0f} pipeline hops per decode token cross scale-out"
+            )
+    return PlanCheck(plan=plan, reasons=tuple(reasons), crossings=tuple(crossings))
+
+
+@dataclass(frozen=True)
+class MemoryPerChip:
+    """HBM of one chip of the heaviest stage: weights by component, KV, activations, reserve."""
+
+    weights: par.ChipWeightBytes
+    kv_bytes: FloatArray
+    activation_bytes: FloatArray
+    reserve_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> FloatArray:
+        return np.asarray(self.weights.total + self.kv_bytes + self.activation_bytes + self.reserve_bytes)
+
+    @property
+    def fits(self) -> NDArray[np.bool_]:
+        return np.asarray(self.total_bytes <= self.capacity_bytes)
+
+    @property
+    def short_by_bytes(self) -> FloatArray:
+        """How much more HBM the chip would need (0 when it fits)."""
+        return np.asarray(np.maximum(self.total_bytes - self.capacity_bytes, 0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.weights
+
+        def scalar(x: ArrayLike) -> float:
+            return float(np.asarray(x).ravel()[0])
+
+        return {
+            "weights_bytes_by_component": {
+                "tp_sharded": scalar(w.tp_sharded),
+                "replicated": scalar(w.replicated),
+                "routed_experts": scalar(w.routed_experts),
+                "vocab": scalar(w.vocab),
+            },
+            "weights_bytes": scalar(w.total),
+            "kv_bytes": scalar(self.kv_bytes),
+            "activation_bytes": scalar(self.activation_bytes),
+            "reserve_bytes": self.reserve_bytes,
+            "total_bytes": scalar(self.total_bytes),
+            "capacity_bytes": self.capacity_bytes,
+            "fits": bool(np.asarray(self.fits).ravel()[0]),
+            "short_by_bytes": scalar(self.short_by_bytes),
+        }
+
+
+@dataclass(frozen=True)
+class PlannedGrid:
+    """Decode (or prefill) over a batch x context grid under a plan."""
+
+    deployment: PlannedDeployment
+    batch: FloatArray
+    context: FloatArray
+    step: par.PlanStep
+    memory: MemoryPerChip
+
+    @property
+    def step_s(self) -> FloatArray:
+        return self.step.step_s
+
+    @property
+    def tokens_per_s(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s)
+
+    @property
+    def tokens_per_s_per_user(self) -> FloatArray:
+        return np.asarray(1.0 / self.step_s)
+
+    @property
+    def tokens_per_s_per_chip(self) -> FloatArray:
+        return np.asarray(self.tokens_per_s / self.deployment.chips)
+
+    @property
+    def usd_per_million_output_tokens(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.base.usd_per_chip_hour)
+
+    @property
+    def fits(self) -> NDArray[np.bool_]:
+        return self.memory.fits
+
+
+@dataclass(frozen=True)
+class PlannedDeployment:
+    """A deployment under a parallel plan on a two-level topology."""
+
+    base: serving.Deployment
+    plan: ParallelPlan
+    topology: par.Topology
+    comm_overlap_frac: float = par.CommOverlap.ADDED
+    communication: bool = True
+    extra_hop_latency_s: float = 0.0
+    activation_bytes: float = par.DEFAULT_ACTIVATION_BYTES
+    allow_uneven_stages: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def model(self) -> ModelSpec:
+        return self.base.model
+
+    @property
+    def system(self) -> SystemSpec:
+        return self.base.system
+
+    @property
+    def chips(self) -> int:
+        return self.plan.chips
+
+    @cached_property
+    def shardable(self) -> par.ShardableModel:
+        return par.shardable(self.model, self.base.precisions.weights.bytes_per_element)
+
+    @cached_property
+    def stage_split(self) -> par.StageSplit:
+        return par.balanced_stages(self.shardable.layer_bytes, self.plan.pp)
+
+    @cached_property
+    def _fracs(self) -> tuple[float, float]:
+        cost, layers = par.stage_fractions(self.shardable.layer_bytes, self.plan.pp)
+        return float(cost), float(layers)
+
+    @property
+    def peak_flops_per_s_per_chip(self) -> float:
+        return self.system.chip.peak_flops(self.base.precisions.compute)
+
+    def memory(
+        self, batch: ArrayLike, context: ArrayLike, tokens_in_flight: ArrayLike | None = None
+    ) -> MemoryPerChip:
+        """HBM per chip holding ``batch`` sequences of ``context`` tokens; ``tokens_in_flight``
+        (default: one per sequence, decode) sizes the activation workspace."""
+        p = self.plan
+        cost_frac, layer_frac = self._fracs
+        b = np.asarray(batch, float)
+        tokens = b if tokens_in_flight is None else np.asarray(tokens_in_flight, float)
+        chip = self.system.chip
+        return MemoryPerChip(
+            weights=par.weight_bytes_per_chip(
+                self.shardable, tp=p.tp, pp=p.pp, ep=p.ep, stage_frac=cost_frac
+            ),
+            kv_bytes=par.kv_bytes_per_chip(
+                self.base.kv_bytes_per_sequence(context),
+                b,
+                tp=p.tp,
+                pp=p.pp,
+                dp=p.dp,
+                kv_heads=self.shardable.kv_heads,
+                layer_frac=layer_frac,
+            ),
+            activation_bytes=par.activation_bytes_per_chip(
+                tokens / (p.pp * p.dp),
+                self.model.hidden_size,
+                tp=p.tp,
+                activation_bytes=self.activation_bytes,
+            ),
+            reserve_bytes=chip.hbm_capacity_bytes * self.base.memory_reserve_frac,
+            capacity_bytes=chip.hbm_capacity_bytes,
+        )
+
+    def max_concurrency(self, context: ArrayLike, tokens_per_sequence: float = 1.0) -> FloatArray:
+        """Most sequences of ``context`` tokens whose KV and activations fit per chip;
+        ``tokens_per_sequence`` in flight per step (1 in decode, ``1 + I/O`` when mixed)."""
+        one = self.memory(1.0, context, tokens_in_flight=tokens_per_sequence)
+        empty = self.memory(0.0, context)
+        chip = self.system.chip
+        usable = chip.hbm_capacity_bytes - one.reserve_bytes
+        return par.max_concurrency(usable, empty.weights.total, one.total_bytes - empty.total_bytes)
+
+    def step(self, *, tokens: ArrayLike, flops: ArrayLike, kv_bytes: ArrayLike, decode: bool) -> par.PlanStep:
+        p = self.plan
+        cost_frac, _ = self._fracs
+        return par.plan_step(
+            self.shardable,
+            tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            ep=p.ep,
+            tokens=tokens,
+            flops=flops,
+            kv_bytes=kv_bytes,
+            peak_flops_per_s=self.peak_flops_per_s_per_chip,
+            bandwidth_bytes_per_s=self.system.chip.hbm_bandwidth_bytes_per_s,
+            topo=self.topology,
+            efficiency=self.base.efficiency,
+            stage_frac=cost_frac,
+            comm_overlap_frac=self.comm_overlap_frac,
+            communication=self.communication,
+            decode=decode,
+            extra_hop_latency_s=self.extra_hop_latency_s,
+            activation_bytes=self.activation_bytes,
+        )
+
+    def decode(self, batch: ArrayLike, context: ArrayLike) -> PlannedGrid:
+        """One decode cycle for each (batch, context): every sequence makes one token."""
+        b, c = serving._grid(batch, context)
+        kv_seq = self.base.kv_bytes_per_sequence(c)
+        step = self.step(
+            tokens=b + 0.0 * c,
+            flops=b * arch.decode_flops_per_token(self.model, c),
+            kv_bytes=b * kv_seq,
+            decode=True,
+        )
+        shape = step.step_s.shape
+        return PlannedGrid(
+            deployment=self,
+            batch=np.broadcast_to(b, shape),
+            context=np.broadcast_to(c, shape),
+            step=step,
+            memory=self.memory(b, c),
+        )
+
+    def prefill(self, batch: ArrayLike, length: ArrayLike) -> PlannedGrid:
+        """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written once)."""
+        b, n = serving._grid(batch, length)
+        step = self.step(
+            tokens=b * n,
+            flops=b * arch.prefill_flops_per_sequence(self.model, n),
+            kv_bytes=b * self.base.kv_bytes_per_sequence(n),
+            decode=False,
+        )
+        shape = step.step_s.shape
+        return PlannedGrid(
+            deployment=self,
+            batch=np.broadcast_to(b, shape),
+            context=np.broadcast_to(n, shape),
+            step=step,
+            memory=self.memory(b, n, tokens_in_flight=b * n),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        d = self.base
+        return {
+            "model": self.model.id,
+            "system": self.system.id,
+            "chip": self.system.chip.id,
+            "chips": self.chips,
+            "plan": {"tp": self.plan.tp, "pp": self.plan.pp, "dp": self.plan.dp, "ep": self.plan.ep},
+            "plan_text": str(self.plan),
+            "precision": {
+                "weights": d.precisions.weights.value,
+                "kv": d.precisions.kv.value,
+                "compute": d.precisions.compute.value,
+            },
+            "chips_per_domain": self.topology.chips_per_domain,
+            "scale_up_bytes_per_s": self.topology.scale_up_bytes_per_s,
+            "scale_out_bytes_per_s": self.topology.scale_out_bytes_per_s,
+            "comm_overlap_frac": float(self.comm_overlap_frac),
+            "communication": self.communication,
+            "usd_per_chip_hour": d.usd_per_chip_hour,
+            "stage_layers": list(self.stage_split.stage_layers),
+            "stage_imbalance": self.stage_split.imbalance,
+            "notes": list(self.notes),
+        }
+
+
+def plan_deployment(
+    model: ModelSpec,
+    system: SystemSpec,
+    plan: ParallelPlan | str,
+    *,
+    chips_per_domain: int | None = None,
+    weights: Precision | str | None = None,
+    kv: Precision | str | None = None,
+    compute: Precision | str | None = None,
+    usd_per_chip_hour: float | None = None,
+    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    memory_reserve_frac: float = serving.DEFAULT_MEMORY_RESERVE_FRAC,
+    comm_overlap_frac: float = par.CommOverlap.ADDED,
+    communication: bool = True,
+    extra_hop_latency_s: float = 0.0,
+    activation_bytes: float = par.DEFAULT_ACTIVATION_BYTES,
+    allow_uneven_stages: bool = False,
+) -> PlannedDeployment:
+    """Validate a plan for a model on a system and build the deployment; an invalid plan
+    raises :class:`~rackmath.errors.InputError` naming every reason."""
+    the_plan = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
+    topo = topology(system, chips_per_domain)
+    check = check_plan(model, the_plan, topo, allow_uneven_stages=allow_uneven_stages)
+    if not check.ok:
+        raise InputError("plan", str(the_plan), f"a plan that fits {model.id}: " + "; ".join(check.reasons))
+    if not 0.0 <= float(comm_overlap_frac) <= 1.0:
+        raise InputError("comm overlap", comm_overlap_frac, "a fraction in [0, 1]")
+    if not extra_hop_latency_s >= 0:
+        raise InputError("hop latency", extra_hop_latency_s, "seconds >= 0")
+    base = serving.make_deployment(
+        model,
+        system,
+        chips=the_plan.chips,
+        weights=weights,
+        kv=kv,
+        compute=compute,
+        usd_per_chip_hour=usd_per_chip_hour,
+        efficiency=efficiency,
+        memory_reserve_frac=memory_reserve_frac,
+    )
+    base = serving.Deployment(
+        model=base.model,
+        system=base.system,
+        chips=base.chips,
+        precisions=base.precisions,
+        usd_per_chip_hour=base.usd_per_chip_hour,
+        efficiency=base.efficiency,
+        memory_reserve_frac=base.memory_reserve_frac,
+        notes=(),  # the foundation's "communication not modelled" note no longer applies
+    )
+    return PlannedDeployment(
+        base=base,
+        plan=the_plan,
+        topology=topo,
+        comm_overlap_frac=float(comm_overlap_frac),
+        communication=communication,
+        extra_hop_latency_s=float(extra_hop_latency_s),
+        activation_bytes=float(activation_bytes),
+        allow_uneven_stages=allow_uneven_stages,
+        notes=check.crossings,
+    )

@@ -1,0 +1,307 @@
+"""`plan`, `pareto` and `layout`: deployments over a real topology."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rackmath import fmt
+from rackmath.analyses import search as srch
+from rackmath.analyses.layout import LayoutReport, layout
+from rackmath.catalog import resolve_model
+from rackmath.catalog import system as catalog_system
+from rackmath.cli.main import app
+from rackmath.cli.options import dump_json, positive
+from rackmath.errors import InputError, RackmathError
+
+
+class InfeasibleError(RackmathError):
+    """A valid request no deployment in the searched space can meet."""
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=160)
+
+
+def _names(text: str, field: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise InputError(field, text, "a comma list")
+    return names
+
+
+def _choice_row(c: srch.Choice) -> list[str]:
+    return [
+        c.system,
+        f"{c.precisions.weights.value}/{c.precisions.compute.value}",
+        c.plan_text,
+        str(c.chips),
+        f"{c.batch:,}",
+        fmt.seconds(c.tpot_s),
+        fmt.seconds(c.ttft_s),
+        f"{c.tokens_per_s_per_chip:,.0f}",
+        f"{c.tokens_per_s_per_user:,.0f}",
+        str(c.replicas),
+        fmt.usd(c.fleet_usd_per_million_output_tokens),
+        c.bottleneck,
+    ]
+
+
+_CHOICE_COLUMNS = (
+    "system",
+    "weights/compute",
+    "plan",
+    "chips",
+    "batch",
+    "TPOT",
+    "TTFT",
+    "tok/s/chip",
+    "tok/s/user",
+    "replicas",
+    "$/M out",
+    "bound by",
+)
+
+
+@app.command("plan")
+def plan_command(
+    model: str = typer.Argument(..., help="Catalog id or alias, a config.json path, or hf:owner/name."),
+    traffic: float = typer.Option(..., "--traffic", help="Output tokens per second to serve."),
+    input_len: int = typer.Option(1024, "--input-len", help="Prompt tokens per request."),
+    output_len: int = typer.Option(1024, "--output-len", help="Generated tokens per request."),
+    ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Time-to-first-token SLO (ms)."),
+    tpot_ms: float | None = typer.Option(None, "--tpot-ms", help="Time-per-output-token SLO (ms)."),
+    hardware: str = typer.Option(
+        ",".join(srch.DEFAULT_SYSTEMS), "--hardware", help="Comma list of system ids."
+    ),
+    max_chips: int = typer.Option(srch.DEFAULT_MAX_CHIPS, "--max-chips", help="Most chips per replica."),
+    precision: str = typer.Option(",".join(srch.DEFAULT_PRECISIONS), "--precision", help="native, fp8, fp4."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """The cheapest deployment that meets the SLOs, runners-up, and why the others failed."""
+    spec = resolve_model(model)
+    systems = [catalog_system(s) for s in _names(hardware, "--hardware")]
+    work = srch.Workload(
+        traffic_tokens_per_s=traffic,
+        input_len=input_len,
+        output_len=output_len,
+        ttft_s=None if ttft_ms is None else positive(ttft_ms, "--ttft-ms") / 1e3,  # type: ignore[operator]
+        tpot_s=None if tpot_ms is None else positive(tpot_ms, "--tpot-ms") / 1e3,  # type: ignore[operator]
+    )
+    result = srch.search(
+        spec, systems, work, precisions=tuple(_names(precision, "--precision")), max_chips=max_chips
+    )
+    if as_json:
+        typer.echo(dump_json(result.to_dict()))
+    else:
+        _render_plan(result, _console())
+    if result.best is None:
+        raise InfeasibleError(f"no deployment meets the SLOs; {result.infeasible_reason}")
+
+
+def _render_plan(r: srch.SearchResult, console: Console) -> None:
+    w = r.workload
+    slo = (
+        ", ".join(
+            x
+            for x in (
+                f"TTFT <= {w.ttft_s * 1e3:g} ms" if w.ttft_s else "",
+                f"TPOT <= {w.tpot_s * 1e3:g} ms" if w.tpot_s else "",
+            )
+            if x
+        )
+        or "no SLO"
+    )
+    out = console.print
+    out(
+        f"[bold]rackmath plan[/] {r.model}: {w.traffic_tokens_per_s:,.0f} output tokens/s, "
+        f"{w.input_len:,} in / {w.output_len:,} out, {slo}"
+    )
+    out(f"  searched {r.candidates_evaluated:,} deployments on {', '.join(r.systems)}\n")
+    table = Table(show_edge=False, header_style="bold")
+    for name in ("", *_CHOICE_COLUMNS):
+        table.add_column(name, justify="right")
+    if r.best:
+        table.add_row("best", *_choice_row(r.best))
+    for c in r.runners_up:
+        table.add_row("", *_choice_row(c))
+    out(table)
+    rejected = [f for f in r.families if f.best is None]
+    if rejected:
+        out("\n[bold]Rejected[/]")
+        for f in rejected:
+            out(f"  {f.system} ({f.family}): {f.binding}: {f.reason}")
+    if r.best is None:
+        out(f"\n[bold]Infeasible[/]: {r.infeasible_reason}")
+    else:
+        b = r.best
+        out(
+            f"\n[bold]Answer[/]: {b.replicas} x {b.chips} {b.chip} ({b.system}, {b.plan_text}, "
+            f"{b.precisions.weights.value} weights) at batch {b.batch:,}: "
+            f"{fmt.usd(b.fleet_usd_per_million_output_tokens)} per million output tokens."
+        )
+    out("\n[dim]Assumptions: " + " ".join(srch.ASSUMPTIONS) + "[/]")
+
+
+@app.command("pareto")
+def pareto_command(
+    model: str = typer.Argument(..., help="Catalog id or alias, a config.json path, or hf:owner/name."),
+    on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72."),
+    input_len: int = typer.Option(1024, "--input-len", help="Prompt tokens per request."),
+    output_len: int = typer.Option(1024, "--output-len", help="Generated tokens per request."),
+    precision: str = typer.Option("native", "--precision", help="native, fp8, fp4 (comma list)."),
+    max_chips: int | None = typer.Option(None, "--max-chips", help="Most chips per replica."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write the frontier (PNG/SVG)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Tokens/s per chip against tokens/s per user: the frontier over plans and batches."""
+    result = srch.pareto(
+        resolve_model(model),
+        catalog_system(on),
+        input_len=input_len,
+        output_len=output_len,
+        precisions=tuple(_names(precision, "--precision")),
+        max_chips=max_chips,
+    )
+    if plot is not None:
+        from rackmath.plots.deploy import save_pareto_plot
+
+        save_pareto_plot(result, plot)
+    if as_json:
+        typer.echo(dump_json(result.to_dict()))
+        return
+    console = _console()
+    console.print(
+        f"[bold]rackmath pareto[/] {result.model} on {result.system}, {input_len:,} in / {output_len:,} out "
+        f"({result.candidates_evaluated:,} deployments, {len(result.frontier)} on the frontier)\n"
+    )
+    table = Table(show_edge=False, header_style="bold")
+    for name in ("tok/s/user", "tok/s/chip", "plan", "chips", "batch", "precision", "$/M out"):
+        table.add_column(name, justify="right")
+    for p in result.frontier:
+        table.add_row(
+            f"{p.tokens_per_s_per_user:,.1f}",
+            f"{p.tokens_per_s_per_chip:,.0f}",
+            p.plan_text,
+            str(p.chips),
+            f"{p.batch:,}",
+            p.family,
+            fmt.usd(p.usd_per_million_output_tokens),
+        )
+    console.print(table)
+    if plot is not None:
+        typer.echo(f"plot written to {plot}")
+
+
+@app.command("layout")
+def layout_command(
+    model: str = typer.Argument(..., help="Catalog id or alias, a config.json path, or hf:owner/name."),
+    on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72."),
+    batch: int = typer.Option(2048, "--batch", help="Sequences per decode step."),
+    context: int = typer.Option(4096, "--context", help="Tokens of context."),
+    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """The lecture's layout arguments (D13-D24) for a model on a system."""
+    for name, value in (("--batch", batch), ("--context", context)):
+        if value < 1:
+            raise InputError(name, value, "a whole number >= 1")
+    report = layout(resolve_model(model), catalog_system(on), batch=batch, context=context, weights=weights)
+    if as_json:
+        typer.echo(dump_json(report.to_dict()))
+        return
+    render_layout(report, _console())
+
+
+def render_layout(r: LayoutReport, console: Console) -> None:
+    out = console.print
+    out(f"[bold]rackmath layout[/] {r.model} on {r.system} (batch {r.batch:,}, context {r.context:,})\n")
+    out(f"scale-up / scale-out bandwidth per chip per direction = {r.bandwidth_ratio:.3g}x\n")
+    e = r.expert_layer
+    out("[bold]1. One scale-up domain bounds the expert layer[/] (D13-D14)")
+    if e is None:
+        out("  dense model: no expert layer")
+    else:
+        a, b = e["one_domain"], e["two_domains"]
+        out(f"  {e['plan']} on {e['chips']} chips; all-to-all dispatch + combine per MoE layer")
+        out(
+            f"  one domain : step {fmt.seconds(a['step_s'])} (EP all-to-all {fmt.seconds(a['ep_comm_s'])}, "
+            f"weights {fmt.seconds(a['weight_fetch_s'])}, KV {fmt.seconds(a['kv_fetch_s'])}, "
+            f"compute {fmt.seconds(a['compute_s'])})"
+        )
+        out(
+            f"  two domains: step {fmt.seconds(b['step_s'])} "
+            f"(EP all-to-all {fmt.seconds(b['ep_comm_s'])}); half the bytes cross scale-out: "
+            f"step x{e['step_ratio']:.2f}, all-to-all x{e['ep_comm_ratio']:.1f}"
+        )
+    rr = r.rack_rule
+    out("\n[bold]2. The rack-boundary rule[/] (D17): cut between racks when 2 k L_stage >= B_up/B_out")
+    lec = rr["lecture"]
+    out(
+        f"  lecture: k = {lec['experts_per_token']}, L = {lec['layers_per_stage']}, "
+        f"ratio {lec['bandwidth_ratio']:g}: 2kL / ratio = {lec['advantage']:.3g}"
+    )
+    for row in rr["rows"]:
+        out(
+            f"  k = {rr['experts_per_token']}, L_stage = {row['layers_per_stage']}: "
+            f"2kL = {row['two_k_l']} vs {rr['bandwidth_ratio']:.3g} -> {row['advantage']:.2f} "
+            f"({'cut is cheap' if row['cut_is_cheap'] else 'cut costs more'})"
+        )
+    p = r.pipelining
+    out(
+        f"\n[bold]3. Pipelining in inference[/] (D18, D20, D22): {p['plan_per_stage']} per stage, "
+        f"micro-batch {p['microbatch']}"
+    )
+    t = Table(show_edge=False, header_style="bold")
+    for name in (
+        "stages",
+        "chips",
+        "batch",
+        "layers/stage",
+        "weights/chip",
+        "KV/chip",
+        "TPOT",
+        f"TPOT +{p['lecture_hop_latency_s'] * 1e3:g} ms/hop",
+    ):
+        t.add_column(name, justify="right")
+    for row in p["rows"]:
+        t.add_row(
+            str(row["stages"]),
+            str(row["chips"]),
+            f"{row['batch']:,}",
+            "/".join(map(str, row["stage_layers"])),
+            fmt.nbytes(row["weights_bytes_per_chip"]),
+            fmt.nbytes(row["kv_bytes_per_chip"]),
+            fmt.seconds(row["tpot_s"]),
+            fmt.seconds(row["tpot_lecture_hops_s"]),
+        )
+    out(t)
+    lf = p["lecture_formula"]
+    out(
+        f"  lecture's c = N/(E P) + b len bytes/E with E = {lf['expert_chips']}, "
+        f"b = {lf['microbatch']}, len = {lf['context']:,}:"
+    )
+    out(
+        "  "
+        + "; ".join(
+            f"P = {x['stages']}: {fmt.nbytes(x['bytes_per_chip'])} (KV {fmt.nbytes(x['kv_bytes_per_chip'])})"
+            for x in lf["rows"]
+        )
+    )
+    out("\n[bold]4. Scale-up size[/] (D15, D23): weight-fetch floor N_total / (S x BW)")
+    for row in r.scale_up:
+        out(
+            f"  S = {row['scale_up_chips']:>3}: {fmt.seconds(row['weight_fetch_floor_s'])}"
+            + ("" if row["fits_in_domain"] else " (the weights do not fit in one domain)")
+        )
+    out("\n[bold]5. Stage balance[/] (D24): best contiguous split, slowest stage / mean")
+    for row in r.stage_balance:
+        out(
+            f"  P = {row['stages']}: layers {'/'.join(map(str, row['stage_layers']))}, "
+            f"imbalance {row['imbalance_weights']:.3f}; with KV at {row['kv_context']:,} tokens: "
+            f"{'/'.join(map(str, row['stage_layers_with_kv']))}, {row['imbalance_with_kv']:.3f}"
+        )

@@ -1,0 +1,794 @@
+"""Plan-aware formulas: memory per chip, communication and step time under TP/EP/PP/DP.
+
+Pure and vectorized: plan dimensions (``tp, pp, dp, ep, cp``), batch and context are
+NumPy-broadcast arrays, so a search over thousands of plans x batches is one call. The
+model enters as a :class:`ShardableModel` (bytes by how they shard), built once from a
+:class:`~rackmath.specs.model.ModelSpec` by :func:`shardable`.
+
+Layout (Megatron-Core's rank order; the lecture's "layout mirrors the model"):
+chips are numbered tensor-parallel innermost, then data/expert parallel, then pipeline
+stages outermost. A stage is ``C = dp * tp * cp`` consecutive chips; a TP group is ``tp``
+consecutive chips; an EP group is ``ep`` consecutive chips of a stage. A group of ``n``
+chips with ``S`` chips per scale-up domain spans ``ceil(n/S)`` domains.
+
+Sharding (what one chip holds):
+
+* attention, dense MLPs, shared experts, LM head, embedding: split ``tp`` ways;
+* norm scales and routers: replicated (small);
+* routed experts: split ``max(ep, tp)`` ways (``ep`` groups of whole experts; when
+  ``tp > ep`` each expert is further tensor-split, "expert-TP"), so sharding any
+  dimension further never adds bytes per chip;
+* KV cache: split over ``dp`` replicas by sequence, over ``min(tp, kv_heads)`` by head
+  (MLA caches one latent shared by all heads, so TP cannot split it: ``kv_heads = 1``),
+  over ``cp`` by sequence position, and over ``pp`` by layer.
+
+The step (one "cycle": every sequence in the batch advances by its tokens) with ``P``
+pipeline stages and ``P`` micro-batches in flight (no bubble in inference, D18):
+
+    pass_s  = roofline(one micro-batch through one stage, per chip)   [core.roofline]
+    stage_s = max(pass_s, f * comm_s) + (1 - f) * comm_s               f = comm_overlap_frac
+    step_s  = P * stage_s * imbalance + hops * hop_s
+
+``imbalance`` = slowest stage / mean stage (1 for ``P = 1``; :func:`balanced_stages`).
+Each chip reads its weight shard once per micro-batch pass, so over a cycle the weight
+time is ``P * W_stage / (C * BW)``: stages cannot fetch weights in parallel (D23).
+With ``P = 1``, ``dp = 1``, ``tp = N`` and communication off, the step is the foundation's
+ideal N-chip roofline, up to the replicated norm and router bytes (tested).
+
+Sources: Shoeybi et al. 2019 (Megatron-LM: two all-reduces per layer under TP);
+Narayanan et al. 2021 (Megatron PTD-P rank layout); DeepSeek-V3 report §3.4 and DeepEP
+(attention-DP beside EP; dispatch/combine all-to-all of ``k`` copies of ``d_model`` per
+token); Korthikanti et al. 2022, eq. 1 (activations per layer); the lecture D13-D24.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import architecture as arch
+from rackmath.core import collectives as coll
+from rackmath.core import roofline as rl
+from rackmath.errors import InputError
+from rackmath.specs.model import AttentionKind, MlpKind, ModelSpec
+
+FloatArray = NDArray[np.float64]
+
+#: Activation values live per token per hidden unit in one transformer layer: Korthikanti
+#: et al. 2022 ("Reducing Activation Recomputation"), eq. 1 gives ``34 s b h`` bytes per
+#: layer at 2-byte activations (= 17 values x h per token), attention scores left out
+#: (flash attention keeps them on chip). Inference holds about one layer's worth live.
+ACTIVATION_VALUES_PER_HIDDEN = 17
+
+#: Bytes per activation value sent in TP all-reduces, EP dispatch/combine and PP hops:
+#: bf16, the default of Megatron-LM and vLLM (DeepEP can dispatch in fp8: pass 1).
+DEFAULT_ACTIVATION_BYTES = 2.0
+
+#: The lecture's per-hop pipeline latency, D22: "a few milliseconds per hop (give or take
+#: 10x)"; 4 stages take a 20 ms token to 30 ms, i.e. 2.5 ms for each of 4 hops (three
+#: activation hops and the sampled token's return to the first stage).
+LECTURE_HOP_LATENCY_S = 2.5e-3
+
+
+class CommOverlap(float, Enum):
+    """How communication combines with the roofline time of a pass (``comm_overlap_frac``).
+
+    ``ADDED`` (0): communication runs after compute and memory traffic (an upper bound);
+    ``OVERLAPPED`` (1): it hides fully behind them (a lower bound, as with DeepSeek's
+    two-micro-batch overlap). Any fraction in [0, 1] is allowed.
+    """
+
+    ADDED = 0.0
+    OVERLAPPED = 1.0
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Two levels of network: ``S`` chips per scale-up domain, domains over scale-out.
+
+    Bandwidths are per chip and per direction (bytes/s); latencies per hop (s).
+    ``chips_per_domain`` is how many of the deployment's chips sit in each domain (at
+    most the domain's size; fewer to spread a deployment over more racks).
+    """
+
+    chips_per_domain: float
+    scale_up_bytes_per_s: float
+    scale_out_bytes_per_s: float
+    scale_up_latency_s: float
+    scale_out_latency_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("chips_per_domain", "scale_up_bytes_per_s", "scale_out_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"topology {name}", getattr(self, name), "a positive number")
+        for name in ("scale_up_latency_s", "scale_out_latency_s"):
+            if not getattr(self, name) >= 0:
+                raise InputError(f"topology {name}", getattr(self, name), "seconds >= 0")
+
+    @property
+    def bandwidth_ratio(self) -> float:
+        """Scale-up over scale-out bandwidth (the lecture's "~8x"; GB200 NVL72: 900/50 = 18)."""
+        return self.scale_up_bytes_per_s / self.scale_out_bytes_per_s
+
+
+@dataclass(frozen=True)
+class ShardableModel:
+    """A model's weight bytes grouped by how a plan shards them, plus the shapes it needs."""
+
+    hidden: int
+    num_layers: int
+    num_moe_layers: int
+    num_heads: int
+    #: KV heads tensor parallelism can split (MLA: 1, its latent is shared by all heads)
+    kv_heads: int
+    experts: int  # 1 for a dense model
+    experts_per_token: int
+    #: attention + dense MLPs + shared experts, all layers (split tp ways)
+    tp_sharded_bytes: float
+    #: norm scales + routers (replicated on every chip of a stage)
+    replicated_bytes: float
+    #: every routed expert of every MoE layer (split max(ep, tp) ways)
+    routed_expert_bytes: float
+    #: one routed expert summed over the MoE layers
+    expert_bytes: float
+    embedding_bytes: float
+    #: the output projection (the embedding itself when tied)
+    head_bytes: float
+    tied_embeddings: bool
+    #: every layer's weight bytes, in order (for stage partitioning)
+    layer_bytes: tuple[float, ...]
+
+    @property
+    def total_bytes(self) -> float:
+        head = 0.0 if self.tied_embeddings else self.head_bytes
+        return (
+            self.tp_sharded_bytes
+            + self.replicated_bytes
+            + self.routed_expert_bytes
+            + self.embedding_bytes
+            + head
+        )
+
+
+def shardable(model: ModelSpec, bytes_per_param: float) -> ShardableModel:
+    """Group :func:`~rackmath.core.architecture.param_counts` by sharding rule, in bytes."""
+    p = arch.param_counts(model)
+    b = float(bytes_per_param)
+    n_layers = model.num_layers
+    n_moe = model.num_moe_layers
+    n_dense = n_layers - n_moe
+    layer_norms = (p.norms - model.hidden_size) / n_layers
+    common = p.attention / n_layers + layer_norms
+    moe_layer = (p.routed_experts + p.shared_experts + p.router) / n_moe if n_moe else 0.0
+    dense_layer = p.dense_mlp / n_dense if n_dense else 0.0
+    layer_bytes = tuple(
+        b * (common + (moe_layer if layer.mlp is MlpKind.MOE else dense_layer)) for layer in model.layers
+    )
+    a = model.attention
+    moe = model.moe if model.is_moe else None
+    return ShardableModel(
+        hidden=model.hidden_size,
+        num_layers=n_layers,
+        num_moe_layers=n_moe,
+        num_heads=a.num_heads,
+        kv_heads=1 if a.kind is AttentionKind.MLA else a.num_kv_heads,
+        experts=moe.num_experts if moe else 1,
+        experts_per_token=moe.experts_per_token if moe else 1,
+        tp_sharded_bytes=b * (p.attention + p.dense_mlp + p.shared_experts),
+        replicated_bytes=b * (p.norms + p.router),
+        routed_expert_bytes=b * p.routed_experts,
+        expert_bytes=b * p.per_expert * n_moe if moe else 0.0,
+        embedding_bytes=b * p.embedding,
+        head_bytes=b * (p.lm_head or p.embedding),
+        tied_embeddings=p.lm_head == 0,
+        layer_bytes=layer_bytes,
+    )
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+@dataclass(frozen=True)
+class StageSplit:
+    """Contiguous layers per stage minimizing the slowest stage (for one ``P``)."""
+
+    starts: tuple[int, ...]  # first layer of each stage
+    stage_costs: tuple[float, ...]
+    stage_layers: tuple[int, ...]
+
+    @property
+    def imbalance(self) -> float:
+        """Slowest stage over the mean stage: 1.0 is a perfect split."""
+        costs = np.asarray(self.stage_costs)
+        return float(costs.max() / costs.mean())
+
+    @property
+    def heaviest_frac(self) -> float:
+        """The slowest stage's share of the total cost."""
+        return float(max(self.stage_costs) / sum(self.stage_costs))
+
+
+def balanced_stages(costs: tuple[float, ...] | list[float], stages: int) -> StageSplit:
+    """Split a sequence of layer costs into ``stages`` contiguous parts, minimizing the max.
+
+    Dynamic programming over prefix sums (the linear-partition problem):
+    ``best[p][i] = min_j max(best[p-1][j], sum(costs[j:i]))``, O(P L^2). Layers that cost
+    differently (dense vs MoE MLPs, sliding-window vs global attention) leave an
+    imbalance even when ``L`` divides by ``P``: one reason pipelining constrains
+    architectures (D24).
+    """
+    c = np.asarray(costs, float)
+    n = c.size
+    if not 1 <= stages <= n:
+        raise InputError("pipeline stages", stages, f"1 to {n} (the number of layers)")
+    prefix = np.concatenate([[0.0], np.cumsum(c)])
+    best = np.full((stages + 1, n + 1), np.inf)
+    cut = np.zeros((stages + 1, n + 1), dtype=int)
+    best[0, 0] = 0.0
+    for p in range(1, stages + 1):
+        for i in range(p, n - (stages - p) + 1):
+            j = np.arange(p - 1, i)
+            candidates = np.maximum(best[p - 1, j], prefix[i] - prefix[j])
+            k = int(np.argmin(candidates))
+            best[p, i] = candidates[k]
+            cut[p, i] = j[k]
+    starts: list[int] = []
+    end = n
+    for p in range(stages, 0, -1):
+        begin = int(cut[p, end])
+        starts.append(begin)
+        end = begin
+    starts.reverse()
+    ends = [*starts[1:], n]
+    return StageSplit(
+        starts=tuple(starts),
+        stage_costs=tuple(float(prefix[e] - prefix[s]) for s, e in zip(starts, ends, strict=True)),
+        stage_layers=tuple(e - s for s, e in zip(starts, ends, strict=True)),
+    )
+
+
+@lru_cache(maxsize=256)
+def _split(costs: tuple[float, ...], stages: int) -> StageSplit:
+    return balanced_stages(costs, stages)
+
+
+def stage_fractions(layer_costs: tuple[float, ...], pp: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """(heaviest stage's share of the layer cost, its share of the layers) for each ``pp``."""
+    p = np.asarray(pp, int)
+    values = np.unique(p)
+    cost_frac = {int(v): _split(layer_costs, int(v)).heaviest_frac for v in values}
+    splits = {int(v): _split(layer_costs, int(v)) for v in values}
+    layer_frac = {int(v): max(s.stage_layers) / len(layer_costs) for v, s in splits.items()}
+    lookup_c = np.vectorize(cost_frac.__getitem__, otypes=[float])
+    lookup_l = np.vectorize(layer_frac.__getitem__, otypes=[float])
+    return np.asarray(lookup_c(p), float), np.asarray(lookup_l(p), float)
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def expert_shards(tp: ArrayLike, ep: ArrayLike) -> FloatArray:
+    """Ways the routed experts are split: ``max(ep, tp)`` (whole experts over ``ep``, then
+    expert-TP when ``tp > ep``)."""
+    return np.maximum(np.asarray(ep, float), np.asarray(tp, float))
+
+
+def kv_shards(tp: ArrayLike, kv_heads: int) -> FloatArray:
+    """Ways TP splits the KV cache: ``min(tp, kv_heads)``; beyond that heads are replicated."""
+    return np.minimum(np.asarray(tp, float), float(kv_heads))
+
+
+@dataclass(frozen=True)
+class ChipWeightBytes:
+    """Weight bytes one chip of the heaviest stage holds, by sharding rule."""
+
+    tp_sharded: FloatArray
+    replicated: FloatArray
+    routed_experts: FloatArray
+    vocab: FloatArray  # embedding and/or LM head
+
+    @property
+    def total(self) -> FloatArray:
+        return np.asarray(self.tp_sharded + self.replicated + self.routed_experts + self.vocab)
+
+
+def weight_bytes_per_chip(
+    m: ShardableModel, *, tp: ArrayLike, pp: ArrayLike, ep: ArrayLike, stage_frac: ArrayLike | None = None
+) -> ChipWeightBytes:
+    """Bytes of weights per chip: ``stage_frac * (A/tp + R + X/max(ep,tp)) + V/tp``.
+
+    ``A`` = attention, dense MLPs, shared experts; ``R`` = norms, routers; ``X`` = routed
+    experts; ``stage_frac`` = the heaviest stage's share of the layers (``1/P`` when even;
+    :func:`stage_fractions`). ``V``: embedding plus head on one stage when ``P = 1``; with
+    ``P > 1`` the first stage holds the embedding and the last the head, so the larger.
+    """
+    t = np.asarray(tp, float)
+    p = np.asarray(pp, float)
+    frac = 1.0 / p if stage_frac is None else np.asarray(stage_frac, float)
+    head = 0.0 if m.tied_embeddings else m.head_bytes
+    vocab = np.where(p > 1, max(m.embedding_bytes, m.head_bytes), m.embedding_bytes + head) / t
+    tp_sharded, replicated, routed, vocab = np.broadcast_arrays(
+        frac * m.tp_sharded_bytes / t,
+        frac * m.replicated_bytes + 0.0 * t,
+        frac * m.routed_expert_bytes / expert_shards(t, ep),
+        vocab + 0.0 * frac,
+    )
+    return ChipWeightBytes(tp_sharded, replicated, routed, vocab)
+
+
+def kv_bytes_per_chip(
+    kv_bytes_per_sequence: ArrayLike,
+    batch: ArrayLike,
+    *,
+    tp: ArrayLike,
+    pp: ArrayLike,
+    dp: ArrayLike,
+    kv_heads: int,
+    cp: ArrayLike = 1,
+    layer_frac: ArrayLike | None = None,
+) -> FloatArray:
+    """KV-cache bytes per chip: ``B/dp * kv_seq * layer_frac / (min(tp, H_kv) * cp)``.
+
+    ``B`` sequences in all (over every micro-batch in flight), ``kv_seq`` bytes each over
+    all layers; a stage holds ``layer_frac`` (``1/P`` when even) of the layers.
+    """
+    frac = 1.0 / np.asarray(pp, float) if layer_frac is None else np.asarray(layer_frac, float)
+    return np.asarray(
+        np.asarray(batch, float)
+        / np.asarray(dp, float)
+        * np.asarray(kv_bytes_per_sequence, float)
+        * frac
+        / (kv_shards(tp, kv_heads) * np.asarray(cp, float)),
+        dtype=float,
+    )
+
+
+def activation_bytes_per_chip(
+    tokens_per_replica: ArrayLike,
+    hidden: int,
+    *,
+    tp: ArrayLike,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> FloatArray:
+    """Live activations of one layer: ``tokens * 17 h * bytes / tp`` (Korthikanti eq. 1)."""
+    return np.asarray(
+        np.asarray(tokens_per_replica, float)
+        * hidden
+        * ACTIVATION_VALUES_PER_HIDDEN
+        * activation_bytes
+        / np.asarray(tp, float),
+        dtype=float,
+    )
+
+
+def lecture_memory_per_chip_bytes(
+    total_weight_bytes: ArrayLike,
+    expert_chips: ArrayLike,
+    stages: ArrayLike,
+    microbatch: ArrayLike,
+    context: ArrayLike,
+    kv_bytes_per_token: ArrayLike,
+) -> FloatArray:
+    """The lecture's D20: ``c = N_total/(E P) + b len bytes / E`` with ``P`` micro-batches.
+
+    Each stage holds ``1/P`` of the weights over ``E`` chips; it caches its ``1/P`` of the
+    layers for all ``P`` micro-batches of ``b`` sequences, ``P * b * len * bytes/P / E``:
+    the KV share does not depend on ``P``. (The special case of :func:`weight_bytes_per_chip`
+    and :func:`kv_bytes_per_chip` with everything split ``E`` ways and ``B = P b``.)
+    """
+    e = np.asarray(expert_chips, float)
+    return np.asarray(
+        np.asarray(total_weight_bytes, float) / (e * np.asarray(stages, float))
+        + np.asarray(microbatch, float)
+        * np.asarray(context, float)
+        * np.asarray(kv_bytes_per_token, float)
+        / e,
+        dtype=float,
+    )
+
+
+# ----------------------------------------------------------------------------- communication
+
+
+def tp_all_reduce_s(
+    tokens_per_replica: ArrayLike,
+    hidden: int,
+    layers: ArrayLike,
+    tp: ArrayLike,
+    topo: Topology,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> FloatArray:
+    """Two all-reduces per layer (after attention, after the MLP) of ``tokens x d x bytes``.
+
+    Over ``tp`` chips; hierarchical when ``tp`` exceeds the domain
+    (:func:`~rackmath.core.collectives.hierarchical_all_reduce_s`).
+    """
+    message = np.asarray(tokens_per_replica, float) * hidden * activation_bytes
+    n = np.asarray(tp, float)
+    per_domain = np.minimum(n, topo.chips_per_domain)
+    one = coll.hierarchical_all_reduce_s(
+        message,
+        per_domain,
+        n / per_domain,
+        topo.scale_up_bytes_per_s,
+        topo.scale_up_latency_s,
+        topo.scale_out_bytes_per_s,
+        topo.scale_out_latency_s,
+    )
+    return np.asarray(2.0 * np.asarray(layers, float) * one, dtype=float)
+
+
+def ep_all_to_all_s(
+    tokens_per_chip: ArrayLike,
+    experts_per_token: int,
+    hidden: int,
+    moe_layers: ArrayLike,
+    ep: ArrayLike,
+    topo: Topology,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> FloatArray:
+    """Dispatch and combine per MoE layer: ``2 x all-to-all(tokens x k x d x bytes)`` over ``ep``.
+
+    The EP group spans ``R = ceil(ep / S)`` domains; ``(R-1)/R`` of the bytes cross the
+    scale-out network (D14). ``ep = 1`` (experts local or tensor-split) costs nothing.
+    """
+    message = np.asarray(tokens_per_chip, float) * experts_per_token * hidden * activation_bytes
+    domains = coll.domains_spanned(ep, topo.chips_per_domain)
+    one = coll.hierarchical_all_to_all_s(
+        message,
+        ep,
+        domains,
+        topo.scale_up_bytes_per_s,
+        topo.scale_out_bytes_per_s,
+        topo.scale_up_latency_s,
+        topo.scale_out_latency_s,
+    )
+    return np.asarray(2.0 * np.asarray(moe_layers, float) * one, dtype=float)
+
+
+def pipeline_hops(pp: ArrayLike, *, decode: bool) -> FloatArray:
+    """Hops on a token's path: ``P - 1`` activation hops, plus the sampled token's return
+    to the first stage in decode (``P`` in all); none with one stage."""
+    p = np.asarray(pp, float)
+    return np.asarray(np.where(p > 1, p if decode else p - 1, 0.0), dtype=float)
+
+
+def crossing_hops(
+    pp: ArrayLike, chips_per_stage: ArrayLike, chips_per_domain: float, hops: ArrayLike
+) -> FloatArray:
+    """How many of ``hops`` pipeline hops leave a domain.
+
+    Stages of ``C >= S`` chips each sit in their own domains: every hop crosses. Smaller
+    stages pack ``S/C`` per domain, so ``D = ceil(P C / S)`` domains hold the pipeline and
+    ``D - 1`` boundaries are crossed (``D`` on the decode ring, which wraps around).
+    """
+    p = np.asarray(pp, float)
+    c = np.asarray(chips_per_stage, float)
+    h = np.asarray(hops, float)
+    domains = np.ceil(p * c / chips_per_domain)
+    ring = h >= p  # decode: the path wraps from the last stage to the first
+    packed = np.where(domains > 1, domains - 1 + ring, 0.0)
+    return np.asarray(np.where(c >= chips_per_domain, h, np.minimum(h, packed)), dtype=float)
+
+
+def pipeline_hop_s(
+    message_bytes_per_chip: ArrayLike,
+    crosses: ArrayLike,
+    topo: Topology,
+    extra_latency_s: ArrayLike = 0.0,
+) -> FloatArray:
+    """One pipeline hop: ``M / B + alpha`` over the level it crosses, plus any software latency."""
+    cross = np.asarray(crosses, bool)
+    bw = np.where(cross, topo.scale_out_bytes_per_s, topo.scale_up_bytes_per_s)
+    lat = np.where(cross, topo.scale_out_latency_s, topo.scale_up_latency_s)
+    return np.asarray(
+        coll.point_to_point_s(message_bytes_per_chip, bw, lat) + np.asarray(extra_latency_s, float),
+        dtype=float,
+    )
+
+
+def combine_comm_s(roofline_s: ArrayLike, comm_s: ArrayLike, comm_overlap_frac: float) -> FloatArray:
+    """``max(t_roofline, f t_comm) + (1 - f) t_comm``: added at ``f = 0``, hidden at ``f = 1``.
+
+    Always between ``max(t, c)`` and ``t + c``; never below the roofline.
+    """
+    f = float(comm_overlap_frac)
+    if not 0.0 <= f <= 1.0:
+        raise InputError("comm_overlap_frac", comm_overlap_frac, "a fraction in [0, 1]")
+    c = np.asarray(comm_s, float)
+    return np.asarray(np.maximum(np.asarray(roofline_s, float), f * c) + (1.0 - f) * c, dtype=float)
+
+
+def kv_transfer_s(kv_bytes: ArrayLike, links: ArrayLike, topo: Topology) -> FloatArray:
+    """Moving a prompt's KV cache between pools: ``kv / (links x B_out) + alpha_out``.
+
+    ``links`` chips send their shards in parallel, each over its own scale-out NIC.
+    """
+    return coll.point_to_point_s(
+        np.asarray(kv_bytes, float) / np.asarray(links, float),
+        topo.scale_out_bytes_per_s,
+        topo.scale_out_latency_s,
+    )
+
+
+# ----------------------------------------------------------------------------- the step
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One cycle of a planned deployment (seconds; arrays broadcast over plan and batch).
+
+    ``pass_times`` are per micro-batch pass through one stage on one chip; the ``*_s``
+    properties scale them to the whole cycle (``P`` passes, imbalance included) so they
+    compare directly with :attr:`step_s`.
+    """
+
+    pass_times: rl.StepTimes
+    tp_comm_pass_s: FloatArray
+    ep_comm_pass_s: FloatArray
+    stage_s: FloatArray
+    hops: FloatArray
+    hops_s: FloatArray  # all hops of a cycle together
+    pp: FloatArray
+    imbalance: FloatArray
+
+    @property
+    def _scale(self) -> FloatArray:
+        return np.asarray(self.pp * self.imbalance)
+
+    @property
+    def compute_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.pass_times.compute_s)
+
+    @property
+    def weight_fetch_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.pass_times.weight_fetch_s)
+
+    @property
+    def kv_fetch_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.pass_times.kv_fetch_s)
+
+    @property
+    def tp_comm_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.tp_comm_pass_s)
+
+    @property
+    def ep_comm_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.ep_comm_pass_s)
+
+    @property
+    def comm_s(self) -> FloatArray:
+        return np.asarray(self.tp_comm_s + self.ep_comm_s)
+
+    @property
+    def step_s(self) -> FloatArray:
+        return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s)
+
+    @property
+    def bottleneck(self) -> NDArray[np.str_]:
+        """'compute', 'weights', 'kv', 'comm' (its time exceeds the roofline) or 'hops'."""
+        base = self.pass_times.bottleneck
+        comm = self.tp_comm_pass_s + self.ep_comm_pass_s
+        out = np.where(comm > self.pass_times.step_s, "comm", base)
+        return np.where(self.hops_s > self.pp * self.stage_s * self.imbalance, "hops", out)
+
+
+def plan_step(
+    m: ShardableModel,
+    *,
+    tp: ArrayLike,
+    pp: ArrayLike,
+    dp: ArrayLike,
+    ep: ArrayLike,
+    tokens: ArrayLike,
+    flops: ArrayLike,
+    kv_bytes: ArrayLike,
+    peak_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+    topo: Topology,
+    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    stage_frac: ArrayLike | None = None,
+    comm_overlap_frac: float = CommOverlap.ADDED,
+    communication: bool = True,
+    decode: bool = True,
+    extra_hop_latency_s: float = 0.0,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> PlanStep:
+    """Roofline plus communication of one cycle in which the deployment processes ``tokens``.
+
+    ``tokens``, ``flops`` and ``kv_bytes`` are totals over all sequences (decode: one token
+    each; prefill: the prompts; mixed: both), ``kv_bytes`` over all layers. Per chip and
+    micro-batch pass (``C = dp tp`` chips per stage, ``P = pp``):
+
+    * FLOPs ``flops / (P chips)`` at the chip's peak;
+    * weights ``(A/tp + R + H/tp)/P + X_1 * E(1-(1-k/E)^n_g) / (max(ep,tp) P)``, where
+      ``n_g`` = tokens of the micro-batch reaching one expert group
+      (:func:`~rackmath.core.roofline.weight_bytes_read`'s uniform-routing count);
+    * KV ``kv_bytes / (P^2 dp min(tp, H_kv))``;
+    * TP all-reduces over ``L/P`` layers, EP dispatch+combine over ``L_moe/P`` MoE layers.
+
+    ``stage_frac`` (heaviest stage's share of layer cost) sets ``imbalance = P * stage_frac``.
+    """
+    t = np.asarray(tp, float)
+    p = np.asarray(pp, float)
+    d = np.asarray(dp, float)
+    e = np.asarray(ep, float)
+    chips_per_stage = d * t
+    chips = p * chips_per_stage
+    mb_tokens = np.asarray(tokens, float) / p
+    imbalance = np.ones_like(p) if stage_frac is None else p * np.asarray(stage_frac, float)
+
+    shards_x = expert_shards(t, e)
+    groups = chips_per_stage / shards_x
+    distinct = rl.expected_distinct_experts(mb_tokens / groups, m.experts, m.experts_per_token)
+    always = m.tp_sharded_bytes / t + m.replicated_bytes + m.head_bytes / t
+    weights = (always + m.expert_bytes * distinct / shards_x) / p
+    kv = np.asarray(kv_bytes, float) / (p * p * d * kv_shards(t, m.kv_heads))
+    times = rl.step_times(
+        flops=np.asarray(flops, float) / (p * chips),
+        weight_bytes=weights,
+        kv_bytes=kv,
+        peak_flops_per_s=peak_flops_per_s,
+        bandwidth_bytes_per_s=bandwidth_bytes_per_s,
+        efficiency=efficiency,
+    )
+    zero = np.zeros_like(times.step_s)
+    if communication:
+        tp_comm = tp_all_reduce_s(mb_tokens / d, m.hidden, m.num_layers / p, t, topo, activation_bytes) + zero
+        ep_comm = (
+            np.where(
+                e > 1,
+                ep_all_to_all_s(
+                    mb_tokens / chips_per_stage,
+                    m.experts_per_token,
+                    m.hidden,
+                    m.num_moe_layers / p,
+                    e,
+                    topo,
+                    activation_bytes,
+                ),
+                0.0,
+            )
+            + zero
+        )
+        hops = pipeline_hops(p, decode=decode) + zero
+        crossing = crossing_hops(p, chips_per_stage, topo.chips_per_domain, hops)
+        message = mb_tokens * m.hidden * activation_bytes / chips_per_stage
+        hop_out = pipeline_hop_s(message, True, topo, extra_hop_latency_s)
+        hop_up = pipeline_hop_s(message, False, topo, extra_hop_latency_s)
+        hops_s = crossing * hop_out + (hops - crossing) * hop_up + zero
+    else:
+        tp_comm = ep_comm = zero
+        hops = pipeline_hops(p, decode=decode) + zero
+        hops_s = hops * extra_hop_latency_s
+    stage = combine_comm_s(times.step_s, tp_comm + ep_comm, comm_overlap_frac)
+    shape = stage.shape
+    return PlanStep(
+        pass_times=times,
+        tp_comm_pass_s=np.broadcast_to(tp_comm, shape),
+        ep_comm_pass_s=np.broadcast_to(ep_comm, shape),
+        stage_s=stage,
+        hops=np.broadcast_to(hops, shape),
+        hops_s=np.broadcast_to(hops_s, shape),
+        pp=np.broadcast_to(p, shape),
+        imbalance=np.broadcast_to(imbalance, shape),
+    )
+
+
+# ----------------------------------------------------------------------------- serving loads
+
+
+def chunked_prefill_load(
+    batch: ArrayLike,
+    input_len: ArrayLike,
+    output_len: ArrayLike,
+    *,
+    decode_flops_per_token: ArrayLike,
+    prefill_flops_per_sequence: ArrayLike,
+    kv_bytes_decode_per_sequence: ArrayLike,
+    kv_bytes_prompt_per_sequence: ArrayLike,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(tokens, FLOPs, KV bytes) of one mixed step in steady state (chunked prefill).
+
+    ``B`` sequences decode one token each; to keep ``B`` in flight, ``B/O`` new sequences
+    start per step, so the step also prefills ``B I / O`` prompt tokens:
+    ``tokens = B (1 + I/O)``, ``FLOPs = B f_dec + (B/O) f_prefill(I)``,
+    ``KV = B kv(context) + (B/O) kv(I)`` (the prompt's cache written once).
+    """
+    b = np.asarray(batch, float)
+    i = np.asarray(input_len, float)
+    o = np.asarray(output_len, float)
+    starts = b / o
+    tokens = b + starts * i
+    flops = b * np.asarray(decode_flops_per_token, float) + starts * np.asarray(
+        prefill_flops_per_sequence, float
+    )
+    kv = b * np.asarray(kv_bytes_decode_per_sequence, float) + starts * np.asarray(
+        kv_bytes_prompt_per_sequence, float
+    )
+    return np.asarray(tokens, float), np.asarray(flops, float), np.asarray(kv, float)
+
+
+def chunked_prefill_ttft_s(step_s: ArrayLike, batch: ArrayLike, output_len: ArrayLike) -> FloatArray:
+    """Time to first token with chunked prefill, no queueing: ``max(1, O/B)`` steps.
+
+    Each step's prefill budget is ``B I / O`` tokens; one prompt of ``I`` tokens needs
+    ``O / B`` steps of it (at least one).
+    """
+    return np.asarray(
+        np.maximum(1.0, np.asarray(output_len, float) / np.asarray(batch, float)) * np.asarray(step_s, float),
+        dtype=float,
+    )
+
+
+def max_concurrency(
+    usable_bytes_per_chip: ArrayLike,
+    weight_bytes_per_chip: ArrayLike,
+    per_sequence_bytes_per_chip: ArrayLike,
+) -> FloatArray:
+    """Sequences that fit: ``floor((usable - weights) / bytes one sequence adds per chip)``, >= 0."""
+    room = np.asarray(usable_bytes_per_chip, float) - np.asarray(weight_bytes_per_chip, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.floor(room / np.asarray(per_sequence_bytes_per_chip, float))
+    return np.asarray(np.maximum(np.nan_to_num(n, nan=0.0, posinf=0.0), 0.0), dtype=float)
+
+
+# ----------------------------------------------------------------------------- lecture rules
+
+
+def pipeline_cut_advantage(
+    experts_per_token: ArrayLike,
+    layers_per_stage: ArrayLike,
+    scale_up_bytes_per_s: ArrayLike,
+    scale_out_bytes_per_s: ArrayLike,
+) -> FloatArray:
+    """The rack-boundary rule (D17): scale-up EP time per stage over the cut's scale-out time.
+
+    A token's stage of ``L`` MoE layers moves ``2 k d`` bytes per layer over scale-up
+    (dispatch + combine); a pipeline cut moves ``d`` bytes once over scale-out:
+    ``(2 k L d / B_up) / (d / B_out) = 2 k L / (B_up / B_out)``. The cut costs no more
+    than the expert traffic when this is >= 1, i.e. ``2 k L >= B_up/B_out`` (the lecture's
+    ``>= 8``; with k = 8, L = 1 and a ratio of 8 it is 2).
+    """
+    ratio = np.asarray(scale_up_bytes_per_s, float) / np.asarray(scale_out_bytes_per_s, float)
+    return np.asarray(
+        2.0 * np.asarray(experts_per_token, float) * np.asarray(layers_per_stage, float) / ratio,
+        dtype=float,
+    )
+
+
+def weight_fetch_floor_s(
+    weight_bytes: ArrayLike, scale_up_chips: ArrayLike, bandwidth_bytes_per_s: ArrayLike
+) -> FloatArray:
+    """D23: ``N_total bytes / (S x BW)``: only one scale-up domain's chips read a stage's
+    weights in parallel, so the domain's size, not the pipeline's, sets the floor."""
+    return np.asarray(
+        np.asarray(weight_bytes, float)
+        / (np.asarray(scale_up_chips, float) * np.asarray(bandwidth_bytes_per_s, float)),
+        dtype=float,
+    )
+
+
+def layer_costs_bytes(
+    model: ModelSpec,
+    m: ShardableModel,
+    *,
+    batch: float,
+    context: float,
+    kv_bytes_per_element: float,
+) -> tuple[float, ...]:
+    """Bytes each layer moves in a decode step: its weights plus ``B x`` its KV at ``context``.
+
+    A sliding-window layer caches ``min(context, window)`` tokens, a global one all of
+    them, so at long context global layers dominate (D24).
+    """
+    per_token = arch.kv_elements_per_token_per_layer(model.attention) * kv_bytes_per_element
+    kv = [
+        per_token * (context if layer.window is None else min(context, layer.window))
+        for layer in model.layers
+    ]
+    return tuple(w + batch * k for w, k in zip(m.layer_bytes, kv, strict=True))

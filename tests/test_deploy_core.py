@@ -1,0 +1,230 @@
+"""Plan-aware core formulas (rackmath.core.parallel): hand derivations and properties."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rackmath.analyses import serving
+from rackmath.analyses.deployment import plan_deployment, topology
+from rackmath.catalog import resolve_model, system
+from rackmath.core import architecture as arch
+from rackmath.core import collectives as coll
+from rackmath.core import parallel as par
+
+
+def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
+    """TP=N, DP=PP=1, communication off: compute and KV times equal the foundation's to
+    rounding; weight fetch differs only by the replicated norm scales (N-1)/N x bytes/BW."""
+    model, sys = resolve_model("llama-3.1-70b"), system("h100-hgx")
+    planned = plan_deployment(model, sys, "tp=8", communication=False)
+    ideal = serving.make_deployment(model, sys, chips=8)
+    batches, contexts = [1, 16, 256, 2048], [512, 8192]
+    g, f = planned.decode(batches, contexts), serving.decode(ideal, batches, contexts)
+    np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
+    np.testing.assert_allclose(g.step.kv_fetch_s, f.times.kv_fetch_s, rtol=1e-12)
+    norms = arch.param_counts(model).norms * ideal.precisions.weights.bytes_per_element
+    bw = sys.chip.hbm_bandwidth_bytes_per_s
+    np.testing.assert_allclose(
+        g.step.weight_fetch_s, f.times.weight_fetch_s + norms * (1 - 1 / 8) / bw, rtol=1e-12
+    )
+    assert np.all(g.step.comm_s == 0) and np.all(g.step.hops_s == 0)
+    # the replicated norms (1.3M parameters, 0.7 us per step) move the step by < 2e-4
+    np.testing.assert_allclose(g.step_s, f.step_s, rtol=2e-4)
+    p, q = planned.prefill([1, 4], [2048]), serving.prefill(ideal, [1, 4], [2048])
+    np.testing.assert_allclose(p.step.compute_s, q.times.compute_s, rtol=1e-12)
+
+
+def test_moe_pure_tp_reduces_too() -> None:
+    """Routed experts split tp ways read E(1-(1-k/E)^B)/N experts per chip, like the foundation."""
+    model, sys = resolve_model("qwen3-30b-a3b"), system("h100-hgx")
+    planned = plan_deployment(model, sys, "tp=4", communication=False)
+    ideal = serving.make_deployment(model, sys, chips=4)
+    g, f = planned.decode([1, 64, 1024], [4096]), serving.decode(ideal, [1, 64, 1024], [4096])
+    counts = arch.param_counts(model)
+    replicated = (counts.norms + counts.router) * ideal.precisions.weights.bytes_per_element
+    bw = sys.chip.hbm_bandwidth_bytes_per_s
+    np.testing.assert_allclose(
+        g.step.weight_fetch_s, f.times.weight_fetch_s + replicated * 0.75 / bw, rtol=1e-12
+    )
+    np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
+
+
+def test_ep_all_to_all_by_hand() -> None:
+    """DeepSeek-V3, ep=64 dp=64 on one NVL72, batch 2048: 32 tokens per chip, each sent to
+    k = 8 experts as 7168 bf16 values: M = 32 x 8 x 7168 x 2 B; (63/64) M / 900 GB/s + 2 us,
+    twice (dispatch, combine) in each of 58 MoE layers."""
+    model, sys = resolve_model("deepseek-v3"), system("gb200-nvl72")
+    dep = plan_deployment(model, sys, "dp=64,ep=64")
+    m_bytes = 32 * 8 * 7168 * 2
+    one = 63 / 64 * m_bytes / 900e9 + 2e-6
+    assert dep.decode([2048], [4096]).step.ep_comm_s[0, 0] == pytest.approx(2 * 58 * one, rel=1e-12)
+    # over two racks (32 chips each): half of M stays (31/32 of it leaves the chip over
+    # NVLink), half crosses at 50 GB/s with a 5 us hop
+    two = plan_deployment(model, sys, "dp=64,ep=64", chips_per_domain=32)
+    crossing = (31 / 32 * m_bytes / 2 / 900e9 + 2e-6) + 0.5 * m_bytes / 50e9 + 5e-6
+    assert two.decode([2048], [4096]).step.ep_comm_s[0, 0] == pytest.approx(2 * 58 * crossing, rel=1e-12)
+
+
+def test_tp_all_reduce_and_pipeline_hop_by_hand() -> None:
+    """Llama-3.1-70B tp=8 on HGX H100, batch 64: two ring all-reduces per layer of
+    64 x 8192 x 2 B: 2 (7/8) M / 450 GB/s + 2 x 7 x 2 us each, 80 layers."""
+    model, sys = resolve_model("llama-3.1-70b"), system("h100-hgx")
+    m_bytes = 64 * 8192 * 2
+    one = 2 * (7 / 8) * m_bytes / 450e9 + 2 * 7 * 2e-6
+    dep = plan_deployment(model, sys, "tp=8")
+    assert dep.decode([64], [4096]).step.tp_comm_s[0, 0] == pytest.approx(2 * 80 * one, rel=1e-12)
+    # pp=2: stages of 8 chips fill an HGX each, so both decode hops (activations forward,
+    # sampled token back) cross InfiniBand: each chip sends 32 tokens x 8192 x 2 B / 8
+    pp = plan_deployment(model, sys, "tp=8,pp=2")
+    hop = 32 * 8192 * 2 / 8 / 50e9 + 5e-6
+    assert pp.decode([64], [4096]).step.hops_s[0, 0] == pytest.approx(2 * hop, rel=1e-12)
+    assert pp.notes == ("2 of 2 pipeline hops per decode token cross scale-out",)
+
+
+def test_lecture_memory_formula_kv_share_is_independent_of_p() -> None:
+    """D20: c = N/(E P) + b len bytes / E; E = 64, b = 256, len = 4096, DeepSeek 671 GB fp8."""
+    n_bytes, e, b, length, kv_tok = 671e9, 64, 256, 4096, 70_272.0
+    kv = b * length * kv_tok / e
+    for p in (1, 2, 4, 8):
+        c = float(par.lecture_memory_per_chip_bytes(n_bytes, e, p, b, length, kv_tok))
+        assert c == pytest.approx(n_bytes / (e * p) + kv, rel=1e-12)
+    # the general per-chip KV with B = P b sequences and 1/P of the layers per stage agrees
+    for p in (1, 2, 4, 8):
+        general = par.kv_bytes_per_chip(length * kv_tok, p * b, tp=1, pp=p, dp=e, kv_heads=1)
+        assert float(general) == pytest.approx(kv, rel=1e-12)
+
+
+def test_rack_boundary_rule() -> None:
+    """D17: k = 8, L = 1, ratio 8 -> 2kL/ratio = 2; with GB200's catalog ratio 900/50 = 18 a
+    one-layer stage is just short (16/18), two layers clear it (32/18)."""
+    assert float(par.pipeline_cut_advantage(8, 1, 8.0, 1.0)) == 2.0
+    topo = topology(system("gb200-nvl72"))
+    assert topo.bandwidth_ratio == 18.0
+    assert float(
+        par.pipeline_cut_advantage(8, 1, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s)
+    ) == pytest.approx(16 / 18)
+    assert float(par.pipeline_cut_advantage(8, 2, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s)) > 1
+
+
+def test_weight_fetch_floor_for_scale_up_sizes() -> None:
+    """D23: 671 GB (fp8 DeepSeek) at 8 TB/s per chip: S = 8 -> 10.5 ms, 72 -> 1.16 ms, 576 -> 0.146 ms."""
+    got = par.weight_fetch_floor_s(671e9, np.array([8, 72, 576]), 8e12)
+    np.testing.assert_allclose(got, [671e9 / 64e12, 671e9 / 576e12, 671e9 / 4608e12], rtol=1e-12)
+    assert got[0] == pytest.approx(10.48e-3, rel=1e-3)
+
+
+@given(st.lists(st.floats(0.1, 10.0), min_size=2, max_size=9), st.integers(1, 4))
+def test_balanced_stages_is_optimal(costs: list[float], stages: int) -> None:
+    """The DP matches brute force over every contiguous split."""
+    stages = min(stages, len(costs))
+    split = par.balanced_stages(costs, stages)
+    best = min(
+        max(sum(costs[a:b]) for a, b in zip((0, *cuts), (*cuts, len(costs)), strict=True))
+        for cuts in itertools.combinations(range(1, len(costs)), stages - 1)
+    )
+    assert max(split.stage_costs) == pytest.approx(best, rel=1e-12)
+    assert sum(split.stage_layers) == len(costs)
+    assert split.imbalance >= 1.0 - 1e-12
+
+
+def test_stage_balance_sees_dense_and_sliding_layers() -> None:
+    """DeepSeek's 3 dense layers and gemma-3's 5:1 sliding/global pattern leave imbalance."""
+    ds = par.shardable(resolve_model("deepseek-v3"), 1.0)
+    assert par.balanced_stages(ds.layer_bytes, 8).imbalance > 1.05
+    gemma = resolve_model("gemma-3-27b")
+    g = par.shardable(gemma, 2.0)
+    uniform = par.balanced_stages(g.layer_bytes, 31).imbalance
+    with_kv = par.layer_costs_bytes(gemma, g, batch=64, context=131072, kv_bytes_per_element=2.0)
+    assert par.balanced_stages(with_kv, 31).imbalance > uniform + 0.5
+
+
+_MODELS = ["deepseek-v3", "llama-3.1-70b", "qwen3-235b-a22b", "mixtral-8x7b"]
+
+
+@given(
+    st.sampled_from(_MODELS),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from(["tp", "pp", "dp", "ep"]),
+)
+def test_sharding_further_never_adds_memory(name: str, tp: int, pp: int, dp: int, ep: int, dim: str) -> None:
+    model = resolve_model(name)
+    m = par.shardable(model, 1.0)
+    ep = ep if model.is_moe else 1
+    plan = {"tp": tp, "pp": pp, "dp": dp, "ep": min(ep, dp * tp)}
+    more = dict(plan)
+    more[dim] *= 2
+    if not model.is_moe and dim == "ep":
+        return
+
+    def per_chip(p: dict[str, int]) -> float:
+        frac_w, frac_l = par.stage_fractions(m.layer_bytes, p["pp"])
+        w = par.weight_bytes_per_chip(m, tp=p["tp"], pp=p["pp"], ep=p["ep"], stage_frac=frac_w).total
+        kv = par.kv_bytes_per_chip(
+            1e6, 512, tp=p["tp"], pp=p["pp"], dp=p["dp"], kv_heads=m.kv_heads, layer_frac=frac_l
+        )
+        return float(w + kv)
+
+    assert per_chip(more) <= per_chip(plan) * (1 + 1e-12)
+
+
+@given(
+    st.floats(1e3, 1e9),
+    st.sampled_from([2, 4, 8, 16, 64, 256]),
+    st.sampled_from([2, 4, 8]),
+    st.floats(1e9, 2e12),
+    st.floats(1.0, 100.0),
+    st.floats(0.0, 1e-5),
+    st.floats(0.0, 1e-4),
+)
+def test_all_to_all_in_domain_never_slower(
+    m: float, n: int, r: int, up: float, ratio: float, a_up: float, extra: float
+) -> None:
+    inside = coll.hierarchical_all_to_all_s(m, n, 1, up, up / ratio, a_up, a_up + extra)
+    crossing = coll.hierarchical_all_to_all_s(m, n, min(r, n), up, up / ratio, a_up, a_up + extra)
+    assert float(inside) <= float(crossing) * (1 + 1e-12)
+
+
+@given(
+    st.sampled_from([1, 2, 4, 8]), st.floats(0.0, 1e-2), st.floats(0.0, 1e-2), st.sampled_from([1, 64, 1024])
+)
+def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, batch: int) -> None:
+    model = resolve_model("llama-3.1-405b")
+    m = par.shardable(model, 1.0)
+    topo = topology(system("h100-hgx"))
+    lo, hi = sorted((h1, h2))
+
+    def tpot(h: float) -> float:
+        return float(
+            par.plan_step(
+                m,
+                tp=8,
+                pp=pp,
+                dp=1,
+                ep=1,
+                tokens=batch,
+                flops=batch * 2 * 405e9,
+                kv_bytes=batch * 1e8,
+                peak_flops_per_s=1e15,
+                bandwidth_bytes_per_s=3.35e12,
+                topo=topo,
+                extra_hop_latency_s=h,
+            ).step_s
+        )
+
+    assert tpot(hi) >= tpot(lo)
+
+
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+def test_comm_combination_between_max_and_sum(t: float, c: float, f: float) -> None:
+    got = float(par.combine_comm_s(t, c, f))
+    assert max(t, c) - 1e-15 <= got <= t + c + 1e-15
+    assert float(par.combine_comm_s(t, c, par.CommOverlap.ADDED)) == pytest.approx(t + c)
+    assert float(par.combine_comm_s(t, c, par.CommOverlap.OVERLAPPED)) == pytest.approx(max(t, c))
