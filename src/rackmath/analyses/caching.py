@@ -1,0 +1,256 @@
+"""Prompt caches: which memory tier should hold a conversation's KV cache, and for how long.
+
+For each tier (HBM, DDR, flash, disk) the cost of holding one token's KV for a retention
+``T``, of bringing it back, and of recomputing it instead (a prefill), from
+:mod:`rackmath.core.economics` (D35, D36). HBM's time is priced at the GPU's rental; the
+other tiers at their purchase price spread over an explicit ``amortization_s``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.analyses import serving
+from rackmath.analyses.serving import Deployment
+from rackmath.core import architecture as arch
+from rackmath.core import economics as econ
+from rackmath.errors import InputError
+from rackmath.specs.economics import MemoryTierSpec, ModelPrice
+from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR
+
+FloatArray = NDArray[np.float64]
+
+#: Default amortization of memory purchases: 3 years of 365 days (a common straight-line
+#: depreciation period for servers; hyperscalers use 5-6 years, which halves these costs).
+DEFAULT_AMORTIZATION_S = 3 * 365 * SECONDS_PER_DAY
+#: The two retentions providers sell (Anthropic: 5-minute and 1-hour cache writes).
+DEFAULT_RETENTIONS_S = (1.0, 10.0, 60.0, 300.0, SECONDS_PER_HOUR, SECONDS_PER_DAY)
+DEFAULT_PROMPT_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class CacheTier:
+    """A place to keep KV: a device's size, speed and cost per second of its time."""
+
+    id: str
+    name: str
+    capacity_bytes: float
+    bandwidth_bytes_per_s: float
+    device_usd_per_s: float
+    cost_basis: str
+    lecture_drain_time_s: float | None = None
+
+    @property
+    def drain_time_s(self) -> float:
+        return float(econ.drain_time_s(self.capacity_bytes, self.bandwidth_bytes_per_s))
+
+
+def hbm_tier(deployment: Deployment, lecture_drain_time_s: float | None = None) -> CacheTier:
+    """One of the deployment's GPUs: its HBM, priced at the chip's rental (D35)."""
+    chip = deployment.system.chip
+    return CacheTier(
+        id="hbm",
+        name=f"HBM ({chip.id})",
+        capacity_bytes=chip.hbm_capacity_bytes,
+        bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
+        device_usd_per_s=deployment.usd_per_chip_hour / SECONDS_PER_HOUR,
+        cost_basis=f"GPU rental ${deployment.usd_per_chip_hour:.2f}/chip-hour",
+        lecture_drain_time_s=lecture_drain_time_s,
+    )
+
+
+def purchased_tier(spec: MemoryTierSpec, amortization_s: float) -> CacheTier:
+    if not np.isfinite(amortization_s) or amortization_s <= 0:
+        raise InputError("amortization", amortization_s, "a positive duration")
+    price = spec.price
+    years = amortization_s / (365 * SECONDS_PER_DAY)
+    return CacheTier(
+        id=spec.id,
+        name=spec.name,
+        capacity_bytes=spec.capacity_bytes,
+        bandwidth_bytes_per_s=spec.bandwidth_bytes_per_s,
+        device_usd_per_s=float(econ.amortized_usd_per_s(price.value, spec.capacity_bytes, amortization_s)),
+        cost_basis=f"${price.value * 1e9:.3g}/GB ({price.date}) over {years:.3g} years",
+        lecture_drain_time_s=spec.lecture_drain_time_s,
+    )
+
+
+def default_tiers(
+    deployment: Deployment, specs: dict[str, MemoryTierSpec], amortization_s: float = DEFAULT_AMORTIZATION_S
+) -> tuple[CacheTier, ...]:
+    """HBM of the deployment's chip (rental-priced), then every non-HBM catalog tier."""
+    hbm_spec = specs.get("hbm")
+    tiers = [hbm_tier(deployment, hbm_spec.lecture_drain_time_s if hbm_spec else None)]
+    tiers += [purchased_tier(s, amortization_s) for s in specs.values() if s.id != "hbm"]
+    return tuple(tiers)
+
+
+@dataclass(frozen=True)
+class CacheEconomics:
+    tiers: tuple[CacheTier, ...]
+    kv_bytes_per_token: float
+    recompute_usd_per_token: float  # a prefill of the prompt, per token
+    prompt_tokens: float
+    retentions_s: FloatArray
+    hold_usd_per_token: FloatArray  # tiers x retentions
+    fetch_usd_per_token: FloatArray  # per tier
+    amortization_s: float
+    deployment: Deployment
+    price: ModelPrice | None = None
+
+    @property
+    def hit_usd_per_token(self) -> FloatArray:
+        """Hold for the retention, then read back: tiers x retentions."""
+        return self.hold_usd_per_token + self.fetch_usd_per_token[:, None]
+
+    @property
+    def cheapest(self) -> list[str]:
+        """Per retention, the cheapest tier, or "recompute" if a prefill beats every tier."""
+        best = np.argmin(self.hit_usd_per_token, axis=0)
+        out = []
+        for j, i in enumerate(best):
+            hit = self.hit_usd_per_token[i, j]
+            out.append(self.tiers[i].id if hit < self.recompute_usd_per_token else "recompute")
+        return out
+
+    @property
+    def hold_usd_per_token_per_s(self) -> FloatArray:
+        """Cost of holding one token's KV for one second, per tier."""
+        return np.asarray(self.hold_usd_per_token_at(1.0)[:, 0], dtype=float)
+
+    def cheapest_at(self, retention_s: float) -> str:
+        hits = self.hit_usd_per_token_at(retention_s)[:, 0]
+        i = int(np.argmin(hits))
+        return self.tiers[i].id if hits[i] < self.recompute_usd_per_token else "recompute"
+
+    @property
+    def crossovers_s(self) -> list[float | None]:
+        """Retention at which each tier overtakes the one before it (fastest first)."""
+        rates = self.hold_usd_per_token_per_s
+        out: list[float | None] = []
+        for i in range(1, len(self.tiers)):
+            t = econ.retention_crossover_s(
+                rates[i - 1], self.fetch_usd_per_token[i - 1], rates[i], self.fetch_usd_per_token[i]
+            )
+            out.append(None if np.isnan(t) else float(t))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.price
+        cheapest = self.cheapest
+        rates = self.hold_usd_per_token_per_s
+        pricing: dict[str, Any] | None = None
+        if p is not None:
+            base = p.base
+            hold_5m = float(np.min(self.hold_usd_per_token_at(300.0)))
+            pricing = {
+                "priced_model": p.id,
+                "price_date": p.date,
+                "input_usd_per_million_tokens": base.input_usd_per_million_tokens,
+                "cache_read_usd_per_million_tokens": base.cache_read_usd_per_million_tokens,
+                "cache_write_5m_usd_per_million_tokens": base.cache_write_5m_usd_per_million_tokens,
+                "cache_write_1h_usd_per_million_tokens": base.cache_write_1h_usd_per_million_tokens,
+                "miss_over_hit": (
+                    base.input_usd_per_million_tokens / base.cache_read_usd_per_million_tokens
+                    if base.cache_read_usd_per_million_tokens
+                    else None
+                ),
+                "cost_recompute_over_hit_5m": self.recompute_usd_per_token
+                / float(np.min(self.hit_usd_per_token_at(300.0))),
+                "cheapest_hold_5m_usd_per_million_tokens": hold_5m * MILLION,
+            }
+        return {
+            "model": self.deployment.model.id,
+            "system": self.deployment.system.id,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "prompt_tokens": self.prompt_tokens,
+            "recompute_usd_per_million_tokens": self.recompute_usd_per_token * MILLION,
+            "amortization_s": self.amortization_s,
+            "tiers": [
+                {
+                    "id": t.id,
+                    "name": t.name,
+                    "capacity_bytes": t.capacity_bytes,
+                    "bandwidth_bytes_per_s": t.bandwidth_bytes_per_s,
+                    "drain_time_s": t.drain_time_s,
+                    "lecture_drain_time_s": t.lecture_drain_time_s,
+                    "device_usd_per_s": t.device_usd_per_s,
+                    "cost_basis": t.cost_basis,
+                    "hold_usd_per_million_tokens_per_s": rates[i] * MILLION,
+                    "fetch_usd_per_million_tokens": float(self.fetch_usd_per_token[i]) * MILLION,
+                    "crossover_from_previous_s": None if i == 0 else self.crossovers_s[i - 1],
+                }
+                for i, t in enumerate(self.tiers)
+            ],
+            "by_retention": [
+                {
+                    "retention_s": float(r),
+                    "cheapest": cheapest[j],
+                    "hit_usd_per_million_tokens": {
+                        t.id: float(self.hit_usd_per_token[i, j]) * MILLION for i, t in enumerate(self.tiers)
+                    },
+                }
+                for j, r in enumerate(self.retentions_s)
+            ],
+            "lecture_mapping": {"300s": self.cheapest_at(300.0), "3600s": self.cheapest_at(SECONDS_PER_HOUR)},
+            "pricing": pricing,
+        }
+
+    def hold_usd_per_token_at(self, retention_s: ArrayLike) -> FloatArray:
+        """Holding cost per token, tiers x retentions (a scalar retention gives one column)."""
+        r = np.atleast_1d(np.asarray(retention_s, float))
+        kv = self.kv_bytes_per_token
+        return np.array(
+            [econ.hold_cost_usd(kv, t.device_usd_per_s, t.capacity_bytes, r) for t in self.tiers],
+            dtype=float,
+        )
+
+    def hit_usd_per_token_at(self, retention_s: ArrayLike) -> FloatArray:
+        """Hold for the retention then fetch, per token: tiers x retentions."""
+        return self.hold_usd_per_token_at(retention_s) + self.fetch_usd_per_token[:, None]
+
+
+def cache_economics(
+    deployment: Deployment,
+    tiers: tuple[CacheTier, ...],
+    *,
+    retentions_s: tuple[float, ...] | list[float] = DEFAULT_RETENTIONS_S,
+    prompt_tokens: float = DEFAULT_PROMPT_TOKENS,
+    amortization_s: float = DEFAULT_AMORTIZATION_S,
+    price: ModelPrice | None = None,
+) -> CacheEconomics:
+    """Hold, fetch and recompute costs per token of ``deployment``'s KV cache in each tier.
+
+    Recompute = the prefill cost per token of a ``prompt_tokens`` prompt (batch 1, which is
+    compute-bound: the cheapest a miss can be).
+    """
+    r = np.asarray(retentions_s, float)
+    if r.size == 0 or np.any(~np.isfinite(r)) or np.any(r <= 0):
+        raise InputError("retention", list(retentions_s), "positive durations")
+    if not tiers:
+        raise InputError("tiers", "()", "at least one memory tier")
+    kv_tok = arch.kv_bytes_per_token(deployment.model, deployment.precisions.kv.bytes_per_element)
+    pre = serving.prefill(deployment, [1.0], [prompt_tokens])
+    recompute = float(pre.usd_per_million_input_tokens[0, 0]) / MILLION
+    hold = np.array(
+        [econ.hold_cost_usd(kv_tok, t.device_usd_per_s, t.capacity_bytes, r) for t in tiers], dtype=float
+    )
+    fetch = np.array(
+        [float(econ.fetch_cost_usd(kv_tok, t.device_usd_per_s, t.bandwidth_bytes_per_s)) for t in tiers]
+    )
+    return CacheEconomics(
+        tiers=tiers,
+        kv_bytes_per_token=kv_tok,
+        recompute_usd_per_token=recompute,
+        prompt_tokens=float(prompt_tokens),
+        retentions_s=r,
+        hold_usd_per_token=hold,
+        fetch_usd_per_token=fetch,
+        amortization_s=amortization_s,
+        deployment=deployment,
+        price=price,
+    )

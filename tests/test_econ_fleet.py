@@ -1,0 +1,122 @@
+"""Fleets, the train schedule and the discrete-event simulation, checked against closed forms."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+
+import rackmath as rm
+from rackmath.analyses import fleet, serving
+from rackmath.core import simulation as sim
+from rackmath.errors import InputError
+
+
+@cache
+def lecture() -> fleet.Fleet:
+    return fleet.fleet(loads=(0.3, 0.9), requests=3000)
+
+
+def test_the_lectures_fleet() -> None:
+    f = lecture()
+    # D10: 2,000 sequences / 15.625 ms = 128,000 tokens/s per replica
+    assert f.tokens_per_s_per_replica == pytest.approx(128_000)
+    # 500M tokens/s -> ceil(3,906.25) = 3,907 replicas of 72 chips
+    assert f.replicas == 3907
+    assert f.chips == 3907 * 72
+    assert f.usd_per_day == pytest.approx(3907 * 72 * 4.54 * 24)
+    assert f.usd_per_million_tokens == pytest.approx(f.usd_per_day / (500e6 * 86400) * 1e6)
+
+
+def test_more_traffic_never_needs_fewer_replicas() -> None:
+    counts = [
+        fleet.fleet(traffic_tokens_per_s=t, loads=(0.5,), requests=200).replicas
+        for t in (1e6, 1.28e8, 1.29e8, 5e8)
+    ]
+    assert counts == sorted(counts)
+    assert counts[1] == 1000 and counts[2] == 1008
+
+
+def test_train_schedule_simulation_matches_its_closed_forms() -> None:
+    # D8 at the lecture's 20 ms: worst 40 ms, mean 30 ms
+    arrivals = sim.poisson_arrivals_s(2000.0, 5.0, seed=3)
+    lat = sim.simulate_train_schedule(arrival_s=arrivals, interval_s=0.020, run_s=0.020, max_batch=10_000)
+    assert lat.max() <= 0.040 + 1e-12
+    assert lat.max() == pytest.approx(0.040, abs=0.001)
+    assert lat.mean() == pytest.approx(0.030, rel=0.02)
+    assert lat.min() >= 0.020
+
+
+def test_full_trains_make_requests_wait_for_the_next_one() -> None:
+    arrivals = np.array([0.001, 0.002, 0.003])
+    lat = sim.simulate_train_schedule(arrival_s=arrivals, interval_s=0.01, run_s=0.01, max_batch=2)
+    # two leave at 10 ms, the third at 20 ms
+    assert lat == pytest.approx([0.019, 0.018, 0.027])
+
+
+def test_continuous_batching_with_a_constant_step_is_the_train() -> None:
+    f = lecture()
+    step = f.step_s
+    for p in f.loads:
+        # a request waits for the running step (< T) then runs one (T): TTFT in [T, 2T]
+        assert step <= p.ttft_p50_s <= 2 * step
+        assert p.ttft_p99_s <= 2 * step + 1e-12
+        assert p.tpot_p50_s == pytest.approx(step)
+        assert p.completed_frac == 1.0
+        # Little's law: running sequences = arrival rate x time in service (out x T)
+        assert p.mean_batch == pytest.approx(p.arrival_rate_per_s * f.output_tokens * step, rel=0.05)
+        assert p.tokens_per_s == pytest.approx(p.arrival_rate_per_s * f.output_tokens, rel=0.05)
+
+
+def test_light_load_on_an_idle_server() -> None:
+    # one request into an idle server: first token after prefill + one step
+    run = sim.simulate_continuous_batching(
+        arrival_s=[1.0], step_s_by_batch=[0.01, 0.02], output_tokens=5, prefill_s=0.05
+    )
+    assert run.ttft_s[0] == pytest.approx(0.06)
+    assert run.tpot_s[0] == pytest.approx(0.01)
+    assert run.finish_s[0] == pytest.approx(1.0 + 0.06 + 4 * 0.01)
+
+
+def test_overload_leaves_requests_behind() -> None:
+    steps = np.full(16, 0.01)
+    arrivals = sim.poisson_arrivals_s(rate_per_s=2 * 16 / (10 * 0.01), horizon_s=5.0, seed=1)
+    run = sim.simulate_continuous_batching(
+        arrival_s=arrivals, step_s_by_batch=steps, output_tokens=10, cutoff_s=6.0
+    )
+    assert run.completed_frac < 0.7
+    assert np.nanmax(run.ttft_s) > 1.0  # the queue grows
+
+
+def test_a_batch_that_does_not_fit_is_refused() -> None:
+    d = rm.deployment("llama-3.1-70b", "h100-hgx")
+    with pytest.raises(InputError, match="fit in memory"):
+        fleet.fleet(deployment=d, batch=2000, context=4096, requests=100)
+
+
+def test_roofline_step_times_drive_the_simulation() -> None:
+    d = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
+    f = fleet.fleet(deployment=d, batch=64, context=2048, output_tokens=64, loads=(0.5,), requests=1500)
+    steps = serving.decode(d, np.arange(1, 65), [2048]).step_s[:, 0]
+    assert f.step_s == pytest.approx(steps[-1])
+    assert f.tokens_per_s_per_replica == pytest.approx(64 / steps[-1])
+    p = f.loads[0]
+    # per-token time lies between the step at batch 1 and at the full batch
+    assert steps[0] <= p.tpot_p50_s <= steps[-1]
+    assert f.chips_per_replica == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"traffic_tokens_per_s": -1.0}, "traffic"),
+        ({"batch": 0}, "batch"),
+        ({"step_s": 0.0}, "step"),
+        ({"output_tokens": 0}, "output"),
+        ({"loads": (0.0,)}, "load"),
+    ],
+)
+def test_bad_fleet_inputs(kwargs, match) -> None:
+    with pytest.raises(InputError, match=match):
+        fleet.fleet(requests=100, **kwargs)
