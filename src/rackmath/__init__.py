@@ -18,7 +18,7 @@ except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+local"
 
 from rackmath.analyses.serving import balance, decode, prefill
-from rackmath.api import deployment, explain
+from rackmath.api import deployment, explain, pipeline, train
 from rackmath.catalog import chip, chips, model, models, resolve_model, system, systems
 from rackmath.core import Efficiency, param_counts
 from rackmath.errors import RackmathError
@@ -39,8 +39,10 @@ __all__ = [
     "model",
     "models",
     "param_counts",
+    "pipeline",
     "prefill",
     "resolve_model",
     "system",
     "systems",
+    "train",
 ]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rackmath.analyses import explain as _explain
+from rackmath.analyses import training as _training
 from rackmath.analyses.serving import Deployment, make_deployment
+from rackmath.analyses.training import PipelineResult, TrainingEstimate
 from rackmath.catalog import resolve_model
 from rackmath.catalog import system as _system
 from rackmath.core.roofline import PURE_ROOFLINE, Efficiency
 from rackmath.specs import ModelSpec, Precision, SystemSpec
+from rackmath.specs.plan import ParallelPlan
 
 
 def deployment(
@@ -44,3 +48,32 @@ def explain(
     contexts: Sequence[float] = _explain.DEFAULT_CONTEXTS,
 ) -> _explain.Explanation:
     return _explain.explain(deployment, list(batches), list(contexts))
+
+
+def train(
+    model: str | ModelSpec,
+    system: str | SystemSpec,
+    plan: str | ParallelPlan,
+    *,
+    tokens: float,
+    chips: int | None = None,
+    **options: Any,
+) -> TrainingEstimate:
+    """Step time, MFU, memory per chip and cost of training ``model`` for ``tokens`` tokens.
+
+    ``rm.train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", tokens=15.6e12)``; options
+    are those of :func:`rackmath.analyses.training.make_training` (``seq_len``,
+    ``global_batch``, ``microbatch``, ``schedule``, ``recompute``, ``zero``, ...).
+    """
+    model_spec = resolve_model(model) if isinstance(model, str) else model
+    system_spec = _system(system) if isinstance(system, str) else system
+    plan_spec = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
+    setup = _training.make_training(model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options)
+    return _training.estimate(setup)
+
+
+def pipeline(
+    stages: int, microbatches: int, schedule: str = "1f1b", *, virtual_stages: int = 1
+) -> PipelineResult:
+    """Simulate a pipeline schedule: ``rm.pipeline(4, 4, "gpipe").timeline.bubble_frac == 3/7``."""
+    return _training.pipeline_schedule(schedule, stages, microbatches, virtual_stages=virtual_stages)

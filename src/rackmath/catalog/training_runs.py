@@ -1,0 +1,124 @@
+"""Published training runs (``data/training_runs.yaml``) as frozen specs, for validation.
+
+Each run names a model (a catalog id, or a GPT shape given inline as its source states
+it), a system, a parallel plan, batch and sequence, and one published metric in SI units.
+Read and validated once per process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from rackmath.catalog.loader import CatalogError, model, system
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import (
+    AttentionKind,
+    AttentionSpec,
+    DenseMlpSpec,
+    LayerSpec,
+    MlpKind,
+    ModelSpec,
+)
+from rackmath.specs.plan import ParallelPlan
+
+
+class RunMetric(StrEnum):
+    MFU = "mfu"  # model FLOPs utilisation, a fraction
+    HFU_FLOPS_PER_CHIP = "hfu_flops_per_chip"  # achieved FLOP/s per chip, recomputation counted
+    STEP_S = "step_s"  # seconds per optimizer step
+    CHIP_HOURS = "chip_hours"  # chip-hours for the whole token budget
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    id: str
+    measurement_id: int | None
+    source: str
+    model: ModelSpec
+    system: SystemSpec
+    plan: ParallelPlan
+    seq_len: int
+    global_batch: int
+    microbatch: int
+    recompute: str
+    zero: int
+    schedule: str
+    compute: str
+    tokens: float | None
+    metric: RunMetric
+    value: float
+    assumed: tuple[str, ...]
+
+
+def gpt_model(run_id: str, hidden: int, layers: int, heads: int, vocab: int) -> ModelSpec:
+    """A GPT-2/3-shaped decoder: MHA, a 4h GELU MLP with biases, tied embeddings, two
+    LayerNorms per layer (Brown et al. 2020; Narayanan et al. 2021 count the same shape)."""
+    head_dim = hidden // heads
+    return ModelSpec(
+        id=f"gpt-{run_id}",
+        name=f"GPT (h={hidden}, L={layers}, a={heads})",
+        family="gpt",
+        hidden_size=hidden,
+        vocab_size=vocab,
+        tie_word_embeddings=True,
+        attention=AttentionSpec(
+            kind=AttentionKind.MHA,
+            num_heads=heads,
+            num_kv_heads=heads,
+            head_dim=head_dim,
+            v_head_dim=head_dim,
+            qkv_bias=True,
+            output_bias=True,
+        ),
+        layers=tuple(LayerSpec(window=None, mlp=MlpKind.DENSE) for _ in range(layers)),
+        dense_mlp=DenseMlpSpec(intermediate_size=4 * hidden, gated=False, bias=True),
+        moe=None,
+    )
+
+
+def _run(raw: dict[str, Any]) -> TrainingRun:
+    run_id = str(raw["id"])
+    if "gpt" in raw:
+        g = raw["gpt"]
+        spec = gpt_model(run_id, int(g["hidden"]), int(g["layers"]), int(g["heads"]), int(g["vocab"]))
+    else:
+        spec = model(str(raw["model"]))
+    tokens = raw.get("tokens")
+    return TrainingRun(
+        id=run_id,
+        measurement_id=raw.get("measurement_id"),
+        source=str(raw["source"]),
+        model=spec,
+        system=system(str(raw["system"])),
+        plan=ParallelPlan.parse(str(raw["plan"])),
+        seq_len=int(raw["seq_len"]),
+        global_batch=int(raw["global_batch"]),
+        microbatch=int(raw.get("microbatch", 1)),
+        recompute=str(raw.get("recompute", "selective")),
+        zero=int(raw.get("zero", 1)),
+        schedule=str(raw.get("schedule", "1f1b")),
+        compute=str(raw.get("compute", "bf16")),
+        tokens=None if tokens is None else float(tokens),
+        metric=RunMetric(raw["metric"]),
+        value=float(raw["value"]),
+        assumed=tuple(raw.get("assumed") or ()),
+    )
+
+
+@cache
+def training_runs() -> tuple[TrainingRun, ...]:
+    text = resources.files("rackmath.catalog").joinpath("data", "training_runs.yaml").read_text()
+    data = yaml.safe_load(text)
+    runs = []
+    for raw in data.get("runs") or []:
+        try:
+            runs.append(_run(raw))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"training_runs.yaml entry {raw.get('id')!r}: {exc}") from exc
+    return tuple(runs)

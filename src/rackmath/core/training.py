@@ -1,0 +1,455 @@
+"""Training math: FLOPs, memory per chip, and communication per step, on plain numbers.
+
+FLOPs
+-----
+Training a token costs forward + backward = 3 forwards (the backward computes the input
+gradient and the weight gradient, each as costly as the forward): ``6 N`` per token plus
+causal attention (:func:`rackmath.core.architecture.training_flops_per_token`). This is
+the *model* FLOP count behind MFU (PaLM, Chowdhery et al. 2022, appendix B). Recomputed
+work is counted separately (:func:`recompute_flops_per_token`); it enters hardware FLOPs
+utilisation and step time, never MFU.
+
+Memory (bytes per chip)
+-----------------------
+* Model states (Rajbhandari et al. 2020, "ZeRO", §3 and Figure 1): weights, gradients and
+  optimizer states per parameter, ``16`` bytes for mixed-precision Adam (2 + 2 + 12: fp32
+  master weights, momentum and variance). ZeRO stage 1 shards the optimizer states over
+  the ``N_d`` data-parallel ranks, stage 2 the gradients too, stage 3 the weights too.
+* Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+  Transformer Models", §4): per layer, with 16-bit activations, ``s b h (34 + 5 a s / h)``
+  bytes (eq. 1): attention block ``11 s b h + 5 a s^2 b``, MLP ``19 s b h``, two norms
+  ``4 s b h``. With tensor parallelism ``t`` and sequence parallelism everything is
+  divided by ``t`` (eq. 4); without sequence parallelism ``10 s b h`` stays replicated
+  (eq. 2). Selective recomputation drops the ``5 a s^2 b`` term (eq. 6); full
+  recomputation keeps only each layer's ``2 s b h`` input (§4.1). We generalise the
+  ``h``-terms to GQA and gated MLPs term by term (see :func:`layer_activation_terms`).
+
+Everything is pure: numbers in, numbers out, SI units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import architecture as arch
+from rackmath.core import collectives as coll
+from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs.model import AttentionKind, ModelSpec
+
+FloatArray = NDArray[np.float64]
+
+#: Bytes of one 16-bit activation value (bf16/fp16), Korthikanti et al.'s assumption.
+ACTIVATION_BYTES = 2
+#: Bytes of one dropout-mask entry (Korthikanti et al. 2022, §4.1: masks are one byte).
+DROPOUT_MASK_BYTES = 1
+#: Training FLOPs per forward FLOP: forward 1 + backward 2 (input and weight gradients).
+FORWARD_BACKWARD_PASSES = 3
+
+
+# ---------------------------------------------------------------------------- optimizers
+class Optimizer(StrEnum):
+    ADAM_MIXED = "adam-mixed"  # bf16 weights and grads, fp32 master + m + v
+    ADAM_FP32 = "adam-fp32"  # everything fp32
+    ADAM_BF16 = "adam-bf16"  # pure bf16 weights, grads and both moments
+    SGD_MOMENTUM_MIXED = "sgd-mixed"  # bf16 weights and grads, fp32 master + momentum
+
+    @classmethod
+    def parse(cls, text: str | Optimizer) -> Optimizer:
+        if isinstance(text, Optimizer):
+            return text
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise UnknownIdError("optimizer", text, [o.value for o in cls]) from None
+
+
+@dataclass(frozen=True)
+class OptimizerBytes:
+    """Bytes per parameter of the weights the step reads, their gradients, and the states."""
+
+    weights: float
+    grads: float
+    states: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.states
+
+
+#: ZeRO (Rajbhandari et al. 2020) §3: mixed-precision Adam keeps fp16 weights and grads
+#: (2 + 2) and ``K = 12`` bytes of fp32 master weights, momentum and variance.
+OPTIMIZER_BYTES: dict[Optimizer, OptimizerBytes] = {
+    Optimizer.ADAM_MIXED: OptimizerBytes(weights=2, grads=2, states=12),
+    Optimizer.ADAM_FP32: OptimizerBytes(weights=4, grads=4, states=8),
+    Optimizer.ADAM_BF16: OptimizerBytes(weights=2, grads=2, states=4),
+    Optimizer.SGD_MOMENTUM_MIXED: OptimizerBytes(weights=2, grads=2, states=8),
+}
+
+
+class ZeroStage(IntEnum):
+    """What the data-parallel ranks shard (ZeRO stages; FSDP full sharding is stage 3)."""
+
+    NONE = 0
+    OPTIMIZER = 1
+    GRADIENTS = 2
+    WEIGHTS = 3
+
+
+def model_state_bytes(
+    params: ArrayLike, optimizer: OptimizerBytes, zero: ZeroStage, dp: ArrayLike
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(weight, gradient, optimizer-state) bytes per chip for ``params`` parameters per chip
+    before data-parallel sharding (ZeRO Figure 1: ``(2 + 2 + K) Psi`` at stage 0,
+    ``2 Psi + 2 Psi + K Psi / N_d`` at 1, ``2 Psi + (2 + K) Psi / N_d`` at 2,
+    ``(2 + 2 + K) Psi / N_d`` at 3).
+
+    Mixed-precision Adam, 7.5B parameters, N_d = 64: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+    """
+    p = np.asarray(params, float)
+    n = np.asarray(dp, float)
+    weights = p * optimizer.weights / (n if zero >= ZeroStage.WEIGHTS else 1.0)
+    grads = p * optimizer.grads / (n if zero >= ZeroStage.GRADIENTS else 1.0)
+    states = p * optimizer.states / (n if zero >= ZeroStage.OPTIMIZER else 1.0)
+    return np.asarray(weights, float), np.asarray(grads, float), np.asarray(states, float)
+
+
+# ---------------------------------------------------------------------------- activations
+class Recompute(StrEnum):
+    NONE = "none"  # store every activation
+    SELECTIVE = "selective"  # recompute the attention core (Korthikanti et al. §5)
+    FULL = "full"  # store each layer's input, recompute the whole layer
+    SQRT = "sqrt"  # checkpoint every ~sqrt(L) layers (Chen et al. 2016)
+    REVERSIBLE = "reversible"  # RevNet-style layers: reconstruct inputs from outputs
+
+    @classmethod
+    def parse(cls, text: str | Recompute) -> Recompute:
+        if isinstance(text, Recompute):
+            return text
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise UnknownIdError("recompute mode", text, [r.value for r in cls]) from None
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """The widths that set a layer's activations (Korthikanti et al. use ``h``, ``a``, ``4h``).
+
+    ``q_width`` = heads x query head dim; ``kv_width`` = KV heads x head dim (each of K, V);
+    ``mlp_width`` = the MLP intermediate size (a MoE layer: experts per token x expert
+    width + shared width, the activations one token creates); ``dropout`` keeps the paper's
+    one-byte masks (modern LLM pre-training runs without dropout).
+    """
+
+    hidden: int
+    heads: int
+    q_width: int
+    kv_width: int
+    mlp_width: int
+    mlp_gated: bool
+    dropout: bool = True
+
+
+def layer_shape(model: ModelSpec, *, dropout: bool = False) -> LayerShape:
+    """The :class:`LayerShape` of a model's typical layer (MoE layers when it has them).
+
+    MLA is counted decompressed, as training runs it (queries and keys ``H x 192``,
+    values ``H x 128`` for DeepSeek-V3).
+    """
+    a = model.attention
+    if a.kind is AttentionKind.MLA:
+        q_width = a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+        kv_width = a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) // 2
+    else:
+        q_width = a.num_heads * a.head_dim
+        kv_width = a.num_kv_heads * a.head_dim
+    if model.is_moe and model.moe is not None:
+        m = model.moe
+        width = m.experts_per_token * m.expert_intermediate_size + m.shared_intermediate_size
+        gated = m.gated
+    elif model.dense_mlp is not None:
+        width, gated = model.dense_mlp.intermediate_size, model.dense_mlp.gated
+    else:  # pragma: no cover - every spec has one MLP kind
+        raise InputError("model", model.id, "a model with an MLP")
+    return LayerShape(
+        hidden=model.hidden_size,
+        heads=a.num_heads,
+        q_width=q_width,
+        kv_width=kv_width,
+        mlp_width=width,
+        mlp_gated=gated,
+        dropout=dropout,
+    )
+
+
+@dataclass(frozen=True)
+class ActivationTerms:
+    """Bytes per token per layer, split as Korthikanti et al. split them (no parallelism).
+
+    ``replicated``: what stays whole on each tensor-parallel rank without sequence
+    parallelism (layer-norm inputs, the attention and MLP inputs, the two dropout masks:
+    ``10 h`` in the paper). ``sharded``: the rest of the ``h``-terms (``24 h``).
+    ``per_context``: bytes per token per token of context (``5 a``: scores, softmax, mask).
+    """
+
+    replicated: float
+    sharded: float
+    per_context: float
+    layer_input: float
+
+
+def layer_activation_terms(shape: LayerShape) -> ActivationTerms:
+    """Korthikanti et al. 2022 §4.1, term by term, generalised (bytes per token per layer).
+
+    Attention: input to QKV ``2h``, Q and K for ``QK^T`` ``2 q + 2 kv``, V ``2 kv``, input of
+    the output projection ``2 q``, its dropout mask ``h``; scores path ``5 a s`` (softmax
+    output ``2 a s``, its mask ``a s``, dropout output ``2 a s``). MLP: input ``2h``,
+    activation input and output ``2 f + 2 f`` (gated: gate, up and product ``6 f``),
+    dropout mask ``h``. Norms: ``2h`` each, two per layer. With ``q = kv = h``, ``f = 4h``,
+    ungated: ``11 h + 19 h + 4 h = 34 h`` and ``5 a s``: eq. 1.
+    """
+    h, q, kv, f = shape.hidden, shape.q_width, shape.kv_width, shape.mlp_width
+    mask = DROPOUT_MASK_BYTES * h if shape.dropout else 0.0
+    b = ACTIVATION_BYTES
+    norms = 2 * b * h
+    attention_in = b * h
+    mlp_in = b * h
+    replicated = norms + attention_in + mlp_in + 2 * mask
+    attention_rest = b * (q + kv) + b * kv + b * q
+    mlp_rest = (3 if shape.mlp_gated else 2) * b * f
+    # softmax output 2 a s; with dropout also its 1-byte mask and its 2-byte output
+    score_bytes = ACTIVATION_BYTES + ((DROPOUT_MASK_BYTES + ACTIVATION_BYTES) if shape.dropout else 0)
+    return ActivationTerms(
+        replicated=float(replicated),
+        sharded=float(attention_rest + mlp_rest),
+        per_context=float(score_bytes * shape.heads),
+        layer_input=float(b * h),
+    )
+
+
+def activation_bytes_per_token_per_layer(
+    shape: LayerShape,
+    seq_len: ArrayLike,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = True,
+    recompute: Recompute = Recompute.NONE,
+) -> FloatArray:
+    """Activation bytes one token leaves on one chip in one layer (Korthikanti et al. Table 2).
+
+    * none: ``(R + S + 5 a s) / t`` with sequence parallelism, ``R + (S + 5 a s)/t`` without
+      (paper: ``34 h / t + 5 a s / t`` and ``10 h + 24 h / t + 5 a s / t``);
+    * selective: the same without the ``5 a s`` attention-core term;
+    * full: only the layer input ``2 h`` (``/ t`` with sequence parallelism).
+
+    ``seq_len`` is the sequence on this chip (divided by context parallelism already).
+    GPT-3 175B (h 12288, a 96, s 2048), t = 8 with SP, no recompute:
+    ``12288 (34 + 5 * 96 * 2048 / 12288) / 8 = 175,104`` bytes.
+    """
+    terms = layer_activation_terms(shape)
+    s = np.asarray(seq_len, float)
+    recompute = Recompute.parse(recompute)
+    if recompute is Recompute.FULL:
+        return np.asarray(terms.layer_input / (tp if sequence_parallel else 1) + 0 * s, float)
+    context = 0.0 * s if recompute is Recompute.SELECTIVE else terms.per_context * s
+    if recompute not in (Recompute.NONE, Recompute.SELECTIVE):
+        raise InputError("recompute", recompute.value, "none, selective or full for a single layer")
+    if sequence_parallel:
+        return np.asarray((terms.replicated + terms.sharded + context) / tp, float)
+    return np.asarray(terms.replicated + (terms.sharded + context) / tp, float)
+
+
+def sqrt_checkpoint_segments(layers: int) -> int:
+    """Segments for ``sqrt(L)`` checkpointing (Chen et al. 2016, "Training Deep Nets with
+    Sublinear Memory Cost", §4.1): ``ceil(sqrt(L))``."""
+    return max(1, math.ceil(math.sqrt(layers)))
+
+
+def stage_activation_bytes_per_token(
+    shape: LayerShape,
+    layers: int,
+    seq_len: ArrayLike,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = True,
+    recompute: Recompute = Recompute.NONE,
+) -> FloatArray:
+    """Activation bytes one token of one micro-batch holds over ``layers`` layers on a chip.
+
+    The peak during its backward pass, by mode (``A`` = one layer stored whole, with the
+    attention core recomputed as flash attention does, ``x`` = one layer input):
+
+    * none / selective: ``L A_mode``;
+    * full: ``L x + A`` (inputs of all layers, plus one layer rebuilt in the backward);
+    * sqrt: ``k`` segments of ``ceil(L/k)`` layers, ``k = ceil(sqrt L)``: ``k x + ceil(L/k) A``;
+    * reversible: ``2 x + A``, constant in ``L``: only the output of the stack (both
+      streams) is kept, each layer's input is rebuilt from its output in the backward.
+    """
+    recompute = Recompute.parse(recompute)
+    if layers < 1:
+        raise InputError("layers", layers, "a whole number >= 1")
+
+    def per_layer(mode: Recompute) -> FloatArray:
+        return activation_bytes_per_token_per_layer(
+            shape, seq_len, tp=tp, sequence_parallel=sequence_parallel, recompute=mode
+        )
+
+    if recompute in (Recompute.NONE, Recompute.SELECTIVE):
+        return layers * per_layer(recompute)
+    whole = per_layer(Recompute.SELECTIVE)
+    x = per_layer(Recompute.FULL)
+    if recompute is Recompute.FULL:
+        return np.asarray(layers * x + whole, float)
+    if recompute is Recompute.SQRT:
+        k = sqrt_checkpoint_segments(layers)
+        return np.asarray(k * x + math.ceil(layers / k) * whole, float)
+    return np.asarray(2 * x + whole, float)
+
+
+def forward_attention_flops_per_token(model: ModelSpec, seq_len: ArrayLike) -> FloatArray:
+    """FLOPs per token of the attention core (``QK^T`` and ``AV``) in one causal forward:
+    the forward minus its ``2 N_matmul`` weight matmuls."""
+    n = np.asarray(seq_len, float)
+    forward = arch.prefill_flops_per_sequence(model, n) / n
+    return np.asarray(forward - 2.0 * arch.param_counts(model).matmul_active, float)
+
+
+def model_flops_per_token(model: ModelSpec, seq_len: ArrayLike) -> FloatArray:
+    """``6 N_active`` plus causal attention: the MFU numerator per token."""
+    return arch.training_flops_per_token(model, seq_len)
+
+
+def recompute_flops_per_token(model: ModelSpec, seq_len: ArrayLike, recompute: Recompute) -> FloatArray:
+    """Extra forward FLOPs per token that recomputation adds.
+
+    none: 0; selective: the attention core again (Korthikanti et al. §5; for GPT-3 at
+    s = 2048 with causal attention, 0.46% of the model FLOPs); full, sqrt and reversible:
+    one more forward (reversible layers rebuild each input by running F and G once more,
+    and that same call gives the graph to backprop).
+    """
+    recompute = Recompute.parse(recompute)
+    n = np.asarray(seq_len, float)
+    if recompute is Recompute.NONE:
+        return np.zeros_like(n)
+    if recompute is Recompute.SELECTIVE:
+        return forward_attention_flops_per_token(model, n)
+    return np.asarray(arch.prefill_flops_per_sequence(model, n) / n, float)
+
+
+# ---------------------------------------------------------------------------- communication
+@dataclass(frozen=True)
+class Link:
+    """Where a communication group runs: ``k`` chips per scale-up domain, ``R`` domains."""
+
+    chips_per_domain: int
+    domains: int
+    scale_up_bandwidth_bytes_per_s: float
+    scale_up_latency_s: float
+    scale_out_bandwidth_bytes_per_s: float
+    scale_out_latency_s: float
+
+    @property
+    def size(self) -> int:
+        return self.chips_per_domain * self.domains
+
+
+def group_link(
+    size: int,
+    stride: int,
+    domain_chips: int,
+    *,
+    scale_up_bandwidth_bytes_per_s: float,
+    scale_up_latency_s: float,
+    scale_out_bandwidth_bytes_per_s: float,
+    scale_out_latency_s: float,
+) -> Link:
+    """Place a group of ``size`` ranks spaced ``stride`` chips apart on domains of
+    ``domain_chips``: ``k = clamp(domain // stride, 1, size)`` share a domain and the group
+    spans ``R = ceil(size / k)`` domains (Megatron's rank order: tp, cp, dp, pp)."""
+    k = max(1, min(size, domain_chips // max(stride, 1)))
+    return Link(
+        chips_per_domain=k,
+        domains=math.ceil(size / k),
+        scale_up_bandwidth_bytes_per_s=scale_up_bandwidth_bytes_per_s,
+        scale_up_latency_s=scale_up_latency_s,
+        scale_out_bandwidth_bytes_per_s=scale_out_bandwidth_bytes_per_s,
+        scale_out_latency_s=scale_out_latency_s,
+    )
+
+
+def _hier(link: Link, nbytes: float, reduce: bool) -> float:
+    fn = coll.hierarchical_all_reduce_s if reduce else coll.hierarchical_all_gather_s
+    return float(
+        fn(
+            nbytes,
+            link.chips_per_domain,
+            link.domains,
+            link.scale_up_bandwidth_bytes_per_s,
+            link.scale_up_latency_s,
+            link.scale_out_bandwidth_bytes_per_s,
+            link.scale_out_latency_s,
+        )
+    )
+
+
+def dp_sync_s(grad_bytes: float, weight_bytes: float, link: Link, zero: ZeroStage) -> float:
+    """Data-parallel traffic per step per chip (ZeRO §7: communication volume).
+
+    Stages 0-2: one all-reduce of the gradients (stages 1-2 do it as a reduce-scatter of
+    gradients plus an all-gather of the updated weights: the same ``2 (n-1)/n M``). Stage 3
+    (FSDP): the weights are all-gathered for the forward and again for the backward, and
+    the gradients reduce-scattered: 1.5x the all-reduce volume. ``grad_bytes`` and
+    ``weight_bytes`` are the whole (unsharded) buffers of one model-parallel shard.
+    """
+    if link.size <= 1:
+        return 0.0
+    if zero >= ZeroStage.WEIGHTS:
+        return 2 * _hier(link, weight_bytes, reduce=False) + _hier(link, grad_bytes, reduce=False)
+    return _hier(link, grad_bytes, reduce=True)
+
+
+def tp_comm_s(activation_bytes: float, link: Link, layers: int, forward_passes: float) -> float:
+    """Tensor-parallel traffic of one micro-batch on one stage (Megatron, Shoeybi et al.
+    2019, §3): two all-reduces of the ``b s h`` activations per layer per forward, two per
+    backward (with sequence parallelism: all-gather + reduce-scatter, the same volume).
+    ``forward_passes`` is 1 plus any recomputed forward (full: 2)."""
+    if link.size <= 1:
+        return 0.0
+    per_pass = 2 * layers * _hier(link, activation_bytes, reduce=True)
+    return per_pass * (forward_passes + 1)
+
+
+def cp_comm_s(kv_bytes: float, link: Link, layers: int) -> float:
+    """Context-parallel traffic of one micro-batch on one stage: all-gather the keys and
+    values of the whole sequence in the forward, reduce-scatter their gradients in the
+    backward (Llama 3 §3.3.2: all-gather based CP). ``kv_bytes``: K and V of the full
+    sequence on one tensor-parallel rank."""
+    if link.size <= 1:
+        return 0.0
+    return 2 * layers * _hier(link, kv_bytes, reduce=False)
+
+
+def ep_comm_s(dispatch_bytes: float, link: Link, moe_layers: int) -> float:
+    """Expert-parallel traffic of one micro-batch on one stage: an all-to-all to dispatch
+    the routed tokens and one to combine them, in the forward and again in the backward.
+    ``dispatch_bytes``: tokens x experts per token x hidden x bytes sent by one chip. The
+    share that crosses domains, ``(R-1)/R``, runs at the scale-out bandwidth."""
+    if link.size <= 1:
+        return 0.0
+    n = link.size
+    cross = float(coll.cross_domain_fraction(link.domains))
+    inside = float(coll.all_to_all_s(dispatch_bytes * (1 - cross), n, link.scale_up_bandwidth_bytes_per_s, 0))
+    outside = float(coll.all_to_all_s(dispatch_bytes * cross, n, link.scale_out_bandwidth_bytes_per_s, 0))
+    latency = link.scale_out_latency_s if link.domains > 1 else link.scale_up_latency_s
+    return 4 * moe_layers * (max(inside, outside) + latency)
+
+
+def pp_send_s(activation_bytes: float, bandwidth_bytes_per_s: float, latency_s: float) -> float:
+    """One stage-to-stage send of a micro-batch's boundary activations (``b s h`` values,
+    split over the tensor-parallel ranks): ``M / B + alpha``."""
+    return float(coll.point_to_point_s(activation_bytes, bandwidth_bytes_per_s, latency_s))

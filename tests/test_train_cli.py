@@ -1,0 +1,162 @@
+"""The `train` and `pipeline` commands: JSON from the same objects as the API, clear refusals."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from unittest.mock import patch
+
+import pytest
+
+import rackmath as rm
+from rackmath.cli.main import main
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _run(*args: str) -> Result:
+    """Run ``rackmath ARGS`` in-process through ``main()`` (its error handling included)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err), patch.object(sys, "argv", ["rackmath", *args]):
+        try:
+            main()
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return Result(code, out.getvalue(), err.getvalue())
+
+
+def test_pipeline_json_has_bubble_fraction(tmp_path):
+    plot = tmp_path / "gpipe.png"
+    out = _run(
+        "pipeline",
+        "--stages",
+        "4",
+        "--microbatches",
+        "4",
+        "--schedule",
+        "gpipe",
+        "--json",
+        "--plot",
+        str(plot),
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["bubble_fraction"] == pytest.approx(3 / 7)
+    assert data["closed_form_bubble_fraction"] == pytest.approx(3 / 7)
+    assert len(data["ops"]) == 4 * 8
+    assert plot.stat().st_size > 10_000
+    assert data == rm.pipeline(4, 4, "gpipe").to_dict()
+
+
+def test_train_json_matches_api_and_text_says_fits(tmp_path):
+    args = ["llama-3.1-70b", "--on", "h100-hgx", "--chips", "128", "--tokens", "15e12"]
+    args += ["--plan", "tp=8,pp=4,dp=4", "--schedule", "1f1b", "--recompute", "selective", "--batch", "512"]
+    out = _run("train", *args, "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    api = rm.train(
+        "llama-3.1-70b", "h100-hgx", "tp=8,pp=4,dp=4", tokens=15e12, chips=128, global_batch=512
+    ).to_dict()
+    assert data["step_s"] == pytest.approx(api["step_s"])
+    assert data["chip_hours"] == pytest.approx(api["chip_hours"])
+    assert data["bubble_fraction"] == pytest.approx(3 / 131)
+    plot = tmp_path / "train.svg"
+    text = _run("train", *args, "--plot", str(plot))
+    assert text.returncode == 0, text.stderr
+    assert "fits" in text.stdout and "MFU" in text.stdout
+    assert plot.read_text().startswith("<?xml")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            [
+                "train",
+                "llama-3.1-70b",
+                "--on",
+                "h100-hgx",
+                "--chips",
+                "100",
+                "--tokens",
+                "1e12",
+                "--plan",
+                "tp=8,pp=4,dp=4",
+            ],
+            "the plan's tp x pp x dp x cp = 128",
+        ),
+        (
+            ["train", "llama-3.1-70b", "--on", "h100-hgx", "--tokens", "1e12", "--plan", "tp=3"],
+            "attention heads",
+        ),
+        (
+            ["train", "llama-3.1-70b", "--on", "h100-hgx", "--tokens", "10", "--plan", "tp=8"],
+            "at least one step",
+        ),
+        (
+            [
+                "train",
+                "llama-3.1-70b",
+                "--on",
+                "h100-hgx",
+                "--tokens",
+                "1e12",
+                "--plan",
+                "tp=8",
+                "--schedule",
+                "pipedream",
+            ],
+            "unknown pipeline schedule",
+        ),
+        (
+            [
+                "pipeline",
+                "--stages",
+                "4",
+                "--microbatches",
+                "6",
+                "--schedule",
+                "interleaved",
+                "--virtual-stages",
+                "2",
+            ],
+            "multiple of the 4 stages",
+        ),
+    ],
+)
+def test_refusals_are_one_line_messages(args, message):
+    out = _run(*args)
+    assert out.returncode == 1
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_train_short_by_message():
+    out = _run(
+        "train",
+        "llama-3.1-70b",
+        "--on",
+        "h100-hgx",
+        "--tokens",
+        "1e12",
+        "--plan",
+        "tp=2,pp=4,dp=16",
+        "--recompute",
+        "none",
+        "--seq-len",
+        "4096",
+        "--batch",
+        "512",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "short by" in out.stdout

@@ -1,0 +1,297 @@
+"""Training FLOPs, memory, communication and the step model (no torch needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import rackmath as rm
+from rackmath.analyses import training as T
+from rackmath.catalog.training_runs import gpt_model
+from rackmath.core import architecture as arch
+from rackmath.core import collectives as coll
+from rackmath.core import training as tr
+from rackmath.core.roofline import Efficiency
+from rackmath.errors import DoesNotFitError, InputError, UnknownIdError
+from rackmath.specs.plan import ParallelPlan
+
+GPT3 = gpt_model("175b", 12288, 96, 96, 51200)
+GPT3_SHAPE = tr.LayerShape(12288, 96, 12288, 12288, 4 * 12288, mlp_gated=False, dropout=True)
+
+
+def test_korthikanti_eq1_34h_plus_5as():
+    # Korthikanti et al. 2022 eq. 1: s b h (34 + 5 a s / h) bytes per layer, no parallelism
+    h, a, s = 12288, 96, 2048
+    per_token = tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, s)
+    assert per_token == pytest.approx(h * (34 + 5 * a * s / h))
+    # eq. 2 (TP, no SP): 10 h + 24 h / t + 5 a s / t; eq. 4 (TP + SP): (34 h + 5 a s) / t
+    t = 8
+    no_sp = tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, s, tp=t, sequence_parallel=False)
+    assert no_sp == pytest.approx(h * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, s, tp=t) == 175_104  # docstring
+    # eq. 6: selective recompute with SP: 34 h / t; full: 2 h / t
+    sel = tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, s, tp=t, recompute=tr.Recompute.SELECTIVE)
+    assert sel == pytest.approx(34 * h / t)
+    full = tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, s, tp=t, recompute=tr.Recompute.FULL)
+    assert full == pytest.approx(2 * h / t)
+
+
+def test_korthikanti_gpt3_selective_saves_about_70_percent():
+    # §5: selective recompute cuts GPT-3's activation memory by 70% at s = 2048 (5as/h = 80 vs 34)
+    none = tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, 2048, tp=8)
+    sel = tr.activation_bytes_per_token_per_layer(GPT3_SHAPE, 2048, tp=8, recompute="selective")
+    assert 1 - sel / none == pytest.approx(1 - 34 / 114, abs=1e-12)
+    assert 0.69 < 1 - sel / none < 0.71
+
+
+def test_selective_recompute_flops_are_the_attention_core():
+    # Korthikanti §5: only the attention core is recomputed; for GPT-3 at s = 2048 with
+    # causal attention that is 4 s'/(72 h + 12 s') with s' = (s+1)/2 visible keys: ~0.5%
+    n, s = 2048, 2048
+    extra = tr.recompute_flops_per_token(GPT3, s, "selective")
+    # attention core, forward: QK^T and AV, 2 FLOPs x (d_qk + d_v) x heads = 4 x 12288 per
+    # causal pair per layer, 96 layers, n(n+1)/2 pairs over n tokens
+    pairs = n * (n + 1) / 2
+    assert extra == pytest.approx(96 * 4 * 12288 * pairs / n)
+    frac = extra / tr.model_flops_per_token(GPT3, s)
+    s_vis = (s + 1) / 2
+    assert frac == pytest.approx(4 * s_vis / (72 * 12288 * 3 / 3 + 12 * s_vis), rel=0.02)
+    assert 0.003 < frac < 0.006
+    full = tr.recompute_flops_per_token(GPT3, s, "full")
+    assert full / tr.model_flops_per_token(GPT3, s) == pytest.approx(1 / 3)
+
+
+def test_model_flops_are_six_n_plus_attention():
+    counts = arch.param_counts(GPT3)
+    six_n = 6 * counts.matmul_active
+    flops = float(tr.model_flops_per_token(GPT3, 2048))
+    attention = 3 * float(tr.forward_attention_flops_per_token(GPT3, 2048))
+    assert flops == pytest.approx(six_n + attention)
+    # PaLM appendix B: 6N + 12 L H Q T (non-causal) is the upper bound; causal is about half
+    palm_attention = 12 * 96 * 96 * 128 * 2048
+    assert attention == pytest.approx(palm_attention / 2 * (2049 / 2048), rel=1e-9)
+
+
+def test_zero_paper_figure1_memory():
+    # Rajbhandari et al. 2020 Figure 1: 7.5B parameters, N_d = 64, K = 12
+    opt = tr.OPTIMIZER_BYTES[tr.Optimizer.ADAM_MIXED]
+    expected = {0: 120e9, 1: 31.4e9, 2: 16.6e9, 3: 1.9e9}
+    for stage, value in expected.items():
+        total = sum(float(x) for x in tr.model_state_bytes(7.5e9, opt, tr.ZeroStage(stage), 64))
+        assert total == pytest.approx(value, rel=0.02)
+    assert opt.total == 16
+
+
+def test_stage_activations_by_mode_order_and_reversible_constant_in_depth():
+    shape = tr.layer_shape(rm.model("llama-3.1-70b"))
+    per = {
+        mode: float(tr.stage_activation_bytes_per_token(shape, 16, 4096, tp=8, recompute=mode))
+        for mode in tr.Recompute
+    }
+    assert per["none"] > per["selective"] > per["sqrt"] > per["full"] > per["reversible"]
+    rev = [
+        float(tr.stage_activation_bytes_per_token(shape, L, 4096, recompute="reversible")) for L in (1, 8, 64)
+    ]
+    assert rev[0] == rev[1] == rev[2]
+    full = [float(tr.stage_activation_bytes_per_token(shape, L, 4096, recompute="full")) for L in (1, 8, 64)]
+    layer_input = float(tr.activation_bytes_per_token_per_layer(shape, 4096, recompute="full"))
+    assert full[2] - full[1] == pytest.approx(56 * layer_input)  # linear in depth
+    # sqrt(L) checkpointing: 64 layers -> 8 checkpoints + one 8-layer segment
+    sq = float(tr.stage_activation_bytes_per_token(shape, 64, 4096, recompute="sqrt"))
+    x = float(tr.activation_bytes_per_token_per_layer(shape, 4096, recompute="full"))
+    whole = float(tr.activation_bytes_per_token_per_layer(shape, 4096, recompute="selective"))
+    assert sq == pytest.approx(8 * x + 8 * whole)
+
+
+def test_hierarchical_collectives_reduce_to_flat_rings():
+    m, up, out = 1e9, 450e9, 50e9
+    assert coll.hierarchical_all_reduce_s(m, 8, 1, up, 0, out, 0) == pytest.approx(
+        coll.all_reduce_s(m, 8, up, 0)
+    )
+    assert coll.hierarchical_all_reduce_s(m, 1, 64, up, 0, out, 0) == pytest.approx(
+        coll.all_reduce_s(m, 64, out, 0)
+    )
+    # 8 per domain, 4 domains: ring(M, 8, up) + ring(M/8, 4, out)
+    expected = 2 * (7 / 8 * m / up + 3 / 4 * (m / 8) / out)
+    assert coll.hierarchical_all_reduce_s(m, 8, 4, up, 0, out, 0) == pytest.approx(expected)
+
+
+def test_group_placement_on_domains():
+    kw = {
+        "scale_up_bandwidth_bytes_per_s": 1.0,
+        "scale_up_latency_s": 0.0,
+        "scale_out_bandwidth_bytes_per_s": 1.0,
+        "scale_out_latency_s": 0.0,
+    }
+    assert tr.group_link(8, 1, 8, **kw).domains == 1  # TP inside the HGX box
+    dp = tr.group_link(64, 8, 8, **kw)  # DP across boxes when TP fills one
+    assert (dp.chips_per_domain, dp.domains) == (1, 64)
+    dp = tr.group_link(16, 4, 8, **kw)
+    assert (dp.chips_per_domain, dp.domains) == (2, 8)
+
+
+def _setup(**kw):
+    base = {"tokens": 1e12, "seq_len": 4096, "global_batch": 512}
+    base.update(kw)
+    plan = ParallelPlan.parse(base.pop("plan", "tp=8,pp=4,dp=4"))
+    return T.make_training(rm.model("llama-3.1-70b"), rm.system("h100-hgx"), plan, **base)
+
+
+def test_step_lies_between_bounds_and_mfu_below_one():
+    e = T.estimate(_setup())
+    assert e.step.lower_bound_s <= e.step.step_s <= e.step.upper_bound_s
+    assert 0 < e.mfu <= e.hfu <= 1
+    assert e.step.bubble_frac == pytest.approx(3 / (128 + 3))  # m = 512 / 4
+    assert e.tokens_per_s == pytest.approx(512 * 4096 / e.step.step_s)
+    assert e.chip_hours == pytest.approx(1e12 / e.tokens_per_s * 128 / 3600)
+    assert e.cost_usd == pytest.approx(
+        e.chip_hours * rm.system("h100-hgx").chip.price_usd_per_chip_hour.value_usd
+    )
+
+
+def test_pure_roofline_single_chip_mfu_is_one_without_recompute():
+    # one chip, no communication, no bubble, no recompute: step = model FLOPs / peak (+ optimizer)
+    s = T.make_training(
+        rm.model("llama-3.1-8b"),
+        rm.system("h100-hgx"),
+        ParallelPlan(),
+        tokens=1e9,
+        seq_len=2048,
+        global_batch=8,
+        recompute="none",
+    )
+    e = T.estimate(s)
+    flops = 8 * 2048 * float(tr.model_flops_per_token(s.model, 2048))
+    assert e.step.pipeline_s == pytest.approx(flops / 989.4e12)
+    assert e.mfu == pytest.approx(e.step.pipeline_s / e.step.step_s)
+
+
+@given(bw_scale=st.floats(1.0, 100.0))
+def test_more_bandwidth_never_slows_a_step(bw_scale):
+    s = _setup()
+    chip = s.system.chip.model_copy(
+        update={
+            "scale_up_bandwidth_bytes_per_s_per_direction": 450e9 * bw_scale,
+            "scale_out_bandwidth_bytes_per_s_per_direction": 50e9 * bw_scale,
+        }
+    )
+    faster = T.make_training(
+        s.model,
+        s.system.model_copy(update={"chip": chip}),
+        s.plan,
+        tokens=1e12,
+        seq_len=4096,
+        global_batch=512,
+    )
+    assert T.estimate(faster).step.step_s <= T.estimate(s).step.step_s * (1 + 1e-12)
+
+
+def test_schedules_order_bubbles_and_memory():
+    results = {
+        name: T.estimate(_setup(schedule=name, virtual_stages=2 if name == "interleaved" else 1))
+        for name in ("gpipe", "1f1b", "interleaved", "zb-h1")
+    }
+    assert results["gpipe"].step.bubble_frac == pytest.approx(results["1f1b"].step.bubble_frac)
+    assert results["gpipe"].memory.activations_bytes == pytest.approx(
+        results["1f1b"].memory.activations_bytes * 128 / 4
+    )
+    assert results["interleaved"].step.bubble_frac < results["1f1b"].step.bubble_frac
+    assert results["zb-h1"].step.step_s < results["1f1b"].step.step_s
+
+
+def test_memory_reports_short_by_and_choice_fits_budget():
+    e = T.estimate(_setup(recompute="none", plan="tp=2,pp=4,dp=16"))
+    assert not e.memory.fits
+    assert e.memory.short_by_bytes == pytest.approx(e.memory.total_bytes - 72e9)
+    choice = T.choose_recompute(e.setup)
+    assert choice.fits and choice.mode is not tr.Recompute.NONE
+    # the fastest fitting mode: nothing that fits is faster
+    assert all(o.step_s >= choice.step_s for o in T.recompute_options(e.setup) if o.fits)
+    with pytest.raises(DoesNotFitError, match="short by"):
+        T.choose_recompute(e.setup, budget_bytes=1e9)
+
+
+def test_impossible_plans_and_budgets_get_clear_messages():
+    with pytest.raises(InputError, match="attention heads"):
+        _setup(plan="tp=3,pp=4,dp=4")
+    with pytest.raises(InputError, match="the plan's tp x pp x dp x cp = 128"):
+        _setup(chips=100)
+    with pytest.raises(InputError, match="dense model"):
+        _setup(plan="tp=8,pp=4,dp=4,ep=2")
+    with pytest.raises(InputError, match="multiple of dp x microbatch"):
+        _setup(global_batch=510)
+    with pytest.raises(InputError, match="at least one step"):
+        _setup(tokens=1000)
+    with pytest.raises(InputError, match="at most the 80 layers"):
+        _setup(plan="tp=1,pp=81,dp=1")
+    with pytest.raises(UnknownIdError, match="recompute"):
+        _setup(recompute="partial")
+
+
+def test_moe_expert_parallel_and_fp8():
+    s = T.make_training(
+        rm.model("deepseek-v3"),
+        rm.system("h800-hgx"),
+        ParallelPlan.parse("pp=16,dp=128,ep=64"),
+        tokens=14.8e12,
+        seq_len=4096,
+        global_batch=15360,
+        compute="fp8",
+        schedule="zb-h1",
+    )
+    e = T.estimate(s)
+    assert e.step.ep_mb_s > 0
+    # routed experts: 256 per layer over ep=64 -> 4 per chip
+    p = arch.param_counts(s.model)
+    assert e.memory.weights_bytes == pytest.approx(
+        2 * ((p.total - p.routed_experts) / 16 + p.routed_experts / 64 / 16)
+    )
+
+
+# ------------------------------------------------------------------ validation
+def _predictions(eff=None):
+    from rackmath.catalog.training_runs import training_runs
+
+    return [T.predict_run(r) if eff is None else T.predict_run(r, eff) for r in training_runs()]
+
+
+def test_training_rows_covered():
+    ids = {p.measurement_id for p in _predictions()}
+    # every phase=training row of shared/reference/measurements.csv, plus DeepSeek-V3
+    assert ids == {65, 67, 68, 70, 71, 73, 74, None}
+
+
+def test_pure_roofline_is_optimistic_on_average_and_within_a_factor_of_three():
+    # Pure roofline predicts more throughput than achieved (it has no kernel inefficiency);
+    # per row it lands within a factor of 3 (the GPT-3 175B A100 row is the worst, 2.5x).
+    preds = _predictions()
+    ratios = [T.throughput_ratio(p) for p in preds]
+    assert math.exp(sum(math.log(r) for r in ratios) / len(ratios)) < 1
+    for p, r in zip(preds, ratios, strict=True):
+        assert 1 / 3 < r < 1.5, p.run_id
+
+
+def test_calibrated_constant_is_the_one_global_fit_and_improves_error():
+    pure = _predictions()
+    assert T.calibrated_flops_frac(pure) == pytest.approx(T.CALIBRATED_TRAINING.flops_frac, abs=0.01)
+    calibrated = _predictions(T.CALIBRATED_TRAINING)
+
+    def mean_abs_log(ps):
+        return sum(abs(math.log(T.throughput_ratio(p))) for p in ps) / len(ps)
+
+    assert mean_abs_log(calibrated) < mean_abs_log(pure)
+    # calibrated: every row within 50% (GPT-3 175B on A100: -47%), median within 15%
+    errors = sorted(abs(p.error_frac) for p in calibrated)
+    assert errors[-1] < 0.5
+    assert errors[len(errors) // 2] < 0.15
+
+
+def test_efficiency_hook_scales_compute_only():
+    s = _setup()
+    half = T.with_efficiency(s, Efficiency(flops_frac=0.5))
+    a, b = T.estimate(s).step, T.estimate(half).step
+    assert b.compute_s == pytest.approx(2 * a.compute_s)
+    assert b.tp_mb_s == pytest.approx(a.tp_mb_s)
