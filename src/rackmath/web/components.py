@@ -1,0 +1,215 @@
+"""Widgets shared by the pages: pickers, URL sync, error display, exports.
+
+Widgets are bound to ``st.session_state`` keys named ``<page>.<field>``. On a page's
+first run in a session the keys are filled from the URL (:mod:`rackmath.web.state`), and
+after the widgets are drawn the URL is rewritten from their values, so the address bar
+always holds a view that can be shared.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from rackmath import catalog
+from rackmath.cli.options import dump_json
+from rackmath.errors import RackmathError
+from rackmath.specs import Precision, SystemSpec
+from rackmath.web.state import CUSTOM_MODEL, upload_text
+
+#: The selectbox entry meaning "let the analysis choose" (None in the page state).
+DEFAULT = "default"
+
+
+def key(page: str, field: str) -> str:
+    return f"{page}.{field}"
+
+
+def show_error(exc: RackmathError) -> None:
+    """A user-caused problem, as one clear message on the page (never a traceback)."""
+    st.error(str(exc), icon=":material/error:")
+
+
+def show_errors(errors: Iterable[RackmathError]) -> None:
+    for exc in errors:
+        show_error(exc)
+
+
+def init_state(page: str, values: Mapping[str, Any]) -> None:
+    """Seed widget values (first run of the page in this session, or after a widget vanished)."""
+    for field, value in values.items():
+        k = key(page, field)
+        if k not in st.session_state:
+            st.session_state[k] = value
+
+
+def sync_url(params: Mapping[str, str]) -> None:
+    """Make the address bar hold exactly ``params`` (only writes when something changed)."""
+    current = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
+    if current != dict(params):
+        st.query_params.from_dict(dict(params))
+
+
+# --------------------------------------------------------------------------- pickers
+
+
+def _model_label(model_id: str) -> str:
+    if model_id == CUSTOM_MODEL:
+        return "custom: paste or upload a config.json"
+    return f"{catalog.models()[model_id].name} ({model_id})"
+
+
+def model_picker(page: str) -> tuple[str, str | None]:
+    """Catalog model or a custom config.json; returns (model id or 'custom', config text)."""
+    model = st.selectbox(
+        "Model", [*catalog.models(), CUSTOM_MODEL], key=key(page, "model"), format_func=_model_label
+    )
+    if model != CUSTOM_MODEL:
+        return model, None
+    upload = st.file_uploader(
+        "Upload a config.json", type=["json"], key=key(page, "upload"), help="Hugging Face config.json"
+    )
+    seen = key(page, "upload_id")
+    if upload is not None and st.session_state.get(seen) != upload.file_id:
+        st.session_state[seen] = upload.file_id
+        try:
+            st.session_state[key(page, "config")] = upload_text(upload.getvalue())
+        except RackmathError as exc:
+            show_error(exc)
+    text = st.text_area(
+        "…or paste its text",
+        key=key(page, "config"),
+        height=160,
+        placeholder='{"model_type": "llama", "hidden_size": 4096, ...}',
+    )
+    return model, text
+
+
+def system_picker(page: str, on_change: Callable[[], None]) -> SystemSpec:
+    system_id = st.selectbox(
+        "System",
+        list(catalog.systems()),
+        key=key(page, "system"),
+        format_func=lambda s: f"{catalog.systems()[s].name} ({s})",
+        on_change=on_change,
+    )
+    return catalog.system(system_id)
+
+
+def precision_picker(
+    page: str, field: str, label: str, options: Sequence[Precision], default: Precision | None
+) -> str | None:
+    """A precision, or DEFAULT (returned as None: the analysis picks its default)."""
+
+    def show(value: str) -> str:
+        if value == DEFAULT:
+            return f"default ({default.value})" if default else "default"
+        return value
+
+    value = st.selectbox(
+        label, [DEFAULT, *(p.value for p in options)], key=key(page, field), format_func=show
+    )
+    return None if value == DEFAULT else value
+
+
+def optional_number(
+    page: str, field: str, label: str, catalog_value: str, *, min_value: float, step: float, help: str
+) -> float | None:
+    """A number the user may leave empty (= the catalog's figure, shown as placeholder)."""
+    value = st.number_input(
+        label,
+        min_value=min_value,
+        value=None,
+        step=step,
+        key=key(page, field),
+        placeholder=f"catalog: {catalog_value}",
+        help=help,
+    )
+    return None if value is None else float(value)
+
+
+# --------------------------------------------------------------------------- exports
+
+
+def records_csv(records: Sequence[Mapping[str, Any]]) -> bytes:
+    """Rows -> CSV (columns in the first row's order; nested values as JSON)."""
+    buffer = io.StringIO()
+    columns = list(records[0]) if records else []
+    writer = csv.DictWriter(buffer, columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in records:
+        writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in row.items()})
+    return buffer.getvalue().encode()
+
+
+def records_json(records: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bytes:
+    return dump_json(records).encode()
+
+
+def downloads(
+    page: str, stem: str, records: Sequence[Mapping[str, Any]], full: Mapping[str, Any] | None = None
+) -> None:
+    """CSV and JSON buttons for a table (and the full result as JSON, when given)."""
+    cols = st.columns(3 if full is not None else 2)
+    cols[0].download_button(
+        "CSV",
+        records_csv(records),
+        f"{stem}.csv",
+        "text/csv",
+        key=key(page, f"{stem}.csv"),
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    cols[1].download_button(
+        "JSON",
+        records_json(records),
+        f"{stem}.json",
+        "application/json",
+        key=key(page, f"{stem}.json"),
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    if full is not None:
+        cols[2].download_button(
+            "full result (JSON)",
+            records_json(full),
+            f"{stem}-full.json",
+            "application/json",
+            key=key(page, f"{stem}-full.json"),
+            on_click="ignore",
+            icon=":material/download:",
+        )
+
+
+def figure(page: str, name: str, fig: go.Figure, stem: str) -> None:
+    """A Plotly chart; its toolbar's camera button downloads a PNG drawn by the browser."""
+    st.plotly_chart(
+        fig,
+        key=key(page, f"fig.{name}"),
+        config={
+            "displaylogo": False,
+            "toImageButtonOptions": {"format": "png", "filename": f"{stem}-{name}", "scale": 2},
+        },
+    )
+
+
+def figure_data(fig: go.Figure) -> list[dict[str, Any]]:
+    """The figure's traces as plain records (name, x, y), for a JSON export of a plot."""
+    out = []
+    for trace in fig.data:
+        x = getattr(trace, "x", None)
+        y = getattr(trace, "y", None)
+        out.append(
+            {"name": trace.name, "x": None if x is None else list(x), "y": None if y is None else list(y)}
+        )
+    return out
+
+
+def figures_json(figs: Mapping[str, go.Figure]) -> bytes:
+    return json.dumps({name: figure_data(f) for name, f in figs.items()}, default=float).encode()

@@ -1,0 +1,39 @@
+"""The registry of the explorer's pages: add a page here and it appears in the navigation."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rackmath.errors import RackmathError
+from rackmath.web.components import show_error
+from rackmath.web.page_deployments import render_deployments_page
+from rackmath.web.page_serving import render_serving_page
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    title: str
+    url_path: str
+    icon: str
+    render: Callable[[], None]
+
+
+PAGES: tuple[PageEntry, ...] = (
+    PageEntry("Serving", "serving", ":material/speed:", render_serving_page),
+    PageEntry("Deployments", "deployments", ":material/hub:", render_deployments_page),
+)
+
+
+def guarded(render: Callable[[], None]) -> Callable[[], None]:
+    """Run a page; a user-caused error becomes a message on the page, never a traceback."""
+
+    @functools.wraps(render)
+    def run() -> None:
+        try:
+            render()
+        except RackmathError as exc:
+            show_error(exc)
+
+    return run

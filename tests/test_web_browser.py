@@ -1,0 +1,250 @@
+"""End-to-end tests of the web explorer in headless Chromium (Playwright + the system browser).
+
+A pytest fixture starts ``streamlit run`` (the same command line as ``rackmath web``) on a
+free localhost port, waits for its health endpoint, and stops it afterwards. Each test
+opens a page, changes a control, and checks that the numbers and the plot change and that
+no error or traceback shows. Screenshots go to ``artifacts/screenshots/`` (gitignored).
+
+Chromium is the system's (``RACKMATH_CHROMIUM``, else ``chromium`` on PATH); ``./dev test``
+installs Debian's package when it is missing. Without a browser these tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackmath[web]'")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="needs the browser extra: pip install 'rackmath[browser]'"
+)
+
+from rackmath import catalog, explain  # noqa: E402
+from rackmath.api import deployment  # noqa: E402
+from rackmath.cli.web_cmds import streamlit_command  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("RACKMATH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+SERVER_START_TIMEOUT_S = 45
+UI_TIMEOUT_MS = 40_000
+
+if not CHROMIUM or not Path(CHROMIUM).exists():
+    pytest.skip(
+        "no Chromium binary: set RACKMATH_CHROMIUM or install Debian's chromium (./dev test does)",
+        allow_module_level=True,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            streamlit_command(port),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RACKMATH_DEBUG": ""},
+        )
+        url = f"http://localhost:{port}"
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        try:
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read_text()}")
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(
+                        f"streamlit did not answer within {SERVER_START_TIMEOUT_S} s:\n{log.read_text()}"
+                    )
+                time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert "Traceback" not in log.read_text(), log.read_text()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def browser_context(browser: Any) -> Iterator[Any]:
+    """One context for the module, so the HTTP cache keeps Streamlit's scripts between pages."""
+    context = browser.new_context(viewport={"width": 1500, "height": 2700})
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(browser_context: Any) -> Iterator[Any]:
+    pg = browser_context.new_page()
+    pg.set_default_timeout(UI_TIMEOUT_MS)
+    yield pg
+    pg.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def _wait_idle(page: Any) -> None:
+    """Wait until Streamlit has finished the current script run."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=UI_TIMEOUT_MS
+    )
+    page.wait_for_timeout(300)
+
+
+def _metric(page: Any, label: str) -> str:
+    box = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return str(box.locator('[data-testid="stMetricValue"]').inner_text()).strip()
+
+
+def _plot_data(page: Any, index: int = 0) -> list[dict[str, Any]]:
+    return list(
+        page.evaluate(
+            """(i) => Array.from(document.querySelectorAll('.js-plotly-plot'))[i].data
+                   .map(t => ({name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])}))""",
+            index,
+        )
+    )
+
+
+def _no_errors(page: Any) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "Traceback" not in page.inner_text("body")
+
+
+def _open(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector(".js-plotly-plot", timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+
+
+def test_serving_page_shows_the_api_numbers_and_plots(server: str, page: Any) -> None:
+    _open(page, f"{server}/")
+    _no_errors(page)
+    assert page.locator(".js-plotly-plot").count() == 4
+    dep = deployment("deepseek-v3", "gb200-nvl72")
+    result = explain(dep, contexts=[4096])
+    assert _metric(page, "Largest batch that fits") == f"{result.max_batch[0]:,.0f}"
+    names = [t["name"] for t in _plot_data(page, 0)]
+    assert "step = max(compute, weights + KV)" in names
+    assert any(str(n).startswith("latency floor") for n in names)
+    _shot(page, "serving-default")
+
+
+def test_batch_slider_changes_numbers_plot_and_url(server: str, page: Any) -> None:
+    _open(page, f"{server}/?batch=256")
+    before_step = _metric(page, "Step time")
+    before_marker = next(t for t in _plot_data(page, 0) if str(t["name"]).startswith("selected batch"))
+    slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
+    slider.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => window.location.search.includes('batch=2048')", timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))[0].data
+                 .some(t => String(t.name).startsWith('selected batch 2,048'))""",
+        timeout=UI_TIMEOUT_MS,
+    )
+    after_marker = next(t for t in _plot_data(page, 0) if str(t["name"]).startswith("selected batch"))
+    assert after_marker["x"] == [2048] and before_marker["x"] == [256]
+    assert _metric(page, "Step time") != before_step
+    _no_errors(page)
+    _shot(page, "serving-batch-2048")
+
+
+def test_a_shared_url_reproduces_the_view(server: str, page: Any) -> None:
+    _open(page, f"{server}/?model=llama-3.1-70b&system=h100-hgx&chips=8&batch=64&context=8192")
+    _no_errors(page)
+    text = page.inner_text("body")
+    assert catalog.model("llama-3.1-70b").name in text
+    grid = deployment("llama-3.1-70b", "h100-hgx", chips=8)
+    from rackmath.analyses.serving import decode
+
+    point = decode(grid, [64], [8192])
+    assert _metric(page, "Tokens/s (all chips)") == f"{point.tokens_per_s[0, 0]:,.0f}"
+    _shot(page, "serving-llama-h100")
+
+
+def test_bad_url_values_show_a_message_and_the_page_still_works(server: str, page: Any) -> None:
+    _open(page, f"{server}/?batch=0&system=h100-hgxx")
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    joined = "\n".join(alerts)
+    assert "batch: got '0'" in joined
+    assert "unknown system 'h100-hgxx'; did you mean h100-hgx" in joined
+    assert page.locator(".js-plotly-plot").count() == 4  # defaults used, page still drawn
+    _no_errors(page)
+    _shot(page, "serving-bad-url")
+
+
+def test_a_model_that_does_not_fit_shows_why(server: str, page: Any) -> None:
+    _open(page, f"{server}/?model=llama-3.1-405b&system=h100-hgx&chips=1")
+    alerts = "\n".join(page.locator('[data-testid="stAlert"]').all_inner_texts())
+    assert "does not fit" in alerts
+    assert page.locator(".js-plotly-plot").count() == 1  # the memory chart says why
+    _no_errors(page)
+    _shot(page, "serving-does-not-fit")
+
+
+def test_deployments_page_searches_and_reports_an_impossible_slo(server: str, page: Any) -> None:
+    _open(page, f"{server}/deployments?model=llama-3.1-8b&systems=h100-hgx,b200-hgx&precisions=native")
+    _no_errors(page)
+    assert _metric(page, "System") in {"h100-hgx", "b200-hgx"}
+    frontier = next(t for t in _plot_data(page, 0) if str(t["name"]).startswith("frontier"))
+    assert len(frontier["x"]) > 2
+    _shot(page, "deployments-default")
+    box = page.locator('[data-testid="stNumberInput"]').filter(has_text="TPOT SLO").locator("input")
+    box.fill("0.5")
+    box.press("Enter")
+    page.wait_for_function("() => window.location.search.includes('tpot_ms=0.5')", timeout=UI_TIMEOUT_MS)
+    page.get_by_text("no deployment meets the SLOs").wait_for(timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    assert page.locator(".js-plotly-plot").count() == 1  # the frontier is still drawn
+    _no_errors(page)
+    _shot(page, "deployments-impossible-slo")
