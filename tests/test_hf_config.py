@@ -118,5 +118,5 @@ def test_hub_errors_are_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=offline))
     from rackmath.catalog import resolve_model
 
-    with pytest.raises(ConfigError, match="could not fetch config.json of 'org/model'"):
+    with pytest.raises(ConfigError, match=r"could not fetch config\.json of 'org/model'"):
         resolve_model("hf:org/model")

@@ -20,7 +20,7 @@ ALLOWED = {
 IO_CALLS = {"print", "open", "input"}
 # Unit conversions that belong in core functions (per hour, per day, per million tokens):
 # seeing them in a face means a cost is being computed there.
-FACE_FORBIDDEN_LITERALS = {3600, 3600.0, 86400, 86400.0}
+FACE_FORBIDDEN_LITERALS = {3600, 86400}
 
 
 def _modules(layer: str) -> list[Path]:

@@ -19,7 +19,6 @@ from rackmath.specs.hardware import ChipSpec, SystemSpec
 from rackmath.specs.hf_config import load_config_file, model_from_config
 from rackmath.specs.model import ActiveCountRule, ModelSpec, PublishedCounts
 
-
 # libyaml's C parser when present (about 10x faster on these files), else the pure-Python one
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
