@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import rackmath as rm
 from rackmath.analyses import serving
-from rackmath.cli.main import main
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -47,23 +45,8 @@ TOP_KEYS = {
 }
 
 
-def run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rackmath", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_explain_json_has_the_stable_keys_and_matches_the_api(monkeypatch, capsys) -> None:
-    code, out, _ = run(
-        monkeypatch,
-        capsys,
+def test_explain_json_has_the_stable_keys_and_matches_the_api(cli) -> None:
+    code, out, _ = cli(
         "explain",
         "llama-3.1-70b",
         "--on",
@@ -90,8 +73,8 @@ def test_explain_json_has_the_stable_keys_and_matches_the_api(monkeypatch, capsy
     assert data["latency_floor_s"] == pytest.approx(serving.latency_floor_s(dep))
 
 
-def test_explain_text_reads_like_the_blackboard(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "explain", "deepseek-r1", "--on", "gb200-nvl72", "--chips", "64")
+def test_explain_text_reads_like_the_blackboard(cli) -> None:
+    code, out, _ = cli("explain", "deepseek-r1", "--on", "gb200-nvl72", "--chips", "64")
     assert code == 0
     for phrase in (
         "Latency floor",
@@ -105,22 +88,18 @@ def test_explain_text_reads_like_the_blackboard(monkeypatch, capsys) -> None:
     assert "routed sparsity E/k = 32" in out
 
 
-def test_explain_plot(monkeypatch, capsys, tmp_path: Path) -> None:
+def test_explain_plot(cli, tmp_path: Path) -> None:
     path = tmp_path / "plot.png"
-    code, _, _ = run(monkeypatch, capsys, "explain", "mixtral-8x7b", "--on", "h100-hgx", "--plot", str(path))
+    code, _, _ = cli("explain", "mixtral-8x7b", "--on", "h100-hgx", "--plot", str(path))
     assert code == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     svg = tmp_path / "plot.svg"
-    code, _, _ = run(
-        monkeypatch, capsys, "explain", "mixtral-8x7b", "--on", "h100-hgx", "--plot", str(svg), "--json"
-    )
+    code, _, _ = cli("explain", "mixtral-8x7b", "--on", "h100-hgx", "--plot", str(svg), "--json")
     assert code == 0 and svg.read_text().lstrip().startswith("<?xml")
 
 
-def test_explain_from_a_config_file(monkeypatch, capsys) -> None:
-    code, out, _ = run(
-        monkeypatch, capsys, "explain", str(HF_CONFIGS / "qwen3_moe.json"), "--on", "h200-hgx", "--json"
-    )
+def test_explain_from_a_config_file(cli) -> None:
+    code, out, _ = cli("explain", str(HF_CONFIGS / "qwen3_moe.json"), "--on", "h200-hgx", "--json")
     assert code == 0
     assert json.loads(out)["params_total"] == pytest.approx(30.5e9, rel=0.02)
 
@@ -142,38 +121,38 @@ def test_explain_from_a_config_file(monkeypatch, capsys) -> None:
         (["explain", "llama-3.1-8b", "--on", "h100-hgx", "--plot", "x.gif"], ".png, .svg or .pdf"),
     ],
 )
-def test_bad_input_gets_one_line_and_exit_1(monkeypatch, capsys, args, message) -> None:
-    code, out, err = run(monkeypatch, capsys, *args)
+def test_bad_input_gets_one_line_and_exit_1(cli, args, message) -> None:
+    code, out, err = cli(*args)
     assert code == 1
     assert message in err
     assert "Traceback" not in err and out == ""
 
 
-def test_a_deployment_that_does_not_fit_says_by_how_much(monkeypatch, capsys) -> None:
-    code, _, err = run(monkeypatch, capsys, "explain", "llama-3.1-405b", "--on", "h100-hgx", "--chips", "1")
+def test_a_deployment_that_does_not_fit_says_by_how_much(cli) -> None:
+    code, _, err = cli("explain", "llama-3.1-405b", "--on", "h100-hgx", "--chips", "1")
     assert code == 1
     # 405.85e9 params x 2 bytes on one 80 GB H100 (72 GB usable)
     assert "needs 811.7 GB per chip" in err and "72.0 GB" in err and "short by 739.7 GB" in err
 
 
-def test_usage_errors_exit_2(monkeypatch, capsys) -> None:
-    code, _, _ = run(monkeypatch, capsys, "explain", "llama-3.1-8b")  # no --on
+def test_usage_errors_exit_2(cli) -> None:
+    code, _, _ = cli("explain", "llama-3.1-8b")  # no --on
     assert code == 2
 
 
-def test_models_and_hardware_tables(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "models", "--json")
+def test_models_and_hardware_tables(cli) -> None:
+    code, out, _ = cli("models", "--json")
     assert code == 0
     rows = {r["id"]: r for r in json.loads(out)}
     assert rows["deepseek-v3"]["params_total"] == pytest.approx(671e9, rel=0.01)
-    code, out, _ = run(monkeypatch, capsys, "hardware", "--json")
+    code, out, _ = cli("hardware", "--json")
     assert code == 0
     data = json.loads(out)
     assert {c["id"] for c in data["chips"]} >= {"h100-sxm", "gb200", "tpu7x"}
-    code, out, _ = run(monkeypatch, capsys, "hardware")
+    code, out, _ = cli("hardware")
     assert code == 0 and "gb200-nvl72" in out
 
 
-def test_version(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "--version")
+def test_version(cli) -> None:
+    code, out, _ = cli("--version")
     assert code == 0 and out.startswith("rackmath ")

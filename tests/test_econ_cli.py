@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from rackmath.cli.main import main
 
-
-def run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rackmath", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_prices_json(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "prices", "--json", "--as-of", "2026-11-22")
+def test_prices_json(cli) -> None:
+    code, out, _ = cli("prices", "--json", "--as-of", "2026-11-22")
     assert code == 0
     d = json.loads(out)
     assert d["as_of"] == "2026-11-22"
@@ -36,25 +20,23 @@ def test_prices_json(monkeypatch, capsys) -> None:
     assert d["fast_mode"]["published"]["price_multiple"] == pytest.approx(6.0)
 
 
-def test_prices_text_and_plot(monkeypatch, capsys, tmp_path: Path) -> None:
+def test_prices_text_and_plot(cli, tmp_path: Path) -> None:
     plot = tmp_path / "prices.png"
-    code, out, _ = run(monkeypatch, capsys, "prices", "--provider", "google", "--plot", str(plot))
+    code, out, _ = cli("prices", "--provider", "google", "--plot", str(plot))
     assert code == 0
     assert "gemini-3.1-pro" in out and "claude-opus" not in out.split("1. Output")[0]
     assert "5 min -> flash, 1 h -> disk" in out
     assert plot.stat().st_size > 10_000
 
 
-def test_user_prices_file(monkeypatch, capsys, tmp_path: Path) -> None:
+def test_user_prices_file(cli, tmp_path: Path) -> None:
     mine = tmp_path / "mine.yaml"
     mine.write_text(
         "prices:\n  - id: acme-1\n    provider: acme\n    name: Acme 1\n    date: '2026-11-01'\n"
         "    confidence: exact\n    source: [contract]\n    tiers:\n"
         "      - {input_usd_per_million_tokens: 1.0, output_usd_per_million_tokens: 3.0}\n"
     )
-    code, out, _ = run(
-        monkeypatch,
-        capsys,
+    code, out, _ = cli(
         "prices",
         "--prices",
         str(mine),
@@ -68,7 +50,7 @@ def test_user_prices_file(monkeypatch, capsys, tmp_path: Path) -> None:
     (row,) = json.loads(out)["prices"]
     assert row["id"] == "acme-1" and row["age_days"] == 21 and row["output_over_input"] == 3.0
     mine.write_text(mine.read_text().replace("1.0,", "-1.0,"))
-    code, _, err = run(monkeypatch, capsys, "prices", "--prices", str(mine))
+    code, _, err = cli("prices", "--prices", str(mine))
     assert code == 1 and "input_usd_per_million_tokens" in err and "Traceback" not in err
 
 
@@ -88,17 +70,15 @@ def test_user_prices_file(monkeypatch, capsys, tmp_path: Path) -> None:
         (("sparsity", "--model", "gpt-9"), "unknown model"),
     ],
 )
-def test_bad_input_is_one_line(monkeypatch, capsys, args, message) -> None:
-    code, _, err = run(monkeypatch, capsys, *args)
+def test_bad_input_is_one_line(cli, args, message) -> None:
+    code, _, err = cli(*args)
     assert code == 1
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_fleet_json_with_the_lectures_train(monkeypatch, capsys) -> None:
-    code, out, _ = run(
-        monkeypatch, capsys, "fleet", "--step", "20ms", "--loads", "0.5", "--requests", "500", "--json"
-    )
+def test_fleet_json_with_the_lectures_train(cli) -> None:
+    code, out, _ = cli("fleet", "--step", "20ms", "--loads", "0.5", "--requests", "500", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["train"]["closed_form_worst_s"] == pytest.approx(0.040)
@@ -106,9 +86,9 @@ def test_fleet_json_with_the_lectures_train(monkeypatch, capsys) -> None:
     assert d["tokens_per_s_per_replica"] == pytest.approx(2000 / 0.020)
 
 
-def test_overtrain_json_and_plot(monkeypatch, capsys, tmp_path: Path) -> None:
+def test_overtrain_json_and_plot(cli, tmp_path: Path) -> None:
     plot = tmp_path / "o.svg"
-    code, out, _ = run(monkeypatch, capsys, "overtrain", "--json", "--plot", str(plot))
+    code, out, _ = cli("overtrain", "--json", "--plot", str(plot))
     assert code == 0
     d = json.loads(out)
     assert d["overtraining_factor"] == pytest.approx(129.6)
@@ -116,7 +96,7 @@ def test_overtrain_json_and_plot(monkeypatch, capsys, tmp_path: Path) -> None:
     assert plot.read_text().startswith("<?xml")
 
 
-def test_sparsity_text(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "sparsity", "--sparsity", "1,8,32")
+def test_sparsity_text(cli) -> None:
+    code, out, _ = cli("sparsity", "--sparsity", "1,8,32")
     assert code == 0
     assert "pure win for bandwidth" in out
