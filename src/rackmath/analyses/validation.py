@@ -1,0 +1,622 @@
+"""Predict published measurements with the cost model users get, and score the predictions.
+
+Every scenario goes through one function, :func:`predict`. Serving rows with a parallel plan
+use the plan-aware deployment (:mod:`rackmath.analyses.deployment`: TP all-reduce, EP
+all-to-all, PP hops); rows whose layout has no plan (``plan: null``), or a checkout without
+that module, use the foundation's ideal-chip :mod:`rackmath.analyses.serving`. Training rows
+go through :mod:`rackmath.analyses.training`. What each metric means:
+
+* ``decode_tokens_per_s_per_user`` / ``decode_step_s``: the mean decode step over the
+  generation, contexts ``I .. I+O-1`` (:func:`rackmath.core.reality.decode_contexts`);
+* ``ttft_s``: one prefill of ``batch`` prompts of ``I`` tokens;
+* ``output_tokens_per_s``, static batch: prefill plus every decode step
+  (:func:`rackmath.core.reality.static_batch_output_tokens_per_s`);
+* ``output_tokens_per_s``, maximum throughput: a continuously batched steady state
+  (:func:`rackmath.core.parallel.chunked_prefill_load`) at the concurrency the KV memory
+  allows for full-length sequences (TensorRT-LLM's default GUARANTEED_NO_EVICT scheduler
+  reserves every sequence's full length) and the scheduler's cap;
+* ``input_tokens_per_s`` and ``prefill_mfu``: one prefill;
+* training metrics: the training estimate of the run in ``training_runs.yaml``.
+
+The efficiencies come from a :class:`Calibration` (per chip family; the pure roofline by
+default), see :mod:`rackmath.analyses.calibration`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from rackmath import catalog
+from rackmath.analyses import serving
+from rackmath.catalog.measurements import measurements
+from rackmath.core import architecture as arch
+from rackmath.core import reality
+from rackmath.core import roofline as rl
+from rackmath.errors import RackmathError
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.scenario import KvMemoryOf, Metric, Phase, Scenario, UnsupportedRow
+
+try:  # the plan-aware deployment (issue 3); the ideal-chip model stands in without it
+    from rackmath.analyses import deployment as planned
+    from rackmath.core import parallel as par
+except ImportError:  # pragma: no cover - depends on the checkout
+    planned = None  # type: ignore[assignment]
+    par = None  # type: ignore[assignment]
+
+#: Chip -> family: the unit calibration shares parameters over (same memory system and
+#: tensor-core generation). From the vendors' architecture names (Ampere, Hopper,
+#: Blackwell, CDNA 3/4) and Google's TPU generations.
+CHIP_FAMILY: dict[str, str] = {
+    "a100-80gb": "nvidia-ampere",
+    "h100-sxm": "nvidia-hopper",
+    "h800": "nvidia-hopper",
+    "h200": "nvidia-hopper",
+    "b200": "nvidia-blackwell",
+    "b300": "nvidia-blackwell",
+    "gb200": "nvidia-blackwell",
+    "gb300": "nvidia-blackwell",
+    "rubin": "nvidia-rubin",
+    "mi300x": "amd-cdna3",
+    "mi325x": "amd-cdna3",
+    "mi355x": "amd-cdna4",
+    "tpu-v4": "google-tpu-v4",
+    "tpu-v5e": "google-tpu-v5e",
+    "tpu-v5p": "google-tpu-v5p",
+    "tpu-v6e": "google-tpu-v6e",
+    "tpu7x": "google-tpu7x",
+}
+
+#: Log error charged to a row the model cannot predict (does not fit, invalid plan) while
+#: fitting: ln(100), a factor of 100, so the search steers away without NaNs.
+INFEASIBLE_LOG_ERROR = float(np.log(100.0))
+
+
+def chip_family(chip_id: str) -> str:
+    return CHIP_FAMILY.get(chip_id, chip_id)
+
+
+@dataclass(frozen=True)
+class FamilyParams:
+    """The physical gap between roofline and reality for one chip family.
+
+    Fractions of peak FLOP/s per phase and of HBM bandwidth; a fixed time per layer of a
+    decode step and of a prefill (kernel launches, synchronisation, scheduling: the work a
+    step does per layer regardless of its size, so a 126-layer model pays four times a
+    32-layer one); and the latency of one scale-up hop (``None``: the system catalog's
+    value). Defaults: the pure roofline.
+    """
+
+    bandwidth_frac: float = 1.0
+    flops_frac_decode: float = 1.0
+    flops_frac_prefill: float = 1.0
+    flops_frac_training: float = 1.0
+    overhead_decode_s_per_layer: float = 0.0
+    overhead_prefill_s_per_layer: float = 0.0
+    hop_latency_s: float | None = None
+
+    def decode_efficiency(self, layers: int) -> rl.Efficiency:
+        overhead = float(reality.per_layer_overhead_s(self.overhead_decode_s_per_layer, layers))
+        return rl.Efficiency(self.flops_frac_decode, self.bandwidth_frac, overhead)
+
+    def prefill_efficiency(self, layers: int) -> rl.Efficiency:
+        overhead = float(reality.per_layer_overhead_s(self.overhead_prefill_s_per_layer, layers))
+        return rl.Efficiency(self.flops_frac_prefill, self.bandwidth_frac, overhead)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PURE = FamilyParams()
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Parameters per chip family, and the pooled ones for families it has no data for."""
+
+    pooled: FamilyParams = PURE
+    families: tuple[tuple[str, FamilyParams], ...] = ()
+    fitted_on: tuple[int, ...] = ()  # row ids
+    note: str = "pure roofline"
+
+    def for_family(self, family: str) -> FamilyParams:
+        return dict(self.families).get(family, self.pooled)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "note": self.note,
+            "fitted_on_rows": list(self.fitted_on),
+            "pooled": self.pooled.to_dict(),
+            "families": {name: p.to_dict() for name, p in self.families},
+        }
+
+
+PURE_ROOFLINE = Calibration()
+
+
+@dataclass(frozen=True)
+class Prediction:
+    row_id: int
+    value: float  # NaN when the model cannot predict the row
+    path: str  # 'planned', 'ideal-chip' or 'training'
+    detail: tuple[tuple[str, Any], ...] = field(default=())
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(np.isfinite(self.value) and self.value > 0)
+
+
+# ----------------------------------------------------------------------------- serving
+
+
+def _system(system: SystemSpec, p: FamilyParams) -> SystemSpec:
+    if p.hop_latency_s is None:
+        return system
+    return system.model_copy(update={"scale_up_latency_s": p.hop_latency_s})
+
+
+class _Engine:
+    """The plan-aware deployment, or the ideal chip, behind one interface (decode, prefill,
+    steady-state mixed step, max concurrency); both answer through the core."""
+
+    def __init__(self, s: Scenario, p: FamilyParams, efficiency: rl.Efficiency) -> None:
+        model = catalog.model(s.model_id)
+        system = _system(catalog.system(s.system_id), p)
+        probe = serving.make_deployment(
+            model, system, chips=s.chips, weights=s.weights, kv=s.kv, compute=s.compute
+        )
+        self.use_plan = planned is not None and s.plan is not None
+        self.path = "planned" if self.use_plan else "ideal-chip"
+        self.model = model
+        self.chips = s.chips
+        capacity = system.chip.hbm_capacity_bytes
+        weights_per_chip = self._weights_per_chip(s, model, system, probe)
+        reserve = float(
+            reality.reserve_frac_for_kv_fraction(
+                capacity, weights_per_chip, s.kv_memory_frac, of_free=s.kv_memory_of is KvMemoryOf.FREE
+            )
+        )
+        self.reserve = reserve
+        if self.use_plan:
+            assert planned is not None and s.plan is not None
+            self.planned = planned.plan_deployment(
+                model,
+                system,
+                s.plan,
+                weights=s.weights,
+                kv=s.kv,
+                compute=s.compute,
+                efficiency=efficiency,
+                memory_reserve_frac=reserve,
+            )
+            self.base = self.planned.base
+        else:
+            self.base = replace(probe, efficiency=efficiency, memory_reserve_frac=reserve)
+        self._concurrency: dict[float, float] = {}
+        self.fits = self._weights_fit()
+
+    @staticmethod
+    def _weights_per_chip(s: Scenario, model: Any, system: SystemSpec, probe: serving.Deployment) -> float:
+        if planned is not None and s.plan is not None:
+            d = planned.plan_deployment(model, system, s.plan, weights=s.weights, kv=s.kv, compute=s.compute)
+            return float(d.memory(0.0, 1.0).weights.total)
+        return probe.weight_bytes_per_chip
+
+    def with_efficiency(self, efficiency: rl.Efficiency) -> _Engine:
+        """The same deployment at another efficiency; shallow copies keep the derived
+        per-deployment constants (parameter counts, stage split) already computed."""
+        clone = copy.copy(self)
+        clone.base = replace(self.base, efficiency=efficiency)
+        if self.use_plan:
+            clone.planned = copy.copy(self.planned)
+            object.__setattr__(clone.planned, "base", clone.base)
+        return clone
+
+    def decode_step_s(self, batch: float, contexts: np.ndarray) -> np.ndarray:
+        if self.use_plan:
+            return np.asarray(self.planned.decode([batch], contexts).step_s[0])
+        return np.asarray(serving.decode(self.base, [batch], contexts).step_s[0])
+
+    def prefill(self, batch: float, length: float) -> tuple[float, float]:
+        """(step seconds, FLOPs) of one prefill."""
+        flops = batch * float(arch.prefill_flops_per_sequence(self.model, length))
+        if self.use_plan:
+            return float(self.planned.prefill([batch], [length]).step_s[0, 0]), flops
+        return float(serving.prefill(self.base, [batch], [length]).times.step_s[0, 0]), flops
+
+    def peak_flops_per_s(self) -> float:
+        return self.chips * self.base.system.chip.peak_flops(self.base.precisions.compute)
+
+    def _weights_fit(self) -> bool:
+        if self.use_plan:
+            return bool(np.all(self.planned.memory(0.0, 1.0).fits))
+        return self.base.weights_fit
+
+    def max_concurrency(self, context: float) -> float:
+        """Sequences of ``context`` tokens that fit (independent of efficiency: cached)."""
+        if context not in self._concurrency:
+            if self.use_plan:
+                n = float(self.planned.max_concurrency([context])[0])
+            else:
+                n = float(serving.max_batch(self.base, [context])[0])
+            self._concurrency[context] = n
+        return self._concurrency[context]
+
+    def mixed_step_s(self, batch: float, input_len: int, output_len: int) -> float:
+        """One steady-state step of continuous batching with chunked prefill."""
+        assert par is not None
+        mean_context = input_len + output_len / 2.0
+        tokens, flops, kv = par.chunked_prefill_load(
+            batch,
+            input_len,
+            output_len,
+            decode_flops_per_token=arch.decode_flops_per_token(self.model, mean_context),
+            prefill_flops_per_sequence=arch.prefill_flops_per_sequence(self.model, input_len),
+            kv_bytes_decode_per_sequence=self.base.kv_bytes_per_sequence(mean_context),
+            kv_bytes_prompt_per_sequence=self.base.kv_bytes_per_sequence(input_len),
+        )
+        if self.use_plan:
+            return float(
+                np.asarray(self.planned.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=True).step_s)
+            )
+        times = rl.step_times(
+            flops=flops,
+            weight_bytes=self.base.weight_bytes_read(tokens),
+            kv_bytes=kv,
+            peak_flops_per_s=self.base.peak_flops_per_s,
+            bandwidth_bytes_per_s=self.base.bandwidth_bytes_per_s,
+            efficiency=self.base.efficiency,
+        )
+        return float(np.asarray(times.step_s))
+
+
+@lru_cache(maxsize=4096)
+def _engine(s: Scenario, hop_latency_s: float | None) -> _Engine:
+    return _Engine(s, FamilyParams(hop_latency_s=hop_latency_s), rl.PURE_ROOFLINE)
+
+
+def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
+    structure = _engine(s, p.hop_latency_s)
+    layers = structure.model.num_layers
+    dec, pre = p.decode_efficiency(layers), p.prefill_efficiency(layers)
+    engine = structure.with_efficiency(dec)
+    detail: dict[str, Any] = {"memory_reserve_frac": engine.reserve}
+    if not engine.fits:
+        return Prediction(s.row_id, float("nan"), engine.path, error="the weights do not fit in HBM")
+    m = s.metric
+    if m in (Metric.DECODE_TOKENS_PER_S_PER_USER, Metric.DECODE_STEP_S):
+        assert s.batch is not None
+        contexts = np.arange(s.input_tokens, s.input_tokens + s.output_tokens, dtype=float)
+        step = float(np.mean(engine.decode_step_s(s.batch, contexts)))
+        value = 1.0 / step if m is Metric.DECODE_TOKENS_PER_S_PER_USER else step
+        detail["mean_step_s"] = step
+    elif m is Metric.TTFT_S:
+        assert s.batch is not None
+        value, _ = engine.with_efficiency(pre).prefill(s.batch, s.input_tokens)
+    elif m in (Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU):
+        assert s.batch is not None
+        step, flops = engine.with_efficiency(pre).prefill(s.batch, s.input_tokens)
+        detail["prefill_s"] = step
+        if m is Metric.INPUT_TOKENS_PER_S:
+            value = s.batch * s.input_tokens / step
+        else:
+            value = float(rl.utilization(flops, step, engine.peak_flops_per_s()))
+    elif m is Metric.OUTPUT_TOKENS_PER_S and s.phase is Phase.STATIC_BATCH:
+        assert s.batch is not None
+        prefill_s, _ = engine.with_efficiency(pre).prefill(s.batch, s.input_tokens)
+        contexts = reality.decode_contexts(s.input_tokens, s.output_tokens)
+        decode_total = float(np.sum(engine.decode_step_s(s.batch, contexts))) if contexts.size else 0.0
+        value = float(
+            reality.static_batch_output_tokens_per_s(s.batch, s.output_tokens, prefill_s, decode_total)
+        )
+        detail.update(prefill_s=prefill_s, decode_total_s=decode_total)
+    elif m is Metric.OUTPUT_TOKENS_PER_S and s.phase is Phase.MAX_THROUGHPUT:
+        if par is None:
+            return Prediction(s.row_id, float("nan"), engine.path, error="needs rackmath.core.parallel")
+        limit = engine.max_concurrency(s.input_tokens + s.output_tokens)
+        batch = limit if s.max_batch is None else min(limit, s.max_batch)
+        if batch < 1:
+            return Prediction(
+                s.row_id, float("nan"), engine.path, error="no sequence fits beside the weights"
+            )
+        step = engine.mixed_step_s(batch, s.input_tokens, s.output_tokens)
+        value = batch / step
+        detail.update(concurrency=batch, kv_limited_concurrency=limit, step_s=step)
+    else:  # pragma: no cover - the loader admits only the metrics above for serving phases
+        return Prediction(s.row_id, float("nan"), engine.path, error=f"metric {m} for phase {s.phase}")
+    return Prediction(s.row_id, float(value), engine.path, tuple(detail.items()))
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def _predict_training(s: Scenario, p: FamilyParams) -> Prediction:
+    try:
+        from rackmath.analyses import training
+        from rackmath.catalog.training_runs import training_runs
+    except ImportError:  # pragma: no cover - depends on the checkout
+        return Prediction(s.row_id, float("nan"), "training", error="training analysis not available")
+    runs = {r.id: r for r in training_runs()}
+    run = runs.get(s.training_run)
+    if run is None:
+        return Prediction(
+            s.row_id, float("nan"), "training", error=f"unknown training run {s.training_run!r}"
+        )
+    setup = training.make_training(
+        run.model,
+        _system(run.system, p),
+        run.plan,
+        tokens=run.tokens or float(run.global_batch * run.seq_len),
+        seq_len=run.seq_len,
+        global_batch=run.global_batch,
+        microbatch=run.microbatch,
+        schedule=run.schedule,
+        recompute=run.recompute,
+        zero=run.zero,
+        compute=run.compute,
+        efficiency=rl.Efficiency(flops_frac=p.flops_frac_training),
+    )
+    step = training.step_breakdown(setup)
+    work = setup.tokens_per_step * float(training.tr.model_flops_per_token(setup.model, setup.seq_len))
+    mfu = float(rl.utilization(work, step.step_s, setup.chips * setup.peak_flops_per_s))
+    if s.metric is Metric.TRAINING_MFU:
+        value = mfu
+    elif s.metric is Metric.TRAINING_STEP_S:
+        value = step.step_s
+    else:
+        extra = float(training.tr.recompute_flops_per_token(setup.model, setup.seq_len, setup.recompute))
+        hardware = setup.tokens_per_step * extra
+        value = float(rl.utilization(work + hardware, step.step_s, setup.chips))
+    return Prediction(s.row_id, float(value), "training", (("step_s", step.step_s), ("mfu", mfu)))
+
+
+# ----------------------------------------------------------------------------- one entry point
+
+
+def _relevant(s: Scenario, p: FamilyParams) -> FamilyParams:
+    """Only the parameters the scenario depends on (so predictions cache well while fitting)."""
+    if s.phase is Phase.TRAINING:
+        return FamilyParams(flops_frac_training=p.flops_frac_training, hop_latency_s=p.hop_latency_s)
+    keep_prefill = s.metric in (Metric.TTFT_S, Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU) or (
+        s.phase is Phase.STATIC_BATCH
+    )
+    keep_decode = s.metric not in (Metric.TTFT_S, Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU)
+    return FamilyParams(
+        bandwidth_frac=p.bandwidth_frac,
+        flops_frac_decode=p.flops_frac_decode if keep_decode else 1.0,
+        overhead_decode_s_per_layer=p.overhead_decode_s_per_layer if keep_decode else 0.0,
+        flops_frac_prefill=p.flops_frac_prefill if keep_prefill else 1.0,
+        overhead_prefill_s_per_layer=p.overhead_prefill_s_per_layer if keep_prefill else 0.0,
+        hop_latency_s=p.hop_latency_s,
+    )
+
+
+@lru_cache(maxsize=200_000)
+def _predict_cached(s: Scenario, p: FamilyParams) -> Prediction:
+    try:
+        if s.phase is Phase.TRAINING:
+            return _predict_training(s, p)
+        return _predict_serving(s, p)
+    except RackmathError as exc:
+        return Prediction(s.row_id, float("nan"), "failed", error=str(exc))
+
+
+def scenario_family(s: Scenario) -> str:
+    """The chip family a scenario runs on (training rows: their run's system)."""
+    if s.phase is Phase.TRAINING:
+        try:
+            from rackmath.catalog.training_runs import training_runs
+        except ImportError:  # pragma: no cover
+            return "unknown"
+        runs = {r.id: r for r in training_runs()}
+        run = runs.get(s.training_run)
+        return chip_family(run.system.chip.id) if run else "unknown"
+    return chip_family(catalog.system(s.system_id).chip.id)
+
+
+def scenario_chip(s: Scenario) -> str:
+    if s.phase is Phase.TRAINING:
+        from rackmath.catalog.training_runs import training_runs
+
+        runs = {r.id: r for r in training_runs()}
+        run = runs.get(s.training_run)
+        return run.system.chip.id if run else "unknown"
+    return catalog.system(s.system_id).chip.id
+
+
+def predict(s: Scenario, calibration: Calibration = PURE_ROOFLINE) -> Prediction:
+    """The cost model's prediction of one scenario, with the calibration's parameters for
+    the scenario's chip family (pure roofline by default)."""
+    p = calibration.for_family(scenario_family(s))
+    return _predict_cached(s, _relevant(s, p))
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class RowResult:
+    scenario: Scenario
+    predictions: tuple[tuple[str, Prediction], ...]  # (column, prediction)
+
+    def column(self, name: str) -> Prediction:
+        return dict(self.predictions)[name]
+
+    def error(self, name: str) -> float:
+        pred = self.column(name)
+        if not pred.ok:
+            return float("nan")
+        return float(reality.relative_error(pred.value, self.scenario.value))
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.scenario
+        out: dict[str, Any] = {
+            "id": s.row_id,
+            "source": s.provenance.source,
+            "source_key": s.source_key,
+            "url": s.provenance.url,
+            "quote": s.provenance.quote,
+            "confidence": s.provenance.confidence,
+            "phase": s.phase.value,
+            "metric": s.metric.value,
+            "unit": s.unit,
+            "measured": s.value,
+            "conversion": s.conversion,
+            "chip": scenario_chip(s),
+            "family": scenario_family(s),
+        }
+        if s.phase is not Phase.TRAINING:
+            out.update(
+                model=s.model_id,
+                system=s.system_id,
+                chips=s.chips,
+                plan=None if s.plan is None else str(s.plan),
+                precisions={"weights": str(s.weights), "kv": str(s.kv), "compute": str(s.compute)},
+                batch=s.batch,
+                input_tokens=s.input_tokens,
+                output_tokens=s.output_tokens,
+            )
+        else:
+            out["training_run"] = s.training_run
+        for name, pred in self.predictions:
+            out[name] = {
+                "predicted": pred.value if pred.ok else None,
+                "error_frac": None if not pred.ok else self.error(name),
+                "path": pred.path,
+                "detail": {k: v for k, v in pred.detail},
+                "failure": pred.error or None,
+            }
+        return out
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    rows: int
+    median_abs_error: float
+    p90_abs_error: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "median_abs_error": self.median_abs_error,
+            "p90_abs_error": self.p90_abs_error,
+        }
+
+
+def group_stats(errors: Iterable[float]) -> GroupStats:
+    e = np.array([x for x in errors if np.isfinite(x)], float)
+    med, p90 = reality.abs_error_quantiles(e)
+    return GroupStats(int(e.size), med, p90)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """Predicted vs measured for every expressed row, under several columns (pure roofline,
+    calibrated in-sample, leave-one-source-out), with aggregates overall and per group."""
+
+    rows: tuple[RowResult, ...]
+    unsupported: tuple[UnsupportedRow, ...]
+    columns: tuple[str, ...]
+    calibration: Calibration
+
+    def errors(self, column: str, where: Mapping[str, str] | None = None) -> list[float]:
+        out = []
+        for r in self.rows:
+            if where and any(_group_value(r, k) != v for k, v in where.items()):
+                continue
+            out.append(r.error(column))
+        return out
+
+    def stats(self, column: str, where: Mapping[str, str] | None = None) -> GroupStats:
+        return group_stats(self.errors(column, where))
+
+    def group_names(self, key: str) -> list[str]:
+        return sorted({_group_value(r, key) for r in self.rows})
+
+    def failed(self, column: str) -> list[int]:
+        return [r.scenario.row_id for r in self.rows if not r.column(column).ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        def block(column: str) -> dict[str, Any]:
+            return {
+                "overall": self.stats(column).to_dict(),
+                "by_phase": {
+                    g: self.stats(column, {"phase": g}).to_dict() for g in self.group_names("phase")
+                },
+                "by_hardware": {
+                    g: self.stats(column, {"chip": g}).to_dict() for g in self.group_names("chip")
+                },
+                "by_source": {
+                    g: self.stats(column, {"source_key": g}).to_dict() for g in self.group_names("source_key")
+                },
+                "failed_rows": self.failed(column),
+            }
+
+        return {
+            "rows_expressed": len(self.rows),
+            "rows_unsupported": len(self.unsupported),
+            "columns": list(self.columns),
+            "aggregates": {c: block(c) for c in self.columns},
+            "calibration": self.calibration.to_dict(),
+            "rows": [r.to_dict() for r in self.rows],
+            "unsupported": [
+                {
+                    "id": u.row_id,
+                    "source": u.provenance.source,
+                    "url": u.provenance.url,
+                    "metric": u.metric,
+                    "value": u.value,
+                    "unit": u.unit,
+                    "reason": u.reason,
+                }
+                for u in self.unsupported
+            ],
+        }
+
+
+def _group_value(r: RowResult, key: str) -> str:
+    s = r.scenario
+    if key == "phase":
+        return s.phase.value
+    if key == "chip":
+        return scenario_chip(s)
+    if key == "family":
+        return scenario_family(s)
+    if key == "source_key":
+        return s.source_key
+    raise KeyError(key)
+
+
+def build_report(
+    scenarios: tuple[Scenario, ...],
+    unsupported: tuple[UnsupportedRow, ...],
+    columns: Mapping[str, Mapping[int, Prediction]],
+    calibration: Calibration,
+) -> ValidationReport:
+    rows = tuple(
+        RowResult(s, tuple((name, preds[s.row_id]) for name, preds in columns.items())) for s in scenarios
+    )
+    return ValidationReport(rows, unsupported, tuple(columns), calibration)
+
+
+def validate() -> ValidationReport:
+    """The whole check: every expressed row under the pure roofline, the calibration fitted
+    on all rows (in-sample) and leave-one-source-out (each row predicted by a calibration
+    that never saw its source)."""
+    from rackmath.analyses import calibration as cal
+
+    data = measurements()
+    fitted = cal.fit(data.scenarios)
+    loso = cal.leave_one_source_out(data.scenarios)
+    columns = {
+        "roofline": {s.row_id: predict(s) for s in data.scenarios},
+        "calibrated": {s.row_id: predict(s, fitted) for s in data.scenarios},
+        "loso": loso.predictions,
+    }
+    return build_report(data.scenarios, data.unsupported, columns, fitted)

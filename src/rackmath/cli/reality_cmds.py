@@ -1,0 +1,220 @@
+"""``rackmath validate``, ``rackmath calibrate`` and ``rackmath measure``: the reality check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rackmath import fmt
+from rackmath.cli.main import app
+from rackmath.cli.options import dump_json
+from rackmath.errors import InputError
+
+
+def _console() -> Console:
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=160)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{x * 100:+.0f}%"
+
+
+def _abs_pct(x: float) -> str:
+    return "n/a" if x != x else f"{x * 100:.0f}%"
+
+
+@app.command("validate")
+def validate_command(
+    plot: Path | None = typer.Option(None, "--plot", help="Write predicted vs measured (PNG/SVG/PDF)."),
+    as_json: bool = typer.Option(False, "--json", help="Print every row and the aggregates as JSON."),
+) -> None:
+    """Predict every published measurement; show the error of the pure roofline, of the
+    calibration (in-sample) and leave-one-source-out."""
+    from rackmath.analyses.validation import validate
+
+    report = validate()
+    if plot is not None:
+        from rackmath.plots.validation import save_validation_plot
+
+        save_validation_plot(report, plot)
+    if as_json:
+        typer.echo(dump_json(report.to_dict()))
+        return
+    console = _console()
+    rows = Table(title="Published measurements: predicted vs measured (error = predicted / measured - 1)")
+    for col in (
+        "id",
+        "source",
+        "model / run",
+        "hardware",
+        "phase",
+        "metric",
+        "measured",
+        "roofline",
+        "calibrated",
+        "LOSO",
+    ):
+        rows.add_column(
+            col, justify="right" if col in ("id", "measured", "roofline", "calibrated", "LOSO") else "left"
+        )
+    for r in report.rows:
+        s = r.scenario
+        what = s.training_run or f"{s.model_id} {s.plan or f'{s.chips} chips'}"
+        rows.add_row(
+            str(s.row_id),
+            s.source_key,
+            what,
+            r.to_dict()["chip"],
+            s.phase.value,
+            s.metric.value,
+            f"{s.value:.4g}",
+            _pct(r.error("roofline")),
+            _pct(r.error("calibrated")),
+            _pct(r.error("loso")),
+        )
+    console.print(rows)
+    agg = Table(title="|error|: median / 90th percentile")
+    agg.add_column("group")
+    for col in report.columns:
+        agg.add_column(col, justify="right")
+    groups = [("overall", None)] + [(f"phase {g}", {"phase": g}) for g in report.group_names("phase")]
+    groups += [(f"chip {g}", {"chip": g}) for g in report.group_names("chip")]
+    for label, where in groups:
+        cells = []
+        for c in report.columns:
+            st = report.stats(c, where)
+            cells.append(f"{_abs_pct(st.median_abs_error)} / {_abs_pct(st.p90_abs_error)} ({st.rows})")
+        agg.add_row(label, *cells)
+    console.print(agg)
+    console.print(f"{len(report.rows)} rows expressed, {len(report.unsupported)} listed unsupported:")
+    for u in report.unsupported:
+        console.print(f"  row {u.row_id} ({u.provenance.source_key}): {u.reason}")
+    if plot is not None:
+        typer.echo(f"plot written to {plot}")
+
+
+@app.command("calibrate")
+def calibrate_command(
+    exclude_source: list[str] = typer.Option(
+        [], "--exclude-source", help="Leave a source_key out of the fit (repeatable)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print parameters and errors as JSON."),
+) -> None:
+    """Fit the physical parameters per chip family, and report leave-one-source-out error."""
+    from rackmath.analyses.calibration import calibrate
+
+    result = calibrate(tuple(exclude_source))
+    if as_json:
+        typer.echo(dump_json(result.to_dict()))
+        return
+    console = _console()
+    c = result.calibration
+    table = Table(title=f"Calibration ({c.note}; {len(c.fitted_on)} rows)")
+    names = list(c.pooled.to_dict())
+    table.add_column("family")
+    for n in names:
+        table.add_column(n, justify="right")
+    for family, p in [("(pooled)", c.pooled), *c.families]:
+        table.add_row(family, *[_param(n, v) for n, v in p.to_dict().items()])
+    console.print(table)
+    d = result.to_dict()
+    for key, label in (
+        ("roofline", "pure roofline"),
+        ("calibrated_in_sample", "calibrated, in-sample"),
+        ("leave_one_source_out", "leave-one-source-out"),
+    ):
+        st = d[key]
+        console.print(
+            f"{label:>24}: median |error| {_abs_pct(st['median_abs_error'])}, "
+            f"p90 {_abs_pct(st['p90_abs_error'])} over {st['rows']} rows"
+        )
+    loso = Table(title="Leave-one-source-out: each source predicted by a fit that never saw it")
+    for col in ("source", "rows", "median |error|", "p90 |error|"):
+        loso.add_column(col)
+    for key, st in d["loso_by_source"].items():
+        loso.add_row(key, str(st["rows"]), _abs_pct(st["median_abs_error"]), _abs_pct(st["p90_abs_error"]))
+    console.print(loso)
+
+
+def _param(name: str, value: float | None) -> str:
+    if value is None:
+        return "catalog"
+    if name.endswith("_s") or name.endswith("_per_layer"):
+        return fmt.seconds(value) if value > 0 else "0"
+    return f"{value:.3g}"
+
+
+@app.command("measure")
+def measure_command(
+    quick: bool = typer.Option(False, "--quick", help="The small CI configuration (a 16M-parameter model)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write step time vs batch (PNG/SVG/PDF)."),
+    as_json: bool = typer.Option(False, "--json", help="Print ceilings and every step as JSON."),
+    repeats: int | None = typer.Option(None, "--repeats", help="Timed repeats per point (median reported)."),
+) -> None:
+    """Measure this machine's matmul FLOP/s and copy bandwidth, time real decode steps of a
+    random-weight transformer, and predict them with rackmath."""
+    from dataclasses import replace
+
+    from rackmath.analyses.measure import compare
+    from rackmath.measure import torch_bench
+
+    cfg = torch_bench.default_config(quick)
+    if repeats is not None:
+        if repeats < 3:
+            raise InputError("--repeats", repeats, "3 or more (the median needs a few)")
+        cfg = replace(cfg, repeats=repeats)
+    result = compare(torch_bench.run(cfg))
+    if plot is not None:
+        from rackmath.plots.validation import save_measure_plot
+
+        save_measure_plot(result, plot)
+    if as_json:
+        typer.echo(dump_json(result.to_dict()))
+        return
+    d = result.to_dict()
+    console = _console()
+    peaks = ", ".join(f"{p} {fmt.si(v, 'FLOP/s')}" for p, v in d["ceilings"]["matmul_flops_per_s"].items())
+    console.print(
+        f"device {d['device']} ({d['threads']} threads); matmul {peaks}; "
+        f"copy {fmt.si(d['ceilings']['copy_bandwidth_bytes_per_s'], 'B/s')}"
+    )
+    console.print(
+        f"model: {fmt.count(d['params'])} parameters in {d['dtype']}; "
+        f"fixed overhead fitted on one point: {fmt.seconds(d['overhead_s'])}"
+    )
+    table = Table(title="Decode step: measured vs predicted from the measured ceilings")
+    for col in (
+        "context",
+        "batch",
+        "measured",
+        "roofline",
+        "roofline + overhead",
+        "measured / roofline",
+        "bound",
+    ):
+        table.add_column(col, justify="right")
+    for p in d["points"]:
+        table.add_row(
+            str(p["context"]),
+            str(p["batch"]),
+            fmt.seconds(p["measured_step_s"]),
+            fmt.seconds(p["predicted_step_s"]),
+            fmt.seconds(p["predicted_with_overhead_step_s"]),
+            f"{p['ratio_measured_over_predicted']:.2f}",
+            p["bottleneck"],
+        )
+    console.print(table)
+    for k in d["knee"]:
+        if k["balance_batch"] is None or k["measured_knee_batch"] is None:
+            console.print(f"context {k['context']}: no knee within the sweep")
+            continue
+        console.print(
+            f"context {k['context']}: rackmath's knee (compute = memory) at batch "
+            f"{k['balance_batch']:.0f}; measured knee at batch {k['measured_knee_batch']:.0f}"
+        )
+    if plot is not None:
+        typer.echo(f"plot written to {plot}")

@@ -1,0 +1,129 @@
+"""Plain-number helpers for checking the cost model against reality: the arithmetic that
+turns step times into the quantities benchmarks publish, error statistics, and the grid
+search calibration uses. Pure and vectorized; no catalog, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+def decode_contexts(input_len: int, output_len: int) -> FloatArray:
+    """Context of each decode step of one generation: ``I, I+1, ..., I+O-1``.
+
+    Step ``j`` attends to the prompt and the ``j`` tokens generated before it. With ``O = 1``
+    the one token comes from the prefill and there is no decode step (empty array).
+    """
+    return np.arange(input_len, input_len + output_len - 1, dtype=float) + (output_len > 1) * 1.0
+
+
+def per_layer_overhead_s(overhead_s_per_layer: ArrayLike, layers: ArrayLike) -> FloatArray:
+    """Fixed time of one step that does not shrink with its size: ``layers * t_layer``
+    (kernel launches and syncs happen per layer; a CUDA-graph launch of a 32-layer model
+    costs tens of microseconds per layer on Hopper, gpt-fast's and vLLM's measurements)."""
+    return np.asarray(np.asarray(overhead_s_per_layer, float) * np.asarray(layers, float), dtype=float)
+
+
+def static_batch_output_tokens_per_s(
+    batch: ArrayLike, output_len: ArrayLike, prefill_s: ArrayLike, decode_total_s: ArrayLike
+) -> FloatArray:
+    """Output tokens per second of a static batch run start to finish:
+    ``B * O / (t_prefill + sum_j t_decode(I + j))`` (the first token comes with the prefill,
+    so ``O - 1`` decode steps follow; TensorRT-LLM's gptSessionBenchmark times it this way)."""
+    b = np.asarray(batch, float)
+    o = np.asarray(output_len, float)
+    return np.asarray(b * o / (np.asarray(prefill_s, float) + np.asarray(decode_total_s, float)), dtype=float)
+
+
+def reserve_frac_for_kv_fraction(
+    capacity_bytes: ArrayLike, weight_bytes: ArrayLike, kv_frac: ArrayLike, *, of_free: bool
+) -> FloatArray:
+    """Share of HBM *not* given to the KV cache, from a serving stack's KV-memory setting.
+
+    Of the free memory (TensorRT-LLM, ``kv_cache_free_gpu_mem_fraction = f``): the cache gets
+    ``f (C - W)``, so the reserve is ``(1 - f)(C - W) / C``. Of the whole memory (vLLM,
+    ``gpu_memory_utilization = f``): the reserve is ``1 - f``. Clipped to ``[0, 1)``.
+    """
+    c = np.asarray(capacity_bytes, float)
+    f = np.asarray(kv_frac, float)
+    if of_free:
+        reserve = (1.0 - f) * np.maximum(c - np.asarray(weight_bytes, float), 0.0) / c
+    else:
+        reserve = 1.0 - f + 0.0 * c
+    return np.asarray(np.clip(reserve, 0.0, 1.0 - 1e-9), dtype=float)
+
+
+def relative_error(predicted: ArrayLike, measured: ArrayLike) -> FloatArray:
+    """``predicted / measured - 1`` (0.10 = 10% high, -0.10 = 10% low)."""
+    return np.asarray(np.asarray(predicted, float) / np.asarray(measured, float) - 1.0, dtype=float)
+
+
+def log_error(predicted: ArrayLike, measured: ArrayLike) -> FloatArray:
+    """``ln(predicted / measured)``: symmetric in over- and under-prediction, what the fit minimizes."""
+    return np.asarray(np.log(np.asarray(predicted, float) / np.asarray(measured, float)), dtype=float)
+
+
+def abs_error_quantiles(errors: ArrayLike) -> tuple[float, float]:
+    """(median, 90th percentile) of ``|error|`` (linear interpolation); NaN for no rows."""
+    e = np.abs(np.asarray(errors, float))
+    if e.size == 0:
+        return float("nan"), float("nan")
+    return float(np.median(e)), float(np.percentile(e, 90))
+
+
+def coordinate_search(
+    objective: Callable[[dict[str, float]], float],
+    start: Mapping[str, float],
+    grids: Mapping[str, Sequence[float]],
+    *,
+    sweeps: int = 3,
+) -> dict[str, float]:
+    """Minimize ``objective`` one parameter at a time over fixed grids.
+
+    Each sweep visits the parameters in ``grids`` order and moves each to the grid value
+    that minimizes the objective with the others held; it stops after ``sweeps`` sweeps or
+    when a sweep changes nothing. Deterministic (ties keep the earlier grid value); no
+    gradients, so step functions and the roofline's ``max`` are fine.
+    """
+    point = dict(start)
+    best = objective(point)
+    for _ in range(sweeps):
+        changed = False
+        for name, grid in grids.items():
+            for value in grid:
+                if value == point[name]:
+                    continue
+                trial = {**point, name: float(value)}
+                score = objective(trial)
+                if score < best - 1e-12:
+                    best, point, changed = score, trial, True
+        if not changed:
+            break
+    return point
+
+
+def knee_batch(batches: ArrayLike, step_s: ArrayLike) -> float:
+    """Where a measured step-time curve turns from flat to rising, read off the data.
+
+    The flat part is the step at the smallest batch ``t_1``; the rising part is the line
+    through the origin fitted (least squares) to the points at the largest quarter of batches,
+    at least the top two, ``t = s * B``. The knee is where they meet: ``B = t_1 / s``. NaN
+    when fewer than three batches are given or the top points do not rise.
+    """
+    b = np.asarray(batches, float)
+    t = np.asarray(step_s, float)
+    if b.size < 3:
+        return float("nan")
+    order = np.argsort(b)
+    b, t = b[order], t[order]
+    top = max(2, b.size // 4)
+    bt, tt = b[-top:], t[-top:]
+    slope = float(np.sum(bt * tt) / np.sum(bt * bt))
+    if not slope > 0 or tt[-1] <= t[0]:
+        return float("nan")
+    return float(t[0] / slope)

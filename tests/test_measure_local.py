@@ -1,0 +1,116 @@
+"""`rackmath measure` end to end on a tiny model, on the CPU (or a GPU when present).
+
+Stated tolerances (generous, so the test is not flaky on a shared or busy machine):
+* past the knee the step time rises with batch: at every context the largest batch (256)
+  takes at least twice as long as batch 1 (the roofline says about 10x);
+* the pure roofline from the *measured* ceilings predicts the largest-batch step of each
+  context (past the weight-bound part) within ``PREDICTION_FACTOR`` (4) in the median, and
+  each within 10x;
+* the model rackmath builds from the config has exactly torch's parameter count.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rackmath.analyses import measure as ms
+from rackmath.cli.main import main
+from rackmath.core import architecture as arch
+from rackmath.measure import torch_bench as tb
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    plot = tmp_path_factory.mktemp("measure") / "measure.png"
+    mp = pytest.MonkeyPatch()
+    mp.setattr(sys, "argv", ["rackmath", "measure", "--quick", "--json", "--plot", str(plot)])
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    code = 0
+    try:
+        with contextlib.redirect_stdout(buf):
+            main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        mp.undo()
+    assert code == 0
+    return json.loads(buf.getvalue()), plot
+
+
+def test_ceilings_are_measured(measured: tuple[dict, Path]) -> None:
+    data, plot = measured
+    c = data["ceilings"]
+    assert c["copy_bandwidth_bytes_per_s"] > 1e8 and c["matmul_flops_per_s"]["fp32"] > 1e8
+    assert data["versions"]["transformers"] and plot.stat().st_size > 10_000
+
+
+def test_step_time_rises_past_the_knee(measured: tuple[dict, Path]) -> None:
+    """Measured and predicted, the step is flat at small batch and rises past the knee;
+    rackmath's knee lies inside the sweep at the shortest context."""
+    data, _ = measured
+    for ctx in {p["context"] for p in data["points"]}:
+        pts = sorted((p for p in data["points"] if p["context"] == ctx), key=lambda p: p["batch"])
+        assert pts[-1]["measured_step_s"] >= 2 * pts[0]["measured_step_s"], (ctx, pts)
+        assert pts[-1]["predicted_step_s"] >= 2 * pts[0]["predicted_step_s"], (ctx, pts)
+        assert pts[0]["bottleneck"] == "weights"
+    shortest = min(data["knee"], key=lambda k: k["context"])
+    largest = max(p["batch"] for p in data["points"])
+    assert shortest["balance_batch"] is not None and 1 < shortest["balance_batch"] < largest
+
+
+def test_largest_batch_steps_are_predicted_within_the_stated_factor(measured: tuple[dict, Path]) -> None:
+    data, _ = measured
+    ratios = []
+    for ctx in {p["context"] for p in data["points"]}:
+        top = max((p for p in data["points"] if p["context"] == ctx), key=lambda p: p["batch"])
+        ratios.append(top["ratio_measured_over_predicted"])
+    factor = ms.PREDICTION_FACTOR
+    assert 1 / factor <= float(np.median(ratios)) <= factor, ratios
+    assert all(0.1 < r < 10 for r in ratios), ratios
+
+
+def test_rackmath_counts_the_parameters_torch_has() -> None:
+    import transformers
+
+    cfg = tb.CI_CONFIG.hf_config()
+    model = transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(**{k: v for k, v in cfg.items() if k != "torch_dtype"})
+    )
+    assert arch.param_counts(ms.model_spec(cfg)).total == sum(p.numel() for p in model.parameters())
+
+
+def test_compare_on_synthetic_timings() -> None:
+    """compare() without torch timings: a machine whose steps follow the roofline exactly
+    plus 1 ms gets that 1 ms back as the overhead, and a measured knee near rackmath's."""
+    ceilings = ms.Ceilings("synthetic", (("fp32", 1e11),), 1e10, 16e9, 1, 1024, 1e8)
+    cfg = tb.CI_CONFIG.hf_config()
+    probe = ms.MeasuredRun(
+        ceilings, cfg, "fp32", tuple(ms.DecodePoint(b, 64, 1.0, 0.0, 1) for b in (1, 4, 16, 64, 256, 1024))
+    )
+    predicted = ms.compare(probe).predicted_step_s
+    run = ms.MeasuredRun(
+        ceilings,
+        cfg,
+        "fp32",
+        tuple(
+            ms.DecodePoint(p.batch, 64, t + 1e-3, 0.0, 1)
+            for p, t in zip(probe.points, predicted, strict=True)
+        ),
+    )
+    result = ms.compare(run)
+    assert result.overhead_s == pytest.approx(1e-3, rel=1e-6)
+    assert result.with_overhead_step_s == pytest.approx([p.step_s for p in run.points], rel=1e-9)
+    assert result.measured_knee_batch[0] == pytest.approx(result.balance_batch[0], rel=0.5)

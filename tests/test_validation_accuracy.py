@@ -1,0 +1,112 @@
+"""Predictions of published measurements, as a gate: aggregate error bounds (never per-row
+values), failing groups gathered before asserting; calibration is physical, few-parameter,
+and never scores a source it was fitted on.
+
+Gates (fractions): the calibrated in-sample error and the leave-one-source-out error must
+stay within the bounds below, which sit a little above today's figures (docs/validation.md).
+The issue's targets (median 15%, p90 35%) are recorded beside them; LOSO does not meet the
+p90 target yet, and this file says so rather than loosening what it measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from rackmath.analyses import calibration as cal
+from rackmath.analyses import validation as val
+from rackmath.catalog.measurements import measurements
+
+TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
+GATES = {  # column: (median bound, p90 bound)
+    "calibrated": (0.18, 0.45),
+    "loso": (0.30, 0.55),
+}
+PHASE_LOSO_MEDIAN_BOUND = 0.40
+
+
+@pytest.fixture(scope="module")
+def report() -> val.ValidationReport:
+    return val.validate()
+
+
+def test_every_expressed_row_is_predicted(report: val.ValidationReport) -> None:
+    failed = {c: report.failed(c) for c in report.columns}
+    assert failed == {c: [] for c in report.columns}
+
+
+def test_aggregate_errors_within_the_gates(report: val.ValidationReport) -> None:
+    problems = []
+    for column, (median_bound, p90_bound) in GATES.items():
+        st = report.stats(column)
+        if not st.median_abs_error <= median_bound:
+            problems.append(f"{column} median {st.median_abs_error:.3f} > {median_bound}")
+        if not st.p90_abs_error <= p90_bound:
+            problems.append(f"{column} p90 {st.p90_abs_error:.3f} > {p90_bound}")
+    for phase in report.group_names("phase"):
+        st = report.stats("loso", {"phase": phase})
+        if not st.median_abs_error <= PHASE_LOSO_MEDIAN_BOUND:
+            problems.append(f"loso phase {phase} median {st.median_abs_error:.3f}")
+    assert not problems, problems
+
+
+def test_in_sample_median_meets_the_target(report: val.ValidationReport) -> None:
+    assert report.stats("calibrated").median_abs_error <= TARGET_MEDIAN + 0.01
+
+
+def test_calibration_is_worth_having(report: val.ValidationReport) -> None:
+    roof, calibrated, loso = (report.stats(c) for c in ("roofline", "calibrated", "loso"))
+    assert calibrated.median_abs_error < roof.median_abs_error / 2
+    assert loso.median_abs_error < roof.median_abs_error / 2
+    assert loso.median_abs_error >= calibrated.median_abs_error  # out of sample is not better
+
+
+def test_the_roofline_is_optimistic_where_no_communication_is_involved(report: val.ValidationReport) -> None:
+    """The pure roofline is a speed limit: single-chip throughput is never under-predicted
+    and latency never over-predicted (communication models can err either way)."""
+    wrong = []
+    for r in report.rows:
+        s = r.scenario
+        if s.phase.value == "training" or s.chips != 1:
+            continue
+        e = r.error("roofline")
+        faster_is_higher = s.metric.value not in ("decode_step_s", "ttft_s")
+        if (faster_is_higher and e < 0) or (not faster_is_higher and e > 0):
+            wrong.append((s.row_id, e))
+    assert not wrong, wrong
+
+
+def test_parameters_are_few_and_physical(report: val.ValidationReport) -> None:
+    c = report.calibration
+    families = {val.scenario_family(s) for s in measurements().scenarios}
+    assert {name for name, _ in c.families} == families
+    n_params = len(c.pooled.to_dict()) * (1 + len(c.families))
+    assert n_params < len(report.rows) * 2  # no per-row factors
+    for _, p in [("pooled", c.pooled), *c.families]:
+        assert 0 < p.bandwidth_frac <= 1 and 0 < p.flops_frac_decode <= 1
+        assert 0 < p.flops_frac_prefill <= 1 and 0 < p.flops_frac_training <= 1
+        assert p.overhead_decode_s_per_layer >= 0 and p.overhead_prefill_s_per_layer >= 0
+
+
+def test_loso_never_fits_on_the_source_it_scores() -> None:
+    rows = measurements().scenarios
+    loso = cal.leave_one_source_out(rows)
+    for key, held in loso.held_out.items():
+        assert held and not set(held) & set(loso.fits[key].fitted_on)
+        for s in rows:
+            if s.row_id in held:
+                assert loso.predictions[s.row_id] == val.predict(s, loso.fits[key])
+
+
+def test_held_out_values_cannot_leak_into_their_prediction() -> None:
+    """Scale every measured value of a held-out source by 10: its LOSO predictions must not move."""
+    keys = ("gpt-fast", "llama3-paper", "pope-2022")
+    rows = [s for s in measurements().scenarios if s.source_key in keys]
+    base = cal.leave_one_source_out(rows)
+    for key in keys:
+        changed = [replace(s, value=s.value * 10) if s.source_key == key else s for s in rows]
+        moved = cal.leave_one_source_out(changed)
+        for s in rows:
+            if s.source_key == key:
+                assert moved.predictions[s.row_id].value == base.predictions[s.row_id].value
