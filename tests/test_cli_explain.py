@@ -156,3 +156,37 @@ def test_models_and_hardware_tables(cli) -> None:
 def test_version(cli) -> None:
     code, out, _ = cli("--version")
     assert code == 0 and out.startswith("rackmath ")
+
+
+def test_explain_with_a_plan_adds_communication_and_memory(cli) -> None:
+    from rackmath.analyses.deployment import plan_deployment
+
+    code, out, _ = cli(
+        "explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "64", "--plan", "dp=64,ep=64",
+        "--batch", "1,2048", "--json",
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["plan"]["plan"] == "dp=64,ep=64"
+    point = next(p for p in data["plan"]["points"] if p["batch"] == 2048)
+    grid = plan_deployment(rm.model("deepseek-v3"), rm.system("gb200-nvl72"), "dp=64,ep=64").decode([2048], [4096])
+    assert point["step_s"] == pytest.approx(float(grid.step_s[0, 0]))
+    assert point["ep_comm_s"] == pytest.approx(float(grid.step.ep_comm_s[0, 0]))
+    assert point["ep_comm_s"] > 0 and point["tp_comm_s"] == 0  # no TP in this plan
+    ideal = next(p for p in data["points"] if p["batch"] == 2048)
+    assert point["step_s"] > ideal["step_s"]  # a real layout never beats the ideal chip
+    code, text, _ = cli("explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "64", "--plan", "dp=64,ep=64")
+    assert code == 0 and "7. With the plan dp=64,ep=64" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--chips", "64", "--plan", "dp=32,ep=32"], "a plan over the deployment's 64 chips"),
+        (["--chips", "72", "--plan", "dp=72,ep=72"], "256"),  # 256 experts do not split 72 ways
+        (["--chips", "64", "--plan", "dp=64,xp=2"], "unknown plan dimension 'xp'"),
+    ],
+)
+def test_explain_rejects_bad_plans(cli, args, message) -> None:
+    code, _, err = cli("explain", "deepseek-v3", "--on", "gb200-nvl72", *args)
+    assert code == 1 and message in err

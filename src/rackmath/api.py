@@ -46,8 +46,10 @@ def explain(
     deployment: Deployment,
     batches: Sequence[float] = _explain.DEFAULT_BATCHES,
     contexts: Sequence[float] = _explain.DEFAULT_CONTEXTS,
+    plan: str | ParallelPlan | None = None,
 ) -> _explain.Explanation:
-    return _explain.explain(deployment, list(batches), list(contexts))
+    """The blackboard derivation; with ``plan`` (``"dp=64,ep=64"``) also the plan-aware grid."""
+    return _explain.explain(deployment, list(batches), list(contexts), plan)
 
 
 def train(

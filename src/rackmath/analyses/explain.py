@@ -14,8 +14,11 @@ from numpy.typing import NDArray
 
 from rackmath import __version__
 from rackmath.analyses import serving
+from rackmath.analyses.deployment import PlannedGrid, plan_deployment
 from rackmath.analyses.serving import BalancePoint, DecodeGrid, Deployment, PrefillGrid
 from rackmath.core import architecture as arch
+from rackmath.errors import InputError
+from rackmath.specs.plan import ParallelPlan
 
 FloatArray = NDArray[np.float64]
 
@@ -38,6 +41,7 @@ class Explanation:
     cost_reference_batch: float  # the B* that ratio uses (exact with KV, else closed form)
     mfu_contexts: FloatArray
     mfu_at_balance_batch: FloatArray  # MFU vs context at the closed-form balance batch
+    planned: PlannedGrid | None = None  # the same grid under a parallel plan, when one is given
 
     @property
     def contexts(self) -> FloatArray:
@@ -122,14 +126,48 @@ class Explanation:
             ],
             "assumptions": list(assumptions(d)),
             "points": points,
+            **({"plan": self._plan_dict()} if self.planned is not None else {}),
+        }
+
+    def _plan_dict(self) -> dict[str, Any]:
+        """The plan section of the JSON: the same points with communication and real memory."""
+        assert self.planned is not None
+        p = self.planned
+        s = p.step
+        rows = []
+        for i in range(p.step_s.shape[0]):
+            for j in range(p.step_s.shape[1]):
+                rows.append(
+                    {
+                        "batch": int(p.batch[i, j]),
+                        "context": int(p.context[i, j]),
+                        "step_s": float(p.step_s[i, j]),
+                        "compute_s": float(s.compute_s[i, j]),
+                        "weight_fetch_s": float(s.weight_fetch_s[i, j]),
+                        "kv_fetch_s": float(s.kv_fetch_s[i, j]),
+                        "tp_comm_s": float(s.tp_comm_s[i, j]),
+                        "ep_comm_s": float(s.ep_comm_s[i, j]),
+                        "hops_s": float(s.hops_s[i, j]),
+                        "bottleneck": str(s.bottleneck[i, j]),
+                        "tokens_per_s_per_chip": float(p.tokens_per_s_per_chip[i, j]),
+                        "usd_per_million_output_tokens": float(p.usd_per_million_output_tokens[i, j]),
+                        "memory_per_chip_bytes": float(p.memory.total_bytes[i, j]),
+                        "fits": bool(p.fits[i, j]),
+                    }
+                )
+        return {
+            "plan": str(p.deployment.plan),
+            "comm_overlap_frac": p.deployment.comm_overlap_frac,
+            "notes": list(p.deployment.notes),
+            "points": rows,
         }
 
 
 def assumptions(d: Deployment) -> tuple[str, ...]:
     eff = d.efficiency
     base = (
-        f"{d.chips} chips act as one ideal chip ({d.chips}x FLOP/s, bandwidth and memory); "
-        "no communication cost (parallel plans come with deployments).",
+        f"{d.chips} chips act as one ideal chip ({d.chips}x FLOP/s, bandwidth and memory) with no "
+        "communication cost in sections 1-6; --plan adds a real layout.",
         "step = max(compute, weight fetch + KV fetch) + overhead; FLOPs count 2 per MAC.",
         "MoE routing is uniform: a batch of B tokens reads E(1-(1-k/E)^B) experts per layer.",
         f"efficiency: {eff.flops_frac:.0%} of peak FLOP/s, {eff.bandwidth_frac:.0%} of peak "
@@ -144,8 +182,33 @@ def explain(
     deployment: Deployment,
     batches: tuple[float, ...] | list[float] = DEFAULT_BATCHES,
     contexts: tuple[float, ...] | list[float] = DEFAULT_CONTEXTS,
+    plan: ParallelPlan | str | None = None,
 ) -> Explanation:
+    """The ideal-chip derivation over ``batches x contexts``; with ``plan``, the same grid
+    through :mod:`rackmath.analyses.deployment` (communication, per-chip memory) beside it.
+    The plan must use the deployment's chips."""
     d = deployment
+    planned = None
+    if plan is not None:
+        the_plan = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
+        if the_plan.chips != d.chips:
+            raise InputError(
+                "--plan",
+                str(the_plan),
+                f"a plan over the deployment's {d.chips} chips (it covers {the_plan.chips})",
+            )
+        planned = plan_deployment(
+            d.model,
+            d.system,
+            the_plan,
+            weights=d.precisions.weights,
+            kv=d.precisions.kv,
+            compute=d.precisions.compute,
+            usd_per_chip_hour=d.usd_per_chip_hour,
+            efficiency=d.efficiency,
+            memory_reserve_frac=d.memory_reserve_frac,
+            allow_uneven_stages=True,
+        ).decode(batches, contexts)
     grid = serving.decode(d, batches, contexts)
     bal = serving.balance(d, contexts)
     first_context = float(np.asarray(contexts, float).ravel()[0])
@@ -166,4 +229,5 @@ def explain(
         cost_reference_batch=b_star,
         mfu_contexts=np.asarray(MFU_CONTEXTS, float),
         mfu_at_balance_batch=mfu_curve,
+        planned=planned,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,9 @@ def explain_command(
     price: float | None = typer.Option(
         None, "--price-per-chip-hour", help="USD per chip-hour (default: the catalog's dated price)."
     ),
+    plan: str | None = typer.Option(
+        None, "--plan", help="Parallel plan over the chips, e.g. dp=64,ep=64: adds communication and memory."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     plot: Path | None = typer.Option(None, "--plot", help="Write latency and cost vs batch (PNG/SVG)."),
 ) -> None:
@@ -56,6 +60,7 @@ def explain_command(
         dep,
         number_list(batch, "--batch", integer=True),
         number_list(context, "--context", integer=True),
+        plan=plan,
     )
     if plot is not None:
         from rackmath.plots.serving import save_explain_plot
@@ -191,6 +196,8 @@ def render(result: Explanation, console: Console) -> None:
 
     out("\n[bold]6. Decode over batch size[/]")
     out(_table(result))
+    if result.planned is not None:
+        _render_plan(result, out)
     out("\n[bold]Reading[/]")
     out("  " + reading(result))
     out("\n[dim]Assumptions: " + " ".join(_assumptions(result)) + "[/]")
@@ -221,8 +228,8 @@ def _table(result: Explanation) -> Table:
         "fits",
     ):
         table.add_column(name, justify="right")
-    for i in range(g.step_s.shape[0]):
-        for j in range(g.step_s.shape[1]):
+    for j in range(g.step_s.shape[1]):
+        for i in range(g.step_s.shape[0]):
             table.add_row(
                 f"{g.batch[i, j]:,.0f}",
                 *([f"{g.context[i, j]:,.0f}"] if several_contexts else []),
@@ -238,3 +245,61 @@ def _table(result: Explanation) -> Table:
                 "yes" if g.fits[i, j] else "no",
             )
     return table
+
+
+def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
+    p = result.planned
+    assert p is not None
+    dep = p.deployment
+    out(f"\n[bold]7. With the plan {dep.plan}[/] (communication over the real topology, memory per chip)")
+    combine = "added to" if dep.comm_overlap_frac == 0 else "partly overlapped with"
+    out(
+        "  TP all-reduce twice per layer, EP all-to-all dispatch + combine per MoE layer, PP hops; "
+        f"communication is {combine} the roofline step"
+    )
+    for note in dep.notes:
+        out(f"  {note}")
+    table = Table(show_edge=False, header_style="bold")
+    several = p.step_s.shape[1] > 1
+    for name in (
+        "batch",
+        *(["context"] if several else []),
+        "step",
+        "ideal",
+        "TP comm",
+        "EP comm",
+        "bound by",
+        "tok/s/chip",
+        "$/M out",
+        "mem/chip",
+        "fits",
+    ):
+        table.add_column(name, justify="right")
+    s = p.step
+    for j in range(p.step_s.shape[1]):
+        for i in range(p.step_s.shape[0]):
+            table.add_row(
+                f"{p.batch[i, j]:,.0f}",
+                *([f"{p.context[i, j]:,.0f}"] if several else []),
+                fmt.seconds(p.step_s[i, j]),
+                fmt.seconds(result.decode.step_s[i, j]),
+                fmt.seconds(s.tp_comm_s[i, j]),
+                fmt.seconds(s.ep_comm_s[i, j]),
+                str(s.bottleneck[i, j]),
+                f"{p.tokens_per_s_per_chip[i, j]:,.0f}",
+                fmt.usd(p.usd_per_million_output_tokens[i, j]),
+                fmt.nbytes(p.memory.total_bytes[i, j]),
+                "yes" if p.fits[i, j] else "no",
+            )
+    out(table)
+    cost = np.where(p.fits, p.usd_per_million_output_tokens, np.inf)
+    flat = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    bi, bj = int(flat[0]), int(flat[1])
+    if np.isfinite(cost[bi, bj]):
+        ideal = result.decode.usd_per_million_output_tokens[bi, bj]
+        out(
+            f"  Under {dep.plan} the cheapest point that fits is batch {p.batch[bi, bj]:,.0f} at "
+            f"{fmt.usd(cost[bi, bj])} per million tokens, {cost[bi, bj] / ideal:.1f}x the ideal chip's "
+            f"{fmt.usd(ideal)}: replicated weights, the expert all-to-all and per-chip memory are the price "
+            "of a real layout."
+        )
