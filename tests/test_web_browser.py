@@ -158,9 +158,19 @@ def _no_errors(page: Any) -> None:
     assert "Traceback" not in page.inner_text("body")
 
 
-def _open(page: Any, url: str) -> None:
+def _open(page: Any, url: str, timeout_ms: int = UI_TIMEOUT_MS) -> None:
     page.goto(url)
-    page.wait_for_selector(".js-plotly-plot", timeout=UI_TIMEOUT_MS)
+    page.wait_for_selector(".js-plotly-plot", timeout=timeout_ms)
+    _wait_idle(page)
+
+
+def _type(page: Any, label: str, text: str, url_has: str) -> None:
+    """Type into the number or text input labelled ``label``; wait until the URL has ``url_has``."""
+    box = page.locator('[data-testid="stNumberInput"], [data-testid="stTextInput"]').filter(has_text=label)
+    field = box.locator("input").first
+    field.fill(text)
+    field.press("Enter")
+    page.wait_for_function(f"() => decodeURIComponent(window.location.search).includes({url_has!r})")
     _wait_idle(page)
 
 
@@ -248,3 +258,83 @@ def test_deployments_page_searches_and_reports_an_impossible_slo(server: str, pa
     assert page.locator(".js-plotly-plot").count() == 1  # the frontier is still drawn
     _no_errors(page)
     _shot(page, "deployments-impossible-slo")
+
+
+def test_economics_fast_mode_follows_the_price_multiple_and_tabs_keep_the_url(server: str, page: Any) -> None:
+    from rackmath.analyses import fast_mode
+    from rackmath.catalog import economics as ce
+
+    _open(page, f"{server}/economics?tab=fast")
+    _no_errors(page)
+    dep, opus = deployment("deepseek-v3", "gb200-nvl72"), ce.price("claude-opus-4.6")
+    six = fast_mode.report(dep, context=4096, price=opus).deployment
+    assert six is not None and _metric(page, "Fast batch at 6x") == f"{six.fast_batch:,.0f}"
+    _shot(page, "economics-fast")
+    _type(page, "Price multiple (m)", "3", "fast.price_multiple=3.0")
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))[0].data
+                 .some(t => String(t.name).startsWith('3x price'))""",
+        timeout=UI_TIMEOUT_MS,
+    )
+    three = fast_mode.report(dep, context=4096, price=opus, price_multiple=3.0).deployment
+    assert three is not None and _metric(page, "Fast batch at 3x") == f"{three.fast_batch:,.0f}"
+    marker = next(t for t in _plot_data(page, 0) if str(t["name"]).startswith("3x price"))
+    assert marker["x"] == [3.0] and marker["y"] == [pytest.approx(three.fast_speedup)]
+    _no_errors(page)
+    page.get_by_role("tab", name="What prices reveal").click()
+    page.wait_for_function("() => window.location.search.includes('tab=prices')", timeout=UI_TIMEOUT_MS)
+    page.get_by_text("Roofline output / input").wait_for(timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    assert "fast.price_multiple=3.0" in page.url  # the hidden tab keeps its state
+    _no_errors(page)
+    _shot(page, "economics-prices")
+
+
+def test_training_page_numbers_and_the_pipeline_drawing(server: str, page: Any) -> None:
+    from rackmath import fmt
+    from rackmath.api import pipeline, train
+
+    _open(page, f"{server}/training")
+    _no_errors(page)
+    r = train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", tokens=15.6e12, global_batch=2048, zero=2)
+    assert _metric(page, "Step time") == fmt.seconds(r.step.step_s)
+    assert _metric(page, "MFU") == fmt.pct(r.mfu)
+    assert _metric(page, "Bubble, simulated") == f"{pipeline(4, 8, '1f1b').timeline.bubble_frac:.4f}"
+    _shot(page, "training-default")
+    _type(page, "Stages P", "8", "pipe_stages=8")
+    expected = pipeline(8, 8, "1f1b")
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))[2].data
+                 .some(t => Array.from(t.y || []).includes('stage 7'))""",
+        timeout=UI_TIMEOUT_MS,
+    )
+    assert _metric(page, "Bubble, simulated") == f"{expected.timeline.bubble_frac:.4f}"
+    assert sum(len(t["x"]) for t in _plot_data(page, 2)) == len(expected.timeline.ops)
+    _no_errors(page)
+    _shot(page, "training-8-stages")
+
+
+def test_validation_page_filters_rows_by_phase(server: str, page: Any) -> None:
+    from rackmath.catalog.measurements import measurements
+
+    _open(page, f"{server}/validation", timeout_ms=120_000)  # validate() runs once per server (~10 s)
+    _no_errors(page)
+    scenarios = measurements().scenarios
+    body = page.inner_text("body")
+    assert f"{len(scenarios)} shown" in body
+    _shot(page, "validation-default")
+    page.locator('[data-testid="stMultiSelect"]').filter(has_text="Phases").click()
+    page.get_by_role("option", name="decode", exact=True).click()
+    page.wait_for_function("() => window.location.search.includes('phases=decode')", timeout=UI_TIMEOUT_MS)
+    page.keyboard.press("Escape")
+    _wait_idle(page)
+    decode = sum(s.phase.value == "decode" for s in scenarios)
+    page.get_by_text(f"{decode} shown").wait_for(timeout=UI_TIMEOUT_MS)
+    phases = {
+        str(t["name"])
+        for t in _plot_data(page, 0)
+        if len(t["x"]) and t["name"] not in ("±20%", "predicted = measured")
+    }
+    assert phases == {"decode"}
+    _no_errors(page)
+    _shot(page, "validation-decode")

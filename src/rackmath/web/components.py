@@ -11,7 +11,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
@@ -39,6 +41,19 @@ def show_error(exc: RackmathError) -> None:
 def show_errors(errors: Iterable[RackmathError]) -> None:
     for exc in errors:
         show_error(exc)
+
+
+def show_url_errors(page: str, errors: Iterable[RackmathError]) -> None:
+    """Errors of the URL a page was opened with, shown on its first run in the session only.
+
+    Afterwards the widgets hold the state and the page writes the URL, free text included:
+    a bad value typed in a text box is reported by the analysis that refuses it, not again
+    by the URL parser on every later run.
+    """
+    seen = key(page, "url_read")
+    if seen not in st.session_state:
+        st.session_state[seen] = True
+        show_errors(errors)
 
 
 def init_state(page: str, values: Mapping[str, Any]) -> None:
@@ -213,3 +228,22 @@ def figure_data(fig: go.Figure) -> list[dict[str, Any]]:
 
 def figures_json(figs: Mapping[str, go.Figure]) -> bytes:
     return json.dumps({name: figure_data(f) for name, f in figs.items()}, default=float).encode()
+
+
+def png_download(page: str, stem: str, draw: Callable[[Path], Path], help: str) -> None:
+    """A button offering a ``rackmath.plots`` (matplotlib) figure as PNG, drawn on click."""
+
+    def data() -> bytes:
+        with tempfile.TemporaryDirectory() as tmp:
+            return draw(Path(tmp) / f"{stem}.png").read_bytes()
+
+    st.download_button(
+        "Plots as PNG (matplotlib)",
+        data,
+        f"{stem}.png",
+        "image/png",
+        key=key(page, f"{stem}.png"),
+        on_click="ignore",
+        icon=":material/image:",
+        help=help,
+    )

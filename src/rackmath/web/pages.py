@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from rackmath.errors import RackmathError
 from rackmath.web.components import show_error
 from rackmath.web.page_deployments import render_deployments_page
+from rackmath.web.page_economics import render_economics_page
 from rackmath.web.page_serving import render_serving_page
+from rackmath.web.page_training import render_training_page
+from rackmath.web.page_validation import render_validation_page
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,9 @@ class PageEntry:
 PAGES: tuple[PageEntry, ...] = (
     PageEntry("Serving", "serving", ":material/speed:", render_serving_page),
     PageEntry("Deployments", "deployments", ":material/hub:", render_deployments_page),
+    PageEntry("Economics", "economics", ":material/payments:", render_economics_page),
+    PageEntry("Training", "training", ":material/model_training:", render_training_page),
+    PageEntry("Validation", "validation", ":material/fact_check:", render_validation_page),
 )
 
 

@@ -24,10 +24,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from rackmath import catalog
-from rackmath.analyses import search
+from rackmath.analyses import caching, fleet, overtrain, search, sparsity
+from rackmath.catalog import economics as ce
+from rackmath.cli import options
+from rackmath.core import scaling_laws as sl
 from rackmath.errors import ConfigError, InputError, RackmathError
 from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec, model_from_config
-from rackmath.units import GB, TB, TERA
+from rackmath.specs.economics import parse_duration_s
+from rackmath.specs.plan import ParallelPlan
+from rackmath.units import GB, MILLION, MS, TB, TERA
 
 #: The model picker's entry for a pasted or uploaded config.json.
 CUSTOM_MODEL = "custom"
@@ -343,3 +348,366 @@ def serving_system(state: ServingState, compute: Precision) -> SystemSpec:
         peak_tflop_per_s=state.peak_tflop_per_s,
     )
     return base if chip is base.chip else base.model_copy(update={"chip": chip})
+
+
+# --------------------------------------------------------------------------- shared parsers
+
+#: Face units of the Economics and Training pages (a number input of 1e11 is unreadable).
+BILLION = 1e9
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(key: str, text: str) -> str:
+        value = text.strip().lower()
+        if value not in options:
+            raise InputError(key, text, ", ".join(options))
+        return value
+
+    return parse
+
+
+def _fraction(key: str, text: str) -> float:
+    value = _positive(key, text)
+    if value > 1:
+        raise InputError(key, text, "a fraction in (0, 1]")
+    return value
+
+
+def _number_text(minimum: float, most: int = 64) -> Callable[[str, str], str]:
+    """A comma list of numbers (``"0.2,0.5,0.95"``), kept as typed once it parses."""
+
+    def parse(key: str, text: str) -> str:
+        number_list(text, key, minimum=minimum, most=most)
+        return text.strip()
+
+    return parse
+
+
+def _durations_text(key: str, text: str) -> str:
+    """A comma list of durations (``"1s,5m,1h"``), kept as typed once it parses."""
+    durations_s(text, key)
+    return text.strip()
+
+
+def number_list(text: str, field: str, *, minimum: float, most: int = 64) -> tuple[float, ...]:
+    """``"0.2, 0.5"`` -> ``(0.2, 0.5)`` (the CLI's parser: ``4k`` / ``1M`` suffixes too)."""
+    values = tuple(options.number_list(text, field, minimum=minimum))
+    if len(values) > most:
+        raise InputError(field, text, f"at most {most} numbers")
+    return values
+
+
+def durations_s(text: str, field: str) -> tuple[float, ...]:
+    """``"1s,5m,1h"`` -> ``(1.0, 300.0, 3600.0)``."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise InputError(field, text, "durations such as 1s,5m,1h")
+    return tuple(parse_duration_s(p, field) for p in parts)
+
+
+def _priced(where: Callable[[Any], bool] = lambda p: True, allowed: str = "") -> Callable[[str, str], str]:
+    def parse(key: str, text: str) -> str:
+        price = ce.price(text.strip())
+        if not where(price):
+            raise InputError(key, text, allowed)
+        return price.id
+
+    return parse
+
+
+def _section_query(prefix: str, state: Any) -> dict[str, str]:
+    return {f"{prefix}.{k}": v for k, v in _query(state).items()}
+
+
+# --------------------------------------------------------------------------- Economics page
+
+#: The Economics page's tabs: URL id -> label.
+ECONOMICS_TABS: dict[str, str] = {
+    "prices": "What prices reveal",
+    "caches": "Cache tiers",
+    "fast": "Fast modes",
+    "fleet": "Fleets",
+    "overtrain": "Over-training",
+    "sparsity": "Sparsity",
+}
+#: Each simulated load is a simulation (~0.2 s at batch 2,000): keep the page responsive.
+MAX_LOADS = 8
+#: The fast-mode picker's entry for "no published fast mode: the lecture's 2.5x and 6x".
+NO_PRICE = "none"
+
+
+@dataclass(frozen=True)
+class PricesTab:
+    """What prices reveal: output over input against the roofline, long-context tiers."""
+
+    batch: int = fleet.LECTURE_BATCH  # decode batch of the output/input reference
+    context: int = 8192  # context of the output/input reference (tokens)
+    long_price: str = "gemini-3.1-pro"  # priced model whose context tiers are drawn
+    long_batch: int = 64  # decode batch of the cost-per-token-vs-context curve
+
+
+@dataclass(frozen=True)
+class CachesTab:
+    """Prompt-cache tiers: hold, fetch and recompute costs of a conversation's KV."""
+
+    price: str = "claude-opus-4.6"  # priced model whose cache prices are compared
+    retentions: str = "1s,10s,1m,5m,1h,1d"
+    amortization_years: float = 3.0  # memory purchases spread over this many 365-day years
+    prompt_tokens: int = caching.DEFAULT_PROMPT_TOKENS  # prompt a cache miss recomputes
+
+
+@dataclass(frozen=True)
+class FastTab:
+    """Fast modes: what a higher price per token buys through a smaller batch."""
+
+    price: str = "claude-opus-4.6"  # a priced model with a fast mode, or NO_PRICE
+    normal_over_balance: float | None = None  # k; None: the published speed-up (or 2.5)
+    price_multiple: float | None = None  # m; None: the published multiple (or 6)
+    context: int = 4096
+
+
+@dataclass(frozen=True)
+class FleetTab:
+    """Fleets: replicas, chips and dollars for a traffic; the train; a small simulation."""
+
+    traffic_tokens_per_s: float = fleet.LECTURE_TRAFFIC_TOKENS_PER_S
+    batch: int = fleet.LECTURE_BATCH
+    step_source: str = "stated"  # "stated": step_ms at every batch; "roofline": the reference's
+    step_ms: float = fleet.LECTURE_STEP_S / MS  # the lecture's 64 steps per second
+    context: int = 4096  # context of the roofline step times
+    chips_per_replica: int | None = None  # None: 72, or the reference deployment's
+    usd_per_chip_hour: float | None = None  # None: the catalog's GB200 price, or the reference's
+    output_tokens: int = fleet.DEFAULT_OUTPUT_TOKENS
+    loads: str = ",".join(f"{x:g}" for x in fleet.DEFAULT_LOADS)  # simulated loads, fractions of capacity
+    requests: int = 1000  # arrivals simulated per load (at least)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class OvertrainTab:
+    """Over-training: the lecture's chain from inference traffic to pre-training tokens."""
+
+    params_billions: float = overtrain.LECTURE_PARAMS_ACTIVE / BILLION  # active parameters N
+    tokens_per_s_millions: float = overtrain.LECTURE_TOKENS_PER_S / MILLION  # inference traffic served
+    duration_days: float = overtrain.LECTURE_DAYS
+    rl_flops_per_param_token: float = sl.ComputeCoefficients().rl
+    rl_efficiency_frac: float = sl.ComputeCoefficients().rl_efficiency
+    inference_efficiency_frac: float = sl.ComputeCoefficients().inference_efficiency
+    tokens_per_param: float = sl.CHINCHILLA_TOKENS_PER_PARAM
+
+
+@dataclass(frozen=True)
+class SparsityTab:
+    """Sparsity: what a sparser MoE buys (quality) and costs (batch, memory, users)."""
+
+    sparsities: str = ",".join(f"{x:g}" for x in sparsity.DEFAULT_SPARSITIES)
+    params_active_billions: float | None = None  # None: the reference model's active size
+    context: int = 4096
+    users: int = sparsity.DEFAULT_USERS
+
+
+@dataclass(frozen=True)
+class EconomicsState:
+    """The Economics page: a reference deployment (sidebar) and one state per tab."""
+
+    tab: str = "prices"
+    model: str = "deepseek-v3"
+    system: str = "gb200-nvl72"
+    prices: PricesTab = PricesTab()
+    caches: CachesTab = CachesTab()
+    fast: FastTab = FastTab()
+    fleet: FleetTab = FleetTab()
+    overtrain: OvertrainTab = OvertrainTab()
+    sparsity: SparsityTab = SparsityTab()
+
+
+_with_fast_mode = _priced(lambda p: p.fast_mode is not None, "a priced model with a fast mode, or none")
+
+
+def _fast_price(key: str, text: str) -> str:
+    return NO_PRICE if text.strip().lower() == NO_PRICE else _with_fast_mode(key, text)
+
+
+_ECONOMICS_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "tab": _choice(tuple(ECONOMICS_TABS)),
+    "model": _model_id,
+    "system": _system_id,
+    "prices.batch": _whole(1, MAX_BATCH),
+    "prices.context": _whole(1, MAX_CONTEXT),
+    "prices.long_price": _priced(
+        lambda p: bool(p.tier_boundaries_tokens), "a priced model with context tiers"
+    ),
+    "prices.long_batch": _whole(1, MAX_BATCH),
+    "caches.price": _priced(),
+    "caches.retentions": _durations_text,
+    "caches.amortization_years": _positive,
+    "caches.prompt_tokens": _whole(1, MAX_CONTEXT),
+    "fast.price": _fast_price,
+    "fast.normal_over_balance": _positive,
+    "fast.price_multiple": _positive,
+    "fast.context": _whole(1, MAX_CONTEXT),
+    "fleet.traffic_tokens_per_s": _positive,
+    "fleet.batch": _whole(1, 100_000),
+    "fleet.step_source": _choice(("stated", "roofline")),
+    "fleet.step_ms": _positive,
+    "fleet.context": _whole(1, MAX_CONTEXT),
+    "fleet.chips_per_replica": _whole(1, 1_000_000),
+    "fleet.usd_per_chip_hour": _positive,
+    "fleet.output_tokens": _whole(1, 100_000),
+    "fleet.loads": _number_text(1e-6, MAX_LOADS),
+    "fleet.requests": _whole(100, 20_000),
+    "fleet.seed": _whole(0, 2**31 - 1),
+    "overtrain.params_billions": _positive,
+    "overtrain.tokens_per_s_millions": _positive,
+    "overtrain.duration_days": _positive,
+    "overtrain.rl_flops_per_param_token": _positive,
+    "overtrain.rl_efficiency_frac": _fraction,
+    "overtrain.inference_efficiency_frac": _fraction,
+    "overtrain.tokens_per_param": _positive,
+    "sparsity.sparsities": _number_text(1),
+    "sparsity.params_active_billions": _positive,
+    "sparsity.context": _whole(1, MAX_CONTEXT),
+    "sparsity.users": _whole(1, 10_000_000),
+}
+_ECONOMICS_SECTIONS: dict[str, type] = {
+    "prices": PricesTab,
+    "caches": CachesTab,
+    "fast": FastTab,
+    "fleet": FleetTab,
+    "overtrain": OvertrainTab,
+    "sparsity": SparsityTab,
+}
+
+
+def parse_economics_query(params: QueryParams) -> tuple[EconomicsState, list[RackmathError]]:
+    """URL -> state: ``tab``, ``model``, ``system`` and ``<tab>.<field>`` for each tab's controls."""
+    values, errors = _parse_fields(params, _ECONOMICS_PARSERS)
+    top: dict[str, Any] = {k: v for k, v in values.items() if "." not in k}
+    for section, cls in _ECONOMICS_SECTIONS.items():
+        prefix = f"{section}."
+        top[section] = cls(**{k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)})
+    return EconomicsState(**top), errors
+
+
+def economics_query(state: EconomicsState) -> dict[str, str]:
+    out = {"tab": state.tab, "model": state.model, "system": state.system}
+    for section in _ECONOMICS_SECTIONS:
+        out.update(_section_query(section, getattr(state, section)))
+    return out
+
+
+# --------------------------------------------------------------------------- Training page
+
+PIPELINE_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+RECOMPUTE_MODES = ("none", "selective", "full", "sqrt", "reversible")
+OPTIMIZERS = ("adam-mixed", "adam-fp32", "adam-bf16", "sgd-mixed")
+EFFICIENCIES = ("pure", "calibrated")
+#: Largest pipeline the timeline draws (ops = 2-3 x stages x micro-batches x chunks).
+MAX_PIPE_STAGES = 32
+MAX_PIPE_MICROBATCHES = 128
+
+
+@dataclass(frozen=True)
+class TrainingState:
+    """The Training page: one job (sidebar) and a pipeline schedule drawn on its own."""
+
+    model: str = "llama-3.1-405b"
+    config: str | None = None
+    system: str = "h100-hgx"
+    plan: str = "tp=8,pp=16,dp=64"
+    chips: int | None = None  # None: the plan's product
+    trillion_tokens: float = 15.6  # token budget, in 1e12 tokens
+    seq_len: int = 8192
+    global_batch: int = 2048  # sequences per step
+    microbatch: int = 1
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    recompute: str = "selective"
+    optimizer: str = "adam-mixed"
+    zero: int = 2
+    compute: str | None = None  # None: bf16 where the chip has it
+    usd_per_chip_hour: float | None = None
+    efficiency: str = "pure"  # or "calibrated": the fitted flops_frac
+    pipe_schedule: str = "1f1b"
+    pipe_stages: int = 4
+    pipe_microbatches: int = 8
+    pipe_virtual_stages: int = 2  # model chunks per stage (interleaved only)
+
+
+def _plan_text(key: str, text: str) -> str:
+    return str(ParallelPlan.parse(text))
+
+
+_TRAINING_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "model": _model_id,
+    "system": _system_id,
+    "plan": _plan_text,
+    "chips": _whole(1, 10_000_000),
+    "trillion_tokens": _positive,
+    "seq_len": _whole(1, MAX_CONTEXT),
+    "global_batch": _whole(1, 10_000_000),
+    "microbatch": _whole(1, 1_000_000),
+    "schedule": _choice(PIPELINE_SCHEDULES),
+    "virtual_stages": _whole(1, 64),
+    "recompute": _choice(RECOMPUTE_MODES),
+    "optimizer": _choice(OPTIMIZERS),
+    "zero": _whole(0, 3),
+    "compute": _precision,
+    "usd_per_chip_hour": _positive,
+    "efficiency": _choice(EFFICIENCIES),
+    "pipe_schedule": _choice(PIPELINE_SCHEDULES),
+    "pipe_stages": _whole(1, MAX_PIPE_STAGES),
+    "pipe_microbatches": _whole(1, MAX_PIPE_MICROBATCHES),
+    "pipe_virtual_stages": _whole(2, 8),
+}
+
+
+def parse_training_query(params: QueryParams) -> tuple[TrainingState, list[RackmathError]]:
+    values, errors = _parse_fields(params, _TRAINING_PARSERS)
+    _custom_config(params, values, errors)
+    return TrainingState(**values), errors
+
+
+def training_query(state: TrainingState) -> dict[str, str]:
+    return _query(state)
+
+
+# --------------------------------------------------------------------------- Validation page
+
+#: The prediction columns of the validation report, in order, with their labels.
+VALIDATION_COLUMNS: dict[str, str] = {
+    "roofline": "pure roofline",
+    "calibrated": "calibrated (in-sample)",
+    "loso": "leave-one-source-out",
+}
+VALIDATION_PHASES = ("decode", "prefill", "static-batch", "max-throughput", "training")
+
+
+@dataclass(frozen=True)
+class ValidationState:
+    """The Validation page: which predictions to plot, and which rows to show (empty = all)."""
+
+    columns: tuple[str, ...] = ("roofline", "calibrated")
+    phases: tuple[str, ...] = ()
+    hardware: tuple[str, ...] = ()
+
+
+def _chip_id(key: str, text: str) -> str:
+    return catalog.chip(text).id
+
+
+_VALIDATION_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "columns": _id_list(_choice(tuple(VALIDATION_COLUMNS))),
+    "phases": _id_list(_choice(VALIDATION_PHASES)),
+    "hardware": _id_list(_chip_id),
+}
+
+
+def parse_validation_query(params: QueryParams) -> tuple[ValidationState, list[RackmathError]]:
+    values, errors = _parse_fields(params, _VALIDATION_PARSERS)
+    return ValidationState(**values), errors
+
+
+def validation_query(state: ValidationState) -> dict[str, str]:
+    """State -> URL; an empty selection (all phases, all hardware) is left out."""
+    return {k: v for k, v in _query(state).items() if v}
