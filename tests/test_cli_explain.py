@@ -169,13 +169,17 @@ def test_explain_with_a_plan_adds_communication_and_memory(cli) -> None:
     data = json.loads(out)
     assert data["plan"]["plan"] == "dp=64,ep=64"
     point = next(p for p in data["plan"]["points"] if p["batch"] == 2048)
-    grid = plan_deployment(rm.model("deepseek-v3"), rm.system("gb200-nvl72"), "dp=64,ep=64").decode([2048], [4096])
+    grid = plan_deployment(rm.model("deepseek-v3"), rm.system("gb200-nvl72"), "dp=64,ep=64").decode(
+        [2048], [4096]
+    )
     assert point["step_s"] == pytest.approx(float(grid.step_s[0, 0]))
     assert point["ep_comm_s"] == pytest.approx(float(grid.step.ep_comm_s[0, 0]))
     assert point["ep_comm_s"] > 0 and point["tp_comm_s"] == 0  # no TP in this plan
     ideal = next(p for p in data["points"] if p["batch"] == 2048)
     assert point["step_s"] > ideal["step_s"]  # a real layout never beats the ideal chip
-    code, text, _ = cli("explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "64", "--plan", "dp=64,ep=64")
+    code, text, _ = cli(
+        "explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "64", "--plan", "dp=64,ep=64"
+    )
     assert code == 0 and "7. With the plan dp=64,ep=64" in text
 
 

@@ -4,7 +4,7 @@ Stated tolerances (generous, so the test is not flaky on a shared or busy machin
 * past the knee the step time rises with batch: at every context the largest batch (256)
   takes at least twice as long as batch 1 (the roofline says about 10x);
 * the pure roofline from the *measured* ceilings predicts the largest-batch step of each
-  context (past the weight-bound part) within ``PREDICTION_FACTOR`` (4) in the median, and
+  context (past the weight-bound part) within ``PREDICTION_FACTOR`` (6) in the median, and
   each within 10x;
 * the model rackmath builds from the config has exactly torch's parameter count.
 """
