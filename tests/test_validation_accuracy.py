@@ -3,9 +3,10 @@ values), failing groups gathered before asserting; calibration is physical, few-
 and never scores a source it was fitted on.
 
 Gates (fractions): the calibrated in-sample error and the leave-one-source-out error must
-stay within the bounds below, which sit a little above today's figures (docs/validation.md).
-The issue's targets (median 15%, p90 35%) are recorded beside them; LOSO does not meet the
-p90 target yet, and this file says so rather than loosening what it measures.
+stay within the bounds below, which sit a little above today's figures (docs/validation.md:
+calibrated 13.0% / 29.8%, LOSO 22.3% / 45.4%, worst LOSO phase median 30.3% in decode).
+The issue's targets (median 15%, p90 35%) are recorded beside them: the in-sample fit meets
+both; LOSO meets neither yet, and this file says so rather than loosening what it measures.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from rackmath.analyses import validation as val
 from rackmath.catalog.measurements import measurements
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
+# Just above the figures of 2026-11-22 (calibrated 13.3% / 23.4%, LOSO 22.7% / 41.3%; LOSO
+# decode median 32.8%, the worst phase). Lower them when the model improves; never raise them
+# without a data correction to point to.
 GATES = {  # column: (median bound, p90 bound)
-    "calibrated": (0.18, 0.45),
-    "loso": (0.30, 0.55),
+    "calibrated": (0.14, 0.25),
+    "loso": (0.23, 0.42),
 }
-PHASE_LOSO_MEDIAN_BOUND = 0.40
+PHASE_LOSO_MEDIAN_BOUND = 0.34
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +55,9 @@ def test_aggregate_errors_within_the_gates(report: val.ValidationReport) -> None
     assert not problems, problems
 
 
-def test_in_sample_median_meets_the_target(report: val.ValidationReport) -> None:
-    assert report.stats("calibrated").median_abs_error <= TARGET_MEDIAN + 0.01
+def test_in_sample_fit_meets_the_targets(report: val.ValidationReport) -> None:
+    st = report.stats("calibrated")
+    assert st.median_abs_error <= TARGET_MEDIAN and st.p90_abs_error <= TARGET_P90
 
 
 def test_calibration_is_worth_having(report: val.ValidationReport) -> None:
@@ -87,6 +92,17 @@ def test_parameters_are_few_and_physical(report: val.ValidationReport) -> None:
         assert 0 < p.bandwidth_frac <= 1 and 0 < p.flops_frac_decode <= 1
         assert 0 < p.flops_frac_prefill <= 1 and 0 < p.flops_frac_training <= 1
         assert p.overhead_decode_s_per_layer >= 0 and p.overhead_prefill_s_per_layer >= 0
+        assert 0 < p.kv_bandwidth_frac <= 1 and 0 <= p.two_batch_overlap_frac <= 1
+        assert 0 <= p.dequant_bytes_per_weight <= 1  # byte-equivalents per weight: below a bf16 read
+
+
+def test_weight_only_formats_pay_for_dequantization(report: val.ValidationReport) -> None:
+    """gpt-fast on one A100 (rows 1-3: bf16, int8, int4 weight-only): the fitted conversion
+    cost makes int4's predicted gain over int8 smaller than the 2x its bytes alone give, as
+    measured (196.8 / 155.6 = 1.26x)."""
+    step = {r.scenario.row_id: 1.0 / r.column("calibrated").value for r in report.rows}
+    assert report.calibration.pooled.dequant_bytes_per_weight > 0
+    assert 1.0 < step[2] / step[3] < 2.0
 
 
 def test_loso_never_fits_on_the_source_it_scores() -> None:

@@ -48,3 +48,37 @@ def test_coordinate_search_finds_the_grid_minimum() -> None:
         lambda p: (p["a"] - 1.3) ** 2 + (p["b"] + 0.4) ** 2, {"a": 0.0, "b": 0.0}, grids
     )
     assert best == pytest.approx({"a": 1.3, "b": -0.4})
+
+
+def test_dequantization_costs_byte_equivalents_per_weight() -> None:
+    # kappa = 0.25 byte-equivalents: int8 keeps 1 / 1.25 = 0.8, int4 keeps 0.5 / 0.75 = 2/3
+    assert float(reality.dequant_weight_bandwidth_frac(1.0, 0.25)) == pytest.approx(0.8)
+    assert float(reality.dequant_weight_bandwidth_frac(0.5, 0.25)) == pytest.approx(2 / 3)
+    assert float(reality.dequant_weight_bandwidth_frac(0.5, 0.0)) == 1.0  # the pure roofline
+
+
+@given(kappa=st.floats(1e-3, 2.0))
+def test_int4_gains_less_than_twice_over_int8_when_dequantization_costs(kappa: float) -> None:
+    """Weight-read time ~ b / frac(b) = b + kappa: halving the stored bytes never halves it."""
+    t8 = 1.0 / float(reality.dequant_weight_bandwidth_frac(1.0, kappa))
+    t4 = 0.5 / float(reality.dequant_weight_bandwidth_frac(0.5, kappa))
+    assert 1.0 < t8 / t4 < 2.0
+    assert t8 == pytest.approx(1.0 + kappa) and t4 == pytest.approx(0.5 + kappa)
+
+
+def test_weight_and_kv_bandwidth_fractions_scale_only_their_reads() -> None:
+    from rackmath.core import roofline as rl
+
+    eff = rl.Efficiency(bandwidth_frac=0.5, weight_bandwidth_frac=0.8, kv_bandwidth_frac=0.25)
+    t = rl.step_times(
+        flops=0.0,
+        weight_bytes=4e9,
+        kv_bytes=1e9,
+        peak_flops_per_s=1e15,
+        bandwidth_bytes_per_s=1e12,
+        efficiency=eff,
+    )
+    assert float(t.weight_fetch_s) == pytest.approx(4e9 / (1e12 * 0.5 * 0.8))
+    assert float(t.kv_fetch_s) == pytest.approx(1e9 / (1e12 * 0.5 * 0.25))
+    with pytest.raises(Exception, match="kv_bandwidth_frac"):
+        rl.Efficiency(kv_bandwidth_frac=0.0)

@@ -87,3 +87,9 @@ def test_units_are_converted_in_the_dataset(row_id: int, factor: float, why: str
     published = float(_csv_rows()[row_id]["value"].replace(",", ""))
     scenario = {s.row_id: s for s in measurements().scenarios}[row_id]
     assert scenario.value == pytest.approx(published * factor, rel=1e-9), why
+
+
+def test_two_batch_overlap_is_stated_only_where_the_source_says_so() -> None:
+    # row 41's published parallelism: 'Prefill: EP32, DP attention, PD-disaggregated, two-batch overlap'
+    rows = measurements().scenarios
+    assert {s.row_id for s in rows if s.two_batch_overlap} == {41}

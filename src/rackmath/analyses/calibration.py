@@ -4,8 +4,10 @@ procedure, scored on sources the fit never saw.
 The parameters (:class:`~rackmath.analyses.validation.FamilyParams`, per chip family):
 achievable fraction of HBM bandwidth; achievable fraction of peak FLOP/s in decode, prefill
 and training; a fixed time per decode step and per prefill; the latency of one scale-up
-hop. No per-row factor exists, and nothing reads a row's answer except through the error
-the fit minimizes.
+hop; the bandwidth of attention's KV-cache reads relative to the weight reads; the
+dequantization cost of weight-only formats in byte-equivalents per weight; the share of
+communication a stated two-batch overlap hides. No per-row factor exists, and nothing
+reads a row's answer except through the error the fit minimizes.
 
 Procedure (:func:`fit`):
 
@@ -18,7 +20,8 @@ Procedure (:func:`fit`):
    ``SHRINKAGE * sum_k (g(theta_k) - g(pooled_k))^2`` (``g = ln`` for fractions and
    latencies, ``ln(x + t0)`` for overheads) that keeps a family with few rows near the
    pool. Only the chip's own parameters (:data:`FAMILY_PARAMS`) move per family; the
-   overheads and hop latency stay pooled. A family with no rows uses the pooled set.
+   overheads, hop latency, KV-read bandwidth, dequantization cost and overlap stay pooled
+   (few rows show each). A family with no rows uses the pooled set.
 
 :func:`leave_one_source_out` repeats the fit once per publishing document (``source_key``)
 with that document's rows removed and predicts only those rows with it, so a number fitted
@@ -49,7 +52,8 @@ from rackmath.catalog.measurements import measurements
 from rackmath.core import reality
 from rackmath.specs.scenario import Scenario
 
-#: Search grids, one per parameter, in the order the coordinate search visits them.
+#: Search grids, one per parameter, in the order the coordinate search visits them. The
+#: three last ones start at the pure roofline (1, 0, 1) and move only if rows ask for it.
 GRIDS: dict[str, tuple[float, ...]] = {
     "bandwidth_frac": tuple(np.round(np.geomspace(0.35, 1.0, 11), 4)),
     "flops_frac_decode": tuple(np.round(np.geomspace(0.1, 1.0, 11), 4)),
@@ -58,9 +62,12 @@ GRIDS: dict[str, tuple[float, ...]] = {
     "overhead_decode_s_per_layer": (0.0, *np.round(np.geomspace(1e-6, 1e-4, 9), 9)),
     "overhead_prefill_s_per_layer": (0.0, *np.round(np.geomspace(1e-5, 1e-3, 9), 8)),
     "hop_latency_s": tuple(np.round(np.geomspace(1e-6, 3e-5, 7), 9)),
+    "kv_bandwidth_frac": tuple(np.round(np.geomspace(0.25, 1.0, 9), 4)),
+    "dequant_bytes_per_weight": (0.0, *np.round(np.geomspace(0.03, 1.0, 10), 4)),
+    "two_batch_overlap_frac": tuple(np.round(np.linspace(0.0, 1.0, 11), 2)),
 }
 #: The parameters a chip family may move away from the pool: the chip's own (memory
-#: system and tensor cores). Overheads and hop latency stay pooled (few rows show them).
+#: system and tensor cores). The others stay pooled (few rows show them).
 FAMILY_PARAMS = ("bandwidth_frac", "flops_frac_decode", "flops_frac_prefill", "flops_frac_training")
 #: Where the search starts: the pure roofline, with NCCL's ~2 us NVLink step latency
 #: (the systems catalog's scale-up value for NVIDIA HGX).

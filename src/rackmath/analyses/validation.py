@@ -18,6 +18,10 @@ go through :mod:`rackmath.analyses.training`. What each metric means:
 * ``input_tokens_per_s`` and ``prefill_mfu``: one prefill;
 * training metrics: the training estimate of the run in ``training_runs.yaml``.
 
+Communication under a plan is added to each pass, except where the row states a two-batch
+overlap (``Scenario.two_batch_overlap``): then the calibrated share of it is hidden
+(:func:`rackmath.core.parallel.combine_comm_s`).
+
 The efficiencies come from a :class:`Calibration` (per chip family; the pure roofline by
 default), see :mod:`rackmath.analyses.calibration`.
 """
@@ -40,6 +44,7 @@ from rackmath.core import reality
 from rackmath.core import roofline as rl
 from rackmath.errors import RackmathError
 from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.precision import Precision
 from rackmath.specs.scenario import KvMemoryOf, Metric, Phase, Scenario, UnsupportedRow
 
 try:  # the plan-aware deployment (issue 3); the ideal-chip model stands in without it
@@ -77,6 +82,14 @@ CHIP_FAMILY: dict[str, str] = {
 INFEASIBLE_LOG_ERROR = float(np.log(100.0))
 
 
+def is_weight_only(weights: Precision, compute: Precision) -> bool:
+    """Weight-only quantization: weights stored in a narrower format than the matmul runs
+    in (int8/int4 weights, bf16 compute), so the kernel converts every weight it reads."""
+    return weights.compute_class != compute.compute_class and weights.bytes_per_element < (
+        compute.bytes_per_element
+    )
+
+
 def chip_family(chip_id: str) -> str:
     return CHIP_FAMILY.get(chip_id, chip_id)
 
@@ -88,8 +101,12 @@ class FamilyParams:
     Fractions of peak FLOP/s per phase and of HBM bandwidth; a fixed time per layer of a
     decode step and of a prefill (kernel launches, synchronisation, scheduling: the work a
     step does per layer regardless of its size, so a 126-layer model pays four times a
-    32-layer one); and the latency of one scale-up hop (``None``: the system catalog's
-    value). Defaults: the pure roofline.
+    32-layer one); the latency of one scale-up hop (``None``: the system catalog's
+    value); the bandwidth of KV-cache reads relative to weight reads (attention kernels);
+    the cost of converting weight-only formats (int8/int4 weights, bf16 compute) in
+    byte-equivalents per weight (:func:`rackmath.core.reality.dequant_weight_bandwidth_frac`);
+    and the share of communication hidden where a row states a two-batch overlap.
+    Defaults: the pure roofline (communication fully hidden where overlap is stated).
     """
 
     bandwidth_frac: float = 1.0
@@ -99,14 +116,37 @@ class FamilyParams:
     overhead_decode_s_per_layer: float = 0.0
     overhead_prefill_s_per_layer: float = 0.0
     hop_latency_s: float | None = None
+    kv_bandwidth_frac: float = 1.0
+    dequant_bytes_per_weight: float = 0.0
+    two_batch_overlap_frac: float = 1.0
 
-    def decode_efficiency(self, layers: int) -> rl.Efficiency:
+    def weight_bandwidth_frac(self, weight_bytes_per_element: float, weight_only: bool) -> float:
+        """Bandwidth fraction of weight reads relative to ``bandwidth_frac``: for weight-only
+        formats :func:`rackmath.core.reality.dequant_weight_bandwidth_frac`, else 1."""
+        if not weight_only:
+            return 1.0
+        kappa = self.dequant_bytes_per_weight
+        return float(reality.dequant_weight_bandwidth_frac(weight_bytes_per_element, kappa))
+
+    def decode_efficiency(self, layers: int, weight_bandwidth_frac: float = 1.0) -> rl.Efficiency:
         overhead = float(reality.per_layer_overhead_s(self.overhead_decode_s_per_layer, layers))
-        return rl.Efficiency(self.flops_frac_decode, self.bandwidth_frac, overhead)
+        return rl.Efficiency(
+            self.flops_frac_decode,
+            self.bandwidth_frac,
+            overhead,
+            weight_bandwidth_frac,
+            self.kv_bandwidth_frac,
+        )
 
-    def prefill_efficiency(self, layers: int) -> rl.Efficiency:
+    def prefill_efficiency(self, layers: int, weight_bandwidth_frac: float = 1.0) -> rl.Efficiency:
         overhead = float(reality.per_layer_overhead_s(self.overhead_prefill_s_per_layer, layers))
-        return rl.Efficiency(self.flops_frac_prefill, self.bandwidth_frac, overhead)
+        return rl.Efficiency(
+            self.flops_frac_prefill,
+            self.bandwidth_frac,
+            overhead,
+            weight_bandwidth_frac,
+            self.kv_bandwidth_frac,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -175,6 +215,8 @@ class _Engine:
         self.path = "planned" if self.use_plan else "ideal-chip"
         self.model = model
         self.chips = s.chips
+        self.weight_bytes_per_element = probe.precisions.weights.bytes_per_element
+        self.weight_only = is_weight_only(probe.precisions.weights, probe.precisions.compute)
         capacity = system.chip.hbm_capacity_bytes
         weights_per_chip = self._weights_per_chip(s, model, system, probe)
         reserve = float(
@@ -199,6 +241,7 @@ class _Engine:
         else:
             self.base = replace(probe, efficiency=efficiency, memory_reserve_frac=reserve)
         self._concurrency: dict[float, float] = {}
+        self._loads: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.fits = self._weights_fit()
 
     @staticmethod
@@ -208,26 +251,55 @@ class _Engine:
             return float(d.memory(0.0, 1.0).weights.total)
         return probe.weight_bytes_per_chip
 
-    def with_efficiency(self, efficiency: rl.Efficiency) -> _Engine:
-        """The same deployment at another efficiency; shallow copies keep the derived
+    def with_efficiency(self, efficiency: rl.Efficiency, comm_overlap_frac: float | None = None) -> _Engine:
+        """The same deployment at another efficiency (and, for a plan, another fraction of
+        communication hidden behind computation); shallow copies keep the derived
         per-deployment constants (parameter counts, stage split) already computed."""
         clone = copy.copy(self)
         clone.base = replace(self.base, efficiency=efficiency)
         if self.use_plan:
             clone.planned = copy.copy(self.planned)
             object.__setattr__(clone.planned, "base", clone.base)
+            if comm_overlap_frac is not None:
+                object.__setattr__(clone.planned, "comm_overlap_frac", float(comm_overlap_frac))
         return clone
 
+    def _load(self, key: tuple[Any, ...], make: Any) -> tuple[Any, ...]:
+        """(tokens, FLOPs, KV bytes) of a step: efficiency-independent, so computed once per
+        scenario and shared by every clone (the fit asks for the same steps thousands of times)."""
+        if key not in self._loads:
+            self._loads[key] = make()
+        return self._loads[key]
+
     def decode_step_s(self, batch: float, contexts: np.ndarray) -> np.ndarray:
-        if self.use_plan:
-            return np.asarray(self.planned.decode([batch], contexts).step_s[0])
+        if self.use_plan:  # PlannedDeployment.decode's load, cached
+            b, c = np.array([[float(batch)]]), np.asarray(contexts, float)[None, :]
+            tokens, flops, kv = self._load(
+                ("decode", float(batch), c.tobytes()),
+                lambda: (
+                    b + 0.0 * c,
+                    b * arch.decode_flops_per_token(self.model, c),
+                    b * self.base.kv_bytes_per_sequence(c),
+                ),
+            )
+            step = self.planned.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=True)
+            return np.asarray(step.step_s[0])
         return np.asarray(serving.decode(self.base, [batch], contexts).step_s[0])
 
     def prefill(self, batch: float, length: float) -> tuple[float, float]:
         """(step seconds, FLOPs) of one prefill."""
-        flops = batch * float(arch.prefill_flops_per_sequence(self.model, length))
-        if self.use_plan:
-            return float(self.planned.prefill([batch], [length]).step_s[0, 0]), flops
+        b, n = float(batch), float(length)
+        tokens, flops, kv = self._load(
+            ("prefill", b, n),
+            lambda: (
+                b * n,
+                b * float(arch.prefill_flops_per_sequence(self.model, n)),
+                b * float(self.base.kv_bytes_per_sequence(n)),
+            ),
+        )
+        if self.use_plan:  # PlannedDeployment.prefill's load, cached
+            step = self.planned.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=False)
+            return float(np.asarray(step.step_s).ravel()[0]), flops
         return float(serving.prefill(self.base, [batch], [length]).times.step_s[0, 0]), flops
 
     def peak_flops_per_s(self) -> float:
@@ -252,14 +324,18 @@ class _Engine:
         """One steady-state step of continuous batching with chunked prefill."""
         assert par is not None
         mean_context = input_len + output_len / 2.0
-        tokens, flops, kv = par.chunked_prefill_load(
-            batch,
-            input_len,
-            output_len,
-            decode_flops_per_token=arch.decode_flops_per_token(self.model, mean_context),
-            prefill_flops_per_sequence=arch.prefill_flops_per_sequence(self.model, input_len),
-            kv_bytes_decode_per_sequence=self.base.kv_bytes_per_sequence(mean_context),
-            kv_bytes_prompt_per_sequence=self.base.kv_bytes_per_sequence(input_len),
+        chunked = par.chunked_prefill_load
+        tokens, flops, kv = self._load(
+            ("mixed", float(batch), input_len, output_len),
+            lambda: chunked(
+                batch,
+                input_len,
+                output_len,
+                decode_flops_per_token=arch.decode_flops_per_token(self.model, mean_context),
+                prefill_flops_per_sequence=arch.prefill_flops_per_sequence(self.model, input_len),
+                kv_bytes_decode_per_sequence=self.base.kv_bytes_per_sequence(mean_context),
+                kv_bytes_prompt_per_sequence=self.base.kv_bytes_per_sequence(input_len),
+            ),
         )
         if self.use_plan:
             return float(
@@ -284,8 +360,11 @@ def _engine(s: Scenario, hop_latency_s: float | None) -> _Engine:
 def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
     structure = _engine(s, p.hop_latency_s)
     layers = structure.model.num_layers
-    dec, pre = p.decode_efficiency(layers), p.prefill_efficiency(layers)
-    engine = structure.with_efficiency(dec)
+    wbw = p.weight_bandwidth_frac(structure.weight_bytes_per_element, structure.weight_only)
+    dec, pre = p.decode_efficiency(layers, wbw), p.prefill_efficiency(layers, wbw)
+    # communication is added to the step unless the source states a two-batch overlap
+    overlap = p.two_batch_overlap_frac if s.two_batch_overlap else 0.0
+    engine = structure.with_efficiency(dec, overlap)
     detail: dict[str, Any] = {"memory_reserve_frac": engine.reserve}
     if not engine.fits:
         return Prediction(s.row_id, float("nan"), engine.path, error="the weights do not fit in HBM")
@@ -298,10 +377,10 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
         detail["mean_step_s"] = step
     elif m is Metric.TTFT_S:
         assert s.batch is not None
-        value, _ = engine.with_efficiency(pre).prefill(s.batch, s.input_tokens)
+        value, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens)
     elif m in (Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU):
         assert s.batch is not None
-        step, flops = engine.with_efficiency(pre).prefill(s.batch, s.input_tokens)
+        step, flops = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens)
         detail["prefill_s"] = step
         if m is Metric.INPUT_TOKENS_PER_S:
             value = s.batch * s.input_tokens / step
@@ -309,7 +388,7 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
             value = float(rl.utilization(flops, step, engine.peak_flops_per_s()))
     elif m is Metric.OUTPUT_TOKENS_PER_S and s.phase is Phase.STATIC_BATCH:
         assert s.batch is not None
-        prefill_s, _ = engine.with_efficiency(pre).prefill(s.batch, s.input_tokens)
+        prefill_s, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens)
         contexts = reality.decode_contexts(s.input_tokens, s.output_tokens)
         decode_total = float(np.sum(engine.decode_step_s(s.batch, contexts))) if contexts.size else 0.0
         value = float(
@@ -387,8 +466,12 @@ def _relevant(s: Scenario, p: FamilyParams) -> FamilyParams:
         s.phase is Phase.STATIC_BATCH
     )
     keep_decode = s.metric not in (Metric.TTFT_S, Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU)
+    weight_only = s.weights is not None and s.compute is not None and is_weight_only(s.weights, s.compute)
     return FamilyParams(
         bandwidth_frac=p.bandwidth_frac,
+        kv_bandwidth_frac=p.kv_bandwidth_frac,
+        dequant_bytes_per_weight=p.dequant_bytes_per_weight if weight_only else 0.0,
+        two_batch_overlap_frac=p.two_batch_overlap_frac if s.two_batch_overlap else 1.0,
         flops_frac_decode=p.flops_frac_decode if keep_decode else 1.0,
         overhead_decode_s_per_layer=p.overhead_decode_s_per_layer if keep_decode else 0.0,
         flops_frac_prefill=p.flops_frac_prefill if keep_prefill else 1.0,

@@ -81,6 +81,7 @@ def _scenario(prov: Provenance, s: dict[str, Any]) -> Scenario:
         output_tokens=int(s.get("output_tokens", 0)),
         kv_memory_frac=float(s.get("kv_memory_frac", DEFAULT_KV_MEMORY_FRAC)),
         kv_memory_of=KvMemoryOf(s.get("kv_memory_of", KvMemoryOf.FREE)),
+        two_batch_overlap=bool(s.get("two_batch_overlap", False)),
         training_run=str(s.get("training_run", "")),
     )
 

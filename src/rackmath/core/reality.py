@@ -29,6 +29,23 @@ def per_layer_overhead_s(overhead_s_per_layer: ArrayLike, layers: ArrayLike) -> 
     return np.asarray(np.asarray(overhead_s_per_layer, float) * np.asarray(layers, float), dtype=float)
 
 
+def dequant_weight_bandwidth_frac(
+    bytes_per_weight: ArrayLike, dequant_bytes_per_weight: ArrayLike
+) -> FloatArray:
+    """Share of the memory system's streaming rate a weight-only quantized GEMM keeps:
+    ``b / (b + kappa)``.
+
+    A kernel that reads weights stored in ``b`` bytes (int8: 1, int4: 0.5) and converts each
+    to the compute format before the matmul spends, per weight, the time of reading ``b``
+    bytes plus a conversion cost that does not shrink with ``b`` (unpack, scale, convert on
+    the vector units), written as ``kappa`` byte-equivalents at the same bandwidth. So int4
+    gains less than 2x over int8 at batch 1 (gpt-fast on A100: 1.26x). ``kappa = 0`` is the
+    pure roofline.
+    """
+    b = np.asarray(bytes_per_weight, float)
+    return np.asarray(b / (b + np.asarray(dequant_bytes_per_weight, float)), dtype=float)
+
+
 def static_batch_output_tokens_per_s(
     batch: ArrayLike, output_len: ArrayLike, prefill_s: ArrayLike, decode_total_s: ArrayLike
 ) -> FloatArray:

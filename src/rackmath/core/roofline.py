@@ -8,14 +8,17 @@ They hold no catalog knowledge: the lecture's round inputs (37e9 active, 700e9 t
 The model (the lecture's blackboard, Pope 2026):
 
     t_compute = FLOPs / (peak_flops_per_s * flops_frac)
-    t_weights = weight_bytes / (bandwidth * bandwidth_frac)
-    t_kv      = kv_bytes / (bandwidth * bandwidth_frac)
+    t_weights = weight_bytes / (bandwidth * bandwidth_frac * weight_bandwidth_frac)
+    t_kv      = kv_bytes / (bandwidth * bandwidth_frac * kv_bandwidth_frac)
     t_step    = max(t_compute, t_weights + t_kv) + overhead_s
 
 Weights and KV cache share the same HBM bandwidth, so their times add; compute overlaps
 with memory traffic, so the step is the larger of the two. ``flops_frac``,
 ``bandwidth_frac`` and ``overhead_s`` are the hooks a calibration sets (defaults: the pure
-roofline). When N chips act as one, pass N times the per-chip peak and bandwidth.
+roofline); ``weight_bandwidth_frac`` and ``kv_bandwidth_frac`` (default 1) scale the bandwidth
+of the weight reads and of the KV-cache reads separately, for kernels that stream one of
+them less efficiently (weight-only quantized GEMMs that dequantize on the fly; attention).
+When N chips act as one, pass N times the per-chip peak and bandwidth.
 """
 
 from __future__ import annotations
@@ -36,15 +39,20 @@ class Efficiency:
     """Achievable fractions of peak and a fixed per-step cost: the calibration hooks.
 
     ``flops_frac`` and ``bandwidth_frac`` lie in (0, 1]; ``overhead_s`` >= 0 is added to
-    every step (kernel launches, scheduling, sampling). The default is the pure roofline.
+    every step (kernel launches, scheduling, sampling). ``weight_bandwidth_frac`` and
+    ``kv_bandwidth_frac`` in (0, 1] multiply ``bandwidth_frac`` for the weight reads and the
+    KV-cache reads only (a dequantizing weight-only GEMM, an attention kernel). The default
+    is the pure roofline.
     """
 
     flops_frac: float = 1.0
     bandwidth_frac: float = 1.0
     overhead_s: float = 0.0
+    weight_bandwidth_frac: float = 1.0
+    kv_bandwidth_frac: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("flops_frac", "bandwidth_frac"):
+        for name in ("flops_frac", "bandwidth_frac", "weight_bandwidth_frac", "kv_bandwidth_frac"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(name, value, "a fraction in (0, 1]")
@@ -97,8 +105,8 @@ def step_times(
     bytes_per_s = np.asarray(bandwidth_bytes_per_s, float) * efficiency.bandwidth_frac
     compute, weights, kv = np.broadcast_arrays(
         np.asarray(flops, float) / flops_per_s,
-        np.asarray(weight_bytes, float) / bytes_per_s,
-        np.asarray(kv_bytes, float) / bytes_per_s,
+        np.asarray(weight_bytes, float) / (bytes_per_s * efficiency.weight_bandwidth_frac),
+        np.asarray(kv_bytes, float) / (bytes_per_s * efficiency.kv_bandwidth_frac),
     )
     return StepTimes(compute, weights, kv, efficiency.overhead_s)
 
@@ -195,7 +203,7 @@ def balance_batch_exact(
     flops_per_s = np.asarray(peak_flops_per_s, float) * efficiency.flops_frac
     bytes_per_s = np.asarray(bandwidth_bytes_per_s, float) * efficiency.bandwidth_frac
     per_seq_surplus = np.asarray(flops_per_token, float) / flops_per_s - (
-        np.asarray(kv_bytes_per_sequence, float) / bytes_per_s
+        np.asarray(kv_bytes_per_sequence, float) / (bytes_per_s * efficiency.kv_bandwidth_frac)
     )
 
     def gap(batch: FloatArray) -> FloatArray:
@@ -206,7 +214,8 @@ def balance_batch_exact(
             experts=experts,
             experts_per_token=experts_per_token,
         )
-        return np.asarray(batch * per_seq_surplus - weights / bytes_per_s, dtype=float)
+        weights_s = weights / (bytes_per_s * efficiency.weight_bandwidth_frac)
+        return np.asarray(batch * per_seq_surplus - weights_s, dtype=float)
 
     shape = np.broadcast_shapes(
         np.shape(per_seq_surplus),

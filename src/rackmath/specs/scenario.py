@@ -95,6 +95,10 @@ class Scenario:
     output_tokens: int = 0
     kv_memory_frac: float = DEFAULT_KV_MEMORY_FRAC
     kv_memory_of: KvMemoryOf = KvMemoryOf.FREE
+    #: The source states that the serving stack overlaps communication with computation by
+    #: splitting each batch in two (SGLang/DeepSeek "two-batch overlap"); how much it hides
+    #: is a fitted parameter (``FamilyParams.two_batch_overlap_frac``), not a per-row factor.
+    two_batch_overlap: bool = False
     # training rows
     training_run: str = ""
 
