@@ -131,8 +131,10 @@ def test_bad_input_gets_one_line_and_exit_1(cli, args, message) -> None:
 def test_a_deployment_that_does_not_fit_says_by_how_much(cli) -> None:
     code, _, err = cli("explain", "llama-3.1-405b", "--on", "h100-hgx", "--chips", "1")
     assert code == 1
-    # 405.85e9 params x 2 bytes on one 80 GB H100 (72 GB usable)
-    assert "needs 811.7 GB per chip" in err and "72.0 GB" in err and "short by 739.7 GB" in err
+    # 405,853,388,800 params x 2 bytes on one H100: 81,559 MiB = 85.52e9 bytes, 90% usable
+    needed, usable = 405_853_388_800 * 2 / 1e9, 0.9 * 85.52
+    assert f"needs {needed:.1f} GB per chip" in err and f"has {usable:.1f} GB" in err
+    assert f"short by {needed - usable:.1f} GB" in err
 
 
 def test_usage_errors_exit_2(cli) -> None:

@@ -46,7 +46,7 @@ def test_uneven_stages_need_consent() -> None:
 
 def test_memory_short_by() -> None:
     """DeepSeek-V3 in bf16 on one HGX H100 (tp=8): 671.0e9 x 2 B, 8-way split except the
-    replicated norms and routers, does not fit in 80 GB; short by total - capacity."""
+    replicated norms and routers, does not fit in an H100's 85.5 GB; short by total - capacity."""
     model, sys = resolve_model("deepseek-v3"), system("h100-hgx")
     dep = plan_deployment(model, sys, "tp=8", weights="bf16")
     mem = dep.memory(1, 4096)
@@ -56,8 +56,10 @@ def test_memory_short_by() -> None:
     ) / 8 + m.replicated_bytes
     assert float(mem.weights.total) == pytest.approx(expected_w, rel=1e-12)
     assert not bool(mem.fits)
-    assert float(mem.short_by_bytes) == pytest.approx(float(mem.total_bytes) - 80e9, rel=1e-12)
-    assert float(mem.short_by_bytes) > 80e9
+    capacity = sys.chip.hbm_capacity_bytes  # 81,559 MiB = 85.52e9 bytes
+    assert capacity == pytest.approx(85.52e9)
+    assert float(mem.short_by_bytes) == pytest.approx(float(mem.total_bytes) - capacity, rel=1e-12)
+    assert float(mem.short_by_bytes) > capacity
 
 
 def test_pipelining_in_inference() -> None:
@@ -148,6 +150,16 @@ def test_infeasible_slo_names_the_binding_constraint() -> None:
     assert r.infeasible_reason.startswith("tpot: the best achievable TPOT is")
     small = srch.search(resolve_model("deepseek-v3"), [system("h100-hgx")], srch.Workload(1e5), max_chips=8)
     assert small.best is None and small.families[0].binding == "memory"
+
+
+@pytest.mark.parametrize("max_chips", [0, -3])
+def test_pareto_and_search_refuse_a_chip_cap_below_one(max_chips: int) -> None:
+    # 0 used to fall back to the default cap silently, -3 to raise a bare math domain error
+    model, sys = resolve_model("llama-3.1-8b"), system("h100-hgx")
+    with pytest.raises(InputError, match="--max-chips"):
+        srch.pareto(model, sys, max_chips=max_chips)
+    with pytest.raises(InputError, match="--max-chips"):
+        srch.search(model, [sys], srch.Workload(1e5), max_chips=max_chips)
 
 
 def test_pareto_frontier_is_monotone() -> None:

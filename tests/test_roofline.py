@@ -185,3 +185,12 @@ def test_decode_grid_broadcasts_batch_by_context() -> None:
     assert g.step_s.shape == (3, 2)
     single = serving.decode(dep, [2], [1024])
     assert single.step_s[0, 0] == pytest.approx(g.step_s[1, 1])
+
+
+def test_mbu_counts_the_bytes_a_step_moves() -> None:
+    dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
+    g = serving.decode(dep, [1, 512], [1024])
+    moved = dep.weight_bytes_read(g.batch) + g.batch * g.kv_bytes_per_sequence
+    assert g.mbu == pytest.approx(moved / (g.step_s * dep.bandwidth_bytes_per_s))
+    assert g.mbu[0, 0] == pytest.approx(1.0)  # batch 1 is bound by memory: the pure roofline saturates it
+    assert np.all(g.mbu <= 1 + 1e-12)

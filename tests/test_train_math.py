@@ -205,7 +205,8 @@ def test_schedules_order_bubbles_and_memory():
 def test_memory_reports_short_by_and_choice_fits_budget():
     e = T.estimate(_setup(recompute="none", plan="tp=2,pp=4,dp=16"))
     assert not e.memory.fits
-    assert e.memory.short_by_bytes == pytest.approx(e.memory.total_bytes - 72e9)
+    usable = 0.9 * 85.52e9  # an H100's 81,559 MiB less the 10% reserve
+    assert e.memory.short_by_bytes == pytest.approx(e.memory.total_bytes - usable)
     choice = T.choose_recompute(e.setup)
     assert choice.fits and choice.mode is not tr.Recompute.NONE
     # the fastest fitting mode: nothing that fits is faster
@@ -266,7 +267,7 @@ def test_training_rows_covered():
 
 def test_pure_roofline_is_optimistic_on_average_and_within_a_factor_of_three():
     # Pure roofline predicts more throughput than achieved (it has no kernel inefficiency);
-    # per row it lands within a factor of 3 (the GPT-3 175B A100 row is the worst, 2.5x).
+    # per row it lands within a factor of 3 (the GPT-3 175B A100 row is the worst, 1.8x).
     preds = _predictions()
     ratios = [T.throughput_ratio(p) for p in preds]
     assert math.exp(sum(math.log(r) for r in ratios) / len(ratios)) < 1
@@ -283,7 +284,7 @@ def test_calibrated_constant_is_the_one_global_fit_and_improves_error():
         return sum(abs(math.log(T.throughput_ratio(p))) for p in ps) / len(ps)
 
     assert mean_abs_log(calibrated) < mean_abs_log(pure)
-    # calibrated: every row within 50% (GPT-3 175B on A100: -47%), median within 15%
+    # calibrated: every row within 50% (GPT-3 175B on A100: -31%), median within 15%
     errors = sorted(abs(p.error_frac) for p in calibrated)
     assert errors[-1] < 0.5
     assert errors[len(errors) // 2] < 0.15

@@ -223,10 +223,10 @@ class DecodeGrid:
 
     @property
     def mbu(self) -> FloatArray:
-        moved = (self.times.weight_fetch_s + self.times.kv_fetch_s) * (
-            self.deployment.bandwidth_bytes_per_s * self.deployment.efficiency.bandwidth_frac
-        )
-        return rl.utilization(moved, self.step_s, self.deployment.bandwidth_bytes_per_s)
+        """Bytes the step moves (weights read + KV read) over what peak bandwidth moves in it."""
+        d = self.deployment
+        moved = d.weight_bytes_read(self.batch) + self.batch * self.kv_bytes_per_sequence
+        return rl.utilization(moved, self.step_s, d.bandwidth_bytes_per_s)
 
     @property
     def fits(self) -> NDArray[np.bool_]:
