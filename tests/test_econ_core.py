@@ -98,6 +98,11 @@ def test_one_replica_and_a_fleet() -> None:
     assert econ.replicas_needed(500e6, 128_000) == math.ceil(500e6 / 128_000) == 3907
     assert econ.replicas_needed(384_000, 128_000) == 3  # exact multiple: no spurious extra replica
     assert econ.usd_per_day(72, 4.54) == pytest.approx(72 * 4.54 * 24)
+    assert econ.usd_per_s(72, 4.54) == pytest.approx(72 * 4.54 / 3600)
+    # any positive traffic needs a whole replica; none needs none
+    assert econ.replicas_needed(1e-9, 128_000) == 1
+    assert econ.replicas_needed(0.0, 128_000) == 0
+    assert econ.replicas_needed(128_001, 128_000) == 2
 
 
 @given(a=st.floats(1.0, 1e12), b=st.floats(1.0, 1e12), per=st.floats(1.0, 1e7))

@@ -115,8 +115,28 @@ def test_roofline_step_times_drive_the_simulation() -> None:
         ({"step_s": 0.0}, "step"),
         ({"output_tokens": 0}, "output"),
         ({"loads": (0.0,)}, "load"),
+        ({"requests": 0}, "requests"),
+        ({"seed": -1}, "seed"),
+        ({"chips_per_replica": 0}, "chips per replica"),
+        ({"usd_per_chip_hour": 0.0}, "price"),
     ],
 )
 def test_bad_fleet_inputs(kwargs, match) -> None:
     with pytest.raises(InputError, match=match):
-        fleet.fleet(requests=100, **kwargs)
+        fleet.fleet(**{"requests": 100, **kwargs})
+
+
+def test_zero_overrides_are_refused_with_a_deployment_too() -> None:
+    # 0 chips or $0 must not silently fall back to the deployment's own values
+    dep = serving.make_deployment(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), chips=1)
+    zeros = (({"chips_per_replica": 0}, "chips per replica"), ({"usd_per_chip_hour": 0.0}, "price"))
+    for kwargs, match in zeros:
+        with pytest.raises(InputError, match=match):
+            fleet.fleet(deployment=dep, batch=8, loads=(0.5,), requests=100, **kwargs)
+
+
+def test_a_trickle_of_traffic_still_needs_one_replica() -> None:
+    # 1e-9 tokens/s over 128,000 per replica rounds to zero replicas at 9 decimals; one serves it
+    f = fleet.fleet(traffic_tokens_per_s=1e-9, loads=(0.5,), requests=100)
+    assert f.replicas == 1 and f.chips == 72
+    assert f.usd_per_million_tokens == pytest.approx(72 * 4.54 / 3600 / 1e-9 * 1e6)

@@ -108,3 +108,10 @@ def test_routed_scaling_law() -> None:
     # saturation: a dense model sits at E_start, and E_hat -> E_max
     assert sl.saturated_experts(1) == pytest.approx(fit.e_start)
     assert sl.saturated_experts(1e9) == pytest.approx(fit.e_max, rel=1e-3)
+
+
+def test_chinchilla_loss_worked_number() -> None:
+    # Hoffmann et al. eq. 2 with approach 3's fit at Chinchilla's (70e9, 1.4e12)
+    by_hand = 1.69 + 406.4 / 70e9**0.34 + 410.7 / 1.4e12**0.28
+    assert sl.loss(70e9, 1.4e12) == pytest.approx(by_hand, rel=1e-12)
+    assert sl.loss(70e9, 1.4e12) == pytest.approx(1.937, abs=5e-4)

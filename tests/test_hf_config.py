@@ -120,3 +120,27 @@ def test_hub_errors_are_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> 
 
     with pytest.raises(ConfigError, match=r"could not fetch config\.json of 'org/model'"):
         resolve_model("hf:org/model")
+
+
+def test_hub_retries_are_not_printed_and_the_error_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # the real client logs "Retrying in 1s [Retry 1/5]." per retry; the CLI must print one line
+    import logging
+    import sys
+    import types
+
+    def flaky(*args: object, **kwargs: object) -> str:
+        logging.getLogger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+        raise OSError("cannot reach the Hub.\nCheck your connection.")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=flaky))
+    from rackmath.catalog import resolve_model
+
+    hub_log = logging.getLogger("huggingface_hub")
+    before = hub_log.level
+    with caplog.at_level(logging.NOTSET), pytest.raises(ConfigError) as err:
+        resolve_model("hf:org/model")
+    assert "Retrying" not in caplog.text and "Retrying" not in capsys.readouterr().err
+    assert "\n" not in str(err.value) and "Check your connection." in str(err.value)
+    assert hub_log.level == before  # restored

@@ -194,3 +194,17 @@ def test_mbu_counts_the_bytes_a_step_moves() -> None:
     assert g.mbu == pytest.approx(moved / (g.step_s * dep.bandwidth_bytes_per_s))
     assert g.mbu[0, 0] == pytest.approx(1.0)  # batch 1 is bound by memory: the pure roofline saturates it
     assert np.all(g.mbu <= 1 + 1e-12)
+
+
+def test_kv_cache_per_chip_is_the_batchs_cache_split_over_the_chips() -> None:
+    # Llama 3.1 8B, bf16 KV: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 B/token
+    dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=4)
+    g = serving.decode(dep, [16], [1000])
+    assert g.kv_bytes_per_chip[0, 0] == pytest.approx(16 * 1000 * 131_072 / 4)
+
+
+def test_usable_bytes_worked_number() -> None:
+    # 80 GB with the default 10% reserve leaves 72 GB for weights and KV
+    assert rl.usable_bytes(80e9, 0.10) == pytest.approx(72e9, rel=1e-12)
+    dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
+    assert dep.usable_bytes_per_chip == pytest.approx(dep.system.chip.hbm_capacity_bytes * 0.9)

@@ -131,6 +131,20 @@ def test_train_json_matches_api_and_text_says_fits(tmp_path):
             ],
             "multiple of the 4 stages",
         ),
+        (
+            [
+                "pipeline",
+                "--stages",
+                "4",
+                "--microbatches",
+                "8",
+                "--schedule",
+                "interleaved",
+                "--virtual-stages",
+                "-2",
+            ],
+            "virtual stages",
+        ),
     ],
 )
 def test_refusals_are_one_line_messages(args, message):

@@ -106,6 +106,23 @@ def test_stage_activations_by_mode_order_and_reversible_constant_in_depth():
     assert sq == pytest.approx(8 * x + 8 * whole)
 
 
+def test_message_sizes_and_optimizer_step_worked_numbers():
+    # Llama 3 405B boundary activations, b = 1, s = 8192, h = 16384, 16-bit: 268,435,456 bytes
+    assert tr.boundary_activation_bytes(1, 8192, 16384) == 2 * 8192 * 16384 == 268_435_456
+    # CP all-gather: K and V of 8 KV heads x 128 over the whole sequence, split over tp = 8
+    assert tr.context_parallel_kv_bytes(1, 8192, 8 * 128, 8) == pytest.approx(2 * 2 * 8192 * 1024 / 8)
+    # 16 B/param for 1e9 params, read and written once at 3.35e12 B/s: 9.55 ms
+    assert tr.optimizer_step_s(16e9, 3.35e12) == pytest.approx(2 * 16e9 / 3.35e12)
+    assert tr.optimizer_step_s(16e9, 3.35e12) == pytest.approx(9.55e-3, rel=1e-3)
+    # a recomputed forward repeats the layer's TP collectives; selective recompute does not
+    assert [tr.recompute_forward_passes(m) for m in tr.Recompute] == [1.0, 1.0, 2.0, 2.0, 2.0]
+
+
+def test_point_to_point_worked_number():
+    # 1 MB over 50 GB/s in one direction plus 5 us of latency: 20 us + 5 us
+    assert coll.point_to_point_s(1e6, 50e9, 5e-6) == pytest.approx(25e-6, rel=1e-12)
+
+
 def test_hierarchical_collectives_reduce_to_flat_rings():
     m, up, out = 1e9, 450e9, 50e9
     assert coll.hierarchical_all_reduce_s(m, 8, 1, up, 0, out, 0) == pytest.approx(

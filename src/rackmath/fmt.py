@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE
+
 _PREFIXES = [(1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 
 
@@ -31,6 +33,17 @@ def seconds(value: float) -> str:
     if value >= 1e-3:
         return f"{value * 1e3:.3g} ms"
     return f"{value * 1e6:.3g} µs"
+
+
+def duration(value: float | None) -> str:
+    """Durations from microseconds to days: ``23.2 ms``, ``1.25 s``, ``30.5 min``, ``23.4 h``, ``2 d``
+    (``-`` for None)."""
+    if value is None:
+        return "-"
+    for unit, size in (("d", SECONDS_PER_DAY), ("h", SECONDS_PER_HOUR), ("min", SECONDS_PER_MINUTE)):
+        if value >= size:
+            return f"{value / size:.3g} {unit}"
+    return seconds(value)
 
 
 def count(value: float) -> str:

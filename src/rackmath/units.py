@@ -22,11 +22,14 @@ BITS_PER_BYTE = 8
 TERA = 1e12
 PETA = 1e15
 MILLION = 1e6
+BILLION = 1e9
 
 MS = 1e-3
 US = 1e-6
+SECONDS_PER_MINUTE = 60.0
 SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
+SECONDS_PER_YEAR = 365.0 * SECONDS_PER_DAY  # a 365-day year
 
 #: FLOPs per multiply-accumulate: the convention vendors use for peak FLOP/s and that
 #: every FLOP count in rackmath follows.

@@ -20,15 +20,18 @@ from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.errors import InputError
 from rackmath.specs.economics import MemoryTierSpec, ModelPrice
-from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR
+from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE, SECONDS_PER_YEAR
 
 FloatArray = NDArray[np.float64]
 
 #: Default amortization of memory purchases: 3 years of 365 days (a common straight-line
 #: depreciation period for servers; hyperscalers use 5-6 years, which halves these costs).
-DEFAULT_AMORTIZATION_S = 3 * 365 * SECONDS_PER_DAY
+DEFAULT_AMORTIZATION_S = 3 * SECONDS_PER_YEAR
 #: The two retentions providers sell (Anthropic: 5-minute and 1-hour cache writes).
-DEFAULT_RETENTIONS_S = (1.0, 10.0, 60.0, 300.0, SECONDS_PER_HOUR, SECONDS_PER_DAY)
+SHORT_RETENTION_S = 5 * SECONDS_PER_MINUTE
+LONG_RETENTION_S = SECONDS_PER_HOUR
+#: Retentions tabulated by default: the two above among a second to a day.
+DEFAULT_RETENTIONS_S = (1.0, 10.0, SECONDS_PER_MINUTE, SHORT_RETENTION_S, LONG_RETENTION_S, SECONDS_PER_DAY)
 DEFAULT_PROMPT_TOKENS = 8192
 
 
@@ -57,7 +60,7 @@ def hbm_tier(deployment: Deployment, lecture_drain_time_s: float | None = None) 
         name=f"HBM ({chip.id})",
         capacity_bytes=chip.hbm_capacity_bytes,
         bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
-        device_usd_per_s=deployment.usd_per_chip_hour / SECONDS_PER_HOUR,
+        device_usd_per_s=float(econ.usd_per_s(1, deployment.usd_per_chip_hour)),
         cost_basis=f"GPU rental ${deployment.usd_per_chip_hour:.2f}/chip-hour",
         lecture_drain_time_s=lecture_drain_time_s,
     )
@@ -67,7 +70,7 @@ def purchased_tier(spec: MemoryTierSpec, amortization_s: float) -> CacheTier:
     if not np.isfinite(amortization_s) or amortization_s <= 0:
         raise InputError("amortization", amortization_s, "a positive duration")
     price = spec.price
-    years = amortization_s / (365 * SECONDS_PER_DAY)
+    years = amortization_s / SECONDS_PER_YEAR
     return CacheTier(
         id=spec.id,
         name=spec.name,
@@ -146,7 +149,7 @@ class CacheEconomics:
         pricing: dict[str, Any] | None = None
         if p is not None:
             base = p.base
-            hold_5m = float(np.min(self.hold_usd_per_token_at(300.0)))
+            hold_5m = float(np.min(self.hold_usd_per_token_at(SHORT_RETENTION_S)))
             pricing = {
                 "priced_model": p.id,
                 "price_date": p.date,
@@ -160,7 +163,7 @@ class CacheEconomics:
                     else None
                 ),
                 "cost_recompute_over_hit_5m": self.recompute_usd_per_token
-                / float(np.min(self.hit_usd_per_token_at(300.0))),
+                / float(np.min(self.hit_usd_per_token_at(SHORT_RETENTION_S))),
                 "cheapest_hold_5m_usd_per_million_tokens": hold_5m * MILLION,
             }
         return {
@@ -196,7 +199,10 @@ class CacheEconomics:
                 }
                 for j, r in enumerate(self.retentions_s)
             ],
-            "lecture_mapping": {"300s": self.cheapest_at(300.0), "3600s": self.cheapest_at(SECONDS_PER_HOUR)},
+            "lecture_mapping": {
+                "300s": self.cheapest_at(SHORT_RETENTION_S),
+                "3600s": self.cheapest_at(LONG_RETENTION_S),
+            },
             "pricing": pricing,
         }
 

@@ -24,7 +24,6 @@ from rackmath.core import architecture as arch
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
-from rackmath.units import SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True)
@@ -154,9 +153,10 @@ def disaggregated(
     prompts_per_s_per_prefill_replica = prefill_batch / t_pre
     ratio = prompts_needed_per_s / prompts_per_s_per_prefill_replica
     chips = decode.chips + ratio * prefill.chips
-    usd_per_s = (
-        decode.chips * decode.base.usd_per_chip_hour + ratio * prefill.chips * prefill.base.usd_per_chip_hour
-    ) / SECONDS_PER_HOUR
+    # each output token pays one decode step of the decode pool and its share of prefill
+    usd_per_million = rl.usd_per_million_tokens(
+        tpot, b, decode.chips, decode.base.usd_per_chip_hour
+    ) + rl.usd_per_million_tokens(tpot, b, ratio * prefill.chips, prefill.base.usd_per_chip_hour)
     fits = bool(decode.memory(b, context).fits) and bool(np.all(pre.fits))
     return ServingPoint(
         design="disaggregated",
@@ -165,7 +165,7 @@ def disaggregated(
         tpot_s=tpot,
         tokens_per_s=rate,
         chips=chips,
-        usd_per_million_output_tokens=usd_per_s / rate * 1e6,
+        usd_per_million_output_tokens=float(usd_per_million),
         max_concurrency=limit,
         fits=fits,
         kv_transfer_s=t_kv,

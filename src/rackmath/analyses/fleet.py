@@ -17,9 +17,9 @@ from numpy.typing import NDArray
 from rackmath.analyses import serving
 from rackmath.analyses.serving import Deployment
 from rackmath.core import economics as econ
+from rackmath.core import roofline as rl
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
-from rackmath.units import MILLION, SECONDS_PER_DAY
 
 FloatArray = NDArray[np.float64]
 
@@ -31,6 +31,12 @@ LECTURE_TRAFFIC_TOKENS_PER_S = 500e6
 LECTURE_CHIPS_PER_REPLICA = 72  # one GB200 NVL72 rack
 DEFAULT_OUTPUT_TOKENS = 256
 DEFAULT_LOADS = (0.2, 0.5, 0.8, 0.95)
+#: The train check's arrival rate is capped at this share of a train's seats per interval,
+#: so no train leaves full and the closed forms (D8) hold.
+TRAIN_CHECK_MAX_FILL_FRAC = 0.5
+#: The train check simulates at least this many arrivals and this many departures.
+TRAIN_CHECK_ARRIVALS = 2000
+TRAIN_CHECK_INTERVALS = 200
 
 
 def _positive(name: str, value: float) -> float:
@@ -99,7 +105,10 @@ class Fleet:
 
     @property
     def usd_per_million_tokens(self) -> float:
-        return self.usd_per_day / (self.traffic_tokens_per_s * SECONDS_PER_DAY) * MILLION
+        """The whole fleet's rental over the traffic it carries (one second of both)."""
+        return float(
+            rl.usd_per_million_tokens(1.0, self.traffic_tokens_per_s, self.chips, self.usd_per_chip_hour)
+        )
 
     @property
     def requests_per_s_per_replica(self) -> float:
@@ -209,8 +218,9 @@ def simulate_loads(
 
 def train_check(interval_s: float, run_s: float, batch: int, rate_per_s: float, seed: int = 0) -> TrainCheck:
     """Simulate the train at ``rate_per_s`` (capped so trains never fill) beside its closed forms."""
-    rate = min(rate_per_s, 0.5 * batch / interval_s)
-    arrivals = sim.poisson_arrivals_s(rate, max(2000 / rate, 200 * interval_s), seed)
+    rate = min(rate_per_s, TRAIN_CHECK_MAX_FILL_FRAC * batch / interval_s)
+    horizon_s = max(TRAIN_CHECK_ARRIVALS / rate, TRAIN_CHECK_INTERVALS * interval_s)
+    arrivals = sim.poisson_arrivals_s(rate, horizon_s, seed)
     lat = sim.simulate_train_schedule(arrival_s=arrivals, interval_s=interval_s, run_s=run_s, max_batch=batch)
     return TrainCheck(
         interval_s=interval_s,
@@ -249,6 +259,10 @@ def fleet(
         raise InputError("batch", batch, "a whole number >= 1")
     if isinstance(output_tokens, bool) or int(output_tokens) != output_tokens or output_tokens < 1:
         raise InputError("output tokens", output_tokens, "a whole number >= 1")
+    if isinstance(requests, bool) or int(requests) != requests or requests < 1:
+        raise InputError("requests", requests, "a whole number >= 1")
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise InputError("seed", seed, "a whole number >= 0")
     batch = int(batch)
     if deployment is not None:
         fits = int(serving.max_batch(deployment, [context])[0])
@@ -258,13 +272,13 @@ def fleet(
         steps = step_times_from_deployment(deployment, batch, context)
         d = deployment
         source = f"roofline of {d.model.id} on {d.chips} x {d.system.chip.id} at {context:,.0f} tokens"
-        chips = chips_per_replica or deployment.chips
-        price = usd_per_chip_hour or deployment.usd_per_chip_hour
+        chips = deployment.chips if chips_per_replica is None else chips_per_replica
+        price = deployment.usd_per_chip_hour if usd_per_chip_hour is None else usd_per_chip_hour
     else:
         step = _positive("step time", LECTURE_STEP_S if step_s is None else step_s)
         steps = np.full(batch, step)
         source = "stated step time (same at every batch)"
-        chips = chips_per_replica or LECTURE_CHIPS_PER_REPLICA
+        chips = LECTURE_CHIPS_PER_REPLICA if chips_per_replica is None else chips_per_replica
         if usd_per_chip_hour is None:
             from rackmath.catalog import chip
 

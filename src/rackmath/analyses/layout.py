@@ -29,6 +29,9 @@ LECTURE_RULE = {"experts_per_token": 8, "layers_per_stage": 1, "bandwidth_ratio"
 LECTURE_MEMORY_EXAMPLE = {"expert_chips": 64, "stages": 4}
 PIPELINE_STAGES: tuple[int, ...] = (1, 2, 4)
 BALANCE_STAGES: tuple[int, ...] = (2, 4, 8)
+#: Shortest context for the stage-balance-with-KV rows (D24): a long context, where the
+#: KV of full-attention layers outgrows that of sliding-window layers.
+BALANCE_MIN_CONTEXT = 32768
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
@@ -202,7 +205,7 @@ def layout(
     ]
 
     kv_el = base.base.precisions.kv.bytes_per_element
-    long_ctx = max(context, 32768)
+    long_ctx = max(context, BALANCE_MIN_CONTEXT)
     costs_kv = par.layer_costs_bytes(model, m, batch=batch, context=long_ctx, kv_bytes_per_element=kv_el)
     balance_rows = []
     for p in BALANCE_STAGES:

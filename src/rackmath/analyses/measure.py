@@ -69,6 +69,11 @@ class MeasuredRun:
     versions: tuple[tuple[str, str], ...] = field(default=())
 
 
+#: Link latency of the one-device "system": unused (one chip never communicates), but the
+#: spec requires a positive figure. 1 us, the order of one NVLink hop.
+_UNUSED_LINK_LATENCY_S = 1e-6
+
+
 def machine_system(c: Ceilings) -> SystemSpec:
     """This machine as a one-chip system whose peaks are the measured ceilings."""
     peaks = {Precision.parse(p): f for p, f in c.matmul_flops_per_s}
@@ -92,9 +97,9 @@ def machine_system(c: Ceilings) -> SystemSpec:
         chip=chip,
         scale_up_domain_chips=1,
         scale_up_fabric="none (one device)",
-        scale_up_latency_s=1e-6,
+        scale_up_latency_s=_UNUSED_LINK_LATENCY_S,
         scale_out_fabric="none",
-        scale_out_latency_s=1e-6,
+        scale_out_latency_s=_UNUSED_LINK_LATENCY_S,
         default_chips=1,
         confidence="exact",
         date="measured",

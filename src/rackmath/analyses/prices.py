@@ -20,7 +20,6 @@ from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.errors import InputError
 from rackmath.specs.economics import ModelPrice
-from rackmath.units import MILLION
 
 FloatArray = NDArray[np.float64]
 
@@ -273,10 +272,6 @@ def survey(
     if not prices:
         raise InputError("prices", "[]", "at least one priced model")
     return PriceSurvey(as_of=as_of, prices=tuple(prices), roofline=roofline_ratio(deployment, batch, context))
-
-
-def usd_per_token(usd_per_million_tokens: float) -> float:
-    return usd_per_million_tokens / MILLION
 
 
 @dataclass(frozen=True)

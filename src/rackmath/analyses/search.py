@@ -26,13 +26,13 @@ from numpy.typing import NDArray
 from rackmath.analyses import serving
 from rackmath.analyses.deployment import topology
 from rackmath.core import architecture as arch
+from rackmath.core import economics as econ
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
-from rackmath.units import SECONDS_PER_HOUR
 
 FloatArray = NDArray[np.float64]
 
@@ -77,6 +77,12 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _check_max_chips(max_chips: object) -> int:
+    if isinstance(max_chips, bool) or not isinstance(max_chips, int | np.integer) or max_chips < 1:
+        raise InputError("--max-chips", max_chips, "a whole number >= 1")
+    return int(max_chips)
+
+
 def enumerate_plans(
     model: ModelSpec, system: SystemSpec, *, max_chips: int, max_pp: int = DEFAULT_MAX_PP
 ) -> NDArray[np.int64]:
@@ -87,6 +93,7 @@ def enumerate_plans(
     dense model, else every common divisor of the experts and the stage width. pp:
     divisors of the layers up to ``max_pp``.
     """
+    max_chips = _check_max_chips(max_chips)
     s = system.scale_up_domain_chips
     heads = model.attention.num_heads
     tps = [t for t in _divisors(heads) if t <= s]
@@ -202,7 +209,7 @@ def evaluate(
     ctx_max = i_len + o_len
     kv_el = precisions.kv.bytes_per_element
     cost_frac, layer_frac = par.stage_fractions(m.layer_bytes, plans[:, 1])
-    usable = chip.hbm_capacity_bytes * (1.0 - memory_reserve_frac)
+    usable = rl.usable_bytes(chip.hbm_capacity_bytes, memory_reserve_frac)
     weights = par.weight_bytes_per_chip(
         m, tp=plans[:, 0], pp=plans[:, 1], ep=plans[:, 3], stage_frac=cost_frac
     ).total
@@ -334,8 +341,8 @@ class Choice:
 def _choice(c: Candidates, i: int, traffic: float) -> Choice:
     chips = int(c.chips[i])
     rate = float(c.tokens_per_s[i])
-    replicas = max(1, math.ceil(traffic / rate - 1e-9))
-    fleet = replicas * chips * c.usd_per_chip_hour / SECONDS_PER_HOUR / traffic * 1e6
+    replicas = int(econ.replicas_needed(traffic, rate))
+    fleet = rl.usd_per_million_tokens(1.0, traffic, replicas * chips, c.usd_per_chip_hour)
     return Choice(
         system=c.system.id,
         chip=c.system.chip.id,
@@ -409,7 +416,7 @@ def _family_outcome(c: Candidates, w: Workload, max_chips: int) -> FamilyOutcome
     best_tpot, best_ttft = float(fit_tpot.min()), float(fit_ttft.min())
     if feasible.any():
         rate = c.tokens_per_s
-        replicas = np.maximum(1, np.ceil(w.traffic_tokens_per_s / rate - 1e-9))
+        replicas = econ.replicas_needed(w.traffic_tokens_per_s, rate)
         fleet = np.where(feasible, replicas * c.chips, np.inf)
         # cheapest fleet; ties to the faster step
         order = np.lexsort((c.tpot_s, fleet))
@@ -496,8 +503,7 @@ def search(
     runners_up: int = 5,
 ) -> SearchResult:
     """The cheapest fleet meeting the SLOs, runners-up, and why each rejected family failed."""
-    if isinstance(max_chips, bool) or not isinstance(max_chips, int) or max_chips < 1:
-        raise InputError("--max-chips", max_chips, "a whole number >= 1")
+    max_chips = _check_max_chips(max_chips)
     for name in precisions:
         if name not in PRECISION_CHOICES:
             raise InputError("--precision", name, ", ".join(PRECISION_CHOICES))
@@ -649,7 +655,7 @@ def pareto(
 ) -> Frontier:
     """Tokens/s per chip against tokens/s per user over plans and batches (fitting only)."""
     w = Workload(traffic_tokens_per_s=1.0, input_len=input_len, output_len=output_len)
-    cap = max_chips or max(system.scale_up_domain_chips, 64)
+    cap = max(system.scale_up_domain_chips, 64) if max_chips is None else _check_max_chips(max_chips)
     xs: list[FloatArray] = []
     ys: list[FloatArray] = []
     meta: list[tuple[Candidates, int]] = []

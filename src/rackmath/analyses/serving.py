@@ -102,7 +102,7 @@ class Deployment:
 
     @property
     def usable_bytes_per_chip(self) -> float:
-        return self.system.chip.hbm_capacity_bytes * (1.0 - self.memory_reserve_frac)
+        return float(rl.usable_bytes(self.system.chip.hbm_capacity_bytes, self.memory_reserve_frac))
 
     @property
     def weights_fit(self) -> bool:
@@ -211,6 +211,11 @@ class DecodeGrid:
     @property
     def tokens_per_s_per_chip(self) -> FloatArray:
         return self.tokens_per_s / self.deployment.chips
+
+    @property
+    def kv_bytes_per_chip(self) -> FloatArray:
+        """The batch's KV cache, spread evenly over the chips like the weights."""
+        return self.batch * self.kv_bytes_per_sequence / self.deployment.chips
 
     @property
     def usd_per_million_output_tokens(self) -> FloatArray:

@@ -119,7 +119,7 @@ def sparsity_study(
 
         def step(batch: float, n_total: float = n_total, chips: int = chips) -> float:
             t = rl.step_times(
-                flops=batch * 2.0 * n_active,
+                flops=batch * sl.INFERENCE_FLOPS_PER_PARAM_TOKEN * n_active,
                 weight_bytes=n_total * bpw,
                 kv_bytes=batch * context * kv_tok,
                 peak_flops_per_s=chips * flops_chip,

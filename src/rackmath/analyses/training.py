@@ -44,8 +44,6 @@ from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
 #: Default sequence length when the model's own is longer (Llama 3 pre-trains at 8K).
 DEFAULT_SEQ_LEN = 8192
-#: HBM bytes an optimizer step moves per byte of model state held: read once, write once.
-OPTIMIZER_PASSES = 2
 
 #: One achievable-matmul fraction for every training row, fitted once (geometric mean of
 #: measured / pure-roofline throughput over the seven training rows of
@@ -300,7 +298,7 @@ def memory_per_chip(s: TrainingSetup, recompute: tr.Recompute | None = None) -> 
         activations_bytes=activations,
         in_flight_microbatches=in_flight,
         capacity_bytes=capacity,
-        usable_bytes=capacity * (1 - s.memory_reserve_frac),
+        usable_bytes=float(rl.usable_bytes(capacity, s.memory_reserve_frac)),
     )
 
 
@@ -397,12 +395,10 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     t_b = per_chip * (fwd + extra) / rate  # input gradient, with any recomputed forward
     t_w = per_chip * fwd / rate  # weight gradient
     links = _links(s)
-    act = 2.0 * s.microbatch * (s.seq_len / plan.cp) * model.hidden_size  # b s h, 16-bit
+    act = tr.boundary_activation_bytes(s.microbatch, s.seq_len / plan.cp, model.hidden_size)
     layers = s.layers_per_stage
-    passes = 2.0 if mode in (tr.Recompute.FULL, tr.Recompute.SQRT, tr.Recompute.REVERSIBLE) else 1.0
-    tp_s = tr.tp_comm_s(act, links["tp"], layers, passes)
-    kv_width = tr.layer_shape(model).kv_width
-    kv = 2.0 * 2 * s.microbatch * s.seq_len * kv_width / plan.tp
+    tp_s = tr.tp_comm_s(act, links["tp"], layers, tr.recompute_forward_passes(mode))
+    kv = tr.context_parallel_kv_bytes(s.microbatch, s.seq_len, tr.layer_shape(model).kv_width, plan.tp)
     cp_s = tr.cp_comm_s(kv, links["cp"], layers)
     ep_s = 0.0
     if model.is_moe and model.moe is not None:
@@ -437,7 +433,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     dp_s = tr.dp_sync_s(dense * opt.grads, dense * opt.weights, links["dp"], s.zero)
     mem = memory_per_chip(s, mode)
     states = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes
-    optimizer_s = OPTIMIZER_PASSES * states / s.system.chip.hbm_bandwidth_bytes_per_s
+    optimizer_s = tr.optimizer_step_s(states, s.system.chip.hbm_bandwidth_bytes_per_s)
     return StepBreakdown(
         microbatches=m,
         compute_mb_s=busy,
@@ -761,8 +757,10 @@ def pipeline_schedule(
 ) -> PipelineResult:
     """Simulate a schedule (unit forward time by default) and give its closed forms."""
     sched = pl.Schedule.parse(schedule)
+    if isinstance(virtual_stages, bool) or not isinstance(virtual_stages, int) or virtual_stages < 1:
+        raise InputError("virtual stages", virtual_stages, "a whole number >= 1")
     if sched is pl.Schedule.INTERLEAVED and virtual_stages < 2:
-        virtual_stages = 2
+        virtual_stages = 2  # the default of 1 means "the fewest chunks interleaving needs"
     elif sched is not pl.Schedule.INTERLEAVED and virtual_stages != 1:
         raise InputError("virtual stages", virtual_stages, "1 unless the schedule is interleaved")
     timeline = pl.simulate(

@@ -23,7 +23,7 @@ from rackmath.cli.options import dump_json, number_list, positive
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.specs.economics import parse_duration_s
-from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+from rackmath.units import SECONDS_PER_DAY
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 _PLOT = typer.Option(None, "--plot", help="Write a figure (PNG/SVG/PDF).")
@@ -133,16 +133,6 @@ def _date(text: str | None) -> dt.date:
         raise InputError("--as-of", text, "a date YYYY-MM-DD") from None
 
 
-def _dur(seconds: float | None) -> str:
-    """Human duration: 23.2 ms, 1.25 s, 30.5 min, 23.4 h, 2.0 d."""
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", SECONDS_PER_DAY), ("h", SECONDS_PER_HOUR), ("min", 60.0)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return fmt.seconds(seconds)
-
-
 def _usd_m(value: float | None) -> str:
     return "-" if value is None else fmt.usd(value)
 
@@ -233,17 +223,17 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
     for tier in cd["tiers"]:
         ct.add_row(
             tier["id"],
-            _dur(tier["drain_time_s"]),
-            _dur(tier["lecture_drain_time_s"]),
+            fmt.duration(tier["drain_time_s"]),
+            fmt.duration(tier["lecture_drain_time_s"]),
             f"{tier['hold_usd_per_million_tokens_per_s']:.3g}",
             f"{tier['fetch_usd_per_million_tokens']:.3g}",
-            _dur(tier["crossover_from_previous_s"]),
+            fmt.duration(tier["crossover_from_previous_s"]),
             tier["cost_basis"],
         )
     out(ct)
     out(
         "  cheapest by retention: "
-        + ", ".join(f"{_dur(b['retention_s'])} -> {b['cheapest']}" for b in cd["by_retention"])
+        + ", ".join(f"{fmt.duration(b['retention_s'])} -> {b['cheapest']}" for b in cd["by_retention"])
     )
     m = cd["lecture_mapping"]
     out(f"  the lecture's mapping: 5 min -> {m['300s']}, 1 h -> {m['3600s']}")

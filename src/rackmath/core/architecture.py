@@ -29,8 +29,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.specs.model import ActiveCountRule, AttentionKind, AttentionSpec, ModelSpec
+from rackmath.units import FLOPS_PER_MAC
 
 FloatArray = NDArray[np.float64]
+
+#: Training FLOPs per forward FLOP: forward 1 + backward 2 (input and weight gradients),
+#: Kaplan et al. 2020, §2.1.
+FORWARD_BACKWARD_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,17 @@ def mlp_params(hidden: int, intermediate: int, gated: bool, bias: bool) -> int:
 
 
 def param_counts(model: ModelSpec) -> ParamCounts:
+    """Parameters of ``model`` by component (counts, not bytes), term by term as in
+    Megatron-LM's eq. 2 (Narayanan et al. 2021), generalised to GQA, MLA and MoE:
+
+    * embedding ``V h``; LM head ``V h`` (0 when tied to the embedding);
+    * attention ``L x`` :func:`attention_params`; dense MLPs ``L_dense x`` :func:`mlp_params`;
+    * routed experts ``L_moe E x`` one expert's MLP (``k`` of the ``E`` active per token);
+      shared experts ``L_moe x`` their MLP; router ``L_moe (h E + E if biased)``;
+    * norms ``L x norms_per_layer x h + h`` (the final norm).
+
+    Llama 3.1 8B (h = 4096, 32 layers, V = 128,256, untied): 8,030,261,248, as published.
+    """
     h = model.hidden_size
     n_layers = model.num_layers
     embedding = model.vocab_size * h
@@ -213,9 +229,9 @@ def kv_bytes_per_sequence(model: ModelSpec, context: ArrayLike, kv_bytes_per_ele
 
 def _attention_flops_per_visible_token(a: AttentionSpec, *, decode: bool) -> int:
     """``2 * H * (d_qk + d_v)``: FLOPs per query token per visible key, one layer."""
-    if a.kind is AttentionKind.MLA and decode:
-        return 2 * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-    return 2 * a.num_heads * (a.head_dim + a.v_head_dim)
+    if a.kind is AttentionKind.MLA and decode:  # d_qk = r_kv + d_rope, d_v = r_kv
+        return FLOPS_PER_MAC * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+    return FLOPS_PER_MAC * a.num_heads * (a.head_dim + a.v_head_dim)
 
 
 def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
@@ -224,7 +240,7 @@ def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
     ``2 * P_matmul_active + 2 * H * (d_qk + d_v) * sum_l min(context, window_l)``
     (MLA in its absorbed form; see the module docstring).
     """
-    matmul = 2.0 * param_counts(model).matmul_active
+    matmul = FLOPS_PER_MAC * param_counts(model).matmul_active
     per_visible = _attention_flops_per_visible_token(model.attention, decode=True)
     attention = per_visible * cached_tokens_per_layer_sum(model, context)
     return np.asarray(matmul + attention, dtype=float)
@@ -247,7 +263,7 @@ def causal_visible_pairs(model: ModelSpec, length: ArrayLike) -> FloatArray:
 def prefill_flops_per_sequence(model: ModelSpec, length: ArrayLike) -> FloatArray:
     """FLOPs to prefill one prompt of ``length`` tokens (causal attention, no prior cache)."""
     n = np.asarray(length, dtype=float)
-    matmul = 2.0 * param_counts(model).matmul_active * n
+    matmul = FLOPS_PER_MAC * param_counts(model).matmul_active * n
     per_visible = _attention_flops_per_visible_token(model.attention, decode=False)
     attention = per_visible * causal_visible_pairs(model, n)
     return np.asarray(matmul + attention, dtype=float)
@@ -257,7 +273,7 @@ def training_flops_per_token(model: ModelSpec, length: ArrayLike) -> FloatArray:
     """Forward + backward = 3x the forward FLOPs (backward is twice the forward): the
     ``6N`` rule with causal attention included (Kaplan et al. 2020, §2.1)."""
     n = np.asarray(length, dtype=float)
-    return 3.0 * prefill_flops_per_sequence(model, n) / n
+    return FORWARD_BACKWARD_PASSES * prefill_flops_per_sequence(model, n) / n
 
 
 def moe_weight_bytes(model: ModelSpec, bytes_per_param: float) -> tuple[float, float, int, int]:

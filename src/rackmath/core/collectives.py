@@ -69,7 +69,10 @@ def all_to_all_s(
 def point_to_point_s(
     message_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike, latency_s: ArrayLike
 ) -> FloatArray:
-    """One message over one link: ``M / B + alpha``."""
+    """One message over one link: ``M / B + alpha`` (bytes, bytes/s in one direction, s).
+
+    A pipeline send or a KV transfer. 1e6 bytes over 50e9 B/s plus 5 us: 25 us.
+    """
     return np.asarray(
         np.asarray(message_bytes, float) / np.asarray(bandwidth_bytes_per_s, float)
         + np.asarray(latency_s, float),

@@ -183,11 +183,25 @@ def replica_tokens_per_s(batch: ArrayLike, step_s: ArrayLike) -> FloatArray:
     return np.asarray(batch, float) / np.asarray(step_s, float)
 
 
+#: Replicas a traffic needs are rounded up only past this excess over a whole number, so
+#: float noise (384,000 / 128,000 = 3.0000000000000004) does not buy a spurious replica.
+REPLICA_ROUNDING_TOLERANCE = 1e-9
+
+
 def replicas_needed(traffic_tokens_per_s: ArrayLike, tokens_per_s_per_replica: ArrayLike) -> FloatArray:
-    """Whole replicas to carry a traffic: ``ceil(traffic / per-replica throughput)``."""
+    """Whole replicas to carry a traffic: ``max(1, ceil(traffic / per-replica throughput))``.
+
+    Any positive traffic needs at least one replica (a tiny traffic must not round to zero);
+    zero traffic needs none. 500e6 tokens/s at 128,000 per replica -> 3,907.
+    """
     ratio = np.asarray(traffic_tokens_per_s, float) / np.asarray(tokens_per_s_per_replica, float)
-    # round away float noise (e.g. 3.0000000000000004) before the ceiling
-    return np.asarray(np.ceil(np.round(ratio, 9)), dtype=float)
+    whole = np.maximum(np.ceil(ratio - REPLICA_ROUNDING_TOLERANCE), 1.0)
+    return np.asarray(np.where(ratio > 0, whole, 0.0), dtype=float)
+
+
+def usd_per_s(chips: ArrayLike, usd_per_chip_hour: ArrayLike) -> FloatArray:
+    """Rental of ``chips`` per second: ``chips * $/chip-hour / 3600 s/h``."""
+    return np.asarray(chips, float) * np.asarray(usd_per_chip_hour, float) / SECONDS_PER_HOUR
 
 
 def usd_per_day(chips: ArrayLike, usd_per_chip_hour: ArrayLike) -> FloatArray:

@@ -250,6 +250,12 @@ def hbm_drain_time_s(capacity_bytes: ArrayLike, bandwidth_bytes_per_s: ArrayLike
     return np.asarray(capacity_bytes, float) / np.asarray(bandwidth_bytes_per_s, float)
 
 
+def usable_bytes(capacity_bytes: ArrayLike, reserve_frac: ArrayLike) -> FloatArray:
+    """Memory left for weights and KV once a share is reserved for activations, workspace
+    and fragmentation: ``capacity * (1 - reserve_frac)``. 80e9 B with 10% reserved: 72e9 B."""
+    return np.asarray(capacity_bytes, float) * (1.0 - np.asarray(reserve_frac, float))
+
+
 def max_batch(
     *,
     capacity_bytes: ArrayLike,
@@ -262,8 +268,7 @@ def max_batch(
     ``floor((capacity * (1 - reserve_frac) - weights) / kv_per_sequence)``, 0 if the weights
     alone do not fit.
     """
-    usable = np.asarray(capacity_bytes, float) * (1.0 - np.asarray(reserve_frac, float))
-    room = usable - np.asarray(weight_bytes, float)
+    room = usable_bytes(capacity_bytes, reserve_frac) - np.asarray(weight_bytes, float)
     with np.errstate(divide="ignore"):
         count = np.floor(room / np.asarray(kv_bytes_per_sequence, float))
     return np.asarray(np.maximum(count, 0.0), dtype=float)

@@ -64,7 +64,11 @@ def chinchilla_tokens(
 
 
 def loss(params: ArrayLike, tokens: ArrayLike, fit: LossFit = CHINCHILLA_FIT) -> FloatArray:
-    """``E + A N^-alpha + B D^-beta``."""
+    """Hoffmann et al. 2022 eq. 2: ``L(N, D) = E + A N^-alpha + B D^-beta``, nats per token.
+
+    ``N`` parameters, ``D`` training tokens; the fit holds near compute-optimal training of
+    dense transformers on MassiveText. Chinchilla (70e9, 1.4e12) -> 1.937.
+    """
     n, d = np.asarray(params, float), np.asarray(tokens, float)
     return np.asarray(fit.E + fit.A * n**-fit.alpha + fit.B * d**-fit.beta, dtype=float)
 
@@ -243,7 +247,12 @@ def saturated_experts(experts: ArrayLike, fit: RoutedFit = CLARK_SBASE_FIT) -> F
 
 
 def routed_log10_loss(params: ArrayLike, experts: ArrayLike, fit: RoutedFit = CLARK_SBASE_FIT) -> FloatArray:
-    """Clark et al. eq. 1 with base-10 logarithms."""
+    """Clark et al. 2022 eq. 1: ``log10 L = a log10 N + b log10 Ê + c log10 N log10 Ê + d``.
+
+    ``N`` the dense base model's parameters, ``E`` the experts (``Ê`` from
+    :func:`saturated_experts`); ``L`` the validation loss in nats per token. Returns
+    ``log10 L``. 370e6 parameters with 64 experts match 1.37e9 dense (both 0.348).
+    """
     log_n = np.log10(np.asarray(params, float))
     log_e = np.log10(saturated_experts(experts, fit))
     return np.asarray(fit.a * log_n + fit.b * log_e + fit.c * log_n * log_e + fit.d, dtype=float)

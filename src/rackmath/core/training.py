@@ -48,7 +48,11 @@ ACTIVATION_BYTES = 2
 #: Bytes of one dropout-mask entry (Korthikanti et al. 2022, §4.1: masks are one byte).
 DROPOUT_MASK_BYTES = 1
 #: Training FLOPs per forward FLOP: forward 1 + backward 2 (input and weight gradients).
-FORWARD_BACKWARD_PASSES = 3
+FORWARD_BACKWARD_PASSES = arch.FORWARD_BACKWARD_PASSES
+#: Tensors an attention layer caches per token: one key and one value.
+KV_TENSORS = 2
+#: HBM bytes an optimizer step moves per byte of model state held: read once, write once.
+OPTIMIZER_PASSES = 2
 
 
 # ---------------------------------------------------------------------------- optimizers
@@ -339,6 +343,37 @@ def recompute_flops_per_token(model: ModelSpec, seq_len: ArrayLike, recompute: R
     if recompute is Recompute.SELECTIVE:
         return forward_attention_flops_per_token(model, n)
     return np.asarray(arch.prefill_flops_per_sequence(model, n) / n, float)
+
+
+# ---------------------------------------------------------------------------- messages
+def boundary_activation_bytes(microbatch: float, tokens_per_sequence: float, hidden: int) -> float:
+    """Bytes of one layer's ``b s h`` input/output activations, 16-bit (Korthikanti et al.):
+    ``ACTIVATION_BYTES * b * s * h``. The message of a tensor-parallel all-reduce and of a
+    pipeline send (before the split over tensor-parallel ranks). ``tokens_per_sequence`` is
+    ``s`` on one chip (``s / cp`` under context parallelism).
+    Llama 3 405B, b = 1, s = 8192, h = 16384: 2 x 8192 x 16384 = 268 MB."""
+    return float(ACTIVATION_BYTES * microbatch * tokens_per_sequence * hidden)
+
+
+def context_parallel_kv_bytes(microbatch: float, seq_len: float, kv_width: int, tp: int) -> float:
+    """Keys and values of a whole sequence on one tensor-parallel rank, 16-bit:
+    ``KV_TENSORS * ACTIVATION_BYTES * b * s * kv_width / tp`` (``kv_width`` = KV heads x head
+    dim, each of K and V; see :class:`LayerShape`). The all-gather of context parallelism."""
+    return float(KV_TENSORS * ACTIVATION_BYTES * microbatch * seq_len * kv_width / tp)
+
+
+def recompute_forward_passes(mode: Recompute) -> float:
+    """Forward passes a layer's tensor-parallel collectives run per step: 1, plus 1 when the
+    whole layer is recomputed in the backward (full, sqrt checkpoints, reversible layers).
+    Selective recomputation redoes only the attention core, which has no collective."""
+    return 2.0 if mode in (Recompute.FULL, Recompute.SQRT, Recompute.REVERSIBLE) else 1.0
+
+
+def optimizer_step_s(state_bytes: float, bandwidth_bytes_per_s: float) -> float:
+    """Time of an element-wise optimizer update, HBM-bound: each byte of model state
+    (weights, gradients, optimizer states) read once and written once:
+    ``OPTIMIZER_PASSES * state_bytes / BW``. 16 B/param x 1e9 params on 3.35e12 B/s: 9.6 ms."""
+    return OPTIMIZER_PASSES * state_bytes / bandwidth_bytes_per_s
 
 
 # ---------------------------------------------------------------------------- communication

@@ -6,21 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from rackmath.analyses.search import Frontier
-from rackmath.errors import InputError
-
-_FORMATS = {".png", ".svg", ".pdf"}
+from rackmath.plots._files import checked_path, pyplot, save
 
 
 def save_pareto_plot(result: Frontier, path: str | Path) -> Path:
-    path = Path(path)
-    if path.suffix.lower() not in _FORMATS:
-        raise InputError("--plot", str(path), "a file name ending in .png, .svg or .pdf")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5.5), constrained_layout=True)
+    out = checked_path(path)
+    fig, ax = pyplot().subplots(figsize=(8, 5.5), constrained_layout=True)
     ax.scatter(
         result.all_per_user, result.all_per_chip, s=4, color="0.8", label="all plans x batches that fit"
     )
@@ -40,7 +31,4 @@ def save_pareto_plot(result: Frontier, path: str | Path) -> Path:
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out)

@@ -7,37 +7,24 @@ from typing import Any
 
 import numpy as np
 
+from rackmath.analyses import caching
 from rackmath.analyses import fleet as fleet_analysis
 from rackmath.analyses import overtrain as overtrain_analysis
 from rackmath.analyses import prices as prices_analysis
 from rackmath.analyses import sparsity as sparsity_analysis
 from rackmath.core import scaling_laws as sl
-from rackmath.errors import InputError
-from rackmath.units import MILLION, SECONDS_PER_HOUR
-
-_FORMATS = {".png", ".svg", ".pdf"}
+from rackmath.plots._files import checked_path, pyplot, save
+from rackmath.units import MILLION
 
 
 def _figure(path: str | Path, ncols: int) -> tuple[Path, Any, Any]:
-    path = Path(path)
-    if path.suffix.lower() not in _FORMATS:
-        raise InputError("--plot", str(path), "a file name ending in .png, .svg or .pdf")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, ncols, figsize=(5.2 * ncols, 4.6), constrained_layout=True)
-    return path, fig, np.atleast_1d(axes)
+    out = checked_path(path)
+    fig, axes = pyplot().subplots(1, ncols, figsize=(5.2 * ncols, 4.6), constrained_layout=True)
+    return out, fig, np.atleast_1d(axes)
 
 
 def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def save_prices_plot(report: prices_analysis.PricesReport, path: str | Path) -> Path:
@@ -73,7 +60,7 @@ def save_prices_plot(report: prices_analysis.PricesReport, path: str | Path) -> 
     for tier, hit in zip(c.tiers, hits, strict=True):
         ax_cache.plot(r, hit, label=f"{tier.id} (drain {tier.drain_time_s:.3g} s)")
     ax_cache.axhline(c.recompute_usd_per_token * MILLION, color="k", ls="--", label="recompute (prefill)")
-    for t, name in ((5 * 60.0, "5 min"), (SECONDS_PER_HOUR, "1 h")):
+    for t, name in ((caching.SHORT_RETENTION_S, "5 min"), (caching.LONG_RETENTION_S, "1 h")):
         ax_cache.axvline(t, color="gray", lw=0.8, ls=":")
         ax_cache.annotate(name, (t, 0.02), xycoords=("data", "axes fraction"), fontsize=7, rotation=90)
     ax_cache.set(

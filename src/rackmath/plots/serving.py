@@ -10,9 +10,7 @@ from rackmath import fmt
 from rackmath.analyses import serving
 from rackmath.analyses.explain import Explanation
 from rackmath.core import roofline as rl
-from rackmath.errors import InputError
-
-_FORMATS = {".png", ".svg", ".pdf"}
+from rackmath.plots._files import checked_path, pyplot, save
 
 
 def batch_sweep(result: Explanation, points: int = 200) -> serving.DecodeGrid:
@@ -26,13 +24,8 @@ def batch_sweep(result: Explanation, points: int = 200) -> serving.DecodeGrid:
 
 
 def save_explain_plot(result: Explanation, path: str | Path) -> Path:
-    path = Path(path)
-    if path.suffix.lower() not in _FORMATS:
-        raise InputError("--plot", str(path), "a file name ending in .png, .svg or .pdf")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    path = checked_path(path)
+    plt = pyplot()
 
     d = result.deployment
     sweep = batch_sweep(result)
@@ -79,7 +72,4 @@ def save_explain_plot(result: Explanation, path: str | Path) -> Path:
         f"(weights {d.precisions.weights.value}, KV {d.precisions.kv.value}, "
         f"compute {d.precisions.compute.value})"
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -7,19 +7,10 @@ from pathlib import Path
 
 from rackmath.analyses.training import TrainingEstimate
 from rackmath.core.pipeline import OpKind, Timeline
-from rackmath.errors import InputError
+from rackmath.plots._files import checked_path, pyplot, save
 
-_FORMATS = {".png", ".svg", ".pdf"}
 _COLORS = {OpKind.F: "tab:blue", OpKind.B: "tab:orange", OpKind.W: "tab:green"}
 _LABELS = {OpKind.F: "forward", OpKind.B: "backward", OpKind.W: "weight gradient"}
-
-
-def _path(path: str | Path) -> Path:
-    out = Path(path)
-    if out.suffix.lower() not in _FORMATS:
-        raise InputError("--plot", str(out), "a file name ending in .png, .svg or .pdf")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def _draw_timeline(ax: object, timeline: Timeline) -> None:
@@ -61,30 +52,18 @@ def _draw_timeline(ax: object, timeline: Timeline) -> None:
 
 def save_pipeline_plot(timeline: Timeline, path: str | Path) -> Path:
     """One bar per op per stage: the lecture's pipeline drawing, from a real schedule."""
-    out = _path(path)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    out = checked_path(path)
     width = min(18.0, 4 + 0.35 * timeline.makespan)
-    fig, ax = plt.subplots(figsize=(width, 1 + 0.5 * timeline.stages), constrained_layout=True)
+    fig, ax = pyplot().subplots(figsize=(width, 1 + 0.5 * timeline.stages), constrained_layout=True)
     _draw_timeline(ax, timeline)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save(fig, out)
 
 
 def save_training_plot(result: TrainingEstimate, timeline: Timeline, path: str | Path) -> Path:
     """Memory per chip by component for each recomputation mode, beside the schedule."""
-    out = _path(path)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    out = checked_path(path)
     mem = result.memory
-    fig, (ax_m, ax_t) = plt.subplots(
+    fig, (ax_m, ax_t) = pyplot().subplots(
         1, 2, figsize=(15, 4.8), constrained_layout=True, gridspec_kw={"width_ratios": [1, 2]}
     )
     states = (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes) / 1e9
@@ -113,6 +92,4 @@ def save_training_plot(result: TrainingEstimate, timeline: Timeline, path: str |
     _draw_timeline(ax_t, timeline)
     s = result.setup
     fig.suptitle(f"{s.model.name} on {s.chips} x {s.system.chip.id}, plan {s.plan}")
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
+    return save(fig, out)

@@ -10,22 +10,15 @@ import numpy as np
 
 from rackmath.analyses.measure import MeasureResult
 from rackmath.analyses.validation import ValidationReport
-from rackmath.errors import InputError
+from rackmath.plots._files import checked_path, pyplot, save
 
-_FORMATS = {".png", ".svg", ".pdf"}
 #: Half-width of the shaded band around the diagonal.
 BAND_FRAC = 0.20
 
 
 def _pyplot(path: Path) -> Any:
-    if path.suffix.lower() not in _FORMATS:
-        raise InputError("--plot", str(path), "a file name ending in .png, .svg or .pdf")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    checked_path(path)
+    return pyplot()
 
 
 def save_validation_plot(report: ValidationReport, path: str | Path) -> Path:
@@ -63,9 +56,7 @@ def save_validation_plot(report: ValidationReport, path: str | Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"rackmath vs {len(report.rows)} published measurements")
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=130)
 
 
 def save_measure_plot(result: MeasureResult, path: str | Path) -> Path:
@@ -103,6 +94,4 @@ def save_measure_plot(result: MeasureResult, path: str | Path) -> Path:
     ax.set_title(f"This machine ({result.run.ceilings.device}): the knee, measured and predicted")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=130)

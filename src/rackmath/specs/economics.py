@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, field_validator
 
 from rackmath.errors import InputError
-from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR
+from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_YEAR
 
 Confidence = Literal["exact", "secondhand"]
 
@@ -167,7 +167,7 @@ _DURATION_UNIT_S = {
     "min": 60.0,
     "h": SECONDS_PER_HOUR,
     "d": SECONDS_PER_DAY,
-    "y": 365.0 * SECONDS_PER_DAY,  # a 365-day year
+    "y": SECONDS_PER_YEAR,  # a 365-day year
 }
 
 

@@ -8,6 +8,7 @@ helpers below so a missing or malformed field always produces the same clear mes
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -369,9 +370,16 @@ def load_config_from_hub(repo_id: str, revision: str | None = None) -> ModelSpec
         raise ConfigError(
             "reading from the Hugging Face Hub needs the hub extra: pip install 'rackmath[hub]'"
         ) from None
+    # the Hub client logs each retry as a warning; the one-line ConfigError below says it all
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)
     try:
         path = hf_hub_download(repo_id, "config.json", revision=revision)
     except Exception as exc:  # network, auth, missing repo: all reported the same way
-        raise ConfigError(f"could not fetch config.json of {repo_id!r} from the Hub: {exc}") from None
+        reason = " ".join(str(exc).split())  # one line, whatever the client's message holds
+        raise ConfigError(f"could not fetch config.json of {repo_id!r} from the Hub: {reason}") from None
+    finally:
+        hub_log.setLevel(level)
     spec = load_config_file(path, model_id=repo_id.split("/")[-1].lower())
     return spec

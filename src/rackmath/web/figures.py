@@ -32,7 +32,7 @@ from rackmath.analyses.serving import DecodeGrid, Deployment
 from rackmath.analyses.sparsity import SparsityStudy
 from rackmath.analyses.training import PipelineResult, TrainingEstimate
 from rackmath.core import roofline as rl
-from rackmath.units import GB, MILLION, MS, SECONDS_PER_DAY, SECONDS_PER_HOUR
+from rackmath.units import GB, MILLION, MS
 
 COLORS = {
     "compute": "#1f77b4",
@@ -226,7 +226,7 @@ def memory_figure(d: Deployment, point: DecodeGrid) -> go.Figure:
     """HBM of one chip: weights, the KV cache of the selected batch, the reserve, what is free."""
     capacity = d.system.chip.hbm_capacity_bytes
     weights = d.weight_bytes_per_chip
-    kv = float(point.batch[0, 0] * point.kv_bytes_per_sequence[0, 0]) / d.chips
+    kv = float(point.kv_bytes_per_chip[0, 0])
     reserve = capacity - d.usable_bytes_per_chip
     free = d.usable_bytes_per_chip - weights - kv
     bars = [
@@ -350,14 +350,6 @@ def pareto_figure(frontier: Frontier) -> go.Figure:
 
 
 # --------------------------------------------------------------------------- Economics page
-
-
-def _duration(seconds: float) -> str:
-    """A human duration for a legend: 23.2 ms, 1.25 s, 30.5 min, 23.4 h, 2 d."""
-    for unit, size in (("d", SECONDS_PER_DAY), ("h", SECONDS_PER_HOUR), ("min", 60.0)):
-        if seconds >= size:
-            return f"{seconds / size:.3g} {unit}"
-    return fmt.seconds(seconds)
 
 
 def _vline(x: float, lo: float, hi: float, name: str, color: str, dash: str = "dash") -> Trace:
@@ -489,7 +481,7 @@ def cache_figure(cache: CacheEconomics, retentions_s: np.ndarray, hit_usd_per_to
         _line(
             retentions_s,
             per_m[i],
-            f"{t.id}: drain time {_duration(t.drain_time_s)}",
+            f"{t.id}: drain time {fmt.duration(t.drain_time_s)}",
             palette[i % len(palette)],
             hovertemplate=f"{t.id}<br>held %{{x:.3g}} s<br>$%{{y:.3g}} per M tokens<extra></extra>",
         )

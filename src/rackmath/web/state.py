@@ -32,7 +32,7 @@ from rackmath.errors import ConfigError, InputError, RackmathError
 from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec, model_from_config
 from rackmath.specs.economics import parse_duration_s
 from rackmath.specs.plan import ParallelPlan
-from rackmath.units import GB, MILLION, MS, TB, TERA
+from rackmath.units import BILLION, GB, MILLION, MS, TB, TERA
 
 #: The model picker's entry for a pasted or uploaded config.json.
 CUSTOM_MODEL = "custom"
@@ -351,10 +351,6 @@ def serving_system(state: ServingState, compute: Precision) -> SystemSpec:
 
 
 # --------------------------------------------------------------------------- shared parsers
-
-#: Face units of the Economics and Training pages (a number input of 1e11 is unreadable).
-BILLION = 1e9
-
 
 def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
     def parse(key: str, text: str) -> str:
