@@ -174,3 +174,8 @@ def test_train_short_by_message():
     )
     assert out.returncode == 0, out.stderr
     assert "short by" in out.stdout
+
+
+def test_pipeline_refuses_a_simulation_too_large_to_lay_out(cli) -> None:
+    code, _, err = cli("pipeline", "--stages", "2000", "--microbatches", "2000", "--schedule", "1f1b")
+    assert code == 1 and "at most 10,000" in err and "closed forms" in err

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from rackmath.cli.main import main
 
-
-def run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
-) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["rackmath", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_validate_json_carries_fractions_and_every_row(monkeypatch, capsys, tmp_path: Path) -> None:
+def test_validate_json_carries_fractions_and_every_row(cli, tmp_path: Path) -> None:
     plot = tmp_path / "validate.png"
-    code, out, _ = run(monkeypatch, capsys, "validate", "--json", "--plot", str(plot))
+    code, out, _ = cli("validate", "--json", "--plot", str(plot))
     assert code == 0
     data = json.loads(out)
     assert data["rows_expressed"] == len(data["rows"]) and data["rows_unsupported"] == len(
@@ -47,14 +31,14 @@ def test_validate_json_carries_fractions_and_every_row(monkeypatch, capsys, tmp_
     assert plot.stat().st_size > 10_000
 
 
-def test_validate_text_lists_unsupported_rows(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "validate")
+def test_validate_text_lists_unsupported_rows(cli) -> None:
+    code, out, _ = cli("validate")
     assert code == 0
     assert "listed unsupported" in out and "MI250X" in out and "overall" in out
 
 
-def test_calibrate_reports_leave_one_source_out(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "calibrate", "--json")
+def test_calibrate_reports_leave_one_source_out(cli) -> None:
+    code, out, _ = cli("calibrate", "--json")
     assert code == 0
     data = json.loads(out)
     assert set(data["calibration"]["families"]) >= {"nvidia-ampere", "nvidia-hopper"}
@@ -64,10 +48,10 @@ def test_calibrate_reports_leave_one_source_out(monkeypatch, capsys) -> None:
     assert len(held) == len(set(held)) == loso["rows"]
 
 
-def test_calibrate_on_a_subset_and_bad_source(monkeypatch, capsys) -> None:
-    code, out, _ = run(monkeypatch, capsys, "calibrate", "--exclude-source", "megatron-lm", "--json")
+def test_calibrate_on_a_subset_and_bad_source(cli) -> None:
+    code, out, _ = cli("calibrate", "--exclude-source", "megatron-lm", "--json")
     assert code == 0
     data = json.loads(out)
     assert "megatron-lm" not in data["loso_by_source"]
-    code, _, err = run(monkeypatch, capsys, "calibrate", "--exclude-source", "gpt-fastt")
+    code, _, err = cli("calibrate", "--exclude-source", "gpt-fastt")
     assert code == 1 and "gpt-fast" in err and "Traceback" not in err

@@ -745,6 +745,11 @@ class PipelineResult:
         }
 
 
+#: Operations (forward, backward, weight-gradient per stage, micro-batch and chunk) one
+#: simulation lays out at most: about two seconds of Python on the 2-core CI machine.
+MAX_SIMULATED_OPS = 30_000
+
+
 def pipeline_schedule(
     schedule: pl.Schedule | str,
     stages: int,
@@ -763,6 +768,18 @@ def pipeline_schedule(
         virtual_stages = 2  # the default of 1 means "the fewest chunks interleaving needs"
     elif sched is not pl.Schedule.INTERLEAVED and virtual_stages != 1:
         raise InputError("virtual stages", virtual_stages, "1 unless the schedule is interleaved")
+    ops = (
+        3 * stages * microbatches * virtual_stages
+        if isinstance(stages, int) and isinstance(microbatches, int)
+        else 0
+    )
+    if ops > MAX_SIMULATED_OPS:
+        raise InputError(
+            "stages x microbatches x virtual stages",
+            f"{stages} x {microbatches} x {virtual_stages}",
+            f"at most {MAX_SIMULATED_OPS // 3:,} (the simulator lays out every operation; "
+            "the closed forms in rackmath.core.pipeline.bubble_fraction have no limit)",
+        )
     timeline = pl.simulate(
         sched, stages, microbatches, virtual_stages=virtual_stages, t_f=t_f, t_b=t_b, t_w=t_w
     )
