@@ -85,7 +85,7 @@ def machine_system(c: Ceilings) -> SystemSpec:
         hbm_capacity_bytes=c.memory_capacity_bytes,
         hbm_bandwidth_bytes_per_s=c.copy_bandwidth_bytes_per_s,
         price_usd_per_chip_hour=DatedPrice(
-            value_usd=1.0, date="n/a", source="none", note="placeholder: this machine is not rented"
+            value_usd=1.0, date="n/a", source="none", note="not applicable: this machine is not rented"
         ),
         confidence="exact",
         date="measured",
@@ -104,7 +104,7 @@ def machine_system(c: Ceilings) -> SystemSpec:
         confidence="exact",
         date="measured",
         source=["rackmath measure"],
-        notes="Latencies are placeholders: one device has no links.",
+        notes="Link latencies are nominal: one device has no links to cross.",
     )
 
 
