@@ -20,7 +20,6 @@ from rackmath import fmt
 from rackmath.analyses.training import CALIBRATED_TRAINING, choose_recompute
 from rackmath.api import pipeline, train
 from rackmath.errors import DoesNotFitError
-from rackmath.web import page_training
 from rackmath.web.state import TrainingState, parse_training_query, training_query
 
 SCRIPT = """
@@ -204,7 +203,10 @@ def test_a_state_round_trips_through_the_url() -> None:
 
 
 def test_the_pipeline_png_is_rackmath_pipeline_plot(tmp_path: Path) -> None:
-    path = page_training._pipeline_png(pipeline(2, 2, "1f1b"))(tmp_path / "pipeline.png")
+    from rackmath.plots.training import save_pipeline_plot
+
+    # the page hands this function, bound to the timeline it shows, to its PNG download
+    path = save_pipeline_plot(pipeline(2, 2, "1f1b").timeline, tmp_path / "pipeline.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

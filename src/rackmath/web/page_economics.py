@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import DoesNotFitError, RackmathError
+from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import MILLION, MS, SECONDS_PER_DAY
 from rackmath.web import components as ui
@@ -631,15 +632,6 @@ def _render_fast(state: EconomicsState) -> None:
     ui.png_download(PAGE, "prices-fast", _prices_png(state), "as `rackmath prices --plot`")
 
 
-def _fleet_png(result: fleet.Fleet) -> Callable[[Path], Path]:
-    def draw(path: Path) -> Path:
-        from rackmath.plots.economics import save_fleet_plot
-
-        return save_fleet_plot(result, path)
-
-    return draw
-
-
 def _render_fleet(state: EconomicsState) -> None:
     f = fleet_view(state.model, state.system, state.fleet)
     st.caption(f"Step time: {f.source}.")
@@ -678,16 +670,7 @@ def _render_fleet(state: EconomicsState) -> None:
     rows = [p.to_dict() for p in f.loads]
     st.dataframe(rows, hide_index=True)
     ui.downloads(PAGE, "fleet", rows, f.to_dict())
-    ui.png_download(PAGE, "fleet", _fleet_png(f), "as `rackmath fleet --plot`")
-
-
-def _overtrain_png(result: overtrain.Overtraining) -> Callable[[Path], Path]:
-    def draw(path: Path) -> Path:
-        from rackmath.plots.economics import save_overtrain_plot
-
-        return save_overtrain_plot(result, path)
-
-    return draw
+    ui.png_download(PAGE, "fleet", partial(save_fleet_plot, f), "as `rackmath fleet --plot`")
 
 
 def _render_overtrain(state: EconomicsState) -> None:
@@ -729,16 +712,7 @@ def _render_overtrain(state: EconomicsState) -> None:
     ]
     st.dataframe(phases, hide_index=True)
     ui.downloads(PAGE, "overtrain", phases, d)
-    ui.png_download(PAGE, "overtrain", _overtrain_png(r), "as `rackmath overtrain --plot`")
-
-
-def _sparsity_png(result: sparsity.SparsityStudy) -> Callable[[Path], Path]:
-    def draw(path: Path) -> Path:
-        from rackmath.plots.economics import save_sparsity_plot
-
-        return save_sparsity_plot(result, path)
-
-    return draw
+    ui.png_download(PAGE, "overtrain", partial(save_overtrain_plot, r), "as `rackmath overtrain --plot`")
 
 
 def _render_sparsity(state: EconomicsState) -> None:
@@ -761,7 +735,7 @@ def _render_sparsity(state: EconomicsState) -> None:
         "for bandwidth until you run out of users (B* = r x sparsity concurrent sequences) or memory. "
         f"Quality: {s.fit.source}; sparsity read as the expert count at top-1 routing."
     )
-    ui.png_download(PAGE, "sparsity", _sparsity_png(s), "as `rackmath sparsity --plot`")
+    ui.png_download(PAGE, "sparsity", partial(save_sparsity_plot, s), "as `rackmath sparsity --plot`")
 
 
 _RENDER: dict[str, Callable[[EconomicsState], None]] = {

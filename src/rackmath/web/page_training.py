@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import streamlit as st
@@ -28,6 +28,7 @@ from rackmath.analyses.training import (
 from rackmath.api import pipeline, train
 from rackmath.core.roofline import PURE_ROOFLINE
 from rackmath.errors import DoesNotFitError, RackmathError
+from rackmath.plots.training import save_pipeline_plot
 from rackmath.specs import Precision
 from rackmath.units import GB, TERA
 from rackmath.web import components as ui
@@ -400,13 +401,6 @@ def _pipeline(result: PipelineResult) -> None:
     with st.expander(f"The {len(d['ops'])} ops"):
         st.dataframe(d["ops"], hide_index=True)
         ui.downloads(PAGE, "pipeline", d["ops"], d)
-    ui.png_download(PAGE, "pipeline", _pipeline_png(result), "as `rackmath pipeline --plot`")
-
-
-def _pipeline_png(result: PipelineResult) -> Callable[[Path], Path]:
-    def draw(path: Path) -> Path:
-        from rackmath.plots.training import save_pipeline_plot
-
-        return save_pipeline_plot(result.timeline, path)
-
-    return draw
+    ui.png_download(
+        PAGE, "pipeline", partial(save_pipeline_plot, result.timeline), "as `rackmath pipeline --plot`"
+    )
