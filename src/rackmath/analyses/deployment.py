@@ -165,7 +165,7 @@ class MemoryPerChip:
 
 
 @dataclass(frozen=True)
-class PlannedGrid:
+class PlannedGrid(serving.DecodeThroughput):
     """Decode (or prefill) over a batch x context grid under a plan."""
 
     deployment: PlannedDeployment
@@ -177,23 +177,6 @@ class PlannedGrid:
     @property
     def step_s(self) -> FloatArray:
         return self.step.step_s
-
-    @property
-    def tokens_per_s(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s)
-
-    @property
-    def tokens_per_s_per_user(self) -> FloatArray:
-        return np.asarray(1.0 / self.step_s)
-
-    @property
-    def tokens_per_s_per_chip(self) -> FloatArray:
-        return np.asarray(self.tokens_per_s / self.deployment.chips)
-
-    @property
-    def usd_per_million_output_tokens(self) -> FloatArray:
-        d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.base.usd_per_chip_hour)
 
     @property
     def fits(self) -> NDArray[np.bool_]:
@@ -221,6 +204,10 @@ class PlannedDeployment:
     @property
     def system(self) -> SystemSpec:
         return self.base.system
+
+    @property
+    def usd_per_chip_hour(self) -> float:
+        return self.base.usd_per_chip_hour
 
     @property
     def chips(self) -> int:

@@ -7,8 +7,10 @@ Weights are assumed sharded evenly over all chips.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -182,8 +184,41 @@ def _grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]
     return b[:, None] if b.ndim == 1 else b, c[None, :] if c.ndim == 1 else c
 
 
+class DecodeThroughput(ABC):
+    """Throughput and cost of one decode step over a batch, shared by every decode grid.
+
+    A subclass provides ``batch``, ``step_s`` and a ``deployment`` with ``chips`` and
+    ``usd_per_chip_hour``; each of ``batch`` sequences gains one token per step.
+    """
+
+    batch: FloatArray
+    deployment: Any
+
+    @property
+    @abstractmethod
+    def step_s(self) -> FloatArray:
+        """Seconds per decode step; each grid knows where its step time comes from."""
+
+    @property
+    def tokens_per_s(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s)
+
+    @property
+    def tokens_per_s_per_user(self) -> FloatArray:
+        return np.broadcast_to(1.0 / self.step_s, self.step_s.shape)
+
+    @property
+    def tokens_per_s_per_chip(self) -> FloatArray:
+        return np.asarray(self.tokens_per_s / self.deployment.chips)
+
+    @property
+    def usd_per_million_output_tokens(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
+
+
 @dataclass(frozen=True)
-class DecodeGrid:
+class DecodeGrid(DecodeThroughput):
     """One decode step for every (batch, context) pair; arrays are ``len(batch) x len(context)``.
 
     ``batch`` sequences each hold ``context`` tokens of cache and produce one token.
@@ -201,26 +236,9 @@ class DecodeGrid:
         return self.times.step_s
 
     @property
-    def tokens_per_s(self) -> FloatArray:
-        return self.batch / self.step_s
-
-    @property
-    def tokens_per_s_per_user(self) -> FloatArray:
-        return np.broadcast_to(1.0 / self.step_s, self.step_s.shape)
-
-    @property
-    def tokens_per_s_per_chip(self) -> FloatArray:
-        return self.tokens_per_s / self.deployment.chips
-
-    @property
     def kv_bytes_per_chip(self) -> FloatArray:
         """The batch's KV cache, spread evenly over the chips like the weights."""
         return self.batch * self.kv_bytes_per_sequence / self.deployment.chips
-
-    @property
-    def usd_per_million_output_tokens(self) -> FloatArray:
-        d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
 
     @property
     def mfu(self) -> FloatArray:
