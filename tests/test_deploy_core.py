@@ -14,53 +14,70 @@ from rackmath.analyses.deployment import plan_deployment, topology
 from rackmath.catalog import resolve_model, system
 from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
+from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 
 
+def _by_name(step: par.PlanStep, attribute: str) -> dict[str, np.ndarray]:
+    return {op.name: np.asarray(getattr(op, attribute)) * step.pp * step.imbalance for op in step.operators}
+
+
 def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
-    """TP=N, DP=PP=1, communication off: compute and KV times equal the foundation's to
-    rounding; weight fetch differs only by the replicated norm scales (N-1)/N x bytes/BW."""
+    """TP=N, DP=PP=1, communication off, against the pooled ideal chip (N x one chip, one
+    rank): every operator does the same FLOPs and moves the same KV per chip; weights
+    differ only by the replicated norm scales, (N-1)/N x their bytes; activations differ
+    because each TP rank reads its replica's whole input (``h`` per token, not ``h/N``).
+    The pooled chip is the bound no layout beats."""
     model, sys = resolve_model("llama-3.1-70b"), system("h100-hgx")
     planned = plan_deployment(model, sys, "tp=8", communication=False)
     ideal = serving.make_deployment(model, sys, chips=8)
     batches, contexts = [1, 16, 256, 2048], [512, 8192]
     g, f = planned.decode(batches, contexts), serving.decode(ideal, batches, contexts)
-    np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
-    np.testing.assert_allclose(g.step.kv_fetch_s, f.times.kv_fetch_s, rtol=1e-12)
+    for attribute in ("flops", "kv_read_bytes", "kv_write_bytes"):
+        plan_ops, ideal_ops = _by_name(g.step, attribute), _by_name(f.times, attribute)
+        assert plan_ops.keys() == ideal_ops.keys()
+        for name in plan_ops:  # per chip: the pooled chip does 8 chips' work
+            np.testing.assert_allclose(8 * plan_ops[name], ideal_ops[name], rtol=1e-12, err_msg=name)
+    plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.times, "weight_bytes")
     norms = arch.param_counts(model).norms * ideal.precisions.weights.bytes_per_element
-    bw = sys.chip.hbm_bandwidth_bytes_per_s
-    np.testing.assert_allclose(
-        g.step.weight_fetch_s, f.times.weight_fetch_s + norms * (1 - 1 / 8) / bw, rtol=1e-12
-    )
+    np.testing.assert_allclose(8 * plan_w["norms"] - ideal_w["norms"], 7 * norms, rtol=1e-12)
+    for name in plan_w.keys() - {"norms"}:
+        np.testing.assert_allclose(8 * plan_w[name], ideal_w[name], rtol=1e-12, err_msg=name)
+    np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
     assert np.all(g.step.comm_s == 0) and np.all(g.step.hops_s == 0)
-    # the replicated norms (1.3M parameters, 0.7 us per step) move the step by < 2e-4
-    np.testing.assert_allclose(g.step_s, f.step_s, rtol=2e-4)
+    assert np.all(g.step_s >= f.step_s * (1 - 1e-12))
     p, q = planned.prefill([1, 4], [2048]), serving.prefill(ideal, [1, 4], [2048])
     np.testing.assert_allclose(p.step.compute_s, q.times.compute_s, rtol=1e-12)
 
 
 def test_moe_pure_tp_reduces_too() -> None:
-    """Routed experts split tp ways read E(1-(1-k/E)^B)/N experts per chip, like the foundation."""
+    """Routed experts split tp ways read E(1-(1-k/E)^B)/N experts per chip, like the pooled
+    chip; norms and routers are replicated on every rank."""
     model, sys = resolve_model("qwen3-30b-a3b"), system("h100-hgx")
     planned = plan_deployment(model, sys, "tp=4", communication=False)
     ideal = serving.make_deployment(model, sys, chips=4)
     g, f = planned.decode([1, 64, 1024], [4096]), serving.decode(ideal, [1, 64, 1024], [4096])
-    counts = arch.param_counts(model)
-    replicated = (counts.norms + counts.router) * ideal.precisions.weights.bytes_per_element
-    bw = sys.chip.hbm_bandwidth_bytes_per_s
-    np.testing.assert_allclose(
-        g.step.weight_fetch_s, f.times.weight_fetch_s + replicated * 0.75 / bw, rtol=1e-12
-    )
-    np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
+    plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.times, "weight_bytes")
+    np.testing.assert_allclose(4 * plan_w["routed_experts"], ideal_w["routed_experts"], rtol=1e-12)
+    np.testing.assert_allclose(4 * plan_w["router"], 4 * ideal_w["router"], rtol=1e-12)
+    plan_f, ideal_f = _by_name(g.step, "flops"), _by_name(f.times, "flops")
+    np.testing.assert_allclose(4 * plan_f["routed_experts"], ideal_f["routed_experts"], rtol=1e-12)
+    # every TP rank scores its replica's tokens against all experts: the router is replicated
+    np.testing.assert_allclose(plan_f["router"], ideal_f["router"], rtol=1e-12)
 
 
 def test_ep_all_to_all_by_hand() -> None:
-    """DeepSeek-V3, ep=64 dp=64 on one NVL72, batch 2048: 32 tokens per chip, each sent to
-    k = 8 experts as 7168 bf16 values: M = 32 x 8 x 7168 x 2 B; (63/64) M / 900 GB/s + 2 us,
-    twice (dispatch, combine) in each of 58 MoE layers."""
+    """DeepSeek-V3, ep=64 dp=64 on one NVL72, batch 2048: 32 tokens per chip. Each token
+    goes once to each rank holding one of its k = 8 experts (4 of 256 experts per rank):
+    a rank is missed with P = prod_{j<8} (252-j)/(256-j), so D = 64 (1 - P) = 7.68 ranks,
+    M = 32 x D x 7168 x 2 B; (63/64) M / 900 GB/s + 2 us, twice (dispatch, combine) in
+    each of 58 MoE layers."""
     model, sys = resolve_model("deepseek-v3"), system("gb200-nvl72")
     dep = plan_deployment(model, sys, "dp=64,ep=64")
-    m_bytes = 32 * 8 * 7168 * 2
+    miss = float(np.prod([(252 - j) / (256 - j) for j in range(8)]))
+    ranks = 64 * (1 - miss)
+    assert ranks == pytest.approx(7.68, abs=0.01)
+    m_bytes = 32 * ranks * 7168 * 2
     one = 63 / 64 * m_bytes / 900e9 + 2e-6
     assert dep.decode([2048], [4096]).step.ep_comm_s[0, 0] == pytest.approx(2 * 58 * one, rel=1e-12)
     # over two racks (32 chips each): half of M stays (31/32 of it leaves the chip over
@@ -68,6 +85,18 @@ def test_ep_all_to_all_by_hand() -> None:
     two = plan_deployment(model, sys, "dp=64,ep=64", chips_per_domain=32)
     crossing = (31 / 32 * m_bytes / 2 / 900e9 + 2e-6) + 0.5 * m_bytes / 50e9 + 5e-6
     assert two.decode([2048], [4096]).step.ep_comm_s[0, 0] == pytest.approx(2 * 58 * crossing, rel=1e-12)
+
+
+def test_ep2_sends_each_token_once_per_destination_rank() -> None:
+    """The bug this fixes: EP2 with k = 8 of 256 experts charged 8 copies per token
+    (4 of them crossing). Each token reaches at most 2 ranks: D = 2 (1 - prod_{j<8}
+    (128-j)/(256-j)) = 1.993, so (1/2) D = 0.997 copies leave the chip, not 4."""
+    miss = float(np.prod([(128 - j) / (256 - j) for j in range(8)]))
+    assert float(coll.expected_destination_ranks(2, 256, 8)) == pytest.approx(2 * (1 - miss), rel=1e-12)
+    assert float(coll.expected_destination_ranks(2, 256, 8)) == pytest.approx(1.993, abs=1e-3)
+    assert float(coll.expected_destination_ranks(1, 256, 8)) == pytest.approx(1.0)
+    # one expert per rank: every pick is a distinct rank
+    assert float(coll.expected_destination_ranks(256, 256, 8)) == pytest.approx(8.0)
 
 
 def test_tp_all_reduce_and_pipeline_hop_by_hand() -> None:
@@ -209,11 +238,8 @@ def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, 
                 pp=pp,
                 dp=1,
                 ep=1,
-                tokens=batch,
-                flops=batch * 2 * 405e9,
-                kv_bytes=batch * 1e8,
-                peak_flops_per_s=1e15,
-                bandwidth_bytes_per_s=3.35e12,
+                load=ops.decode_load(model, batch, 4096, 1.0),
+                rates=ops.ChipRates(1e15, 1e15, 3.35e12),
                 topo=topo,
                 extra_hop_latency_s=h,
             ).step_s

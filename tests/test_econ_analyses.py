@@ -14,6 +14,7 @@ from rackmath.analyses import caching, fast_mode, prices, serving, sparsity
 from rackmath.analyses.serving import Deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import architecture as arch
+from rackmath.core import operators as ops
 from rackmath.errors import InputError
 
 
@@ -38,7 +39,18 @@ def test_survey_ages_and_roofline_ratio() -> None:
     assert 3 < s.roofline.output_over_input < 10
     # cost per token = FLOPs per token / (MFU x peak) x price: the ratio is the MFU ratio
     # times the FLOPs ratio (decode's absorbed-MLA attention does more FLOPs per token)
-    assert s.roofline.prefill_mfu == pytest.approx(1.0)
+    # One 8,192-token prompt on 64 pooled chips: attention computes in bf16 (half the fp8
+    # peak), and the routed experts are memory-bound: 8,192 tokens x 8 picks touch all 256
+    # experts of all 58 MoE layers, 256 x 58 x 3 x 7168 x 2048 B = 654 GB over 512 TB/s = 1.28 ms
+    pre = serving.prefill(d, [1], [8192])
+    experts = next(op for op in pre.times.operators if op.name == "routed_experts")
+    expert_bytes = 256 * 58 * 3 * 7168 * 2048 * 1.0  # fp8 weights
+    assert float(experts.weight_bytes.ravel()[0]) == pytest.approx(expert_bytes, rel=1e-6)
+    assert float(experts.memory_s.ravel()[0]) > float(experts.compute_s.ravel()[0])
+    f_attn = float(ops.prefill_attention_flops_per_sequence(d.model, 8192))
+    f_all = float(arch.prefill_flops_per_sequence(d.model, 8192))
+    assert s.roofline.prefill_mfu == pytest.approx(float(pre.mfu[0, 0]))
+    assert s.roofline.prefill_mfu < f_all / (f_all + f_attn)  # below the compute-only bound
     f_dec = float(arch.decode_flops_per_token(d.model, 8192))
     f_pre = float(arch.prefill_flops_per_sequence(d.model, 8192)) / 8192
     ratio = (f_dec / s.roofline.decode_mfu) / (f_pre / s.roofline.prefill_mfu)

@@ -190,9 +190,13 @@ def test_decode_grid_broadcasts_batch_by_context() -> None:
 def test_mbu_counts_the_bytes_a_step_moves() -> None:
     dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
     g = serving.decode(dep, [1, 512], [1024])
-    moved = dep.weight_bytes_read(g.batch) + g.batch * g.kv_bytes_per_sequence
-    assert g.mbu == pytest.approx(moved / (g.step_s * dep.bandwidth_bytes_per_s))
-    assert g.mbu[0, 0] == pytest.approx(1.0)  # batch 1 is bound by memory: the pure roofline saturates it
+    # the step reads the weights its batch touches and the batch's KV (the core's own count) ...
+    weights_and_kv = dep.weight_bytes_read(g.batch) + g.batch * g.kv_bytes_per_sequence
+    np.testing.assert_allclose(g.times.weight_bytes + g.times.kv_read_bytes, weights_and_kv, rtol=1e-12)
+    # ... and moves activations beside them; MBU counts every byte it moves
+    assert g.mbu == pytest.approx(g.times.bytes_moved / (g.step_s * dep.bandwidth_bytes_per_s))
+    # batch 1 is bound by memory in every operator: the pure roofline saturates the bandwidth
+    assert g.mbu[0, 0] == pytest.approx(1.0)
     assert np.all(g.mbu <= 1 + 1e-12)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses import serving
-from rackmath.core import architecture as arch
+from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
@@ -272,7 +272,8 @@ class PlannedDeployment:
         usable = chip.hbm_capacity_bytes - one.reserve_bytes
         return par.max_concurrency(usable, empty.weights.total, one.total_bytes - empty.total_bytes)
 
-    def step(self, *, tokens: ArrayLike, flops: ArrayLike, kv_bytes: ArrayLike, decode: bool) -> par.PlanStep:
+    def step(self, load: ops.StepLoad, *, decode: bool) -> par.PlanStep:
+        """One cycle processing ``load`` (see :mod:`rackmath.core.operators`)."""
         p = self.plan
         cost_frac, _ = self._fracs
         return par.plan_step(
@@ -281,13 +282,9 @@ class PlannedDeployment:
             pp=p.pp,
             dp=p.dp,
             ep=p.ep,
-            tokens=tokens,
-            flops=flops,
-            kv_bytes=kv_bytes,
-            peak_flops_per_s=self.peak_flops_per_s_per_chip,
-            bandwidth_bytes_per_s=self.system.chip.hbm_bandwidth_bytes_per_s,
+            load=load,
+            rates=self.base.chip_rates(),
             topo=self.topology,
-            efficiency=self.base.efficiency,
             stage_frac=cost_frac,
             comm_overlap_frac=self.comm_overlap_frac,
             communication=self.communication,
@@ -296,16 +293,14 @@ class PlannedDeployment:
             activation_bytes=self.activation_bytes,
         )
 
+    @property
+    def kv_bytes_per_element(self) -> float:
+        return self.base.precisions.kv.bytes_per_element
+
     def decode(self, batch: ArrayLike, context: ArrayLike) -> PlannedGrid:
         """One decode cycle for each (batch, context): every sequence makes one token."""
         b, c = serving._grid(batch, context)
-        kv_seq = self.base.kv_bytes_per_sequence(c)
-        step = self.step(
-            tokens=b + 0.0 * c,
-            flops=b * arch.decode_flops_per_token(self.model, c),
-            kv_bytes=b * kv_seq,
-            decode=True,
-        )
+        step = self.step(ops.decode_load(self.model, b, c, self.kv_bytes_per_element), decode=True)
         shape = step.step_s.shape
         return PlannedGrid(
             deployment=self,
@@ -318,12 +313,7 @@ class PlannedDeployment:
     def prefill(self, batch: ArrayLike, length: ArrayLike) -> PlannedGrid:
         """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written once)."""
         b, n = serving._grid(batch, length)
-        step = self.step(
-            tokens=b * n,
-            flops=b * arch.prefill_flops_per_sequence(self.model, n),
-            kv_bytes=b * self.base.kv_bytes_per_sequence(n),
-            decode=False,
-        )
+        step = self.step(ops.prefill_load(self.model, b, n, self.kv_bytes_per_element), decode=False)
         shape = step.step_s.shape
         return PlannedGrid(
             deployment=self,

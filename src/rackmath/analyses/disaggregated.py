@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.deployment import PlannedDeployment
-from rackmath.core import architecture as arch
+from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
@@ -92,18 +92,8 @@ def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | 
     _check_lengths(input_len, output_len)
     context = input_len + output_len
     b, limit = _batch(dep, batch, context, 1.0 + input_len / output_len)
-    avg = input_len + output_len / 2
-    kv_el = dep.base.precisions.kv.bytes_per_element
-    tokens, flops, kv = par.chunked_prefill_load(
-        float(b),
-        input_len,
-        output_len,
-        decode_flops_per_token=arch.decode_flops_per_token(dep.model, avg),
-        prefill_flops_per_sequence=arch.prefill_flops_per_sequence(dep.model, input_len),
-        kv_bytes_decode_per_sequence=arch.kv_bytes_per_sequence(dep.model, avg, kv_el),
-        kv_bytes_prompt_per_sequence=arch.kv_bytes_per_sequence(dep.model, input_len, kv_el),
-    )
-    step = float(dep.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=True).step_s)
+    load = ops.mixed_load(dep.model, float(b), input_len, output_len, dep.kv_bytes_per_element)
+    step = float(dep.step(load, decode=True).step_s)
     rate = b / step
     return ServingPoint(
         design="mixed",
@@ -116,7 +106,7 @@ def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | 
             rl.usd_per_million_tokens(step, b, dep.chips, dep.base.usd_per_chip_hour)
         ),
         max_concurrency=limit,
-        fits=bool(dep.memory(b, context, tokens_in_flight=tokens).fits),
+        fits=bool(dep.memory(b, context, tokens_in_flight=load.tokens).fits),
     )
 
 

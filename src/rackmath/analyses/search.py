@@ -27,6 +27,7 @@ from rackmath.analyses import serving
 from rackmath.analyses.deployment import topology
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
+from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
@@ -205,7 +206,6 @@ def evaluate(
     plans = enumerate_plans(model, system, max_chips=max_chips, max_pp=max_pp)
     m = par.shardable(model, precisions.weights.bytes_per_element)
     i_len, o_len = workload.input_len, workload.output_len
-    ctx_avg = i_len + o_len / 2
     ctx_max = i_len + o_len
     kv_el = precisions.kv.bytes_per_element
     cost_frac, layer_frac = par.stage_fractions(m.layer_bytes, plans[:, 1])
@@ -220,15 +220,7 @@ def evaluate(
     batch = np.tile(b, len(plans))
     cost_frac, layer_frac, weights = (np.repeat(x, b.size) for x in (cost_frac, layer_frac, weights))
 
-    tokens, flops, kv_bytes = par.chunked_prefill_load(
-        batch,
-        i_len,
-        o_len,
-        decode_flops_per_token=arch.decode_flops_per_token(model, ctx_avg),
-        prefill_flops_per_sequence=arch.prefill_flops_per_sequence(model, i_len),
-        kv_bytes_decode_per_sequence=arch.kv_bytes_per_sequence(model, ctx_avg, kv_el),
-        kv_bytes_prompt_per_sequence=arch.kv_bytes_per_sequence(model, i_len, kv_el),
-    )
+    load = ops.mixed_load(model, batch, i_len, o_len, kv_el)
     kv_chip = par.kv_bytes_per_chip(
         arch.kv_bytes_per_sequence(model, ctx_max, kv_el),
         batch,
@@ -238,21 +230,26 @@ def evaluate(
         kv_heads=m.kv_heads,
         layer_frac=layer_frac,
     )
-    act_chip = par.activation_bytes_per_chip(tokens / (pp * dp), model.hidden_size, tp=tp)
+    act_chip = par.activation_bytes_per_chip(load.tokens / (pp * dp), model.hidden_size, tp=tp)
     memory = weights + kv_chip + act_chip
+    base = serving.Deployment(
+        model=model,
+        system=system,
+        chips=1,
+        precisions=precisions,
+        usd_per_chip_hour=chip.price_usd_per_chip_hour.value_usd,
+        efficiency=efficiency,
+        memory_reserve_frac=memory_reserve_frac,
+    )
     step = par.plan_step(
         m,
         tp=tp,
         pp=pp,
         dp=dp,
         ep=ep,
-        tokens=tokens,
-        flops=flops,
-        kv_bytes=kv_bytes,
-        peak_flops_per_s=chip.peak_flops(precisions.compute),
-        bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
+        load=load,
+        rates=base.chip_rates(),
         topo=topo,
-        efficiency=efficiency,
         stage_frac=cost_frac,
         comm_overlap_frac=comm_overlap_frac,
         decode=True,

@@ -1,8 +1,10 @@
-"""Serving analysis: a real model on real chips, through the roofline core.
+"""Serving analysis: a real model on real chips, through the per-operator core.
 
-Until parallel plans exist, ``chips`` act as one ideal chip with ``chips`` times the
-FLOP/s, bandwidth and capacity, and no communication cost (the lecture's simplification).
-Weights are assumed sharded evenly over all chips.
+Here ``chips`` act as one ideal chip with ``chips`` times the FLOP/s, bandwidth and
+capacity: the lecture's simplification. It is not a second model: the step is
+:func:`rackmath.core.parallel.plan_step` on a one-rank plan over that pooled chip with
+communication switched off, the same operators every planned deployment runs
+(:mod:`rackmath.analyses.deployment`). Weights are assumed sharded evenly over all chips.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import architecture as arch
+from rackmath.core import operators as ops
+from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.specs.hardware import SystemSpec
@@ -109,6 +113,45 @@ class Deployment:
     @property
     def weights_fit(self) -> bool:
         return self.weight_bytes_per_chip <= self.usable_bytes_per_chip
+
+    @property
+    def attention_precision(self) -> Precision:
+        """The precision the attention core computes in: the KV cache's where the chip has
+        that peak (FP8 attention over an FP8 cache), else bf16, else the GEMMs' precision
+        (a chip listed with low-precision peaks only)."""
+        peaks = self.system.chip.peak_flops_per_s
+        for candidate in (self.precisions.kv.compute_class, Precision.BF16):
+            if candidate in peaks:
+                return candidate
+        return self.precisions.compute
+
+    def chip_rates(self, chips: float = 1.0) -> ops.ChipRates:
+        """What ``chips`` chips pooled offer the operators (peaks, bandwidth, efficiency)."""
+        chip = self.system.chip
+        return ops.ChipRates(
+            gemm_flops_per_s=chips * chip.peak_flops(self.precisions.compute),
+            attention_flops_per_s=chips * chip.peak_flops(self.attention_precision),
+            bandwidth_bytes_per_s=chips * chip.hbm_bandwidth_bytes_per_s,
+            efficiency=self.efficiency.table(),
+        )
+
+    @cached_property
+    def shardable(self) -> par.ShardableModel:
+        return par.shardable(self.model, self.precisions.weights.bytes_per_element)
+
+    def ideal_step(self, load: ops.StepLoad) -> par.PlanStep:
+        """The pooled ideal chip: a one-rank plan on ``chips`` x one chip, no communication."""
+        return par.plan_step(
+            self.shardable,
+            tp=1,
+            pp=1,
+            dp=1,
+            ep=1,
+            load=load,
+            rates=self.chip_rates(self.chips),
+            topo=None,
+            communication=False,
+        )
 
     @cached_property
     def moe_split(self) -> tuple[float, float, int, int]:
@@ -227,13 +270,19 @@ class DecodeGrid(DecodeThroughput):
     deployment: Deployment
     batch: FloatArray
     context: FloatArray
-    times: rl.StepTimes
+    times: par.PlanStep
     flops: FloatArray
     kv_bytes_per_sequence: FloatArray
 
     @property
     def step_s(self) -> FloatArray:
+        """Sum over operators of max(compute, memory): the realistic step."""
         return self.times.step_s
+
+    @property
+    def blackboard_step_s(self) -> FloatArray:
+        """The lecture's max(total compute, total memory): the lower bound."""
+        return self.times.blackboard_s
 
     @property
     def kv_bytes_per_chip(self) -> FloatArray:
@@ -246,10 +295,8 @@ class DecodeGrid(DecodeThroughput):
 
     @property
     def mbu(self) -> FloatArray:
-        """Bytes the step moves (weights read + KV read) over what peak bandwidth moves in it."""
-        d = self.deployment
-        moved = d.weight_bytes_read(self.batch) + self.batch * self.kv_bytes_per_sequence
-        return rl.utilization(moved, self.step_s, d.bandwidth_bytes_per_s)
+        """Bytes the step moves (weights, KV, activations) over what peak bandwidth moves in it."""
+        return rl.utilization(self.times.bytes_moved, self.step_s, self.deployment.bandwidth_bytes_per_s)
 
     @property
     def fits(self) -> NDArray[np.bool_]:
@@ -259,27 +306,19 @@ class DecodeGrid(DecodeThroughput):
 
 
 def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
-    """Decode-step roofline over a batch x context grid (1-D inputs become an outer grid)."""
+    """Decode step over a batch x context grid (1-D inputs become an outer grid)."""
     b, c = _grid(batch, context)
     d = deployment
-    kv_seq = d.kv_bytes_per_sequence(c)
-    flops = b * arch.decode_flops_per_token(d.model, c)
-    times = rl.step_times(
-        flops=flops,
-        weight_bytes=d.weight_bytes_read(b),
-        kv_bytes=b * kv_seq,
-        peak_flops_per_s=d.peak_flops_per_s,
-        bandwidth_bytes_per_s=d.bandwidth_bytes_per_s,
-        efficiency=d.efficiency,
-    )
-    shape = times.step_s.shape
+    load = ops.decode_load(d.model, b, c, d.precisions.kv.bytes_per_element)
+    step = d.ideal_step(load)
+    shape = step.step_s.shape
     return DecodeGrid(
         deployment=d,
         batch=np.broadcast_to(b, shape),
         context=np.broadcast_to(c, shape),
-        times=times,
-        flops=np.broadcast_to(flops, shape),
-        kv_bytes_per_sequence=np.broadcast_to(kv_seq, shape),
+        times=step,
+        flops=np.broadcast_to(b * arch.decode_flops_per_token(d.model, c), shape),
+        kv_bytes_per_sequence=np.broadcast_to(d.kv_bytes_per_sequence(c), shape),
     )
 
 
@@ -290,7 +329,7 @@ class PrefillGrid:
     deployment: Deployment
     batch: FloatArray
     length: FloatArray
-    times: rl.StepTimes
+    times: par.PlanStep
     flops: FloatArray
 
     @property
@@ -298,34 +337,31 @@ class PrefillGrid:
         return self.batch * self.length
 
     @property
+    def step_s(self) -> FloatArray:
+        return self.times.step_s
+
+    @property
     def usd_per_million_input_tokens(self) -> FloatArray:
         d = self.deployment
-        return rl.usd_per_million_tokens(self.times.step_s, self.tokens, d.chips, d.usd_per_chip_hour)
+        return rl.usd_per_million_tokens(self.step_s, self.tokens, d.chips, d.usd_per_chip_hour)
 
     @property
     def mfu(self) -> FloatArray:
-        return rl.utilization(self.flops, self.times.step_s, self.deployment.peak_flops_per_s)
+        return rl.utilization(self.flops, self.step_s, self.deployment.peak_flops_per_s)
 
 
 def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
+    """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written, not read)."""
     b, n = _grid(batch, length)
     d = deployment
-    flops = b * arch.prefill_flops_per_sequence(d.model, n)
-    times = rl.step_times(
-        flops=flops,
-        weight_bytes=d.weight_bytes_read(b * n),
-        kv_bytes=b * d.kv_bytes_per_sequence(n),
-        peak_flops_per_s=d.peak_flops_per_s,
-        bandwidth_bytes_per_s=d.bandwidth_bytes_per_s,
-        efficiency=d.efficiency,
-    )
-    shape = times.step_s.shape
+    step = d.ideal_step(ops.prefill_load(d.model, b, n, d.precisions.kv.bytes_per_element))
+    shape = step.step_s.shape
     return PrefillGrid(
         deployment=d,
         batch=np.broadcast_to(b, shape),
         length=np.broadcast_to(n, shape),
-        times=times,
-        flops=np.broadcast_to(flops, shape),
+        times=step,
+        flops=np.broadcast_to(b * arch.prefill_flops_per_sequence(d.model, n), shape),
     )
 
 

@@ -40,6 +40,7 @@ from rackmath import catalog
 from rackmath.analyses import serving
 from rackmath.catalog.measurements import measurements
 from rackmath.core import architecture as arch
+from rackmath.core import operators as ops
 from rackmath.core import reality
 from rackmath.core import roofline as rl
 from rackmath.errors import RackmathError
@@ -241,7 +242,6 @@ class _Engine:
         else:
             self.base = replace(probe, efficiency=efficiency, memory_reserve_frac=reserve)
         self._concurrency: dict[float, float] = {}
-        self._loads: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.fits = self._weights_fit()
 
     @staticmethod
@@ -253,54 +253,29 @@ class _Engine:
 
     def with_efficiency(self, efficiency: rl.Efficiency, comm_overlap_frac: float | None = None) -> _Engine:
         """The same deployment at another efficiency (and, for a plan, another fraction of
-        communication hidden behind computation); shallow copies keep the derived
-        per-deployment constants (parameter counts, stage split) already computed."""
+        communication hidden behind computation): new frozen deployments, nothing mutated;
+        the per-model constants are cached by the core (:func:`rackmath.core.parallel.shardable`)."""
         clone = copy.copy(self)
         clone.base = replace(self.base, efficiency=efficiency)
         if self.use_plan:
-            clone.planned = copy.copy(self.planned)
-            object.__setattr__(clone.planned, "base", clone.base)
+            overlap = self.planned.comm_overlap_frac
             if comm_overlap_frac is not None:
-                object.__setattr__(clone.planned, "comm_overlap_frac", float(comm_overlap_frac))
+                overlap = float(comm_overlap_frac)
+            clone.planned = replace(self.planned, base=clone.base, comm_overlap_frac=overlap)
         return clone
 
-    def _load(self, key: tuple[Any, ...], make: Any) -> tuple[Any, ...]:
-        """(tokens, FLOPs, KV bytes) of a step: efficiency-independent, so computed once per
-        scenario and shared by every clone (the fit asks for the same steps thousands of times)."""
-        if key not in self._loads:
-            self._loads[key] = make()
-        return self._loads[key]
-
     def decode_step_s(self, batch: float, contexts: np.ndarray) -> np.ndarray:
-        if self.use_plan:  # PlannedDeployment.decode's load, cached
-            b, c = np.array([[float(batch)]]), np.asarray(contexts, float)[None, :]
-            tokens, flops, kv = self._load(
-                ("decode", float(batch), c.tobytes()),
-                lambda: (
-                    b + 0.0 * c,
-                    b * arch.decode_flops_per_token(self.model, c),
-                    b * self.base.kv_bytes_per_sequence(c),
-                ),
-            )
-            step = self.planned.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=True)
-            return np.asarray(step.step_s[0])
+        if self.use_plan:
+            return np.asarray(self.planned.decode([batch], contexts).step_s[0])
         return np.asarray(serving.decode(self.base, [batch], contexts).step_s[0])
 
     def prefill(self, batch: float, length: float) -> tuple[float, float]:
         """(step seconds, FLOPs) of one prefill."""
-        b, n = float(batch), float(length)
-        tokens, flops, kv = self._load(
-            ("prefill", b, n),
-            lambda: (
-                b * n,
-                b * float(arch.prefill_flops_per_sequence(self.model, n)),
-                b * float(self.base.kv_bytes_per_sequence(n)),
-            ),
+        grid = self.planned.prefill([batch], [length]) if self.use_plan else serving.prefill(
+            self.base, [batch], [length]
         )
-        if self.use_plan:  # PlannedDeployment.prefill's load, cached
-            step = self.planned.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=False)
-            return float(np.asarray(step.step_s).ravel()[0]), flops
-        return float(serving.prefill(self.base, [batch], [length]).times.step_s[0, 0]), flops
+        flops = float(batch) * float(arch.prefill_flops_per_sequence(self.model, float(length)))
+        return float(grid.step_s[0, 0]), flops
 
     def peak_flops_per_s(self) -> float:
         return self.chips * self.base.system.chip.peak_flops(self.base.precisions.compute)
@@ -322,34 +297,10 @@ class _Engine:
 
     def mixed_step_s(self, batch: float, input_len: int, output_len: int) -> float:
         """One steady-state step of continuous batching with chunked prefill."""
-        assert par is not None
-        mean_context = input_len + output_len / 2.0
-        chunked = par.chunked_prefill_load
-        tokens, flops, kv = self._load(
-            ("mixed", float(batch), input_len, output_len),
-            lambda: chunked(
-                batch,
-                input_len,
-                output_len,
-                decode_flops_per_token=arch.decode_flops_per_token(self.model, mean_context),
-                prefill_flops_per_sequence=arch.prefill_flops_per_sequence(self.model, input_len),
-                kv_bytes_decode_per_sequence=self.base.kv_bytes_per_sequence(mean_context),
-                kv_bytes_prompt_per_sequence=self.base.kv_bytes_per_sequence(input_len),
-            ),
-        )
-        if self.use_plan:
-            return float(
-                np.asarray(self.planned.step(tokens=tokens, flops=flops, kv_bytes=kv, decode=True).step_s)
-            )
-        times = rl.step_times(
-            flops=flops,
-            weight_bytes=self.base.weight_bytes_read(tokens),
-            kv_bytes=kv,
-            peak_flops_per_s=self.base.peak_flops_per_s,
-            bandwidth_bytes_per_s=self.base.bandwidth_bytes_per_s,
-            efficiency=self.base.efficiency,
-        )
-        return float(np.asarray(times.step_s))
+        kv_el = self.base.precisions.kv.bytes_per_element
+        load = ops.mixed_load(self.model, float(batch), input_len, output_len, kv_el)
+        step = self.planned.step(load, decode=True) if self.use_plan else self.base.ideal_step(load)
+        return float(np.asarray(step.step_s))
 
 
 @lru_cache(maxsize=4096)

@@ -28,7 +28,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.specs.model import ActiveCountRule, AttentionKind, AttentionSpec, ModelSpec
+from rackmath.core import attention as attn
+from rackmath.specs.model import ActiveCountRule, AttentionSpec, ModelSpec
 from rackmath.units import FLOPS_PER_MAC
 
 FloatArray = NDArray[np.float64]
@@ -95,37 +96,8 @@ _NOT_SUMMED = {"per_expert", "routed_active"}
 
 
 def attention_params(a: AttentionSpec, hidden: int) -> int:
-    """Weights of one attention block (projections, biases, q/k norms, sinks).
-
-    Standard (MHA/GQA/MQA): ``W_q: h x (H*d)``, ``W_k, W_v: h x (H_kv*d)``, ``W_o: (H*d) x h``.
-    MLA (DeepSeek-V2 §2.1): queries through a rank-``r_q`` bottleneck
-    ``h x r_q -> r_q x H*(d_nope+d_rope)`` (direct ``h x H*(d_nope+d_rope)`` when
-    ``q_lora_rank`` is null); keys and values through ``h x (r_kv + d_rope)`` (the cached
-    latent plus one shared RoPE key) then ``r_kv x H*(d_nope + d_v)``; RMSNorm scales on
-    both latents; output ``H*d_v x h``.
-    """
-    heads = a.num_heads
-    if a.kind is AttentionKind.MLA:
-        q_out = heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
-        q = (
-            hidden * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * q_out
-            if a.q_lora_rank
-            else hidden * q_out
-        )
-        kv = (
-            hidden * (a.kv_lora_rank + a.qk_rope_head_dim)
-            + a.kv_lora_rank
-            + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
-        )
-        out = heads * a.v_head_dim * hidden
-        return q + kv + out
-    q_width = heads * a.head_dim
-    kv_width = a.num_kv_heads * a.head_dim
-    weights = hidden * q_width + 2 * hidden * kv_width + q_width * hidden
-    biases = (q_width + 2 * kv_width if a.qkv_bias else 0) + (hidden if a.output_bias else 0)
-    norms = 2 * a.head_dim if a.qk_norm else 0
-    sinks = heads if a.sinks else 0
-    return weights + biases + norms + sinks
+    """Weights of one attention block: the kind's rule in :mod:`rackmath.core.attention`."""
+    return attn.params(a, hidden)
 
 
 def mlp_params(hidden: int, intermediate: int, gated: bool, bias: bool) -> int:
@@ -185,15 +157,9 @@ def param_counts(model: ModelSpec) -> ParamCounts:
 
 
 def kv_elements_per_token_per_layer(a: AttentionSpec) -> int:
-    """Cached values per token per layer.
-
-    MHA/GQA/MQA: a key and a value per KV head, ``2 * H_kv * d``
-    (Llama-3.1-70B: 2 * 8 * 128 = 2,048). MLA caches the compressed latent and the shared
-    RoPE key, ``r_kv + d_rope`` (DeepSeek-V3: 512 + 64 = 576).
-    """
-    if a.kind is AttentionKind.MLA:
-        return a.kv_lora_rank + a.qk_rope_head_dim
-    return 2 * a.num_kv_heads * a.head_dim
+    """Cached values per token per layer (:func:`rackmath.core.attention.kv_elements_per_token_per_layer`):
+    MHA/GQA/MQA ``2 H_kv d`` (Llama-3.1-70B: 2,048); MLA ``r_kv + d_rope`` (DeepSeek-V3: 576)."""
+    return attn.kv_elements_per_token_per_layer(a)
 
 
 def _windows(model: ModelSpec) -> tuple[FloatArray, FloatArray]:
@@ -217,21 +183,57 @@ def kv_bytes_per_token(model: ModelSpec, kv_bytes_per_element: float) -> float:
     return float(per_layer * model.num_layers)
 
 
-def kv_bytes_per_sequence(model: ModelSpec, context: ArrayLike, kv_bytes_per_element: float) -> FloatArray:
-    """KV-cache bytes one sequence holds at ``context`` tokens (= bytes a decode step reads).
+#: Bytes per DSA indexer key value: FP8 (DeepSeek-V3.2-Exp report, 2025, §2.1).
+INDEXER_KEY_BYTES = 1.0
 
-    ``sum_l  elems_per_token_l * bytes * min(context, window_l)``: full-attention layers grow
-    linearly in context; sliding-window layers stop at their window.
+
+def read_tokens_per_layer_sum(model: ModelSpec, context: ArrayLike) -> FloatArray:
+    """``sum over layers of min(context, window_l, top_k)``: keys one decode query reads.
+
+    Equals :func:`cached_tokens_per_layer_sum` for dense attention; DSA (``index_top_k``)
+    bounds every layer at ``top_k`` (DeepSeek-V3.2 at 128K: 61 x 2,048, not 61 x 131,072).
     """
-    per_layer = kv_elements_per_token_per_layer(model.attention) * kv_bytes_per_element
+    top_k = model.attention.index_top_k
+    if not top_k:
+        return cached_tokens_per_layer_sum(model, context)
+    c = np.asarray(context, dtype=float)
+    windows, full = _windows(model)
+    bounded = np.minimum(windows, top_k) if windows.size else windows
+    sliding = np.minimum(c[..., None], bounded).sum(axis=-1) if windows.size else 0.0
+    return np.asarray(full * np.minimum(c, top_k) + sliding, dtype=float)
+
+
+def kv_bytes_per_sequence(model: ModelSpec, context: ArrayLike, kv_bytes_per_element: float) -> FloatArray:
+    """KV-cache bytes one sequence *holds* at ``context`` tokens.
+
+    ``sum_l  elems_per_token_l * bytes * min(context, window_l)`` (+ the DSA indexer's FP8
+    key per token and layer): full-attention layers grow linearly in context;
+    sliding-window layers stop at their window.
+    """
+    a = model.attention
+    per_layer = attn.kv_elements_per_token_per_layer(a) * kv_bytes_per_element
+    per_layer += attn.indexer_elements_per_token_per_layer(a) * INDEXER_KEY_BYTES
     return per_layer * cached_tokens_per_layer_sum(model, context)
 
 
+def kv_bytes_read_per_sequence(
+    model: ModelSpec, context: ArrayLike, kv_bytes_per_element: float
+) -> FloatArray:
+    """KV-cache bytes one decode step *reads* for one sequence at ``context`` tokens.
+
+    Dense attention reads what it holds. DSA reads the indexer key of every held token
+    and the full cache entry of the ``top_k`` selected ones:
+    ``sum_l (idx_bytes min(c, w_l) + kv_elems bytes min(c, w_l, top_k))``.
+    """
+    a = model.attention
+    per_layer = attn.kv_elements_per_token_per_layer(a) * kv_bytes_per_element
+    indexer = attn.indexer_elements_per_token_per_layer(a) * INDEXER_KEY_BYTES
+    read = per_layer * read_tokens_per_layer_sum(model, context)
+    return np.asarray(read + indexer * cached_tokens_per_layer_sum(model, context), dtype=float)
+
+
 def _attention_flops_per_visible_token(a: AttentionSpec, *, decode: bool) -> int:
-    """``2 * H * (d_qk + d_v)``: FLOPs per query token per visible key, one layer."""
-    if a.kind is AttentionKind.MLA and decode:  # d_qk = r_kv + d_rope, d_v = r_kv
-        return FLOPS_PER_MAC * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
-    return FLOPS_PER_MAC * a.num_heads * (a.head_dim + a.v_head_dim)
+    return attn.flops_per_visible_token(a, decode=decode)
 
 
 def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
@@ -240,10 +242,23 @@ def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
     ``2 * P_matmul_active + 2 * H * (d_qk + d_v) * sum_l min(context, window_l)``
     (MLA in its absorbed form; see the module docstring).
     """
-    matmul = FLOPS_PER_MAC * param_counts(model).matmul_active
-    per_visible = _attention_flops_per_visible_token(model.attention, decode=True)
-    attention = per_visible * cached_tokens_per_layer_sum(model, context)
-    return np.asarray(matmul + attention, dtype=float)
+    return np.asarray(
+        FLOPS_PER_MAC * param_counts(model).matmul_active + decode_attention_flops_per_token(model, context),
+        dtype=float,
+    )
+
+
+def decode_attention_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
+    """Attention-core FLOPs of one decode token, all layers:
+    ``2 H (d_qk + d_v) sum_l read_l`` plus DSA's indexer scoring every held key,
+    ``2 H_idx d_idx sum_l held_l`` (0 without DSA)."""
+    a = model.attention
+    per_visible = _attention_flops_per_visible_token(a, decode=True)
+    attention = per_visible * read_tokens_per_layer_sum(model, context)
+    if a.index_top_k:
+        index = FLOPS_PER_MAC * a.index_n_heads * a.index_head_dim
+        attention = attention + index * cached_tokens_per_layer_sum(model, context)
+    return np.asarray(attention, dtype=float)
 
 
 def causal_visible_pairs(model: ModelSpec, length: ArrayLike) -> FloatArray:

@@ -91,6 +91,24 @@ def domains_spanned(group_chips: ArrayLike, chips_per_domain: ArrayLike) -> Floa
     return np.asarray(np.ceil(n / np.asarray(chips_per_domain, float)), dtype=float)
 
 
+def expected_destination_ranks(ranks: ArrayLike, experts: ArrayLike, per_token: int) -> FloatArray:
+    """Ranks a token's ``k`` distinct experts land on, when ``E`` experts sit ``E/n`` per rank.
+
+    A rank is missed when all ``k`` picks avoid its ``E/n`` experts (drawn without
+    replacement): ``P_miss = prod_{j<k} (E - E/n - j) / (E - j)``, so ``n (1 - P_miss)``
+    ranks receive the token, once each (DeepEP sends one copy per destination rank).
+    EP2 with 256 experts and k = 8: ``P_miss = prod (128-j)/(256-j) = 0.0035``, 1.99 ranks,
+    not 8 copies. ``n = 1``: 1 rank. Uniform routing; skew concentrates tokens on fewer ranks.
+    """
+    n = np.asarray(ranks, float)
+    e = np.asarray(experts, float)
+    held_elsewhere = e - e / n
+    miss = np.ones(np.broadcast_shapes(n.shape, e.shape))
+    for j in range(int(per_token)):
+        miss = miss * np.clip((held_elsewhere - j) / (e - j), 0.0, 1.0)
+    return np.asarray(n * (1.0 - miss), dtype=float)
+
+
 def hierarchical_all_to_all_s(
     bytes_per_chip: ArrayLike,
     chips: ArrayLike,

@@ -150,3 +150,33 @@ class EfficiencyTable:
 
 
 PURE_TABLE = EfficiencyTable()
+
+
+def table_from_fractions(
+    *,
+    flops_frac: float = 1.0,
+    bandwidth_frac: float = 1.0,
+    overhead_s: float = 0.0,
+    weight_bandwidth_frac: float = 1.0,
+    kv_bandwidth_frac: float = 1.0,
+    source: str = "fitted fractions",
+) -> EfficiencyTable:
+    """A flat table: the same fraction of peak FLOP/s for every operator, HBM bandwidth at
+    ``bandwidth_frac`` (times ``weight_bandwidth_frac`` for GEMMs, ``kv_bandwidth_frac`` for
+    attention), no saturation in rows. The end-to-end calibration's few scalars in operator form."""
+    gemm = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * weight_bandwidth_frac)
+    attention = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * kv_bandwidth_frac)
+    flat = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac)
+    if gemm == PURE and attention == PURE and overhead_s == 0.0:
+        return PURE_TABLE
+    return EfficiencyTable(
+        by_class=(
+            (OpClass.GEMM, gemm),
+            (OpClass.MOE, gemm),
+            (OpClass.ATTENTION_DECODE, attention),
+            (OpClass.ATTENTION_PREFILL, attention),
+            (OpClass.ELEMENTWISE, flat),
+        ),
+        overhead_s=overhead_s,
+        source=source,
+    )

@@ -46,15 +46,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import architecture as arch
+from rackmath.core import attention as attn
 from rackmath.core import collectives as coll
-from rackmath.core import roofline as rl
+from rackmath.core import operators as ops
 from rackmath.errors import InputError
-from rackmath.specs.model import AttentionKind, MlpKind, ModelSpec
+from rackmath.specs.model import MlpKind, ModelSpec
 
 FloatArray = NDArray[np.float64]
 
@@ -141,6 +143,8 @@ class ShardableModel:
     tied_embeddings: bool
     #: every layer's weight bytes, in order (for stage partitioning)
     layer_bytes: tuple[float, ...]
+    #: the same model as operators (parameters and bytes by weight class)
+    operators: ops.OperatorModel
 
     @property
     def total_bytes(self) -> float:
@@ -154,6 +158,7 @@ class ShardableModel:
         )
 
 
+@lru_cache(maxsize=512)
 def shardable(model: ModelSpec, bytes_per_param: float) -> ShardableModel:
     """Group :func:`~rackmath.core.architecture.param_counts` by sharding rule, in bytes."""
     p = arch.param_counts(model)
@@ -175,7 +180,7 @@ def shardable(model: ModelSpec, bytes_per_param: float) -> ShardableModel:
         num_layers=n_layers,
         num_moe_layers=n_moe,
         num_heads=a.num_heads,
-        kv_heads=1 if a.kind is AttentionKind.MLA else a.num_kv_heads,
+        kv_heads=attn.kv_shardable_heads(a),
         experts=moe.num_experts if moe else 1,
         experts_per_token=moe.experts_per_token if moe else 1,
         tp_sharded_bytes=b * (p.attention + p.dense_mlp + p.shared_experts),
@@ -186,6 +191,7 @@ def shardable(model: ModelSpec, bytes_per_param: float) -> ShardableModel:
         head_bytes=b * (p.lm_head or p.embedding),
         tied_embeddings=p.lm_head == 0,
         layer_bytes=layer_bytes,
+        operators=ops.operator_model(model, b),
     )
 
 
@@ -424,19 +430,22 @@ def tp_all_reduce_s(
 
 def ep_all_to_all_s(
     tokens_per_chip: ArrayLike,
-    experts_per_token: int,
+    destination_ranks: ArrayLike,
     hidden: int,
     moe_layers: ArrayLike,
     ep: ArrayLike,
     topo: Topology,
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
 ) -> FloatArray:
-    """Dispatch and combine per MoE layer: ``2 x all-to-all(tokens x k x d x bytes)`` over ``ep``.
+    """Dispatch and combine per MoE layer: ``2 x all-to-all(tokens x D x d x bytes)`` over ``ep``.
 
-    The EP group spans ``R = ceil(ep / S)`` domains; ``(R-1)/R`` of the bytes cross the
-    scale-out network (D14). ``ep = 1`` (experts local or tensor-split) costs nothing.
+    Each token goes once to each of the ``D`` ranks that hold one of its experts
+    (:func:`~rackmath.core.collectives.expected_destination_ranks`), as DeepEP sends it, not
+    ``k`` copies. The group spans ``R = ceil(ep / S)`` domains; ``(R-1)/R`` of the bytes cross
+    the scale-out network (D14). ``ep = 1`` (experts local or tensor-split) costs nothing.
     """
-    message = np.asarray(tokens_per_chip, float) * experts_per_token * hidden * activation_bytes
+    message = np.asarray(tokens_per_chip, float) * np.asarray(destination_ranks, float) * hidden
+    message = message * activation_bytes
     domains = coll.domains_spanned(ep, topo.chips_per_domain)
     one = coll.hierarchical_all_to_all_s(
         message,
@@ -520,14 +529,17 @@ def kv_transfer_s(kv_bytes: ArrayLike, links: ArrayLike, topo: Topology) -> Floa
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One cycle of a planned deployment (seconds; arrays broadcast over plan and batch).
+    """One cycle of a planned deployment (seconds; arrays broadcast over plan and grid).
 
-    ``pass_times`` are per micro-batch pass through one stage on one chip; the ``*_s``
-    properties scale them to the whole cycle (``P`` passes, imbalance included) so they
-    compare directly with :attr:`step_s`.
+    ``operators`` are one chip's operators for one micro-batch pass through one stage; the
+    ``*_s`` properties scale pass times to the whole cycle (``P`` passes, imbalance
+    included) so they compare directly with :attr:`step_s`:
+
+        step_s = P * imbalance * stage_s + hops_s + overhead_s
+        stage_s = max(pass_s, f comm) + (1 - f) comm,   pass_s = sum of operator times
     """
 
-    pass_times: rl.StepTimes
+    operators: tuple[ops.Operator, ...]
     tp_comm_pass_s: FloatArray
     ep_comm_pass_s: FloatArray
     stage_s: FloatArray
@@ -535,22 +547,79 @@ class PlanStep:
     hops_s: FloatArray  # all hops of a cycle together
     pp: FloatArray
     imbalance: FloatArray
+    overhead_s: float = 0.0
 
     @property
     def _scale(self) -> FloatArray:
         return np.asarray(self.pp * self.imbalance)
 
+    def _total(self, attribute: str) -> FloatArray:
+        return np.asarray(sum(getattr(op, attribute) for op in self.operators))
+
+    @property
+    def pass_s(self) -> FloatArray:
+        """Sum over operators of ``max(compute, memory)`` (+ launch floors), one pass."""
+        return self._total("time_s")
+
+    @property
+    def blackboard_pass_s(self) -> FloatArray:
+        """The lecture's ``max(total compute, total memory)`` for one pass: the lower bound."""
+        return np.asarray(np.maximum(self._total("compute_s"), self._total("memory_s")))
+
     @property
     def compute_s(self) -> FloatArray:
-        return np.asarray(self._scale * self.pass_times.compute_s)
+        return np.asarray(self._scale * self._total("compute_s"))
+
+    def _memory_share_s(self, attribute: str) -> FloatArray:
+        """Memory time of the operators, split in proportion to ``attribute``'s bytes."""
+        total = np.zeros_like(self.stage_s)
+        for op in self.operators:
+            moved = op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.where(moved > 0, getattr(op, attribute) / moved, 0.0)
+            total = total + op.memory_s * share
+        return np.asarray(self._scale * total)
 
     @property
     def weight_fetch_s(self) -> FloatArray:
-        return np.asarray(self._scale * self.pass_times.weight_fetch_s)
+        return self._memory_share_s("weight_bytes")
 
     @property
     def kv_fetch_s(self) -> FloatArray:
-        return np.asarray(self._scale * self.pass_times.kv_fetch_s)
+        return np.asarray(self._memory_share_s("kv_read_bytes") + self._memory_share_s("kv_write_bytes"))
+
+    @property
+    def activation_s(self) -> FloatArray:
+        return self._memory_share_s("activation_bytes")
+
+    @property
+    def memory_s(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("memory_s"))
+
+    @property
+    def bytes_moved(self) -> FloatArray:
+        """HBM bytes one chip moves in a cycle: weights, activations, KV read and written."""
+        moved = sum(op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
+                    for op in self.operators)
+        return np.asarray(self._scale * moved)
+
+    @property
+    def weight_bytes(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("weight_bytes"))
+
+    @property
+    def kv_read_bytes(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("kv_read_bytes"))
+
+    @property
+    def roofline_s(self) -> FloatArray:
+        """The cycle without communication: ``P * imbalance * pass_s``."""
+        return np.asarray(self._scale * self.pass_s)
+
+    @property
+    def blackboard_s(self) -> FloatArray:
+        """The cycle in the lecture's form (no communication, no overhead)."""
+        return np.asarray(self._scale * self.blackboard_pass_s)
 
     @property
     def tp_comm_s(self) -> FloatArray:
@@ -565,16 +634,54 @@ class PlanStep:
         return np.asarray(self.tp_comm_s + self.ep_comm_s)
 
     @property
+    def communication_s(self) -> FloatArray:
+        """All communication of a cycle, hidden or not: TP, EP and pipeline hops."""
+        return np.asarray(self.comm_s + self.hops_s)
+
+    @property
+    def exposed_communication_s(self) -> FloatArray:
+        """Communication the roofline does not hide: ``step - roofline - overhead``."""
+        return np.asarray(self.step_s - self.roofline_s - self.overhead_s)
+
+    @property
     def step_s(self) -> FloatArray:
-        return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s)
+        return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
 
     @property
     def bottleneck(self) -> NDArray[np.str_]:
-        """'compute', 'weights', 'kv', 'comm' (its time exceeds the roofline) or 'hops'."""
-        base = self.pass_times.bottleneck
+        """'compute', 'weights', 'kv' (which share of the operator time is largest),
+        'comm' (its time exceeds the pass) or 'hops'."""
+        bound_compute = np.zeros_like(self.stage_s)
+        for op in self.operators:
+            bound_compute = bound_compute + np.where(op.compute_s >= op.memory_s, op.time_s, 0.0)
+        compute = self._scale * bound_compute
+        weights = self.weight_fetch_s + self.activation_s
+        kv = self.kv_fetch_s
+        memory = np.where(weights >= kv, "weights", "kv")
+        base = np.where(compute >= np.maximum(weights, kv), "compute", memory)
         comm = self.tp_comm_pass_s + self.ep_comm_pass_s
-        out = np.where(comm > self.pass_times.step_s, "comm", base)
+        out = np.where(comm > self.pass_s, "comm", base)
         return np.where(self.hops_s > self.pp * self.stage_s * self.imbalance, "hops", out)
+
+    def operator_table(self) -> list[dict[str, Any]]:
+        """Each operator over the whole cycle: ``{name, class, flops, bytes_read,
+        bytes_written, compute_s, memory_s, time_s, bound}`` (work per chip, times scaled
+        like :attr:`step_s`)."""
+        scale = self._scale
+        return [
+            {
+                "name": op.name,
+                "class": op.op_class.value,
+                "flops": np.asarray(scale * op.flops),
+                "bytes_read": np.asarray(scale * op.bytes_read),
+                "bytes_written": np.asarray(scale * op.bytes_written),
+                "compute_s": np.asarray(scale * op.compute_s),
+                "memory_s": np.asarray(scale * op.memory_s),
+                "time_s": np.asarray(scale * op.time_s),
+                "bound": op.bound,
+            }
+            for op in self.operators
+        ]
 
 
 def plan_step(
@@ -584,13 +691,9 @@ def plan_step(
     pp: ArrayLike,
     dp: ArrayLike,
     ep: ArrayLike,
-    tokens: ArrayLike,
-    flops: ArrayLike,
-    kv_bytes: ArrayLike,
-    peak_flops_per_s: float,
-    bandwidth_bytes_per_s: float,
-    topo: Topology,
-    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    load: ops.StepLoad,
+    rates: ops.ChipRates,
+    topo: Topology | None,
     stage_frac: ArrayLike | None = None,
     comm_overlap_frac: float = CommOverlap.ADDED,
     communication: bool = True,
@@ -598,57 +701,33 @@ def plan_step(
     extra_hop_latency_s: float = 0.0,
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
 ) -> PlanStep:
-    """Roofline plus communication of one cycle in which the deployment processes ``tokens``.
+    """Operators plus communication of one cycle in which the deployment processes ``load``.
 
-    ``tokens``, ``flops`` and ``kv_bytes`` are totals over all sequences (decode: one token
-    each; prefill: the prompts; mixed: both), ``kv_bytes`` over all layers. Per chip and
-    micro-batch pass (``C = dp tp`` chips per stage, ``P = pp``):
-
-    * FLOPs ``flops / (P chips)`` at the chip's peak;
-    * weights ``(A/tp + R + H/tp)/P + X_1 * E(1-(1-k/E)^n_g) / (max(ep,tp) P)``, where
-      ``n_g`` = tokens of the micro-batch reaching one expert group
-      (:func:`~rackmath.core.roofline.weight_bytes_read`'s uniform-routing count);
-    * KV ``kv_bytes / (P^2 dp min(tp, H_kv))``;
-    * TP all-reduces over ``L/P`` layers, EP dispatch+combine over ``L_moe/P`` MoE layers.
-
-    ``stage_frac`` (heaviest stage's share of layer cost) sets ``imbalance = P * stage_frac``.
+    Per chip and micro-batch pass (``C = dp tp`` chips per stage, ``P = pp``): the operators
+    of :func:`rackmath.core.operators.pass_operators`; TP all-reduces over ``L/P`` layers;
+    EP dispatch + combine over ``L_moe/P`` MoE layers. ``stage_frac`` (the heaviest stage's
+    share of the layer cost) sets ``imbalance = P * stage_frac``.
     """
     t = np.asarray(tp, float)
     p = np.asarray(pp, float)
     d = np.asarray(dp, float)
     e = np.asarray(ep, float)
     chips_per_stage = d * t
-    chips = p * chips_per_stage
-    mb_tokens = np.asarray(tokens, float) / p
+    mb_tokens = load.tokens / p
     imbalance = np.ones_like(p) if stage_frac is None else p * np.asarray(stage_frac, float)
-
-    shards_x = expert_shards(t, e)
-    groups = chips_per_stage / shards_x
-    distinct = rl.expected_distinct_experts(mb_tokens / groups, m.experts, m.experts_per_token)
-    always = m.tp_sharded_bytes / t + m.replicated_bytes + m.head_bytes / t
-    weights = (always + m.expert_bytes * distinct / shards_x) / p
-    kv = np.asarray(kv_bytes, float) / (p * p * d * kv_shards(t, m.kv_heads))
-    times = rl.step_times(
-        flops=np.asarray(flops, float) / (p * chips),
-        weight_bytes=weights,
-        kv_bytes=kv,
-        peak_flops_per_s=peak_flops_per_s,
-        bandwidth_bytes_per_s=bandwidth_bytes_per_s,
-        efficiency=efficiency,
-    )
-    zero = np.zeros_like(times.step_s)
+    operators = ops.pass_operators(m.operators, load, rates, tp=t, pp=p, dp=d, ep=e)
+    pass_s = np.asarray(sum(op.time_s for op in operators))
+    zero = np.zeros_like(pass_s)
     if communication:
+        if topo is None:
+            raise InputError("topology", None, "a topology when communication is on")
         tp_comm = tp_all_reduce_s(mb_tokens / d, m.hidden, m.num_layers / p, t, topo, activation_bytes) + zero
+        ranks = coll.expected_destination_ranks(e, m.experts, m.experts_per_token)
         ep_comm = (
             np.where(
                 e > 1,
                 ep_all_to_all_s(
-                    mb_tokens / chips_per_stage,
-                    m.experts_per_token,
-                    m.hidden,
-                    m.num_moe_layers / p,
-                    e,
-                    topo,
+                    mb_tokens / chips_per_stage, ranks, m.hidden, m.num_moe_layers / p, e, topo,
                     activation_bytes,
                 ),
                 0.0,
@@ -665,10 +744,10 @@ def plan_step(
         tp_comm = ep_comm = zero
         hops = pipeline_hops(p, decode=decode) + zero
         hops_s = hops * extra_hop_latency_s
-    stage = combine_comm_s(times.step_s, tp_comm + ep_comm, comm_overlap_frac)
+    stage = combine_comm_s(pass_s, tp_comm + ep_comm, comm_overlap_frac)
     shape = stage.shape
     return PlanStep(
-        pass_times=times,
+        operators=operators,
         tp_comm_pass_s=np.broadcast_to(tp_comm, shape),
         ep_comm_pass_s=np.broadcast_to(ep_comm, shape),
         stage_s=stage,
@@ -676,6 +755,7 @@ def plan_step(
         hops_s=np.broadcast_to(hops_s, shape),
         pp=np.broadcast_to(p, shape),
         imbalance=np.broadcast_to(imbalance, shape),
+        overhead_s=rates.efficiency.overhead_s,
     )
 
 

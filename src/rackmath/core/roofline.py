@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rackmath.core.efficiency import EfficiencyTable, table_from_fractions
 from rackmath.errors import InputError
 from rackmath.units import FLOPS_PER_MAC, SECONDS_PER_HOUR
 
@@ -58,6 +59,17 @@ class Efficiency:
                 raise InputError(name, value, "a fraction in (0, 1]")
         if not self.overhead_s >= 0.0:
             raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
+
+
+    def table(self) -> EfficiencyTable:
+        """These fractions as a per-operator table (``efficiency.table_from_fractions``)."""
+        return table_from_fractions(
+            flops_frac=self.flops_frac,
+            bandwidth_frac=self.bandwidth_frac,
+            overhead_s=self.overhead_s,
+            weight_bandwidth_frac=self.weight_bandwidth_frac,
+            kv_bandwidth_frac=self.kv_bandwidth_frac,
+        )
 
 
 PURE_ROOFLINE = Efficiency()

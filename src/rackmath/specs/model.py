@@ -41,6 +41,11 @@ class AttentionSpec:
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
+    # DSA-style sparse attention (DeepSeek-V3.2): an indexer picks ``index_top_k`` cached
+    # tokens per query; None = dense attention over every held token
+    index_top_k: int | None = None
+    index_n_heads: int = 0
+    index_head_dim: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,477 @@
+"""A step as a list of operators, each with its own roofline: where the time goes.
+
+One chip of a stage runs, per micro-batch pass, these operators over the stage's layers
+(tensor classes: weights ``W``, activations ``A``, KV read ``K_r``, KV written ``K_w``):
+
+=================  ===================  ====================================================
+operator           class                work per chip and pass (``t`` tokens of a DP replica)
+=================  ===================  ====================================================
+embedding          elementwise          lookup: ``A = t h b_emb`` (rows read), no FLOPs
+attention_qkv      gemm                 ``2 t P_qkv / tp`` FLOPs, ``W = P_qkv b / tp``
+attention          attention_decode or  ``t_dec f_dec + s_pre f_pre`` FLOPs / tp,
+                   attention_prefill    ``K_r``, ``K_w`` / min(tp, H_kv)
+attention_out      gemm                 ``2 t P_out / tp``, ``W = P_out b / tp``
+router             gemm                 ``2 t h E`` (replicated), ``W = h E b``
+dense_mlp          gemm                 ``2 t P_mlp / tp`` over the dense layers
+shared_experts     gemm                 ``2 t P_shared / tp`` over the MoE layers
+routed_experts     moe                  ``2 T k P_e / C`` with ``T`` the stage's tokens,
+                                        ``W = P_e b E(1-(1-k/E)^n) / max(ep, tp)``
+norms              elementwise          ``W`` = norm scales; ``A = 2 x 2 t h`` per layer
+lm_head            gemm                 ``2 t h V / tp``, ``W = h V b / tp``
+=================  ===================  ====================================================
+
+Each operator's time is its own roofline, with the chip's efficiency for its class
+(:mod:`rackmath.core.efficiency`; the pure roofline by default)::
+
+    compute_s = flops / (peak(precision) * compute_frac(rows))
+    memory_s  = (W + A + K_r + K_w) / (BW * bandwidth_frac(rows))
+    time_s    = max(compute_s, memory_s) + calls * floor_s
+
+and the pass is the **sum** of the operators' times. The lecture's blackboard form,
+``max(sum compute_s, sum memory_s)``, is the lower bound (every operator overlapping every
+other); the sum is at most twice it (each term ``max(c, m) <= c + m``). GEMM activation
+traffic counts the input rows and the output rows (``t (K + N) a``): the matmul reads its
+input and writes its output once (tiles stay on chip).
+
+Assumptions: balanced expert routing (uniform; the busiest rank is the mean); the
+activation function and residual adds are fused into the GEMM epilogues; the LM head runs
+on every token of the pass (as :func:`rackmath.core.architecture.prefill_flops_per_sequence`
+counts it). Sources: Kaplan et al. 2020 and PaLM appendix B (2 FLOPs per MAC per weight);
+Williams, Waterman & Patterson 2009 (the roofline per kernel); Korthikanti et al. 2022
+(activations per layer); DeepSeek-V3 report §3.4 (attention-DP beside EP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import architecture as arch
+from rackmath.core import attention as attn
+from rackmath.core import efficiency as eff
+from rackmath.core.roofline import expected_distinct_experts
+from rackmath.specs.model import MlpKind, ModelSpec
+
+FloatArray = NDArray[np.float64]
+
+#: Bytes per activation value in the GEMMs' inputs and outputs and in the norms: bf16.
+ACTIVATION_BYTES = 2.0
+
+#: Activation values a norm moves per token: it reads ``h`` and writes ``h``; two norms per layer.
+NORM_VALUES_PER_HIDDEN_PER_LAYER = 4.0
+
+#: The weight tensor classes a precision can be set for (``weight_bytes_per_param``).
+WEIGHT_CLASSES = (
+    "embedding",
+    "lm_head",
+    "attention",
+    "dense_mlp",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "norms",
+)
+
+
+@dataclass(frozen=True)
+class StepLoad:
+    """What one step processes, over the whole deployment (arrays broadcast together).
+
+    ``decode_sequences`` sequences each make one token, attending to their cache
+    (``decode_attention_flops`` FLOPs and ``decode_kv_read_bytes`` bytes each);
+    ``prefill_sequences`` prompts of ``prefill_length`` tokens are processed
+    (``prefill_attention_flops`` FLOPs and ``prefill_kv_write_bytes`` cache bytes each).
+    Build with :func:`decode_load`, :func:`prefill_load` or :func:`mixed_load`.
+    """
+
+    decode_sequences: FloatArray
+    decode_attention_flops: FloatArray
+    decode_kv_read_bytes: FloatArray
+    decode_kv_write_bytes: FloatArray
+    prefill_sequences: FloatArray
+    prefill_length: FloatArray
+    prefill_attention_flops: FloatArray
+    prefill_kv_write_bytes: FloatArray
+
+    @property
+    def tokens(self) -> FloatArray:
+        return np.asarray(self.decode_sequences + self.prefill_sequences * self.prefill_length)
+
+    @property
+    def attention_flops(self) -> FloatArray:
+        return np.asarray(
+            self.decode_sequences * self.decode_attention_flops
+            + self.prefill_sequences * self.prefill_attention_flops
+        )
+
+    @property
+    def kv_bytes(self) -> FloatArray:
+        """Cache bytes read and written, all sequences and layers."""
+        return np.asarray(
+            self.decode_sequences * (self.decode_kv_read_bytes + self.decode_kv_write_bytes)
+            + self.prefill_sequences * self.prefill_kv_write_bytes
+        )
+
+
+def _zero(*arrays: ArrayLike) -> FloatArray:
+    return np.zeros(np.broadcast_shapes(*(np.shape(a) for a in arrays)))
+
+
+def decode_load(
+    model: ModelSpec, batch: ArrayLike, context: ArrayLike, kv_bytes_per_element: float
+) -> StepLoad:
+    """``batch`` sequences at ``context`` cached tokens each make one token."""
+    b = np.asarray(batch, float)
+    c = np.asarray(context, float)
+    z = _zero(b, c)
+    return StepLoad(
+        decode_sequences=b + z,
+        decode_attention_flops=arch.decode_attention_flops_per_token(model, c) + z,
+        decode_kv_read_bytes=arch.kv_bytes_read_per_sequence(model, c, kv_bytes_per_element) + z,
+        decode_kv_write_bytes=z + arch.kv_bytes_per_sequence(model, 1.0, kv_bytes_per_element),
+        prefill_sequences=z,
+        prefill_length=z,
+        prefill_attention_flops=z,
+        prefill_kv_write_bytes=z,
+    )
+
+
+def prefill_attention_flops_per_sequence(model: ModelSpec, length: ArrayLike) -> FloatArray:
+    """Causal attention FLOPs of one prompt: ``2 H (d_qk + d_v) sum_l sum_i min(i, w_l)``."""
+    per_visible = attn.flops_per_visible_token(model.attention, decode=False)
+    return np.asarray(per_visible * arch.causal_visible_pairs(model, length), dtype=float)
+
+
+def prefill_load(
+    model: ModelSpec, batch: ArrayLike, length: ArrayLike, kv_bytes_per_element: float
+) -> StepLoad:
+    """``batch`` prompts of ``length`` tokens each (no prior cache); their KV is written."""
+    b = np.asarray(batch, float)
+    n = np.asarray(length, float)
+    z = _zero(b, n)
+    return StepLoad(
+        decode_sequences=z,
+        decode_attention_flops=z,
+        decode_kv_read_bytes=z,
+        decode_kv_write_bytes=z,
+        prefill_sequences=b + z,
+        prefill_length=n + z,
+        prefill_attention_flops=prefill_attention_flops_per_sequence(model, n) + z,
+        prefill_kv_write_bytes=arch.kv_bytes_per_sequence(model, n, kv_bytes_per_element) + z,
+    )
+
+
+def mixed_load(
+    model: ModelSpec,
+    batch: ArrayLike,
+    input_len: ArrayLike,
+    output_len: ArrayLike,
+    kv_bytes_per_element: float,
+) -> StepLoad:
+    """Continuous batching with chunked prefill, in steady state.
+
+    ``B`` sequences decode at the mean context ``I + O/2``; to keep ``B`` in flight ``B/O``
+    new prompts of ``I`` tokens start each step: ``tokens = B (1 + I/O)``.
+    """
+    b = np.asarray(batch, float)
+    i = np.asarray(input_len, float)
+    o = np.asarray(output_len, float)
+    dec = decode_load(model, b, i + o / 2.0, kv_bytes_per_element)
+    pre = prefill_load(model, b / o, i, kv_bytes_per_element)
+    return StepLoad(
+        decode_sequences=dec.decode_sequences + 0.0 * pre.prefill_sequences,
+        decode_attention_flops=dec.decode_attention_flops + 0.0 * pre.prefill_sequences,
+        decode_kv_read_bytes=dec.decode_kv_read_bytes + 0.0 * pre.prefill_sequences,
+        decode_kv_write_bytes=dec.decode_kv_write_bytes + 0.0 * pre.prefill_sequences,
+        prefill_sequences=pre.prefill_sequences + 0.0 * dec.decode_sequences,
+        prefill_length=pre.prefill_length + 0.0 * dec.decode_sequences,
+        prefill_attention_flops=pre.prefill_attention_flops + 0.0 * dec.decode_sequences,
+        prefill_kv_write_bytes=pre.prefill_kv_write_bytes + 0.0 * dec.decode_sequences,
+    )
+
+
+@dataclass(frozen=True)
+class OperatorModel:
+    """A model's operators as numbers: parameters (for FLOPs) and bytes (for traffic) by
+    weight class, all layers, plus the shapes sharding needs. Built once by :func:`operator_model`."""
+
+    hidden: int
+    num_layers: int
+    num_moe_layers: int
+    num_dense_layers: int
+    kv_heads: int
+    experts: int
+    experts_per_token: int
+    params: Mapping[str, float]  # per class, all layers (routed_experts: one expert, all MoE layers)
+    weight_bytes: Mapping[str, float]  # same keys, bytes
+    qkv_out_widths: tuple[float, float]  # output widths of the QKV and output projections
+    mlp_widths: tuple[float, float, float]  # intermediate width of dense MLP, shared, one expert
+
+
+def operator_model(model: ModelSpec, weight_bytes_per_param: Mapping[str, float] | float) -> OperatorModel:
+    """Parameters and bytes by weight class (:data:`WEIGHT_CLASSES`).
+
+    ``weight_bytes_per_param`` is one number for every class or a mapping per class
+    (gpt-oss keeps attention, router, embedding and head in bf16 beside mxfp4 experts).
+    """
+    p = arch.param_counts(model)
+    if isinstance(weight_bytes_per_param, Mapping):
+        per = {c: float(weight_bytes_per_param[c]) for c in WEIGHT_CLASSES}
+    else:
+        per = dict.fromkeys(WEIGHT_CLASSES, float(weight_bytes_per_param))
+    a = model.attention
+    out_params = model.num_layers * (a.num_heads * a.v_head_dim * model.hidden_size)
+    params = {
+        "embedding": float(p.embedding),
+        "lm_head": float(p.lm_head or p.embedding),
+        "attention_qkv": float(p.attention - out_params),
+        "attention_out": float(out_params),
+        "dense_mlp": float(p.dense_mlp),
+        "routed_experts": float(p.per_expert * model.num_moe_layers),
+        "shared_experts": float(p.shared_experts),
+        "router": float(p.router),
+        "norms": float(p.norms),
+    }
+    klass = {"attention_qkv": "attention", "attention_out": "attention"}
+    weight_bytes = {name: count * per[klass.get(name, name)] for name, count in params.items()}
+    moe = model.moe if model.is_moe else None
+    dense = model.dense_mlp
+    q_width = a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim if a.kv_lora_rank else a.head_dim)
+    qkv_width = q_width + attn.kv_elements_per_token_per_layer(a)
+    return OperatorModel(
+        hidden=model.hidden_size,
+        num_layers=model.num_layers,
+        num_moe_layers=model.num_moe_layers,
+        num_dense_layers=model.num_dense_mlp_layers,
+        kv_heads=attn.kv_shardable_heads(a),
+        experts=moe.num_experts if moe else 1,
+        experts_per_token=moe.experts_per_token if moe else 1,
+        params=params,
+        weight_bytes=weight_bytes,
+        qkv_out_widths=(float(qkv_width), float(a.num_heads * a.v_head_dim)),
+        mlp_widths=(
+            float(dense.intermediate_size if dense else 0),
+            float(moe.shared_intermediate_size if moe else 0),
+            float(moe.expert_intermediate_size if moe else 0),
+        ),
+    )
+
+
+def layer_kinds(model: ModelSpec) -> tuple[bool, ...]:
+    """True for each MoE layer (for stage splits)."""
+    return tuple(layer.mlp is MlpKind.MOE for layer in model.layers)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator of a pass on one chip: work, traffic by tensor class, and its times (s)."""
+
+    name: str
+    op_class: eff.OpClass
+    flops: FloatArray
+    weight_bytes: FloatArray
+    activation_bytes: FloatArray
+    kv_read_bytes: FloatArray
+    kv_write_bytes: FloatArray
+    compute_s: FloatArray
+    memory_s: FloatArray
+    time_s: FloatArray
+
+    @property
+    def bytes_read(self) -> FloatArray:
+        """Weights, KV read and half the activation traffic (the inputs)."""
+        return np.asarray(self.weight_bytes + self.kv_read_bytes + 0.5 * self.activation_bytes)
+
+    @property
+    def bytes_written(self) -> FloatArray:
+        return np.asarray(self.kv_write_bytes + 0.5 * self.activation_bytes)
+
+    @property
+    def bound(self) -> NDArray[np.str_]:
+        return np.where(self.compute_s >= self.memory_s, "compute", "memory")
+
+
+@dataclass(frozen=True)
+class ChipRates:
+    """What one chip offers the operators: peak FLOP/s of the GEMMs' and of attention's
+    precision, HBM bandwidth, and the efficiency of each operator class."""
+
+    gemm_flops_per_s: float
+    attention_flops_per_s: float
+    bandwidth_bytes_per_s: float
+    efficiency: eff.EfficiencyTable = eff.PURE_TABLE
+
+
+def _operator(
+    name: str,
+    op_class: eff.OpClass,
+    rates: ChipRates,
+    *,
+    flops: ArrayLike,
+    rows: ArrayLike,
+    calls: ArrayLike,
+    weight_bytes: ArrayLike = 0.0,
+    activation_bytes: ArrayLike = 0.0,
+    kv_read_bytes: ArrayLike = 0.0,
+    kv_write_bytes: ArrayLike = 0.0,
+) -> Operator:
+    e = rates.efficiency.of(op_class)
+    attention = op_class in (eff.OpClass.ATTENTION_DECODE, eff.OpClass.ATTENTION_PREFILL)
+    peak = rates.attention_flops_per_s if attention else rates.gemm_flops_per_s
+    f = np.asarray(flops, float)
+    w, a, kr, kw = (
+        np.asarray(x, float) for x in (weight_bytes, activation_bytes, kv_read_bytes, kv_write_bytes)
+    )
+    moved = w + a + kr + kw
+    r = np.maximum(np.asarray(rows, float), 1e-30)
+    if e == eff.PURE:
+        compute = f / peak
+        memory = moved / rates.bandwidth_bytes_per_s
+    else:
+        compute = f / (peak * eff.achieved_compute_frac(e, r))
+        memory = moved / (rates.bandwidth_bytes_per_s * eff.achieved_bandwidth_frac(e, r))
+    active = (f > 0) | (moved > 0)
+    time = np.maximum(compute, memory) + np.where(active, np.asarray(calls, float) * e.floor_s, 0.0)
+    return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time)
+
+
+def pass_operators(
+    m: OperatorModel,
+    load: StepLoad,
+    rates: ChipRates,
+    *,
+    tp: ArrayLike,
+    pp: ArrayLike,
+    dp: ArrayLike,
+    ep: ArrayLike,
+) -> tuple[Operator, ...]:
+    """The operators one chip runs for one micro-batch through one (average) stage.
+
+    ``P = pp`` micro-batches of ``1/P`` of the load each; a stage holds ``1/P`` of the
+    layers; a DP replica of ``tp`` chips takes ``1/dp`` of a micro-batch's tokens; the
+    routed experts are spread over the stage's ``C = dp tp`` chips in ``max(ep, tp)``
+    shards, so ``C / max(ep, tp)`` groups each see ``1/groups`` of the tokens.
+    """
+    t, p, d, e = (np.asarray(x, float) for x in (tp, pp, dp, ep))
+    per_pass = 1.0 / (p * p)  # 1/P of the tokens, over 1/P of the layers
+    tokens = load.tokens / (p * d)  # tokens a chip's replica sees per micro-batch
+    layers = m.num_layers / p
+    moe_layers = m.num_moe_layers / p
+    dense_layers = m.num_dense_layers / p
+    h = float(m.hidden)
+    act = ACTIVATION_BYTES
+    W, P = m.weight_bytes, m.params
+    qkv_w, out_w = m.qkv_out_widths
+
+    def gemm(
+        name: str, params: float, bytes_: float, n_layers: ArrayLike, act_values: ArrayLike, split: ArrayLike
+    ) -> Operator:
+        """A dense projection over ``n_layers`` layers: ``act_values`` activation values
+        per token per layer move (inputs read plus outputs written, per chip)."""
+        return _operator(
+            name,
+            eff.OpClass.GEMM,
+            rates,
+            flops=2.0 * tokens * params / (p * split),
+            rows=tokens,
+            calls=n_layers,
+            weight_bytes=bytes_ / (p * split),
+            activation_bytes=tokens * np.asarray(n_layers, float) * act_values * act,
+        )
+
+    kv_split = np.minimum(t, float(m.kv_heads))
+    decode_seqs = load.decode_sequences / (p * d)
+    attention_class = eff.OpClass.ATTENTION_DECODE
+    attention_rows = decode_seqs
+    if np.all(load.decode_sequences == 0):
+        attention_class = eff.OpClass.ATTENTION_PREFILL
+        attention_rows = tokens
+    table: list[Operator | None] = [
+        _operator(
+            "embedding",
+            eff.OpClass.ELEMENTWISE,
+            rates,
+            flops=0.0,
+            rows=tokens,
+            calls=1.0 / p,
+            activation_bytes=tokens * h * (W["embedding"] / max(P["embedding"], 1.0)) / p,
+        ),
+        gemm("attention_qkv", P["attention_qkv"], W["attention_qkv"], layers, h + qkv_w / t, t),
+        _operator(
+            "attention",
+            attention_class,
+            rates,
+            flops=load.attention_flops * per_pass / (d * t),
+            rows=attention_rows,
+            calls=layers,
+            kv_read_bytes=load.decode_sequences * load.decode_kv_read_bytes * per_pass / (d * kv_split),
+            kv_write_bytes=(
+                load.decode_sequences * load.decode_kv_write_bytes
+                + load.prefill_sequences * load.prefill_kv_write_bytes
+            )
+            * per_pass
+            / (d * kv_split),
+        ),
+        gemm("attention_out", P["attention_out"], W["attention_out"], layers, out_w / t + h, t),
+    ]
+    if m.num_moe_layers:
+        shards = np.maximum(e, t)
+        groups = d * t / shards
+        group_tokens = load.tokens / p / groups
+        distinct = expected_distinct_experts(group_tokens, m.experts, m.experts_per_token)
+        routed_tokens = group_tokens * m.experts_per_token  # token-expert pairs in one group
+        per_expert_rows = routed_tokens / m.experts
+        _, shared_i, expert_i = m.mlp_widths
+        table += [
+            _operator(
+                "router",
+                eff.OpClass.GEMM,
+                rates,
+                flops=2.0 * tokens * P["router"] / p,
+                rows=tokens,
+                calls=moe_layers,
+                weight_bytes=W["router"] / p,
+            ),
+            gemm(
+                "shared_experts",
+                P["shared_experts"],
+                W["shared_experts"],
+                moe_layers,
+                2 * h + 3 * shared_i / t,
+                t,
+            )
+            if P["shared_experts"]
+            else None,
+            _operator(
+                "routed_experts",
+                eff.OpClass.MOE,
+                rates,
+                flops=2.0 * routed_tokens * P["routed_experts"] / (p * shards),
+                rows=per_expert_rows,
+                calls=moe_layers,
+                weight_bytes=W["routed_experts"] * distinct / (p * shards),
+                activation_bytes=routed_tokens / shards * moe_layers * (2 * h + 3 * expert_i) * act,
+            ),
+        ]
+    if m.num_dense_layers:
+        dense_i = m.mlp_widths[0]
+        table.append(
+            gemm("dense_mlp", P["dense_mlp"], W["dense_mlp"], dense_layers, 2 * h + 3 * dense_i / t, t)
+        )
+    table += [
+        _operator(
+            "norms",
+            eff.OpClass.ELEMENTWISE,
+            rates,
+            flops=0.0,
+            rows=tokens,
+            calls=layers,
+            weight_bytes=W["norms"] / p,
+            activation_bytes=tokens * layers * NORM_VALUES_PER_HIDDEN_PER_LAYER * h * act,
+        ),
+        gemm("lm_head", P["lm_head"], W["lm_head"], 1.0 / p, h + P["lm_head"] / h / t, t),
+    ]
+    return tuple(op for op in table if op is not None)
