@@ -30,6 +30,7 @@ import numpy as np
 
 from rackmath.analyses.serving import DEFAULT_MEMORY_RESERVE_FRAC
 from rackmath.core import architecture as arch
+from rackmath.core import network as net
 from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
@@ -403,17 +404,18 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     ep_s = 0.0
     if model.is_moe and model.moe is not None:
         moe_layers = math.ceil(model.num_moe_layers / plan.pp)
-        dispatch = act / plan.tp * model.moe.experts_per_token
-        ep_s = tr.ep_comm_s(dispatch, links["ep"], moe_layers)
+        dispatch = net.expert_dispatch_bytes(
+            s.microbatch * s.seq_len / (plan.cp * plan.tp),
+            plan.ep,
+            model.moe.num_experts,
+            model.moe.experts_per_token,
+            model.hidden_size,
+        )
+        ep_s = tr.ep_comm_s(float(dispatch), links["ep"], moe_layers)
     pp_s = 0.0
     if plan.pp > 1:
-        link = links["pp"]
-        bw = (
-            link.scale_up_bandwidth_bytes_per_s if link.domains == 1 else link.scale_out_bandwidth_bytes_per_s
-        )
-        lat = link.scale_up_latency_s if link.domains == 1 else link.scale_out_latency_s
         sends = 2 * (s.virtual_stages if s.schedule is pl.Schedule.INTERLEAVED else 1)
-        pp_s = sends * tr.pp_send_s(act / plan.tp, bw, lat)
+        pp_s = sends * tr.pp_send_s(act / plan.tp, links["pp"])
     comm = tp_s + cp_s + ep_s + pp_s
     # Communication stretches each op in proportion to its compute.
     busy = t_f + t_b + t_w

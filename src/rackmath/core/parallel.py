@@ -1,4 +1,4 @@
-"""Plan-aware formulas: memory per chip, communication and step time under TP/EP/PP/DP.
+"""Plan-aware formulas: sharding, memory per chip and the step under TP/EP/PP/DP.
 
 Pure and vectorized: plan dimensions (``tp, pp, dp, ep, cp``), batch and context are
 NumPy-broadcast arrays, so a search over thousands of plans x batches is one call. The
@@ -37,14 +37,13 @@ ideal N-chip roofline, up to the replicated norm and router bytes (tested).
 
 Sources: Shoeybi et al. 2019 (Megatron-LM: two all-reduces per layer under TP);
 Narayanan et al. 2021 (Megatron PTD-P rank layout); DeepSeek-V3 report §3.4 and DeepEP
-(attention-DP beside EP; dispatch/combine all-to-all of ``k`` copies of ``d_model`` per
-token); Korthikanti et al. 2022, eq. 1 (activations per layer); the lecture D13-D24.
+(attention-DP beside EP; dispatch/combine all-to-all of ``d_model`` per token and
+destination rank); Korthikanti et al. 2022, eq. 1 (activations per layer); the lecture D13-D24.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from functools import lru_cache
 from typing import Any
 
@@ -55,6 +54,18 @@ from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import collectives as coll
 from rackmath.core import operators as ops
+from rackmath.core.network import (  # re-exported: the plan-aware API names them here
+    DEFAULT_ACTIVATION_BYTES,
+    CommOverlap,
+    Topology,
+    combine_comm_s,
+    crossing_hops,
+    ep_all_to_all_s,
+    kv_transfer_s,  # noqa: F401
+    pipeline_hop_s,
+    pipeline_hops,
+    tp_all_reduce_s,
+)
 from rackmath.errors import InputError
 from rackmath.specs.model import MlpKind, ModelSpec
 
@@ -66,55 +77,10 @@ FloatArray = NDArray[np.float64]
 #: (flash attention keeps them on chip). Inference holds about one layer's worth live.
 ACTIVATION_VALUES_PER_HIDDEN = 17
 
-#: Bytes per activation value sent in TP all-reduces, EP dispatch/combine and PP hops:
-#: bf16, the default of Megatron-LM and vLLM (DeepEP can dispatch in fp8: pass 1).
-DEFAULT_ACTIVATION_BYTES = 2.0
-
 #: The lecture's per-hop pipeline latency, D22: "a few milliseconds per hop (give or take
 #: 10x)"; 4 stages take a 20 ms token to 30 ms, i.e. 2.5 ms for each of 4 hops (three
 #: activation hops and the sampled token's return to the first stage).
 LECTURE_HOP_LATENCY_S = 2.5e-3
-
-
-class CommOverlap(float, Enum):
-    """How communication combines with the roofline time of a pass (``comm_overlap_frac``).
-
-    ``ADDED`` (0): communication runs after compute and memory traffic (an upper bound);
-    ``OVERLAPPED`` (1): it hides fully behind them (a lower bound, as with DeepSeek's
-    two-micro-batch overlap). Any fraction in [0, 1] is allowed.
-    """
-
-    ADDED = 0.0
-    OVERLAPPED = 1.0
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Two levels of network: ``S`` chips per scale-up domain, domains over scale-out.
-
-    Bandwidths are per chip and per direction (bytes/s); latencies per hop (s).
-    ``chips_per_domain`` is how many of the deployment's chips sit in each domain (at
-    most the domain's size; fewer to spread a deployment over more racks).
-    """
-
-    chips_per_domain: float
-    scale_up_bytes_per_s: float
-    scale_out_bytes_per_s: float
-    scale_up_latency_s: float
-    scale_out_latency_s: float
-
-    def __post_init__(self) -> None:
-        for name in ("chips_per_domain", "scale_up_bytes_per_s", "scale_out_bytes_per_s"):
-            if not getattr(self, name) > 0:
-                raise InputError(f"topology {name}", getattr(self, name), "a positive number")
-        for name in ("scale_up_latency_s", "scale_out_latency_s"):
-            if not getattr(self, name) >= 0:
-                raise InputError(f"topology {name}", getattr(self, name), "seconds >= 0")
-
-    @property
-    def bandwidth_ratio(self) -> float:
-        """Scale-up over scale-out bandwidth (the lecture's "~8x"; GB200 NVL72: 900/50 = 18)."""
-        return self.scale_up_bytes_per_s / self.scale_out_bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -398,130 +364,6 @@ def lecture_memory_per_chip_bytes(
 
 
 # ----------------------------------------------------------------------------- communication
-
-
-def tp_all_reduce_s(
-    tokens_per_replica: ArrayLike,
-    hidden: int,
-    layers: ArrayLike,
-    tp: ArrayLike,
-    topo: Topology,
-    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
-) -> FloatArray:
-    """Two all-reduces per layer (after attention, after the MLP) of ``tokens x d x bytes``.
-
-    Over ``tp`` chips; hierarchical when ``tp`` exceeds the domain
-    (:func:`~rackmath.core.collectives.hierarchical_all_reduce_s`).
-    """
-    message = np.asarray(tokens_per_replica, float) * hidden * activation_bytes
-    n = np.asarray(tp, float)
-    per_domain = np.minimum(n, topo.chips_per_domain)
-    one = coll.hierarchical_all_reduce_s(
-        message,
-        per_domain,
-        n / per_domain,
-        topo.scale_up_bytes_per_s,
-        topo.scale_up_latency_s,
-        topo.scale_out_bytes_per_s,
-        topo.scale_out_latency_s,
-    )
-    return np.asarray(2.0 * np.asarray(layers, float) * one, dtype=float)
-
-
-def ep_all_to_all_s(
-    tokens_per_chip: ArrayLike,
-    destination_ranks: ArrayLike,
-    hidden: int,
-    moe_layers: ArrayLike,
-    ep: ArrayLike,
-    topo: Topology,
-    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
-) -> FloatArray:
-    """Dispatch and combine per MoE layer: ``2 x all-to-all(tokens x D x d x bytes)`` over ``ep``.
-
-    Each token goes once to each of the ``D`` ranks that hold one of its experts
-    (:func:`~rackmath.core.collectives.expected_destination_ranks`), as DeepEP sends it, not
-    ``k`` copies. The group spans ``R = ceil(ep / S)`` domains; ``(R-1)/R`` of the bytes cross
-    the scale-out network (D14). ``ep = 1`` (experts local or tensor-split) costs nothing.
-    """
-    message = np.asarray(tokens_per_chip, float) * np.asarray(destination_ranks, float) * hidden
-    message = message * activation_bytes
-    domains = coll.domains_spanned(ep, topo.chips_per_domain)
-    one = coll.hierarchical_all_to_all_s(
-        message,
-        ep,
-        domains,
-        topo.scale_up_bytes_per_s,
-        topo.scale_out_bytes_per_s,
-        topo.scale_up_latency_s,
-        topo.scale_out_latency_s,
-    )
-    return np.asarray(2.0 * np.asarray(moe_layers, float) * one, dtype=float)
-
-
-def pipeline_hops(pp: ArrayLike, *, decode: bool) -> FloatArray:
-    """Hops on a token's path: ``P - 1`` activation hops, plus the sampled token's return
-    to the first stage in decode (``P`` in all); none with one stage."""
-    p = np.asarray(pp, float)
-    return np.asarray(np.where(p > 1, p if decode else p - 1, 0.0), dtype=float)
-
-
-def crossing_hops(
-    pp: ArrayLike, chips_per_stage: ArrayLike, chips_per_domain: float, hops: ArrayLike
-) -> FloatArray:
-    """How many of ``hops`` pipeline hops leave a domain.
-
-    Stages of ``C >= S`` chips each sit in their own domains: every hop crosses. Smaller
-    stages pack ``S/C`` per domain, so ``D = ceil(P C / S)`` domains hold the pipeline and
-    ``D - 1`` boundaries are crossed (``D`` on the decode ring, which wraps around).
-    """
-    p = np.asarray(pp, float)
-    c = np.asarray(chips_per_stage, float)
-    h = np.asarray(hops, float)
-    domains = np.ceil(p * c / chips_per_domain)
-    ring = h >= p  # decode: the path wraps from the last stage to the first
-    packed = np.where(domains > 1, domains - 1 + ring, 0.0)
-    return np.asarray(np.where(c >= chips_per_domain, h, np.minimum(h, packed)), dtype=float)
-
-
-def pipeline_hop_s(
-    message_bytes_per_chip: ArrayLike,
-    crosses: ArrayLike,
-    topo: Topology,
-    extra_latency_s: ArrayLike = 0.0,
-) -> FloatArray:
-    """One pipeline hop: ``M / B + alpha`` over the level it crosses, plus any software latency."""
-    cross = np.asarray(crosses, bool)
-    bw = np.where(cross, topo.scale_out_bytes_per_s, topo.scale_up_bytes_per_s)
-    lat = np.where(cross, topo.scale_out_latency_s, topo.scale_up_latency_s)
-    return np.asarray(
-        coll.point_to_point_s(message_bytes_per_chip, bw, lat) + np.asarray(extra_latency_s, float),
-        dtype=float,
-    )
-
-
-def combine_comm_s(roofline_s: ArrayLike, comm_s: ArrayLike, comm_overlap_frac: float) -> FloatArray:
-    """``max(t_roofline, f t_comm) + (1 - f) t_comm``: added at ``f = 0``, hidden at ``f = 1``.
-
-    Always between ``max(t, c)`` and ``t + c``; never below the roofline.
-    """
-    f = float(comm_overlap_frac)
-    if not 0.0 <= f <= 1.0:
-        raise InputError("comm_overlap_frac", comm_overlap_frac, "a fraction in [0, 1]")
-    c = np.asarray(comm_s, float)
-    return np.asarray(np.maximum(np.asarray(roofline_s, float), f * c) + (1.0 - f) * c, dtype=float)
-
-
-def kv_transfer_s(kv_bytes: ArrayLike, links: ArrayLike, topo: Topology) -> FloatArray:
-    """Moving a prompt's KV cache between pools: ``kv / (links x B_out) + alpha_out``.
-
-    ``links`` chips send their shards in parallel, each over its own scale-out NIC.
-    """
-    return coll.point_to_point_s(
-        np.asarray(kv_bytes, float) / np.asarray(links, float),
-        topo.scale_out_bytes_per_s,
-        topo.scale_out_latency_s,
-    )
 
 
 # ----------------------------------------------------------------------------- the step

@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import architecture as arch
-from rackmath.core import collectives as coll
+from rackmath.core import network as net
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.specs.model import AttentionKind, ModelSpec
 
@@ -377,20 +377,9 @@ def optimizer_step_s(state_bytes: float, bandwidth_bytes_per_s: float) -> float:
 
 
 # ---------------------------------------------------------------------------- communication
-@dataclass(frozen=True)
-class Link:
-    """Where a communication group runs: ``k`` chips per scale-up domain, ``R`` domains."""
-
-    chips_per_domain: int
-    domains: int
-    scale_up_bandwidth_bytes_per_s: float
-    scale_up_latency_s: float
-    scale_out_bandwidth_bytes_per_s: float
-    scale_out_latency_s: float
-
-    @property
-    def size(self) -> int:
-        return self.chips_per_domain * self.domains
+# Every collective comes from rackmath.core.network, the same functions serving uses; these
+# helpers only say how many of them a training step runs.
+Link = net.Group
 
 
 def group_link(
@@ -402,37 +391,20 @@ def group_link(
     scale_up_latency_s: float,
     scale_out_bandwidth_bytes_per_s: float,
     scale_out_latency_s: float,
-) -> Link:
+) -> net.Group:
     """Place a group of ``size`` ranks spaced ``stride`` chips apart on domains of
-    ``domain_chips``: ``k = clamp(domain // stride, 1, size)`` share a domain and the group
-    spans ``R = ceil(size / k)`` domains (Megatron's rank order: tp, cp, dp, pp)."""
-    k = max(1, min(size, domain_chips // max(stride, 1)))
-    return Link(
-        chips_per_domain=k,
-        domains=math.ceil(size / k),
-        scale_up_bandwidth_bytes_per_s=scale_up_bandwidth_bytes_per_s,
+    ``domain_chips`` (:func:`rackmath.core.network.place`; Megatron's rank order: tp, cp, dp, pp)."""
+    topo = net.Topology(
+        chips_per_domain=float(domain_chips),
+        scale_up_bytes_per_s=scale_up_bandwidth_bytes_per_s,
+        scale_out_bytes_per_s=scale_out_bandwidth_bytes_per_s,
         scale_up_latency_s=scale_up_latency_s,
-        scale_out_bandwidth_bytes_per_s=scale_out_bandwidth_bytes_per_s,
         scale_out_latency_s=scale_out_latency_s,
     )
+    return net.place(topo, size, stride)
 
 
-def _hier(link: Link, nbytes: float, reduce: bool) -> float:
-    fn = coll.hierarchical_all_reduce_s if reduce else coll.hierarchical_all_gather_s
-    return float(
-        fn(
-            nbytes,
-            link.chips_per_domain,
-            link.domains,
-            link.scale_up_bandwidth_bytes_per_s,
-            link.scale_up_latency_s,
-            link.scale_out_bandwidth_bytes_per_s,
-            link.scale_out_latency_s,
-        )
-    )
-
-
-def dp_sync_s(grad_bytes: float, weight_bytes: float, link: Link, zero: ZeroStage) -> float:
+def dp_sync_s(grad_bytes: float, weight_bytes: float, link: net.Group, zero: ZeroStage) -> float:
     """Data-parallel traffic per step per chip (ZeRO §7: communication volume).
 
     Stages 0-2: one all-reduce of the gradients (stages 1-2 do it as a reduce-scatter of
@@ -441,50 +413,39 @@ def dp_sync_s(grad_bytes: float, weight_bytes: float, link: Link, zero: ZeroStag
     the gradients reduce-scattered: 1.5x the all-reduce volume. ``grad_bytes`` and
     ``weight_bytes`` are the whole (unsharded) buffers of one model-parallel shard.
     """
-    if link.size <= 1:
-        return 0.0
     if zero >= ZeroStage.WEIGHTS:
-        return 2 * _hier(link, weight_bytes, reduce=False) + _hier(link, grad_bytes, reduce=False)
-    return _hier(link, grad_bytes, reduce=True)
+        gathers = 2 * net.all_gather_s(link, weight_bytes) + net.reduce_scatter_s(link, grad_bytes)
+        return float(gathers)
+    return float(net.all_reduce_s(link, grad_bytes))
 
 
-def tp_comm_s(activation_bytes: float, link: Link, layers: int, forward_passes: float) -> float:
+def tp_comm_s(activation_bytes: float, link: net.Group, layers: int, forward_passes: float) -> float:
     """Tensor-parallel traffic of one micro-batch on one stage (Megatron, Shoeybi et al.
     2019, §3): two all-reduces of the ``b s h`` activations per layer per forward, two per
     backward (with sequence parallelism: all-gather + reduce-scatter, the same volume).
     ``forward_passes`` is 1 plus any recomputed forward (full: 2)."""
-    if link.size <= 1:
-        return 0.0
-    per_pass = 2 * layers * _hier(link, activation_bytes, reduce=True)
-    return per_pass * (forward_passes + 1)
+    per_pass = 2 * layers * net.all_reduce_s(link, activation_bytes)
+    return float(per_pass * (forward_passes + 1))
 
 
-def cp_comm_s(kv_bytes: float, link: Link, layers: int) -> float:
+def cp_comm_s(kv_bytes: float, link: net.Group, layers: int) -> float:
     """Context-parallel traffic of one micro-batch on one stage: all-gather the keys and
     values of the whole sequence in the forward, reduce-scatter their gradients in the
     backward (Llama 3 §3.3.2: all-gather based CP). ``kv_bytes``: K and V of the full
     sequence on one tensor-parallel rank."""
-    if link.size <= 1:
-        return 0.0
-    return 2 * layers * _hier(link, kv_bytes, reduce=False)
+    return float(2 * layers * net.all_gather_s(link, kv_bytes))
 
 
-def ep_comm_s(dispatch_bytes: float, link: Link, moe_layers: int) -> float:
-    """Expert-parallel traffic of one micro-batch on one stage: an all-to-all to dispatch
-    the routed tokens and one to combine them, in the forward and again in the backward.
-    ``dispatch_bytes``: tokens x experts per token x hidden x bytes sent by one chip. The
-    share that crosses domains, ``(R-1)/R``, runs at the scale-out bandwidth."""
-    if link.size <= 1:
-        return 0.0
-    n = link.size
-    cross = float(coll.cross_domain_fraction(link.domains))
-    inside = float(coll.all_to_all_s(dispatch_bytes * (1 - cross), n, link.scale_up_bandwidth_bytes_per_s, 0))
-    outside = float(coll.all_to_all_s(dispatch_bytes * cross, n, link.scale_out_bandwidth_bytes_per_s, 0))
-    latency = link.scale_out_latency_s if link.domains > 1 else link.scale_up_latency_s
-    return 4 * moe_layers * (max(inside, outside) + latency)
+def ep_comm_s(dispatch_bytes: float, link: net.Group, moe_layers: int) -> float:
+    """Expert-parallel traffic of one micro-batch on one stage: the dispatch all-to-all and
+    the combine all-to-all, in the forward and again in the backward: four per MoE layer,
+    each the one serving runs (:func:`rackmath.core.network.all_to_all_s`).
+    ``dispatch_bytes``: what one chip sends, one copy per destination rank
+    (:func:`rackmath.core.network.expert_dispatch_bytes`)."""
+    return float(4 * moe_layers * net.all_to_all_s(link, dispatch_bytes))
 
 
-def pp_send_s(activation_bytes: float, bandwidth_bytes_per_s: float, latency_s: float) -> float:
+def pp_send_s(activation_bytes: float, link: net.Group) -> float:
     """One stage-to-stage send of a micro-batch's boundary activations (``b s h`` values,
-    split over the tensor-parallel ranks): ``M / B + alpha``."""
-    return float(coll.point_to_point_s(activation_bytes, bandwidth_bytes_per_s, latency_s))
+    split over the tensor-parallel ranks): ``M / B + alpha`` over the tier the group spans."""
+    return float(net.send_s(link.topology, activation_bytes, link.domains > 1))

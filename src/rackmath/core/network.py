@@ -1,0 +1,266 @@
+"""One network for serving and training: two tiers, groups placed on them, collectives.
+
+Chips sit in scale-up domains of ``S`` chips (NVLink, ICI); domains are joined by a
+scale-out network (InfiniBand, Ethernet, DCN). Bandwidths are per chip and per
+direction (bytes/s), latencies per hop (s). A communication group of ``n`` ranks spaced
+``stride`` chips apart (Megatron's rank order: tensor-parallel innermost, then context,
+data/expert, pipeline outermost) shares a domain ``k = clamp(S // stride, 1, n)`` at a
+time and spans ``R = ceil(n / k)`` domains (:func:`place`).
+
+Every collective is written once here, on the alpha-beta model of
+:mod:`rackmath.core.collectives`, and serving (:mod:`rackmath.core.parallel`) and training
+(:mod:`rackmath.core.training`) both call it:
+
+* all-reduce: hierarchical reduce-scatter + all-gather, ``2 [ring(M, k, up) + ring(M/k, R, out)]``;
+* all-gather / reduce-scatter: ``ring(M, k, up) + ring(M/k, R, out)``;
+* all-to-all: each chip's ``M`` bytes spread evenly over the group, ``M/R`` inside its
+  domain and ``(R-1)/R M`` across, the two legs added;
+* send/receive: ``M / B + alpha`` over the tier the hop crosses.
+
+Expert dispatch sends each token once to each rank holding one of its experts
+(:func:`rackmath.core.collectives.expected_destination_ranks`), not ``k`` copies.
+Overlap with computation is an explicit parameter (:func:`combine_comm_s`).
+Sources: Thakur, Rabenseifner & Gropp 2005; Jia et al. 2018 §3.2 (hierarchical rings);
+Shoeybi et al. 2019 (two all-reduces per layer under TP); DeepEP (dispatch/combine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import collectives as coll
+from rackmath.errors import InputError
+
+FloatArray = NDArray[np.float64]
+
+#: Bytes per activation value sent in TP all-reduces, EP dispatch/combine and PP hops:
+#: bf16, the default of Megatron-LM and vLLM (DeepEP can dispatch in fp8: pass 1).
+DEFAULT_ACTIVATION_BYTES = 2.0
+
+
+class CommOverlap(float, Enum):
+    """How communication combines with the roofline time of a pass (``comm_overlap_frac``).
+
+    ``ADDED`` (0): communication runs after compute and memory traffic (an upper bound);
+    ``OVERLAPPED`` (1): it hides fully behind them (a lower bound, as with DeepSeek's
+    two-micro-batch overlap). Any fraction in [0, 1] is allowed.
+    """
+
+    ADDED = 0.0
+    OVERLAPPED = 1.0
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Two levels of network: ``S`` chips per scale-up domain, domains over scale-out.
+
+    Bandwidths are per chip and per direction (bytes/s); latencies per hop (s).
+    ``chips_per_domain`` is how many of the deployment's chips sit in each domain (at
+    most the domain's size; fewer to spread a deployment over more racks).
+    """
+
+    chips_per_domain: float
+    scale_up_bytes_per_s: float
+    scale_out_bytes_per_s: float
+    scale_up_latency_s: float
+    scale_out_latency_s: float
+
+    def __post_init__(self) -> None:
+        for name in ("chips_per_domain", "scale_up_bytes_per_s", "scale_out_bytes_per_s"):
+            if not getattr(self, name) > 0:
+                raise InputError(f"topology {name}", getattr(self, name), "a positive number")
+        for name in ("scale_up_latency_s", "scale_out_latency_s"):
+            if not getattr(self, name) >= 0:
+                raise InputError(f"topology {name}", getattr(self, name), "seconds >= 0")
+
+    @property
+    def bandwidth_ratio(self) -> float:
+        """Scale-up over scale-out bandwidth (the lecture's "~8x"; GB200 NVL72: 900/50 = 18)."""
+        return self.scale_up_bytes_per_s / self.scale_out_bytes_per_s
+
+
+@dataclass(frozen=True)
+class Group:
+    """A communication group placed on a topology: ``size`` ranks, ``chips_per_domain`` of
+    them per scale-up domain, over ``domains`` domains (arrays broadcast)."""
+
+    size: FloatArray
+    chips_per_domain: FloatArray
+    domains: FloatArray
+    topology: Topology
+
+
+def place(topo: Topology, size: ArrayLike, stride: ArrayLike = 1) -> Group:
+    """Place ``size`` ranks spaced ``stride`` chips apart: ``k = clamp(S // stride, 1, n)``
+    ranks per domain, ``R = ceil(n / k)`` domains. TP of 8 on an 8-GPU HGX: k = 8, R = 1;
+    DP of 64 at stride 8 (TP fills each box): k = 1, R = 64."""
+    n = np.asarray(size, float)
+    per = np.floor(topo.chips_per_domain / np.maximum(np.asarray(stride, float), 1.0))
+    k = np.clip(per, 1.0, np.maximum(n, 1.0))
+    return Group(size=n, chips_per_domain=k, domains=np.ceil(n / k), topology=topo)
+
+
+def all_gather_s(group: Group, bytes_per_chip: ArrayLike) -> FloatArray:
+    """All-gather (or reduce-scatter) of an ``M``-byte buffer: hierarchical rings; 0 for one rank."""
+    t = group.topology
+    time = coll.hierarchical_all_gather_s(
+        bytes_per_chip,
+        group.chips_per_domain,
+        group.domains,
+        t.scale_up_bytes_per_s,
+        t.scale_up_latency_s,
+        t.scale_out_bytes_per_s,
+        t.scale_out_latency_s,
+    )
+    return np.asarray(np.where(group.size > 1, time, 0.0), dtype=float)
+
+
+reduce_scatter_s = all_gather_s
+
+
+def all_reduce_s(group: Group, bytes_per_chip: ArrayLike) -> FloatArray:
+    """All-reduce = reduce-scatter + all-gather: ``2 x`` :func:`all_gather_s`."""
+    return np.asarray(2.0 * all_gather_s(group, bytes_per_chip), dtype=float)
+
+
+def all_to_all_s(group: Group, bytes_per_chip: ArrayLike) -> FloatArray:
+    """Each chip's ``M`` bytes spread evenly over the group (inside + across legs, added)."""
+    t = group.topology
+    time = coll.hierarchical_all_to_all_s(
+        bytes_per_chip,
+        group.size,
+        group.domains,
+        t.scale_up_bytes_per_s,
+        t.scale_out_bytes_per_s,
+        t.scale_up_latency_s,
+        t.scale_out_latency_s,
+    )
+    return np.asarray(np.where(group.size > 1, time, 0.0), dtype=float)
+
+
+def send_s(
+    topo: Topology, message_bytes: ArrayLike, crosses: ArrayLike, extra_latency_s: ArrayLike = 0.0
+) -> FloatArray:
+    """One point-to-point send: ``M / B + alpha`` over the tier it crosses, plus any software latency."""
+    cross = np.asarray(crosses, bool)
+    bw = np.where(cross, topo.scale_out_bytes_per_s, topo.scale_up_bytes_per_s)
+    lat = np.where(cross, topo.scale_out_latency_s, topo.scale_up_latency_s)
+    return np.asarray(
+        coll.point_to_point_s(message_bytes, bw, lat) + np.asarray(extra_latency_s, float), dtype=float
+    )
+
+
+def expert_dispatch_bytes(
+    tokens_per_chip: ArrayLike,
+    ep: ArrayLike,
+    experts: int,
+    experts_per_token: int,
+    hidden: int,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> FloatArray:
+    """Bytes one chip's dispatch all-to-all carries: ``tokens x D x d x bytes``, ``D`` the
+    ranks its tokens' experts live on (one copy per destination rank)."""
+    ranks = coll.expected_destination_ranks(ep, experts, experts_per_token)
+    return np.asarray(np.asarray(tokens_per_chip, float) * ranks * hidden * activation_bytes, dtype=float)
+
+
+def tp_all_reduce_s(
+    tokens_per_replica: ArrayLike,
+    hidden: int,
+    layers: ArrayLike,
+    tp: ArrayLike,
+    topo: Topology,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> FloatArray:
+    """Two all-reduces per layer (after attention, after the MLP) of ``tokens x d x bytes``.
+
+    Over ``tp`` chips; hierarchical when ``tp`` exceeds the domain
+    (:func:`~rackmath.core.collectives.hierarchical_all_reduce_s`).
+    """
+    message = np.asarray(tokens_per_replica, float) * hidden * activation_bytes
+    one = all_reduce_s(place(topo, tp), message)
+    return np.asarray(2.0 * np.asarray(layers, float) * one, dtype=float)
+
+
+def ep_all_to_all_s(
+    tokens_per_chip: ArrayLike,
+    destination_ranks: ArrayLike,
+    hidden: int,
+    moe_layers: ArrayLike,
+    ep: ArrayLike,
+    topo: Topology,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> FloatArray:
+    """Dispatch and combine per MoE layer: ``2 x all-to-all(tokens x D x d x bytes)`` over ``ep``.
+
+    Each token goes once to each of the ``D`` ranks that hold one of its experts
+    (:func:`~rackmath.core.collectives.expected_destination_ranks`), as DeepEP sends it, not
+    ``k`` copies. The group spans ``R = ceil(ep / S)`` domains; ``(R-1)/R`` of the bytes cross
+    the scale-out network (D14). ``ep = 1`` (experts local or tensor-split) costs nothing.
+    """
+    message = np.asarray(tokens_per_chip, float) * np.asarray(destination_ranks, float) * hidden
+    one = all_to_all_s(place(topo, ep), message * activation_bytes)
+    return np.asarray(2.0 * np.asarray(moe_layers, float) * one, dtype=float)
+
+
+def pipeline_hops(pp: ArrayLike, *, decode: bool) -> FloatArray:
+    """Hops on a token's path: ``P - 1`` activation hops, plus the sampled token's return
+    to the first stage in decode (``P`` in all); none with one stage."""
+    p = np.asarray(pp, float)
+    return np.asarray(np.where(p > 1, p if decode else p - 1, 0.0), dtype=float)
+
+
+def crossing_hops(
+    pp: ArrayLike, chips_per_stage: ArrayLike, chips_per_domain: float, hops: ArrayLike
+) -> FloatArray:
+    """How many of ``hops`` pipeline hops leave a domain.
+
+    Stages of ``C >= S`` chips each sit in their own domains: every hop crosses. Smaller
+    stages pack ``S/C`` per domain, so ``D = ceil(P C / S)`` domains hold the pipeline and
+    ``D - 1`` boundaries are crossed (``D`` on the decode ring, which wraps around).
+    """
+    p = np.asarray(pp, float)
+    c = np.asarray(chips_per_stage, float)
+    h = np.asarray(hops, float)
+    domains = np.ceil(p * c / chips_per_domain)
+    ring = h >= p  # decode: the path wraps from the last stage to the first
+    packed = np.where(domains > 1, domains - 1 + ring, 0.0)
+    return np.asarray(np.where(c >= chips_per_domain, h, np.minimum(h, packed)), dtype=float)
+
+
+def pipeline_hop_s(
+    message_bytes_per_chip: ArrayLike,
+    crosses: ArrayLike,
+    topo: Topology,
+    extra_latency_s: ArrayLike = 0.0,
+) -> FloatArray:
+    """One pipeline hop: ``M / B + alpha`` over the level it crosses, plus any software latency."""
+    return send_s(topo, message_bytes_per_chip, crosses, extra_latency_s)
+
+
+def combine_comm_s(roofline_s: ArrayLike, comm_s: ArrayLike, comm_overlap_frac: float) -> FloatArray:
+    """``max(t_roofline, f t_comm) + (1 - f) t_comm``: added at ``f = 0``, hidden at ``f = 1``.
+
+    Always between ``max(t, c)`` and ``t + c``; never below the roofline.
+    """
+    f = float(comm_overlap_frac)
+    if not 0.0 <= f <= 1.0:
+        raise InputError("comm_overlap_frac", comm_overlap_frac, "a fraction in [0, 1]")
+    c = np.asarray(comm_s, float)
+    return np.asarray(np.maximum(np.asarray(roofline_s, float), f * c) + (1.0 - f) * c, dtype=float)
+
+
+def kv_transfer_s(kv_bytes: ArrayLike, links: ArrayLike, topo: Topology) -> FloatArray:
+    """Moving a prompt's KV cache between pools: ``kv / (links x B_out) + alpha_out``.
+
+    ``links`` chips send their shards in parallel, each over its own scale-out NIC.
+    """
+    return coll.point_to_point_s(
+        np.asarray(kv_bytes, float) / np.asarray(links, float),
+        topo.scale_out_bytes_per_s,
+        topo.scale_out_latency_s,
+    )
