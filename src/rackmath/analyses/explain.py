@@ -48,6 +48,25 @@ class Explanation:
         return self.decode.context[0]
 
     @property
+    def batch_one_step_s(self) -> float:
+        """A decode step at batch 1 and the first context: what one user waits per token.
+        For an MoE model it reads only the ``k`` experts per layer that token picks, so it
+        is shorter than :attr:`latency_floor_s` (every expert read)."""
+        step = serving.decode(self.deployment, [1.0], self.contexts[:1]).step_s
+        return float(step[0, 0])
+
+    @property
+    def focus_index(self) -> tuple[int, int]:
+        """The point the report breaks down operator by operator: the cheapest per token
+        among those that fit (the largest batch when none fits)."""
+        g = self.decode
+        cost = np.where(g.fits, g.usd_per_million_output_tokens, np.inf)
+        if not np.isfinite(cost).any():
+            cost = -g.batch
+        i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
+        return int(i), int(j)
+
+    @property
     def batches(self) -> FloatArray:
         return self.decode.batch[:, 0]
 
@@ -73,6 +92,7 @@ class Explanation:
                         "mfu": float(g.mfu[i, j]),
                         "mbu": float(g.mbu[i, j]),
                         "fits": bool(g.fits[i, j]),
+                        **g.times.breakdown_at((i, j)),
                     }
                 )
         with_kv = self.balance.balance_batch_with_kv
@@ -153,6 +173,7 @@ class Explanation:
                         "usd_per_million_output_tokens": float(p.usd_per_million_output_tokens[i, j]),
                         "memory_per_chip_bytes": float(p.memory.total_bytes[i, j]),
                         "fits": bool(p.fits[i, j]),
+                        **s.breakdown_at((i, j)),
                     }
                 )
         return {
@@ -168,7 +189,9 @@ def assumptions(d: Deployment) -> tuple[str, ...]:
     base = (
         f"{d.chips} chips act as one ideal chip ({d.chips}x FLOP/s, bandwidth and memory) with no "
         "communication cost in sections 1-6; --plan adds a real layout.",
-        "step = max(compute, weight fetch + KV fetch) + overhead; FLOPs count 2 per MAC.",
+        "step = sum over operators of max(compute, memory) + exposed communication + overhead "
+        "(the lecture's max(total compute, total memory) is the lower bound, blackboard_step_s); "
+        "FLOPs count 2 per MAC.",
         "MoE routing is uniform: a batch of B tokens reads E(1-(1-k/E)^B) experts per layer.",
         f"efficiency: {eff.flops_frac:.0%} of peak FLOP/s, {eff.bandwidth_frac:.0%} of peak "
         f"bandwidth, {eff.overhead_s * 1e3:.2f} ms per-step overhead"

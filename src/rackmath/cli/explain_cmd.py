@@ -129,7 +129,9 @@ def render(result: Explanation, console: Console) -> None:
     out("  t_compute = B x (2 N_active + attention(L)) / F")
     out("  t_weights = weight bytes read / BW   (MoE: E(1-(1-k/E)^B) experts per layer)")
     out("  t_kv      = B x KV bytes per sequence(L) / BW")
-    out("  t_step    = max(t_compute, t_weights + t_kv)")
+    out("  blackboard: t_step >= max(t_compute, t_weights + t_kv)")
+    out("  each operator (projections, attention, experts, ...) is its own roofline, so the step is")
+    out("  t_step = sum over operators of max(t_compute_op, t_memory_op), at most 2x the blackboard")
     out(
         f"  at L = {c0:,.0f}: 2 N_active + attention = "
         f"{fmt.si(float(arch.decode_flops_per_token(m, c0)), 'FLOP')} "
@@ -137,11 +139,19 @@ def render(result: Explanation, console: Console) -> None:
     )
 
     out("\n[bold]2. Latency floor[/]: every weight read once")
-    out(
+    floor = (
         f"  t_floor = N x bytes / BW = {fmt.nbytes(serving.latency_floor_bytes(d))} / {fmt.si(BW, 'B/s')} "
-        f"= {fmt.seconds(result.latency_floor_s)}  "
-        f"-> at most {1 / result.latency_floor_s:,.0f} tokens/s per user"
+        f"= {fmt.seconds(result.latency_floor_s)}"
     )
+    if m.is_moe:
+        out(floor + ": no step that touches every expert is faster")
+        out(
+            f"  at B = 1 a token reads only its k experts per layer: the step takes "
+            f"{fmt.seconds(result.batch_one_step_s)} -> at most "
+            f"{1 / result.batch_one_step_s:,.0f} tokens/s per user"
+        )
+    else:
+        out(floor + f"  -> at most {1 / result.latency_floor_s:,.0f} tokens/s per user")
 
     out("\n[bold]3. The balance batch[/]: weight fetch time = compute time")
     out(f"  chip ratio F / BW = {bal.flop_per_byte:,.0f} FLOP/byte  (a property of the chip, not a batch)")
@@ -166,7 +176,12 @@ def render(result: Explanation, console: Console) -> None:
     out(
         f"  cost per token at B = 1 over cost at B = {result.cost_reference_batch:,.0f}, "
         f"KV included: {result.batch_one_over_balance_cost:,.0f}x "
-        "(ignoring KV this ratio equals B* itself: batching is the master lever)"
+        + (
+            "(an MoE model reads only k experts per layer at B = 1, so even without KV the ratio is "
+            "below B*: batching is still the master lever)"
+            if m.is_moe
+            else "(ignoring KV this ratio equals B* itself: batching is the master lever)"
+        )
     )
 
     curve = ", ".join(
@@ -196,6 +211,7 @@ def render(result: Explanation, console: Console) -> None:
 
     out("\n[bold]6. Decode over batch size[/]")
     out(_table(result))
+    _render_operators(result, out)
     if result.planned is not None:
         _render_plan(result, out)
     out("\n[bold]Reading[/]")
@@ -245,6 +261,34 @@ def _table(result: Explanation) -> Table:
                 "yes" if g.fits[i, j] else "no",
             )
     return table
+
+
+def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
+    """Where the time of one step goes, operator by operator (the analysis picks the point)."""
+    i, j = result.focus_index
+    g = result.decode
+    point = g.times.breakdown_at((i, j))
+    step = float(g.step_s[i, j])
+    out(
+        f"\n  Where the time goes at batch {g.batch[i, j]:,.0f}, L = {g.context[i, j]:,.0f}: "
+        f"step {fmt.seconds(step)}, blackboard bound {fmt.seconds(point['blackboard_step_s'])}"
+    )
+    table = Table(show_edge=False, header_style="bold")
+    for name in ("operator", "class", "time", "share", "compute", "memory", "bound by"):
+        table.add_column(name, justify="left" if name in ("operator", "class", "bound by") else "right")
+    for op in sorted(point["operators"], key=lambda o: -o["time_s"]):
+        if op["time_s"] <= 0:
+            continue
+        table.add_row(
+            op["name"],
+            op["class"],
+            fmt.seconds(op["time_s"]),
+            fmt.pct(op["time_s"] / step),
+            fmt.seconds(op["compute_s"]),
+            fmt.seconds(op["memory_s"]),
+            op["bound"],
+        )
+    out(table)
 
 
 def _render_plan(result: Explanation, out: Callable[..., None]) -> None:

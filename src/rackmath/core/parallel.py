@@ -505,6 +505,32 @@ class PlanStep:
         out = np.where(comm > self.pass_s, "comm", base)
         return np.where(self.hops_s > self.pp * self.stage_s * self.imbalance, "hops", out)
 
+    def breakdown_at(self, index: tuple[int, ...]) -> dict[str, Any]:
+        """One point of the grid, operator by operator, as plain numbers:
+        ``step_s = sum(time_s) + exposed_communication_s + overhead_s``."""
+        scale = float(self._scale[index])
+        operators = [
+            {
+                "name": op.name,
+                "class": op.op_class.value,
+                "flops": scale * float(np.broadcast_to(op.flops, self.stage_s.shape)[index]),
+                "bytes_read": scale * float(np.broadcast_to(op.bytes_read, self.stage_s.shape)[index]),
+                "bytes_written": scale * float(np.broadcast_to(op.bytes_written, self.stage_s.shape)[index]),
+                "compute_s": scale * float(np.broadcast_to(op.compute_s, self.stage_s.shape)[index]),
+                "memory_s": scale * float(np.broadcast_to(op.memory_s, self.stage_s.shape)[index]),
+                "time_s": scale * float(np.broadcast_to(op.time_s, self.stage_s.shape)[index]),
+                "bound": str(np.broadcast_to(op.bound, self.stage_s.shape)[index]),
+            }
+            for op in self.operators
+        ]
+        return {
+            "operators": operators,
+            "communication_s": float(self.communication_s[index]),
+            "exposed_communication_s": float(self.exposed_communication_s[index]),
+            "overhead_s": float(self.overhead_s),
+            "blackboard_step_s": float(self.blackboard_s[index]),
+        }
+
     def operator_table(self) -> list[dict[str, Any]]:
         """Each operator over the whole cycle: ``{name, class, flops, bytes_read,
         bytes_written, compute_s, memory_s, time_s, bound}`` (work per chip, times scaled
