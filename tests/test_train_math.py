@@ -313,3 +313,39 @@ def test_efficiency_hook_scales_compute_only():
     a, b = T.estimate(s).step, T.estimate(half).step
     assert b.compute_s == pytest.approx(2 * a.compute_s)
     assert b.tp_mb_s == pytest.approx(a.tp_mb_s)
+
+
+def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
+    # Llama 3.1 70B: h 8192, 64 heads x 128 = q 8192, 8 KV heads x 128 = kv 1024, gated f 28672.
+    # Plan tp=8 (SP), pp=8 -> 80/8 = 10 layers per stage; 1F1B with m = 512/(1*1) >= 8: 8 in flight.
+    # Per token per layer, bf16 (2 B), divided by t = 8:
+    #   x (layer input)  = 2 h / 8                                        = 2,048 B
+    #   A (selective)    = (4h norms + 2h + 2h inputs + 2(q+kv) + 2kv + 2q + 3*2f) / 8
+    #                    = (32768 + 32768 + 18432 + 2048 + 16384 + 172032) / 8 = 34,304 B
+    # full:  8 micro-batches x 10 x 2,048 stored + 34,304 rebuilt once = 198,144 B per token
+    # sqrt:  k = ceil(sqrt 10) = 4 checkpoints, segment ceil(10/4) = 3 layers:
+    #        8 x 4 x 2,048 + 3 x 34,304 = 168,448 B per token
+    # reversible: 8 x 2 x 2,048 + 34,304 = 67,072 B per token
+    # times b s = 1 x 4096 tokens of one micro-batch.
+    x, a = 2 * 8192 / 8, (4 * 8192 + 4 * 8192 + 2 * (8192 + 1024) + 2 * 1024 + 2 * 8192 + 6 * 28672) / 8
+    assert (x, a) == (2048, 34304)
+    expected = {"full": 8 * 10 * x + a, "sqrt": 8 * 4 * x + 3 * a, "reversible": 8 * 2 * x + a}
+    assert expected == {"full": 198_144, "sqrt": 168_448, "reversible": 67_072}
+    for mode, per_token in expected.items():
+        s = T.make_training(
+            rm.model("llama-3.1-70b"),
+            rm.system("h100-hgx"),
+            ParallelPlan.parse("tp=8,pp=8,dp=1"),
+            tokens=1e12,
+            seq_len=4096,
+            global_batch=64,
+            recompute=mode,
+        )
+        mem = T.memory_per_chip(s)
+        assert mem.in_flight_microbatches == 8
+        assert mem.activations_bytes == pytest.approx(4096 * per_token, rel=1e-12)
+    # the split itself: stored scales with micro-batches in flight, the rebuild does not
+    shape = tr.layer_shape(rm.model("llama-3.1-70b"))
+    st = tr.stage_activations(shape, 10, 4096, tp=8, recompute="full")
+    assert float(st.stored_bytes_per_token) == 10 * x and float(st.rebuild_bytes_per_token) == a
+    assert float(st.peak_bytes_per_token(4)) == 116_224  # core docstring worked number
