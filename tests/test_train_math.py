@@ -349,3 +349,53 @@ def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
     st = tr.stage_activations(shape, 10, 4096, tp=8, recompute="full")
     assert float(st.stored_bytes_per_token) == 10 * x and float(st.rebuild_bytes_per_token) == a
     assert float(st.peak_bytes_per_token(4)) == 116_224  # core docstring worked number
+
+
+_INTERLEAVED_RUN = {
+    "id": "interleaved-check",
+    "source": "a hand derivation",
+    "model": "llama-3.1-70b",
+    "system": "h100-hgx",
+    "plan": "tp=8,pp=4,dp=4",
+    "seq_len": 4096,
+    "global_batch": 512,
+    "microbatch": 1,
+    "schedule": "interleaved",
+    "virtual_stages": 4,
+    "metric": "step_s",
+    "value": 1.0,
+}
+
+
+def test_training_runs_state_interleaved_virtual_stages_and_the_bubble_follows(monkeypatch) -> None:
+    from rackmath.analyses import validation
+    from rackmath.catalog import training_runs as runs_mod
+    from rackmath.specs.scenario import Metric, Phase, Provenance, Scenario
+
+    run = runs_mod._run(_INTERLEAVED_RUN)
+    assert (run.schedule, run.virtual_stages) == ("interleaved", 4)
+    # P = 4 stages, m = 512 / (dp 4 x micro-batch 1) = 128 micro-batches, v = 4 chunks:
+    # interleaved 1F1B idles (P-1) chunk-slots per stage against v m of work, so the pipeline
+    # takes (1 + (P-1)/(v m)) = 1 + 3/512 times the ideal m t_mb; the idle share of the step
+    # is (P-1)/(v m + P-1) = 3/515 (1F1B, v = 1: 3/128 and 3/131).
+    s = T.run_setup(run)
+    assert s.virtual_stages == 4
+    step = T.step_breakdown(s)
+    assert step.microbatches == 128
+    assert step.bubble_frac == pytest.approx(3 / 515, rel=1e-12)
+    t_mb = step.compute_mb_s + step.tp_mb_s + step.cp_mb_s + step.ep_mb_s + step.pp_mb_s
+    assert step.pipeline_s / (128 * t_mb) - 1 == pytest.approx(3 / 512, rel=1e-9)
+    # validation predicts the run with its virtual stages (it used to drop them)
+    monkeypatch.setattr(runs_mod, "training_runs", lambda: (run,))
+    prov = Provenance(0, "hand", "hand", "", "https://example.invalid", "", "exact", "")
+    row = Scenario(prov, Phase.TRAINING, Metric.TRAINING_STEP_S, 1.0, "s", "", training_run=run.id)
+    assert validation.predict(row).value == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
+    assert T.predict_run(run).predicted == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
+    # v > 1 without interleaving is refused when the catalog is read
+    with pytest.raises(ValueError, match="interleaved"):
+        runs_mod._run({**_INTERLEAVED_RUN, "schedule": "1f1b"})
+
+
+def test_interleaved_without_virtual_stages_says_what_it_assumed() -> None:
+    s = _setup(schedule="interleaved")
+    assert s.virtual_stages == 2 and any("2 model chunks" in n for n in s.notes)

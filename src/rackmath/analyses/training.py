@@ -158,9 +158,10 @@ def make_training(
     sched = pl.Schedule.parse(schedule)
     v = _whole("virtual stages", virtual_stages)
     m = batch // unit
+    defaulted_v = False
     if sched is pl.Schedule.INTERLEAVED:
         if v < 2:
-            v = 2
+            v, defaulted_v = 2, True
         if m % plan.pp:
             raise InputError("batch", batch, f"{plan.pp} x dp x microbatch multiples for interleaving")
         if math.ceil(model.num_layers / plan.pp) < v:
@@ -191,6 +192,8 @@ def make_training(
     if not 0.0 <= memory_reserve_frac < 1.0:
         raise InputError("memory reserve", memory_reserve_frac, "a fraction in [0, 1)")
     notes = []
+    if defaulted_v:
+        notes.append("interleaved with no --virtual-stages: 2 model chunks per stage assumed.")
     if model.num_layers % plan.pp:
         notes.append(
             f"{model.num_layers} layers over {plan.pp} stages: the fullest stage has "
@@ -662,6 +665,7 @@ def run_setup(run: Any, efficiency: rl.Efficiency = rl.PURE_ROOFLINE) -> Trainin
         global_batch=run.global_batch,
         microbatch=run.microbatch,
         schedule=run.schedule,
+        virtual_stages=run.virtual_stages,
         recompute=run.recompute,
         zero=run.zero,
         compute=run.compute,

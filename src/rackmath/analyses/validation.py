@@ -445,6 +445,7 @@ def _predict_training(s: Scenario, p: FamilyParams) -> Prediction:
         global_batch=run.global_batch,
         microbatch=run.microbatch,
         schedule=run.schedule,
+        virtual_stages=run.virtual_stages,
         recompute=run.recompute,
         zero=run.zero,
         compute=run.compute,
