@@ -93,3 +93,39 @@ def test_missing_precision_is_refused_not_invented() -> None:
 def test_block_formats_compute_at_their_element_rate() -> None:
     assert Precision.MXFP4.bytes_per_element == pytest.approx(4.25 / 8)
     assert catalog.chip("b200").peak_flops(Precision.MXFP4) == catalog.chip("b200").peak_flops(Precision.FP4)
+
+
+# nvidia-smi "MiB" totals, times 2**20 bytes: Modal's readings (thundergolfer.com/blog/
+# nvidia-gpu-memory-capacity) for A100 80GB, H100, H200; NVIDIA/TensorRT-LLM issue #10278 for
+# B200; aiconfigurator-core 0.12.0 systems/*.yaml ("reported by nvidia-smi") for B300, GB200, GB300.
+NVML_MIB = {
+    "a100-80gb": 81_920,
+    "h100-sxm": 81_559,
+    "h800": 81_559,
+    "h200": 143_771,
+    "b200": 183_359,
+    "b300": 275_040,
+    "gb200": 189_471,
+    "gb300": 284_208,
+}
+
+
+@pytest.mark.parametrize(("chip_id", "mib"), NVML_MIB.items())
+def test_nvidia_capacities_are_nvml_bytes(chip_id: str, mib: int) -> None:
+    assert catalog.chip(chip_id).hbm_capacity_bytes == mib * 2**20
+
+
+def test_gb200_capacity_is_the_nvml_figure_not_the_marketing_one() -> None:
+    assert catalog.chip("gb200").hbm_capacity_bytes == 198_674_743_296  # not 186e9
+
+
+def test_vendor_capacities_say_so_and_estimated_prices_are_flagged() -> None:
+    for chip_id in ("rubin", "mi300x", "mi325x", "mi355x"):
+        assert "vendor figure" in catalog.chip(chip_id).notes
+    for chip in catalog.chips().values():
+        price = chip.price_usd_per_chip_hour
+        # a derived price says so in its note, and only then carries the flag
+        assert price.estimate == price.note.startswith("estimate"), chip.id
+        assert price.estimate_label == (" (estimate)" if price.estimate else "")
+    assert catalog.chip("gb300").price_usd_per_chip_hour.estimate
+    assert not catalog.chip("h100-sxm").price_usd_per_chip_hour.estimate

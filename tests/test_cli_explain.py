@@ -196,3 +196,16 @@ def test_explain_with_a_plan_adds_communication_and_memory(cli) -> None:
 def test_explain_rejects_bad_plans(cli, args, message) -> None:
     code, _, err = cli("explain", "deepseek-v3", "--on", "gb200-nvl72", *args)
     assert code == 1 and message in err
+
+
+def test_estimated_prices_are_labelled_where_shown(cli) -> None:
+    code, out, _ = cli("explain", "llama-3.1-70b", "--on", "gb300-nvl72")
+    assert code == 0 and "price $6.50 (estimate) per chip-hour" in out
+    code, out, _ = cli("explain", "llama-3.1-70b", "--on", "gb300-nvl72", "--price-per-chip-hour", "7")
+    assert code == 0 and "price $7.00 per chip-hour" in out and "(estimate)" not in out
+    code, out, _ = cli("explain", "llama-3.1-70b", "--on", "h100-hgx")
+    assert code == 0 and "price $2.29 per chip-hour" in out
+    code, out, _ = cli("hardware", "--json")
+    chips = {c["id"]: c for c in json.loads(out)["chips"]}
+    assert chips["gb300"]["price_usd_per_chip_hour"]["estimate"] is True
+    assert chips["h100-sxm"]["price_usd_per_chip_hour"]["estimate"] is False

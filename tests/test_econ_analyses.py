@@ -98,7 +98,8 @@ def test_cache_tiers_map_five_minutes_to_flash_and_an_hour_to_disk() -> None:
     assert c.cheapest_at(300.0) == "flash"
     assert c.cheapest_at(3600.0) == "disk"
     hbm = c.tiers[0]
-    assert hbm.drain_time_s == pytest.approx(186e9 / 8e12)  # 23.25 ms, the lecture's ~20 ms
+    # GB200 as NVML reports it, 189,471 MiB = 198,674,743,296 B: 24.8 ms, the lecture's ~20 ms
+    assert hbm.drain_time_s == pytest.approx(189_471 * 2**20 / 8e12)
     # independent recomputation of one number: flash hit after 5 minutes, per token
     flash = ce.memory_tier("flash")
     usd_s = flash.price.value * flash.capacity_bytes / (3 * 365 * 86400)
@@ -176,3 +177,29 @@ def test_sparsity_is_a_pure_win_until_users_run_out() -> None:
     assert at_users[-1] > 2 * at_users[0]
     with pytest.raises(InputError, match="sparsity"):
         sparsity.sparsity_study(dsv3(), sparsities=[0.5])
+
+
+def test_cached_prompt_bytes_honour_sliding_windows() -> None:
+    # Gemma 3 27B (catalog config): 62 layers, sliding_window_pattern 6 -> layers 6, 12, ..., 60
+    # are global (10), the other 52 slide over 1024 tokens; 16 KV heads x head_dim 128, K and V,
+    # bf16: 2 x 16 x 128 x 2 B = 8,192 B per token per layer.
+    # An 8,192-token prompt: 8,192 x (10 x 8,192 + 52 x 1,024) = 1,107,296,256 B in all,
+    # 135,168 B per cached token; every layer holding every token would be 62 x 8,192 = 507,904 B.
+    d = rm.deployment("gemma-3-27b", "h100-hgx")
+    per_layer = 2 * 16 * 128 * 2
+    expected = per_layer * (10 * 8192 + 52 * 1024) / 8192
+    assert expected == 135_168
+    c = caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=8192)
+    assert c.kv_bytes_per_token == pytest.approx(expected, rel=1e-12)
+    assert arch.kv_bytes_per_token(d.model, 2) == 62 * per_layer == 507_904  # the old, window-blind figure
+    # the hold cost scales with the bytes: HBM for an hour, per token, by hand
+    hbm = c.tiers[0]
+    hour = list(c.retentions_s).index(3600.0)
+    assert c.hold_usd_per_token[0, hour] == pytest.approx(
+        expected / hbm.capacity_bytes * hbm.device_usd_per_s * 3600, rel=1e-12
+    )
+    # a prompt within the window: every layer holds every token
+    short = caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=1000)
+    assert short.kv_bytes_per_token == pytest.approx(507_904, rel=1e-12)
+    with pytest.raises(InputError):
+        caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=0)

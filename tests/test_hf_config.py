@@ -144,3 +144,29 @@ def test_hub_retries_are_not_printed_and_the_error_is_one_line(
     assert "Retrying" not in caplog.text and "Retrying" not in capsys.readouterr().err
     assert "\n" not in str(err.value) and "Check your connection." in str(err.value)
     assert hub_log.level == before  # restored
+
+
+def test_modules_to_not_convert_become_weight_classes() -> None:
+    base = json.loads((HF_CONFIGS / "gpt_oss.json").read_text())
+    config = {
+        **base,
+        "quantization_config": {
+            "quant_method": "mxfp4",
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+                "model.layers.3.mlp",
+            ],
+        },
+    }
+    spec = model_from_config(config, model_id="oss")
+    by_class = dict(spec.weight_precision_by_class)
+    assert by_class == {c: Precision.BF16 for c in ("attention", "router", "embedding", "lm_head", "norms")}
+    assert spec.weight_precision("routed_experts") is Precision.MXFP4
+    assert spec.weight_precision("attention") is Precision.BF16
+    assert spec.weight_precision("attention", Precision.FP8) is Precision.FP8  # uniform requantization
+    assert any("model.layers.3.mlp" in n for n in spec.notes)  # one layer: reported, not guessed
+    plain = model_from_config({**base, "quantization_config": {"quant_method": "mxfp4"}}, model_id="oss")
+    assert plain.weight_precision_by_class == ()

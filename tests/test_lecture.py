@@ -75,12 +75,17 @@ def test_latency_floor_deepseek_v3_on_64_gb200() -> None:
 def test_hbm_drain_times() -> None:
     # the lecture: "about 24 ms" for an H100, i.e. 80 GB / 3.35 TB/s = 23.9 ms
     assert float(rl.hbm_drain_time_s(80e9, 3.35e12)) == pytest.approx(0.0239, rel=0.001)
-    # the catalog holds what NVML reports (81,559 MiB = 85.52e9 bytes): 25.5 ms, 7% above
+    # the catalog holds what NVML reports (81,559 MiB = 85,520,809,984 bytes): 25.5 ms, 7% above
     h100 = catalog.chip("h100-sxm")
     catalog_drain = float(rl.hbm_drain_time_s(h100.hbm_capacity_bytes, h100.hbm_bandwidth_bytes_per_s))
-    assert catalog_drain == pytest.approx(85.52e9 / 3.35e12)
+    assert catalog_drain == pytest.approx(81_559 * 2**20 / 3.35e12)
     assert catalog_drain == pytest.approx(0.024, rel=0.07)
     assert float(rl.hbm_drain_time_s(288e9, 20e12)) == pytest.approx(0.0144)  # the lecture's Rubin
+    # GB200: NVML 189,471 MiB = 198,674,743,296 B (aiconfigurator-core 0.12.0 systems/gb200.yaml)
+    # over 8 TB/s = 24.8 ms (the marketed "186 GB" gave 23.25 ms)
+    gb200 = catalog.chip("gb200")
+    assert gb200.hbm_capacity_bytes == 189_471 * 2**20 == 198_674_743_296
+    assert float(rl.hbm_drain_time_s(gb200.hbm_capacity_bytes, 8e12)) == pytest.approx(0.024834, rel=1e-4)
     rubin = catalog.chip("rubin")  # announced 22 TB/s: 13.1 ms
     assert float(rl.hbm_drain_time_s(rubin.hbm_capacity_bytes, rubin.hbm_bandwidth_bytes_per_s)) == (
         pytest.approx(288e9 / 22e12)

@@ -95,3 +95,52 @@ def test_tied_embeddings_are_counted_once() -> None:
     gemma = param_counts(catalog.model("gemma-3-27b"))
     assert gemma.lm_head == 0
     assert gemma.embedding == 262208 * 5376
+
+
+def test_gpt_oss_weight_bytes_by_class_follow_modules_to_not_convert() -> None:
+    import rackmath as rm
+    from rackmath.core import architecture as arch
+    from rackmath.specs import Precision
+
+    # gpt-oss-120b config: h 2880, 36 layers, 64 heads x 64, 8 KV heads, qkv and output bias,
+    # sinks, 128 experts of 2880 (gated, biased), top-4, router with bias, vocab 201,088, untied.
+    # quantization_config: mxfp4 (4 + 8/32 bits = 0.53125 B), except modules_to_not_convert =
+    # self_attn, mlp.router, embed_tokens, lm_head, which stay bf16 (2 B); norms bf16 too.
+    h, layers, vocab = 2880, 36, 201_088
+    q, kv = 64 * 64, 8 * 64
+    attention = layers * (h * q + 2 * h * kv + q * h + (q + 2 * kv) + h + 64)
+    router = layers * (h * 128 + 128)
+    expert = 3 * h * 2880 + (2 * 2880 + h)
+    experts = layers * 128 * expert
+    embedding = vocab * h
+    norms = layers * 2 * h + h
+    mx, bf = 4.25 / 8, 2.0
+    expected = {
+        "embedding": embedding * bf,
+        "lm_head": embedding * bf,
+        "attention": attention * bf,
+        "dense_mlp": 0.0,
+        "routed_experts": experts * mx,
+        "shared_experts": 0.0,
+        "router": router * bf,
+        "norms": norms * bf,
+    }
+    assert expected["routed_experts"] == 60_935_224_320  # the core docstring's figure
+    assert expected["embedding"] == 1_158_266_880
+    m = catalog.model("gpt-oss-120b")
+    got = arch.weight_bytes_by_class(m)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert arch.weight_bytes_total(m) == pytest.approx(sum(expected.values()), rel=1e-12)
+    # a uniform requantization ignores the per-class exceptions
+    assert arch.weight_bytes_total(m, Precision.BF16) == pytest.approx(2.0 * param_counts(m).total, rel=1e-12)
+    # batch-1 decode reads the LM head, attention, router, norms and k = 4 experts per layer
+    # (the input embedding is a lookup): 3,096,849,024 + 4 x 36 x expert x 0.53125 B
+    always = (embedding + attention + router + norms) * bf
+    batch1 = always + 4 * layers * expert * mx
+    assert batch1 == 5_001_074_784
+    d = rm.deployment("gpt-oss-120b", "h100-hgx")
+    assert d.weight_bytes == pytest.approx(sum(expected.values()), rel=1e-12)
+    assert float(d.weight_bytes_read(1)) == pytest.approx(batch1, rel=1e-12)
+    # all at mxfp4 (the old count) was 2,726,826,282 B: 45% low
+    uniform_mx = (param_counts(m).always_read + 4 * layers * expert) * mx
+    assert uniform_mx / batch1 == pytest.approx(0.545, abs=0.001)

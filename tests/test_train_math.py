@@ -222,7 +222,7 @@ def test_schedules_order_bubbles_and_memory():
 def test_memory_reports_short_by_and_choice_fits_budget():
     e = T.estimate(_setup(recompute="none", plan="tp=2,pp=4,dp=16"))
     assert not e.memory.fits
-    usable = 0.9 * 85.52e9  # an H100's 81,559 MiB less the 10% reserve
+    usable = 0.9 * 81_559 * 2**20  # an H100's 81,559 MiB (NVML) less the 10% reserve
     assert e.memory.short_by_bytes == pytest.approx(e.memory.total_bytes - usable)
     choice = T.choose_recompute(e.setup)
     assert choice.fits and choice.mode is not tr.Recompute.NONE
@@ -313,3 +313,89 @@ def test_efficiency_hook_scales_compute_only():
     a, b = T.estimate(s).step, T.estimate(half).step
     assert b.compute_s == pytest.approx(2 * a.compute_s)
     assert b.tp_mb_s == pytest.approx(a.tp_mb_s)
+
+
+def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
+    # Llama 3.1 70B: h 8192, 64 heads x 128 = q 8192, 8 KV heads x 128 = kv 1024, gated f 28672.
+    # Plan tp=8 (SP), pp=8 -> 80/8 = 10 layers per stage; 1F1B with m = 512/(1*1) >= 8: 8 in flight.
+    # Per token per layer, bf16 (2 B), divided by t = 8:
+    #   x (layer input)  = 2 h / 8                                        = 2,048 B
+    #   A (selective)    = (4h norms + 2h + 2h inputs + 2(q+kv) + 2kv + 2q + 3*2f) / 8
+    #                    = (32768 + 32768 + 18432 + 2048 + 16384 + 172032) / 8 = 34,304 B
+    # full:  8 micro-batches x 10 x 2,048 stored + 34,304 rebuilt once = 198,144 B per token
+    # sqrt:  k = ceil(sqrt 10) = 4 checkpoints, segment ceil(10/4) = 3 layers:
+    #        8 x 4 x 2,048 + 3 x 34,304 = 168,448 B per token
+    # reversible: 8 x 2 x 2,048 + 34,304 = 67,072 B per token
+    # times b s = 1 x 4096 tokens of one micro-batch.
+    x, a = 2 * 8192 / 8, (4 * 8192 + 4 * 8192 + 2 * (8192 + 1024) + 2 * 1024 + 2 * 8192 + 6 * 28672) / 8
+    assert (x, a) == (2048, 34304)
+    expected = {"full": 8 * 10 * x + a, "sqrt": 8 * 4 * x + 3 * a, "reversible": 8 * 2 * x + a}
+    assert expected == {"full": 198_144, "sqrt": 168_448, "reversible": 67_072}
+    for mode, per_token in expected.items():
+        s = T.make_training(
+            rm.model("llama-3.1-70b"),
+            rm.system("h100-hgx"),
+            ParallelPlan.parse("tp=8,pp=8,dp=1"),
+            tokens=1e12,
+            seq_len=4096,
+            global_batch=64,
+            recompute=mode,
+        )
+        mem = T.memory_per_chip(s)
+        assert mem.in_flight_microbatches == 8
+        assert mem.activations_bytes == pytest.approx(4096 * per_token, rel=1e-12)
+    # the split itself: stored scales with micro-batches in flight, the rebuild does not
+    shape = tr.layer_shape(rm.model("llama-3.1-70b"))
+    st = tr.stage_activations(shape, 10, 4096, tp=8, recompute="full")
+    assert float(st.stored_bytes_per_token) == 10 * x and float(st.rebuild_bytes_per_token) == a
+    assert float(st.peak_bytes_per_token(4)) == 116_224  # core docstring worked number
+
+
+_INTERLEAVED_RUN = {
+    "id": "interleaved-check",
+    "source": "a hand derivation",
+    "model": "llama-3.1-70b",
+    "system": "h100-hgx",
+    "plan": "tp=8,pp=4,dp=4",
+    "seq_len": 4096,
+    "global_batch": 512,
+    "microbatch": 1,
+    "schedule": "interleaved",
+    "virtual_stages": 4,
+    "metric": "step_s",
+    "value": 1.0,
+}
+
+
+def test_training_runs_state_interleaved_virtual_stages_and_the_bubble_follows(monkeypatch) -> None:
+    from rackmath.analyses import validation
+    from rackmath.catalog import training_runs as runs_mod
+    from rackmath.specs.scenario import Metric, Phase, Provenance, Scenario
+
+    run = runs_mod._run(_INTERLEAVED_RUN)
+    assert (run.schedule, run.virtual_stages) == ("interleaved", 4)
+    # P = 4 stages, m = 512 / (dp 4 x micro-batch 1) = 128 micro-batches, v = 4 chunks:
+    # interleaved 1F1B idles (P-1) chunk-slots per stage against v m of work, so the pipeline
+    # takes (1 + (P-1)/(v m)) = 1 + 3/512 times the ideal m t_mb; the idle share of the step
+    # is (P-1)/(v m + P-1) = 3/515 (1F1B, v = 1: 3/128 and 3/131).
+    s = T.run_setup(run)
+    assert s.virtual_stages == 4
+    step = T.step_breakdown(s)
+    assert step.microbatches == 128
+    assert step.bubble_frac == pytest.approx(3 / 515, rel=1e-12)
+    t_mb = step.compute_mb_s + step.tp_mb_s + step.cp_mb_s + step.ep_mb_s + step.pp_mb_s
+    assert step.pipeline_s / (128 * t_mb) - 1 == pytest.approx(3 / 512, rel=1e-9)
+    # validation predicts the run with its virtual stages (it used to drop them)
+    monkeypatch.setattr(runs_mod, "training_runs", lambda: (run,))
+    prov = Provenance(0, "hand", "hand", "", "https://example.invalid", "", "exact", "")
+    row = Scenario(prov, Phase.TRAINING, Metric.TRAINING_STEP_S, 1.0, "s", "", training_run=run.id)
+    assert validation.predict(row).value == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
+    assert T.predict_run(run).predicted == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
+    # v > 1 without interleaving is refused when the catalog is read
+    with pytest.raises(ValueError, match="interleaved"):
+        runs_mod._run({**_INTERLEAVED_RUN, "schedule": "1f1b"})
+
+
+def test_interleaved_without_virtual_stages_says_what_it_assumed() -> None:
+    s = _setup(schedule="interleaved")
+    assert s.virtual_stages == 2 and any("2 model chunks" in n for n in s.notes)

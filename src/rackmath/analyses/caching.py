@@ -220,6 +220,23 @@ class CacheEconomics:
         return self.hold_usd_per_token_at(retention_s) + self.fetch_usd_per_token[:, None]
 
 
+def cached_kv_bytes_per_token(deployment: Deployment, prompt_tokens: float) -> float:
+    """KV bytes a cached prompt of ``prompt_tokens`` tokens holds, per token of the prompt.
+
+    ``kv_bytes_per_sequence(L) / L`` (:func:`rackmath.core.architecture.kv_bytes_per_sequence`):
+    full-attention layers keep every token, a sliding-window layer only its last ``w``, so a
+    windowed model stores less per token the longer the prompt. Gemma 3 27B (62 layers, every
+    6th global: 10 full + 52 windowed at 1024; 16 KV heads x 128, K and V, bf16 = 8,192 B per
+    token per layer), ``L = 8192``: ``8192 (10 * 8192 + 52 * 1024) / 8192 = 135,168`` B,
+    against ``62 * 8192 = 507,904`` B if every layer held every token.
+    """
+    length = float(prompt_tokens)
+    per_sequence = arch.kv_bytes_per_sequence(
+        deployment.model, length, deployment.precisions.kv.bytes_per_element
+    )
+    return float(per_sequence) / length
+
+
 def cache_economics(
     deployment: Deployment,
     tiers: tuple[CacheTier, ...],
@@ -231,6 +248,9 @@ def cache_economics(
 ) -> CacheEconomics:
     """Hold, fetch and recompute costs per token of ``deployment``'s KV cache in each tier.
 
+    The bytes held per cached token are :func:`cached_kv_bytes_per_token` of a
+    ``prompt_tokens`` prompt (sliding-window layers keep only their window).
+
     Recompute = the prefill cost per token of a ``prompt_tokens`` prompt (batch 1, which is
     compute-bound: the cheapest a miss can be).
     """
@@ -239,7 +259,9 @@ def cache_economics(
         raise InputError("retention", list(retentions_s), "positive durations")
     if not tiers:
         raise InputError("tiers", "()", "at least one memory tier")
-    kv_tok = arch.kv_bytes_per_token(deployment.model, deployment.precisions.kv.bytes_per_element)
+    if not (np.isfinite(prompt_tokens) and prompt_tokens >= 1):
+        raise InputError("prompt tokens", prompt_tokens, "a number >= 1")
+    kv_tok = cached_kv_bytes_per_token(deployment, prompt_tokens)
     pre = serving.prefill(deployment, [1.0], [prompt_tokens])
     recompute = float(pre.usd_per_million_input_tokens[0, 0]) / MILLION
     hold = np.array(

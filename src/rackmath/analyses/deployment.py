@@ -215,7 +215,7 @@ class PlannedDeployment:
 
     @cached_property
     def shardable(self) -> par.ShardableModel:
-        return par.shardable(self.model, self.base.precisions.weights.bytes_per_element)
+        return par.shardable(self.model, self.base.precisions.weights)
 
     @cached_property
     def stage_split(self) -> par.StageSplit:

@@ -204,7 +204,7 @@ def evaluate(
     chip = system.chip
     topo = topology(system)
     plans = enumerate_plans(model, system, max_chips=max_chips, max_pp=max_pp)
-    m = par.shardable(model, precisions.weights.bytes_per_element)
+    m = par.shardable(model, precisions.weights)
     i_len, o_len = workload.input_len, workload.output_len
     ctx_max = i_len + o_len
     kv_el = precisions.kv.bytes_per_element

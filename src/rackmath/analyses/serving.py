@@ -99,8 +99,9 @@ class Deployment:
 
     @property
     def weight_bytes(self) -> float:
-        """Bytes of all weights held in HBM."""
-        return self.params.total * self.precisions.weights.bytes_per_element
+        """Bytes of all weights held in HBM, each tensor class at its own storage precision
+        (:func:`rackmath.core.architecture.weight_bytes_total`)."""
+        return arch.weight_bytes_total(self.model, self.precisions.weights)
 
     @property
     def weight_bytes_per_chip(self) -> float:
@@ -137,7 +138,7 @@ class Deployment:
 
     @cached_property
     def shardable(self) -> par.ShardableModel:
-        return par.shardable(self.model, self.precisions.weights.bytes_per_element)
+        return par.shardable(self.model, self.precisions.weights)
 
     def ideal_step(self, load: ops.StepLoad) -> par.PlanStep:
         """The pooled ideal chip: a one-rank plan on ``chips`` x one chip, no communication."""
@@ -155,7 +156,7 @@ class Deployment:
 
     @cached_property
     def moe_split(self) -> tuple[float, float, int, int]:
-        return arch.moe_weight_bytes(self.model, self.precisions.weights.bytes_per_element)
+        return arch.moe_weight_bytes(self.model, self.precisions.weights)
 
     def kv_bytes_per_sequence(self, context: ArrayLike) -> FloatArray:
         return arch.kv_bytes_per_sequence(self.model, context, self.precisions.kv.bytes_per_element)
@@ -414,8 +415,8 @@ def latency_floor_bytes(deployment: Deployment) -> float:
     """Weight bytes a step reads when every expert is touched (the input embedding is a
     lookup of a few rows, so it is left out)."""
     d = deployment
-    all_read = d.params.always_read + d.params.routed_experts
-    return all_read * d.precisions.weights.bytes_per_element
+    always, expert, experts, _ = d.moe_split
+    return always + expert * experts
 
 
 def latency_floor_s(deployment: Deployment) -> float:

@@ -159,9 +159,10 @@ def make_training(
     sched = pl.Schedule.parse(schedule)
     v = _whole("virtual stages", virtual_stages)
     m = batch // unit
+    defaulted_v = False
     if sched is pl.Schedule.INTERLEAVED:
         if v < 2:
-            v = 2
+            v, defaulted_v = 2, True
         if m % plan.pp:
             raise InputError("batch", batch, f"{plan.pp} x dp x microbatch multiples for interleaving")
         if math.ceil(model.num_layers / plan.pp) < v:
@@ -192,6 +193,8 @@ def make_training(
     if not 0.0 <= memory_reserve_frac < 1.0:
         raise InputError("memory reserve", memory_reserve_frac, "a fraction in [0, 1)")
     notes = []
+    if defaulted_v:
+        notes.append("interleaved with no --virtual-stages: 2 model chunks per stage assumed.")
     if model.num_layers % plan.pp:
         notes.append(
             f"{model.num_layers} layers over {plan.pp} stages: the fullest stage has "
@@ -267,7 +270,9 @@ def _params_per_chip(s: TrainingSetup) -> tuple[float, float]:
 
 def memory_per_chip(s: TrainingSetup, recompute: tr.Recompute | None = None) -> MemoryPerChip:
     """Model states (ZeRO over the data-parallel ranks) plus the activations of the
-    micro-batches the busiest stage holds under the schedule."""
+    micro-batches the busiest stage holds under the schedule: ``n b s_local stored +
+    b s_local rebuild`` (:func:`rackmath.core.training.stage_activations`; the buffer a
+    recomputing backward rebuilds counts once, since a stage runs one backward at a time)."""
     plan = s.plan
     opt = tr.OPTIMIZER_BYTES[s.optimizer]
     dense, experts = _params_per_chip(s)
@@ -277,20 +282,19 @@ def memory_per_chip(s: TrainingSetup, recompute: tr.Recompute | None = None) -> 
     mode = s.recompute if recompute is None else recompute
     shape = tr.layer_shape(s.model)
     local_seq = s.seq_len // plan.cp
-    per_token = float(
-        tr.stage_activation_bytes_per_token(
-            shape,
-            s.layers_per_stage,
-            local_seq,
-            tp=plan.tp,
-            sequence_parallel=s.sequence_parallel,
-            recompute=mode,
-        )
+    stage = tr.stage_activations(
+        shape,
+        s.layers_per_stage,
+        local_seq,
+        tp=plan.tp,
+        sequence_parallel=s.sequence_parallel,
+        recompute=mode,
     )
     in_flight = pl.in_flight_microbatches(
         s.schedule, plan.pp, s.microbatches, virtual_stages=s.virtual_stages
     )
-    activations = in_flight * s.microbatch * local_seq * per_token
+    # stored activations per micro-batch in flight; the rebuild buffer once (one backward at a time)
+    activations = s.microbatch * local_seq * float(stage.peak_bytes_per_token(in_flight))
     capacity = s.system.chip.hbm_capacity_bytes
     return MemoryPerChip(
         weights_bytes=float(d_w + e_w),
@@ -663,6 +667,7 @@ def run_setup(run: Any, efficiency: rl.Efficiency = rl.PURE_ROOFLINE) -> Trainin
         global_batch=run.global_batch,
         microbatch=run.microbatch,
         schedule=run.schedule,
+        virtual_stages=run.virtual_stages,
         recompute=run.recompute,
         zero=run.zero,
         compute=run.compute,

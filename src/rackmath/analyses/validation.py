@@ -32,19 +32,21 @@ import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rackmath import catalog
 from rackmath.analyses import serving
-from rackmath.catalog.measurements import measurements
+from rackmath.catalog.measurements import load_measurements, measurements
 from rackmath.core import architecture as arch
 from rackmath.core import operators as ops
 from rackmath.core import reality
 from rackmath.core import roofline as rl
 from rackmath.errors import RackmathError
 from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
 from rackmath.specs.scenario import KvMemoryOf, Metric, Phase, Scenario, UnsupportedRow
 
@@ -202,12 +204,19 @@ def _system(system: SystemSpec, p: FamilyParams) -> SystemSpec:
     return system.model_copy(update={"scale_up_latency_s": p.hop_latency_s})
 
 
+@lru_cache(maxsize=256)
+def _model(reference: str) -> ModelSpec:
+    """A scenario's model: a catalog id, ``hf:owner/name`` or a ``config.json`` path
+    (:func:`rackmath.catalog.loader.resolve_model`, as ``explain`` reads it), read once."""
+    return catalog.resolve_model(reference)
+
+
 class _Engine:
     """The plan-aware deployment, or the ideal chip, behind one interface (decode, prefill,
     steady-state mixed step, max concurrency); both answer through the core."""
 
     def __init__(self, s: Scenario, p: FamilyParams, efficiency: rl.Efficiency) -> None:
-        model = catalog.model(s.model_id)
+        model = _model(s.model_id)
         system = _system(catalog.system(s.system_id), p)
         probe = serving.make_deployment(
             model, system, chips=s.chips, weights=s.weights, kv=s.kv, compute=s.compute
@@ -387,6 +396,7 @@ def _predict_training(s: Scenario, p: FamilyParams) -> Prediction:
         global_batch=run.global_batch,
         microbatch=run.microbatch,
         schedule=run.schedule,
+        virtual_stages=run.virtual_stages,
         recompute=run.recompute,
         zero=run.zero,
         compute=run.compute,
@@ -639,14 +649,28 @@ def build_report(
     return ValidationReport(rows, unsupported, tuple(columns), calibration)
 
 
-def validate() -> ValidationReport:
+def validate(path: str | Path | None = None) -> ValidationReport:
     """The whole check: every expressed row under the pure roofline, the calibration fitted
     on all rows (in-sample) and leave-one-source-out (each row predicted by a calibration
-    that never saw its source)."""
+    that never saw its source).
+
+    ``path``: your own measurements (a YAML file of the catalog's schema, whose scenarios may
+    name a ``config.json`` for the model) instead. They are predicted under the pure roofline
+    and the calibration fitted on the catalog's rows; since that fit never saw them, its
+    column is also their leave-one-source-out column."""
     from rackmath.analyses import calibration as cal
 
     data = measurements()
     fitted = cal.fit(data.scenarios)
+    if path is not None:
+        own = load_measurements(path)
+        calibrated = {s.row_id: predict(s, fitted) for s in own.scenarios}
+        own_columns = {
+            "roofline": {s.row_id: predict(s) for s in own.scenarios},
+            "calibrated": calibrated,
+            "loso": calibrated,
+        }
+        return build_report(own.scenarios, own.unsupported, own_columns, fitted)
     loso = cal.leave_one_source_out(data.scenarios)
     columns = {
         "roofline": {s.row_id: predict(s) for s in data.scenarios},

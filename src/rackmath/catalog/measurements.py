@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rackmath.catalog.loader import CatalogError
-from rackmath.errors import RackmathError
+from rackmath.errors import InputError, RackmathError
 from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
 from rackmath.specs.scenario import (
@@ -56,7 +57,21 @@ def _precision(value: Any) -> Precision | None:
     return None if value is None else Precision.parse(str(value))
 
 
-def _scenario(prov: Provenance, s: dict[str, Any]) -> Scenario:
+def _model_reference(value: Any, base_dir: Path | None) -> str:
+    """A scenario's ``model``: a catalog id, ``hf:owner/name``, or a ``config.json`` path
+    (relative to the measurements file's folder; ``catalog.resolve_model`` reads it)."""
+    ref = str(value or "")
+    if ref.endswith(".json") and not ref.startswith("hf:"):
+        path = Path(ref)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        if not path.is_file():
+            raise InputError("model", ref, "a catalog id, hf:owner/name or an existing config.json path")
+        return str(path)
+    return ref
+
+
+def _scenario(prov: Provenance, s: dict[str, Any], base_dir: Path | None = None) -> Scenario:
     plan = s.get("plan")
     batch = s.get("batch")
     cap = s.get("max_batch")
@@ -67,7 +82,7 @@ def _scenario(prov: Provenance, s: dict[str, Any]) -> Scenario:
         value=float(s["value"]),
         unit=str(s["unit"]),
         conversion=str(s.get("conversion", "")),
-        model_id=str(s.get("model", "")),
+        model_id=_model_reference(s.get("model", ""), base_dir),
         system_id=str(s.get("system", "")),
         chips=int(s.get("chips", 0)),
         plan=None if plan is None else ParallelPlan.parse(str(plan)),
@@ -88,10 +103,36 @@ def _scenario(prov: Provenance, s: dict[str, Any]) -> Scenario:
 
 @cache
 def measurements() -> MeasurementSet:
-    text = resources.files("rackmath.catalog").joinpath("data", "measurements.yaml").read_text()
-    entries = (yaml.safe_load(text) or {}).get("measurements")
+    data = resources.files("rackmath.catalog").joinpath("data")
+    text = data.joinpath("measurements.yaml").read_text()
+    return _parse(text, "measurements.yaml", Path(str(data)), CatalogError)
+
+
+def load_measurements(path: str | Path) -> MeasurementSet:
+    """Measurements from a YAML file of the catalog's schema (your own rows). A scenario's
+    ``model`` may name a catalog id, ``hf:owner/name`` or a ``config.json`` path relative to
+    the file. Bad files raise :class:`InputError`, one line naming the entry."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InputError("--measurements", str(path), f"a readable YAML file ({exc.strerror})") from None
+    try:
+        return _parse(text, path.name, path.parent, InputError)
+    except yaml.YAMLError as exc:
+        raise InputError("--measurements", str(path), f"valid YAML ({' '.join(str(exc).split())})") from None
+
+
+def _parse(text: str, name: str, base_dir: Path, error: type[RackmathError]) -> MeasurementSet:
+    def fail(message: str) -> RackmathError:
+        if error is InputError:
+            return InputError(name, message, "entries of the catalog's measurements.yaml schema")
+        return error(f"{name}: {message}")
+
+    loaded = yaml.safe_load(text) or {}
+    entries = loaded.get("measurements") if isinstance(loaded, dict) else None
     if not isinstance(entries, list):
-        raise CatalogError("measurements.yaml: expected a list under 'measurements'")
+        raise fail("expected a list under 'measurements'")
     scenarios: list[Scenario] = []
     unsupported: list[UnsupportedRow] = []
     for raw in entries:
@@ -100,7 +141,7 @@ def measurements() -> MeasurementSet:
             if ("scenario" in raw) == ("unsupported" in raw):
                 raise CatalogError("needs exactly one of 'scenario' or 'unsupported'")
             if "scenario" in raw:
-                scenarios.append(_scenario(prov, raw["scenario"]))
+                scenarios.append(_scenario(prov, raw["scenario"], base_dir))
             else:
                 pub = raw.get("published") or {}
                 unsupported.append(
@@ -112,6 +153,7 @@ def measurements() -> MeasurementSet:
                         reason=str(raw["unsupported"]),
                     )
                 )
-        except (RackmathError, KeyError, TypeError, ValueError) as exc:
-            raise CatalogError(f"measurements.yaml entry {raw.get('id')!r}: {exc}") from exc
+        except (RackmathError, KeyError, TypeError, ValueError, AttributeError) as exc:
+            entry = raw.get("id") if isinstance(raw, dict) else raw
+            raise fail(f"entry {entry!r}: {exc}") from exc
     return MeasurementSet(tuple(scenarios), tuple(unsupported))

@@ -49,6 +49,9 @@ class TrainingRun:
     recompute: str
     zero: int
     schedule: str
+    #: model chunks per pipeline stage; > 1 only with the interleaved schedule, whose bubble
+    #: is ``(P-1)/(v m)`` of the ideal time (Narayanan et al. 2021 §2.2.2)
+    virtual_stages: int
     compute: str
     tokens: float | None
     metric: RunMetric
@@ -82,8 +85,21 @@ def gpt_model(run_id: str, hidden: int, layers: int, heads: int, vocab: int) -> 
     )
 
 
+def _schedule(raw: dict[str, Any]) -> tuple[str, int]:
+    """The run's pipeline schedule and virtual stages, checked against each other (the
+    schedule name itself is parsed by ``analyses.training.make_training``)."""
+    schedule = str(raw.get("schedule", "1f1b")).strip().lower()
+    v = raw.get("virtual_stages", 1)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"virtual_stages must be a whole number >= 1, got {v!r}")
+    if v > 1 and schedule != "interleaved":
+        raise ValueError(f"virtual_stages {v} needs schedule: interleaved (got {schedule})")
+    return schedule, v
+
+
 def _run(raw: dict[str, Any]) -> TrainingRun:
     run_id = str(raw["id"])
+    schedule, virtual_stages = _schedule(raw)
     if "gpt" in raw:
         g = raw["gpt"]
         spec = gpt_model(run_id, int(g["hidden"]), int(g["layers"]), int(g["heads"]), int(g["vocab"]))
@@ -102,7 +118,8 @@ def _run(raw: dict[str, Any]) -> TrainingRun:
         microbatch=int(raw.get("microbatch", 1)),
         recompute=str(raw.get("recompute", "selective")),
         zero=int(raw.get("zero", 1)),
-        schedule=str(raw.get("schedule", "1f1b")),
+        schedule=schedule,
+        virtual_stages=virtual_stages,
         compute=str(raw.get("compute", "bf16")),
         tokens=None if tokens is None else float(tokens),
         metric=RunMetric(raw["metric"]),

@@ -119,7 +119,7 @@ def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print a
             fmt.si(c.scale_up_bandwidth_bytes_per_s_per_direction, "B/s")
             if c.scale_up_bandwidth_bytes_per_s_per_direction
             else "-",
-            fmt.usd(c.price_usd_per_chip_hour.value_usd),
+            fmt.usd(c.price_usd_per_chip_hour.value_usd) + c.price_usd_per_chip_hour.estimate_label,
             c.price_usd_per_chip_hour.date,
         )
     console = Console()

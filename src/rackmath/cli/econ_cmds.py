@@ -80,7 +80,7 @@ def prices_command(
     ),
     amortization: str = typer.Option("3y", "--amortization", help="Memory purchase amortization period."),
     prompt_tokens: str = typer.Option(
-        "8192", "--prompt-tokens", help="Prompt length a cache miss recomputes."
+        "8192", "--prompt-tokens", help="Prompt length a cache miss recomputes (and a cache hit stores)."
     ),
     fast_model: str = typer.Option("claude-opus-4.6", "--fast-model", help="Priced model with a fast mode."),
     fast_context: str = typer.Option("4096", "--fast-context", help="Context for the fast-mode sweep."),
@@ -214,7 +214,8 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
     c = r.caching
     cd = c.to_dict()
     out(
-        f"\n[bold]3. Prompt caches[/] (D35, D36): {fmt.nbytes(c.kv_bytes_per_token)} of KV per token; "
+        f"\n[bold]3. Prompt caches[/] (D35, D36): {fmt.nbytes(c.kv_bytes_per_token)} of KV per token "
+        f"cached (a prompt of {c.prompt_tokens:,.0f} tokens); "
         f"recompute (prefill) {fmt.usd(cd['recompute_usd_per_million_tokens'])}/M"
     )
     ct = Table(show_edge=False, header_style="bold")

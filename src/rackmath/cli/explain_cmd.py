@@ -123,7 +123,9 @@ def render(result: Explanation, console: Console) -> None:
         f"  HBM = {d.chips} x {fmt.nbytes(chip.hbm_capacity_bytes)}; weights take "
         f"{fmt.nbytes(d.weight_bytes_per_chip)} per chip of {fmt.nbytes(d.usable_bytes_per_chip)} usable"
     )
-    out(f"  price {fmt.usd(d.usd_per_chip_hour)} per chip-hour (as of {chip.price_usd_per_chip_hour.date})")
+    listed = chip.price_usd_per_chip_hour
+    estimate = listed.estimate_label if d.usd_per_chip_hour == listed.value_usd else ""
+    out(f"  price {fmt.usd(d.usd_per_chip_hour)}{estimate} per chip-hour (as of {listed.date})")
 
     out("\n[bold]1. One decode step[/] (batch B, context L)")
     out("  t_compute = B x (2 N_active + attention(L)) / F")

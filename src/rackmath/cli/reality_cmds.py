@@ -31,12 +31,18 @@ def _abs_pct(x: float) -> str:
 def validate_command(
     plot: Path | None = typer.Option(None, "--plot", help="Write predicted vs measured (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print every row and the aggregates as JSON."),
+    measurements_file: Path | None = typer.Option(
+        None,
+        "--measurements",
+        help="Your own rows (YAML, the catalog's measurements.yaml schema); a scenario's model "
+        "may be a catalog id, hf:owner/name or a config.json path relative to the file.",
+    ),
 ) -> None:
     """Predict every published measurement; show the error of the pure roofline, of the
     calibration (in-sample) and leave-one-source-out."""
     from rackmath.analyses.validation import validate
 
-    report = validate()
+    report = validate(measurements_file)
     if plot is not None:
         from rackmath.plots.validation import save_validation_plot
 

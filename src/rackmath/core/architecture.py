@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import attention as attn
 from rackmath.specs.model import ActiveCountRule, AttentionSpec, ModelSpec
+from rackmath.specs.precision import Precision
 from rackmath.units import FLOPS_PER_MAC
 
 FloatArray = NDArray[np.float64]
@@ -291,15 +292,49 @@ def training_flops_per_token(model: ModelSpec, length: ArrayLike) -> FloatArray:
     return FORWARD_BACKWARD_PASSES * prefill_flops_per_sequence(model, n) / n
 
 
-def moe_weight_bytes(model: ModelSpec, bytes_per_param: float) -> tuple[float, float, int, int]:
+def weight_bytes_by_class(model: ModelSpec, default_precision: Precision | None = None) -> dict[str, float]:
+    """Bytes of each weight class (:data:`rackmath.specs.model.WEIGHT_CLASSES`): the class's
+    parameters (:func:`param_counts`) times its storage bytes per element.
+
+    A class's precision is :meth:`ModelSpec.weight_precision`: served as shipped
+    (``default_precision`` None or the native one), the classes the checkpoint keeps
+    unconverted (``modules_to_not_convert``) stay in their own precision; any other
+    ``default_precision`` requantizes every class uniformly.
+
+    gpt-oss-120b (h 2880, 36 layers, 64 heads x 64, 8 KV heads, 128 experts of 2880, vocab
+    201,088, untied; experts mxfp4 = 4.25 bits, attention / router / embedding / LM head /
+    norms bf16): routed experts ``36 x 128 x (3 x 2880^2 + 3 x 2880) x 0.53125 =
+    60,935,224,320`` B; embedding = LM head ``201,088 x 2880 x 2 = 1,158,266,880`` B each.
+    """
+    counts = param_counts(model).by_component()
+    return {
+        name: float(count * model.weight_precision(name, default_precision).bytes_per_element)
+        for name, count in counts.items()
+    }
+
+
+def weight_bytes_total(model: ModelSpec, default_precision: Precision | None = None) -> float:
+    """All weight bytes held: the sum of :func:`weight_bytes_by_class`."""
+    return float(sum(weight_bytes_by_class(model, default_precision).values()))
+
+
+def moe_weight_bytes(model: ModelSpec, precision: float | Precision) -> tuple[float, float, int, int]:
     """(bytes always read, bytes of one expert summed over MoE layers, E, k) for a step.
 
     The split feeds :func:`rackmath.core.roofline.weight_bytes_read`, which adds the routed
-    experts a batch touches.
+    experts a batch touches. ``precision``: a :class:`Precision` (each class at its own
+    storage precision, :func:`weight_bytes_by_class`) or a uniform bytes per parameter.
     """
     counts = param_counts(model)
-    always = counts.always_read * bytes_per_param
+    if isinstance(precision, Precision):
+        by_class = weight_bytes_by_class(model, precision)
+        lookup = 0.0 if counts.lm_head == 0 else by_class["embedding"]  # a lookup reads a few rows
+        always = sum(by_class.values()) - by_class["routed_experts"] - lookup
+        expert_bytes_per_param = model.weight_precision("routed_experts", precision).bytes_per_element
+    else:
+        always = counts.always_read * precision
+        expert_bytes_per_param = precision
     if not model.is_moe or model.moe is None:
         return always, 0.0, 1, 1
-    expert_all_layers = counts.per_expert * model.num_moe_layers * bytes_per_param
+    expert_all_layers = counts.per_expert * model.num_moe_layers * expert_bytes_per_param
     return always, expert_all_layers, model.moe.num_experts, model.moe.experts_per_token

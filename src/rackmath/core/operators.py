@@ -53,7 +53,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
 from rackmath.core.roofline import expected_distinct_experts
-from rackmath.specs.model import MlpKind, ModelSpec
+from rackmath.specs.model import WEIGHT_CLASSES, MlpKind, ModelSpec
 
 FloatArray = NDArray[np.float64]
 
@@ -63,17 +63,6 @@ ACTIVATION_BYTES = 2.0
 #: Activation values a norm moves per token: it reads ``h`` and writes ``h``; two norms per layer.
 NORM_VALUES_PER_HIDDEN_PER_LAYER = 4.0
 
-#: The weight tensor classes a precision can be set for (``weight_bytes_per_param``).
-WEIGHT_CLASSES = (
-    "embedding",
-    "lm_head",
-    "attention",
-    "dense_mlp",
-    "routed_experts",
-    "shared_experts",
-    "router",
-    "norms",
-)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,8 @@ from rackmath.core.network import (  # re-exported: the plan-aware API names the
     tp_all_reduce_s,
 )
 from rackmath.errors import InputError
-from rackmath.specs.model import MlpKind, ModelSpec
+from rackmath.specs.model import WEIGHT_CLASSES, MlpKind, ModelSpec
+from rackmath.specs.precision import Precision
 
 FloatArray = NDArray[np.float64]
 
@@ -125,19 +126,37 @@ class ShardableModel:
 
 
 @lru_cache(maxsize=512)
-def shardable(model: ModelSpec, bytes_per_param: float) -> ShardableModel:
-    """Group :func:`~rackmath.core.architecture.param_counts` by sharding rule, in bytes."""
+def shardable(model: ModelSpec, precision: Precision | float) -> ShardableModel:
+    """Group :func:`~rackmath.core.architecture.param_counts` by sharding rule, in bytes.
+
+    ``precision``: the weights' storage format, each class at its own precision where the
+    checkpoint keeps some classes unconverted (:meth:`ModelSpec.weight_precision`; gpt-oss
+    keeps attention, router, embedding and head in bf16 beside mxfp4 experts), or a uniform
+    number of bytes per parameter.
+    """
     p = arch.param_counts(model)
-    b = float(bytes_per_param)
+    if isinstance(precision, Precision):
+        b = {c: model.weight_precision(c, precision).bytes_per_element for c in WEIGHT_CLASSES}
+    else:
+        b = dict.fromkeys(WEIGHT_CLASSES, float(precision))
     n_layers = model.num_layers
     n_moe = model.num_moe_layers
     n_dense = n_layers - n_moe
-    layer_norms = (p.norms - model.hidden_size) / n_layers
-    common = p.attention / n_layers + layer_norms
-    moe_layer = (p.routed_experts + p.shared_experts + p.router) / n_moe if n_moe else 0.0
-    dense_layer = p.dense_mlp / n_dense if n_dense else 0.0
+    layer_norms = (p.norms - model.hidden_size) / n_layers * b["norms"]
+    common = p.attention / n_layers * b["attention"] + layer_norms
+    moe_layer = (
+        (
+            p.routed_experts * b["routed_experts"]
+            + p.shared_experts * b["shared_experts"]
+            + p.router * b["router"]
+        )
+        / n_moe
+        if n_moe
+        else 0.0
+    )
+    dense_layer = p.dense_mlp * b["dense_mlp"] / n_dense if n_dense else 0.0
     layer_bytes = tuple(
-        b * (common + (moe_layer if layer.mlp is MlpKind.MOE else dense_layer)) for layer in model.layers
+        common + (moe_layer if layer.mlp is MlpKind.MOE else dense_layer) for layer in model.layers
     )
     a = model.attention
     moe = model.moe if model.is_moe else None
@@ -149,12 +168,16 @@ def shardable(model: ModelSpec, bytes_per_param: float) -> ShardableModel:
         kv_heads=attn.kv_shardable_heads(a),
         experts=moe.num_experts if moe else 1,
         experts_per_token=moe.experts_per_token if moe else 1,
-        tp_sharded_bytes=b * (p.attention + p.dense_mlp + p.shared_experts),
-        replicated_bytes=b * (p.norms + p.router),
-        routed_expert_bytes=b * p.routed_experts,
-        expert_bytes=b * p.per_expert * n_moe if moe else 0.0,
-        embedding_bytes=b * p.embedding,
-        head_bytes=b * (p.lm_head or p.embedding),
+        tp_sharded_bytes=(
+            p.attention * b["attention"]
+            + p.dense_mlp * b["dense_mlp"]
+            + p.shared_experts * b["shared_experts"]
+        ),
+        replicated_bytes=p.norms * b["norms"] + p.router * b["router"],
+        routed_expert_bytes=p.routed_experts * b["routed_experts"],
+        expert_bytes=p.per_expert * n_moe * b["routed_experts"] if moe else 0.0,
+        embedding_bytes=p.embedding * b["embedding"],
+        head_bytes=(p.lm_head * b["lm_head"]) if p.lm_head else p.embedding * b["embedding"],
         tied_embeddings=p.lm_head == 0,
         layer_bytes=layer_bytes,
         operators=ops.operator_model(model, b),
@@ -441,8 +464,10 @@ class PlanStep:
     @property
     def bytes_moved(self) -> FloatArray:
         """HBM bytes one chip moves in a cycle: weights, activations, KV read and written."""
-        moved = sum(op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
-                    for op in self.operators)
+        moved = sum(
+            op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
+            for op in self.operators
+        )
         return np.asarray(self._scale * moved)
 
     @property
@@ -595,7 +620,12 @@ def plan_step(
             np.where(
                 e > 1,
                 ep_all_to_all_s(
-                    mb_tokens / chips_per_stage, ranks, m.hidden, m.num_moe_layers / p, e, topo,
+                    mb_tokens / chips_per_stage,
+                    ranks,
+                    m.hidden,
+                    m.num_moe_layers / p,
+                    e,
+                    topo,
                     activation_bytes,
                 ),
                 0.0,

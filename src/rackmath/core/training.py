@@ -274,7 +274,33 @@ def sqrt_checkpoint_segments(layers: int) -> int:
     return max(1, math.ceil(math.sqrt(layers)))
 
 
-def stage_activation_bytes_per_token(
+@dataclass(frozen=True)
+class StageActivations:
+    """Activation bytes per token on one chip's stage, split by how they scale with the
+    micro-batches in flight.
+
+    ``stored_bytes_per_token``: what each micro-batch keeps from its forward until its
+    backward (all layers' activations, or only the checkpoints); held once per micro-batch
+    in flight. ``rebuild_bytes_per_token``: the buffer a recomputing backward fills while it
+    rebuilds a layer (or a segment) of the one micro-batch in its backward; a stage runs one
+    backward at a time, so it is held once, whatever the micro-batches in flight.
+    """
+
+    stored_bytes_per_token: FloatArray
+    rebuild_bytes_per_token: FloatArray
+
+    @property
+    def one_microbatch_bytes_per_token(self) -> FloatArray:
+        """Peak of a single micro-batch: stored plus rebuild."""
+        return np.asarray(self.stored_bytes_per_token + self.rebuild_bytes_per_token, float)
+
+    def peak_bytes_per_token(self, in_flight: float) -> FloatArray:
+        """Peak over the stage with ``in_flight`` micro-batches stored:
+        ``in_flight * stored + rebuild`` (per token of one micro-batch)."""
+        return np.asarray(in_flight * self.stored_bytes_per_token + self.rebuild_bytes_per_token, float)
+
+
+def stage_activations(
     shape: LayerShape,
     layers: int,
     seq_len: ArrayLike,
@@ -282,17 +308,25 @@ def stage_activation_bytes_per_token(
     tp: int = 1,
     sequence_parallel: bool = True,
     recompute: Recompute = Recompute.NONE,
-) -> FloatArray:
-    """Activation bytes one token of one micro-batch holds over ``layers`` layers on a chip.
+) -> StageActivations:
+    """Activation bytes per token over ``layers`` layers on a chip, stored vs rebuilt.
 
-    The peak during its backward pass, by mode (``A`` = one layer stored whole, with the
-    attention core recomputed as flash attention does, ``x`` = one layer input):
+    By mode (``A`` = one layer stored whole, with the attention core recomputed as flash
+    attention does, ``x`` = one layer input), stored + rebuild:
 
-    * none / selective: ``L A_mode``;
-    * full: ``L x + A`` (inputs of all layers, plus one layer rebuilt in the backward);
-    * sqrt: ``k`` segments of ``ceil(L/k)`` layers, ``k = ceil(sqrt L)``: ``k x + ceil(L/k) A``;
-    * reversible: ``2 x + A``, constant in ``L``: only the output of the stack (both
+    * none / selective: ``L A_mode`` + 0;
+    * full: ``L x`` + ``A`` (inputs of all layers; one layer rebuilt in the backward);
+    * sqrt: ``k x`` + ``ceil(L/k) A``, ``k = ceil(sqrt L)`` segments of ``ceil(L/k)`` layers
+      (the segment in its backward is rebuilt whole);
+    * reversible: ``2 x`` + ``A``, constant in ``L``: only the output of the stack (both
       streams) is kept, each layer's input is rebuilt from its output in the backward.
+
+    With ``n`` micro-batches in flight the stage peaks at ``n stored + rebuild``: only one
+    micro-batch is in its backward at a time. Worked number (Llama 3.1 70B shape, h 8192,
+    q 8192, kv 1024, gated f 28672; L 10, t 8 with SP, full recompute): ``x = 2 * 8192 / 8
+    = 2048`` B; ``A = (4 h [two norms] + 2 h + 2 h [attention, MLP inputs] + 2 (q + kv) +
+    2 kv + 2 q + 3 * 2 f) / 8 = 274,432 / 8 = 34,304`` B; 4 in flight: ``4 * 10 * 2048 +
+    34,304 = 116,224`` B per token (the old count, ``4 (10 * 2048 + 34,304)``, was 219,136).
     """
     recompute = Recompute.parse(recompute)
     if layers < 1:
@@ -304,15 +338,35 @@ def stage_activation_bytes_per_token(
         )
 
     if recompute in (Recompute.NONE, Recompute.SELECTIVE):
-        return layers * per_layer(recompute)
+        stored = layers * per_layer(recompute)
+        return StageActivations(np.asarray(stored, float), np.zeros_like(stored, dtype=float))
     whole = per_layer(Recompute.SELECTIVE)
     x = per_layer(Recompute.FULL)
     if recompute is Recompute.FULL:
-        return np.asarray(layers * x + whole, float)
+        return StageActivations(np.asarray(layers * x, float), np.asarray(whole, float))
     if recompute is Recompute.SQRT:
         k = sqrt_checkpoint_segments(layers)
-        return np.asarray(k * x + math.ceil(layers / k) * whole, float)
-    return np.asarray(2 * x + whole, float)
+        return StageActivations(np.asarray(k * x, float), np.asarray(math.ceil(layers / k) * whole, float))
+    return StageActivations(np.asarray(2 * x, float), np.asarray(whole, float))
+
+
+def stage_activation_bytes_per_token(
+    shape: LayerShape,
+    layers: int,
+    seq_len: ArrayLike,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = True,
+    recompute: Recompute = Recompute.NONE,
+) -> FloatArray:
+    """Activation bytes one token of one micro-batch holds over ``layers`` layers on a chip,
+    at the peak of its own backward: stored plus rebuild of :func:`stage_activations`
+    (none / selective ``L A``; full ``L x + A``; sqrt ``k x + ceil(L/k) A``; reversible
+    ``2 x + A``). Several micro-batches in flight: use :meth:`StageActivations.peak_bytes_per_token`.
+    """
+    return stage_activations(
+        shape, layers, seq_len, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    ).one_microbatch_bytes_per_token
 
 
 def forward_attention_flops_per_token(model: ModelSpec, seq_len: ArrayLike) -> FloatArray:

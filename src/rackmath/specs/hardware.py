@@ -27,6 +27,14 @@ class DatedPrice(_Frozen):
     date: str
     source: str
     note: str = ""
+    #: True when no market price was found and the value is derived (the note says how);
+    #: faces print "(estimate)" beside it.
+    estimate: bool = False
+
+    @property
+    def estimate_label(self) -> str:
+        """" (estimate)" for a derived price, "" for a read one: what faces append."""
+        return " (estimate)" if self.estimate else ""
 
 
 class ChipSpec(_Frozen):

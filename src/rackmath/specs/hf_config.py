@@ -77,8 +77,73 @@ def _native_precision(config: Config) -> Precision:
         return Precision.MXFP4
     if method == "fp8" or str(quant.get("fmt", "")).lower().startswith("e4m3"):
         return Precision.FP8
+    return _unquantized_precision(config)
+
+
+def _unquantized_precision(config: Config) -> Precision:
+    """The checkpoint's dtype for tensors a quantization leaves alone (``torch_dtype``)."""
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
     return {"float16": Precision.FP16, "float32": Precision.FP32}.get(dtype, Precision.BF16)
+
+
+#: ``modules_to_not_convert`` name segments -> weight classes they keep unconverted. A pattern
+#: names a module path (``model.layers.*.self_attn``); its last segments decide the class.
+_MODULE_CLASSES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("embed_tokens",), ("embedding",)),
+    (("lm_head",), ("lm_head",)),
+    (("self_attn",), ("attention",)),
+    (("mlp", "router"), ("router",)),
+    (("mlp", "gate"), ("router",)),  # DeepSeek / Qwen MoE name the router "gate"
+    (("block_sparse_moe", "gate"), ("router",)),  # Mixtral
+    (("shared_experts",), ("shared_experts",)),
+    (("shared_expert",), ("shared_experts",)),
+    (("mlp", "experts"), ("routed_experts",)),
+    (("block_sparse_moe", "experts"), ("routed_experts",)),
+    (("mlp",), ("dense_mlp", "routed_experts", "shared_experts", "router")),
+    (("block_sparse_moe",), ("routed_experts", "router")),
+)
+
+
+def _weight_precision_by_class(config: Config) -> tuple[tuple[tuple[str, Precision], ...], list[str]]:
+    """Classes a quantized checkpoint keeps in ``torch_dtype`` (``quantization_config.
+    modules_to_not_convert``), and notes on patterns that name no whole class.
+
+    gpt-oss: ``["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+    "lm_head"]`` -> attention, router, embedding and LM head in bf16; the experts (and the
+    norms, which no quantizer converts) follow. A pattern for one layer only
+    (``model.layers.3.mlp``) cannot be a class and is reported, not guessed.
+    """
+    quant = config.get("quantization_config") or {}
+    if not isinstance(quant, Mapping):
+        return (), []
+    patterns = quant.get("modules_to_not_convert") or []
+    if not isinstance(patterns, list):
+        raise ConfigError(
+            f"config.json: quantization_config.modules_to_not_convert must be a list, got {patterns!r}"
+        )
+    keep = _unquantized_precision(config)
+    classes: dict[str, Precision] = {}
+    notes: list[str] = []
+    for pattern in patterns:
+        parts = [p for p in str(pattern).split(".") if p]
+        if parts[:1] == ["model"]:
+            parts = parts[1:]
+        per_layer = len(parts) >= 2 and parts[0] == "layers"
+        if per_layer and parts[1] != "*":
+            notes.append(
+                f"modules_to_not_convert {pattern!r} names one layer; counted at the quantized precision"
+            )
+            continue
+        tail = tuple(parts[2:] if per_layer else parts)
+        for segments, names in _MODULE_CLASSES:
+            if tail == segments:
+                classes.update(dict.fromkeys(names, keep))
+                break
+        else:
+            notes.append(f"modules_to_not_convert {pattern!r} names no weight class; ignored")
+    if quant.get("quant_method") and classes:
+        classes.setdefault("norms", keep)
+    return tuple(sorted(classes.items())), notes
 
 
 def _standard_attention(f: _Fields, qkv_bias: bool, output_bias: bool, **extra: Any) -> AttentionSpec:
@@ -328,6 +393,7 @@ def model_from_config(
     f = _Fields(config, family)
     parts = reader(f)
     context = config.get("max_position_embeddings")
+    by_class, class_notes = _weight_precision_by_class(config)
     return ModelSpec(
         id=model_id,
         name=name or model_id,
@@ -336,13 +402,14 @@ def model_from_config(
         vocab_size=f.integer("vocab_size"),
         tie_word_embeddings=f.flag("tie_word_embeddings", family in _TIED_BY_DEFAULT),
         native_weight_precision=_native_precision(config),
+        weight_precision_by_class=by_class,
         max_context=context if isinstance(context, int) and context > 0 else None,
         aliases=aliases,
         published=published,
         source=source,
         date=date,
         confidence=confidence,
-        notes=notes,
+        notes=tuple(notes) + tuple(class_notes),
         **parts,
     )
 

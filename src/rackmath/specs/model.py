@@ -100,6 +100,20 @@ class PublishedCounts:
     source: str = ""
 
 
+#: Classes of weight tensors, the components of :class:`rackmath.core.architecture.ParamCounts`
+#: whose storage precision a checkpoint may set separately (``modules_to_not_convert``).
+WEIGHT_CLASSES = (
+    "embedding",
+    "lm_head",
+    "attention",
+    "dense_mlp",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "norms",
+)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     id: str
@@ -114,6 +128,10 @@ class ModelSpec:
     moe: MoeSpec | None
     norms_per_layer: int = 2
     native_weight_precision: Precision = Precision.BF16
+    #: Classes (from :data:`WEIGHT_CLASSES`) the checkpoint stores in another precision than
+    #: ``native_weight_precision``, e.g. gpt-oss keeps attention, router, embedding and LM head
+    #: in bf16 while its experts are mxfp4. Pairs, so the spec stays hashable.
+    weight_precision_by_class: tuple[tuple[str, Precision], ...] = ()
     num_mtp_layers: int = 0  # multi-token-prediction modules, not counted in the main model
     max_context: int | None = None
     aliases: tuple[str, ...] = ()
@@ -122,6 +140,17 @@ class ModelSpec:
     date: str = ""
     confidence: str = ""
     notes: tuple[str, ...] = field(default=())
+
+    def weight_precision(self, weight_class: str, default: Precision | None = None) -> Precision:
+        """Storage precision of one weight class. Served as shipped (``default`` is None or
+        the native precision), a class the checkpoint keeps unconverted has its own precision;
+        any other ``default`` is a uniform requantization of every class."""
+        if weight_class not in WEIGHT_CLASSES:
+            raise ValueError(f"unknown weight class {weight_class!r}; allowed: {', '.join(WEIGHT_CLASSES)}")
+        native = self.native_weight_precision
+        if default is not None and default is not native:
+            return default
+        return dict(self.weight_precision_by_class).get(weight_class, native)
 
     @property
     def num_layers(self) -> int:

@@ -183,7 +183,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             PAGE,
             "usd_per_chip_hour",
             "USD per chip-hour",
-            f"{fmt.usd(price.value_usd)} ({price.date})",
+            f"{fmt.usd(price.value_usd)}{price.estimate_label} ({price.date})",
             min_value=0.01,
             step=0.1,
             help=price.source,

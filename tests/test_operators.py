@@ -1,0 +1,151 @@
+"""The per-operator step (rackmath.core.operators): sums, bounds and hand derivations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rackmath as rm
+from rackmath.analyses import serving
+from rackmath.analyses.deployment import plan_deployment
+from rackmath.catalog import resolve_model, system
+from rackmath.core import architecture as arch
+from rackmath.core import attention as attn
+from rackmath.core import efficiency as eff
+from rackmath.core import operators as ops
+
+
+def test_operator_flops_add_up_to_the_architecture_count() -> None:
+    """Every FLOP of ``decode_flops_per_token`` lands in exactly one operator (pooled chip)."""
+    for model_id, system_id in (
+        ("llama-3.1-70b", "h100-hgx"),
+        ("deepseek-v3", "gb200-nvl72"),
+        ("gemma-3-27b", "h100-hgx"),
+    ):
+        dep = rm.deployment(model_id, system_id)
+        g = serving.decode(dep, [1, 64, 4096], [512, 32768])
+        total = sum(op.flops for op in g.times.operators)
+        np.testing.assert_allclose(total, g.flops, rtol=1e-12, err_msg=model_id)
+
+
+def test_step_is_the_sum_of_operator_times_plus_communication_and_overhead() -> None:
+    dep = plan_deployment(resolve_model("deepseek-v3"), system("gb200-nvl72"), "dp=64,ep=64")
+    g = dep.decode([1, 512, 8192], [4096, 65536])
+    for i in range(3):
+        for j in range(2):
+            point = g.step.breakdown_at((i, j))
+            summed = sum(o["time_s"] for o in point["operators"]) + point["exposed_communication_s"]
+            assert g.step_s[i, j] == pytest.approx(summed + point["overhead_s"], rel=1e-12)
+            assert 0.0 <= point["exposed_communication_s"] <= point["communication_s"] + 1e-15
+
+
+def test_one_operator_by_hand() -> None:
+    """Llama-3.1-70B on one H100 (bf16), batch 64: the QKV projection is
+    ``2 x 64 x 80 x 8192 x (8192 + 2 x 1024)`` FLOPs over 989 TFLOP/s = 0.139 ms against
+    ``80 x 8192 x 10240 x 2`` B of weights plus ``64 x 80 x (8192 + 10240) x 2`` B of
+    activations over 3.35 TB/s = 4.06 ms: memory-bound, 4.06 ms."""
+    dep = rm.deployment("llama-3.1-70b", "h100-hgx", chips=1)
+    qkv = next(op for op in serving.decode(dep, [64], [1024]).times.operators if op.name == "attention_qkv")
+    flops = 2 * 64 * 80 * 8192 * (8192 + 2 * 1024)
+    weight = 80 * 8192 * 10240 * 2
+    activation = 64 * 80 * (8192 + 10240) * 2
+    assert qkv.flops.item() == pytest.approx(flops, rel=1e-12)
+    assert qkv.weight_bytes.item() == pytest.approx(weight, rel=1e-12)
+    assert qkv.activation_bytes.item() == pytest.approx(activation, rel=1e-12)
+    assert qkv.time_s.item() == pytest.approx((weight + activation) / 3.35e12, rel=1e-12)
+    assert qkv.compute_s.item() == pytest.approx(flops / 989e12, rel=1e-3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batch=st.floats(1, 20000),
+    context=st.floats(1, 300000),
+    model_id=st.sampled_from(["llama-3.1-8b", "deepseek-v3", "gemma-3-27b", "qwen3-30b-a3b", "gpt-oss-120b"]),
+)
+def test_the_blackboard_bounds_the_step_within_a_factor_of_two(
+    batch: float, context: float, model_id: str
+) -> None:
+    """max(sum c, sum m) <= sum max(c, m) <= sum c + sum m <= 2 max(sum c, sum m)."""
+    dep = rm.deployment(model_id, "gb200-nvl72")
+    g = serving.decode(dep, [batch], [context])
+    step, board = float(g.step_s[0, 0]), float(g.blackboard_step_s[0, 0])
+    assert board * (1 - 1e-12) <= step <= 2 * board * (1 + 1e-12)
+
+
+def test_efficiency_only_slows_operators_down() -> None:
+    """A table below the pure roofline never makes a step faster, and a floor adds per call."""
+    dep = rm.deployment("llama-3.1-70b", "h100-hgx")
+    slow = eff.EfficiencyTable(
+        by_class=(
+            (eff.OpClass.GEMM, eff.OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6)),
+            (eff.OpClass.ATTENTION_DECODE, eff.OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8)),
+        )
+    )
+    load = ops.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
+    pure = dep.ideal_step(load)
+    rates = replace(dep.chip_rates(dep.chips), efficiency=slow)
+    from rackmath.core import parallel as par
+
+    fitted = par.plan_step(
+        dep.shardable, tp=1, pp=1, dp=1, ep=1, load=load, rates=rates, topo=None, communication=False
+    )
+    assert np.all(fitted.step_s >= pure.step_s)
+    qkv_pure = next(op for op in pure.operators if op.name == "attention_qkv")
+    qkv_fit = next(op for op in fitted.operators if op.name == "attention_qkv")
+    # 80 launches of 5 us each at least
+    assert np.all(
+        qkv_fit.time_s - np.maximum(qkv_pure.compute_s / 0.7, qkv_pure.memory_s) >= 80 * 5e-6 - 1e-12
+    )
+
+
+def test_sparse_attention_reads_a_bounded_top_k_but_holds_everything() -> None:
+    """DSA (DeepSeek-V3.2): at 128K context each of 61 layers reads 2,048 latents of 576
+    values (bf16) plus an FP8 indexer key (128 B) for every held token; it holds all 128K."""
+    base = resolve_model("deepseek-v3")
+    dsa = replace(
+        base, attention=replace(base.attention, index_top_k=2048, index_n_heads=64, index_head_dim=128)
+    )
+    c = 131072
+    read = float(arch.kv_bytes_read_per_sequence(dsa, c, 2.0))
+    held = float(arch.kv_bytes_per_sequence(dsa, c, 2.0))
+    assert read == pytest.approx(61 * (2048 * 576 * 2 + c * 128 * 1), rel=1e-12)
+    assert held == pytest.approx(61 * c * (576 * 2 + 128), rel=1e-12)
+    # the dense model reads what it holds
+    assert float(arch.kv_bytes_read_per_sequence(base, c, 2.0)) == float(
+        arch.kv_bytes_per_sequence(base, c, 2.0)
+    )
+    # a decode step of the sparse model is far cheaper in KV traffic at long context
+    step_dsa = float(ops.decode_load(dsa, 1.0, c, 2.0).kv_bytes)
+    step_dense = float(ops.decode_load(base, 1.0, c, 2.0).kv_bytes)
+    assert step_dsa < 0.2 * step_dense
+
+
+def test_every_attention_kind_has_one_registry_entry() -> None:
+    from rackmath.specs.model import AttentionKind
+
+    assert set(attn.REGISTRY) == set(AttentionKind)
+
+
+def test_per_class_precision_reaches_the_step() -> None:
+    """gpt-oss-120b keeps attention, router, embedding and head in bf16 beside mxfp4
+    experts (modules_to_not_convert): the batch-1 step reads those at 2 B per weight."""
+    dep = rm.deployment("gpt-oss-120b", "h100-hgx", chips=1)
+    step = serving.decode(dep, [1], [128]).times
+    by_name = {op.name: op for op in step.operators}
+    counts = arch.param_counts(dep.model)
+    out = (
+        dep.model.num_layers
+        * dep.model.attention.num_heads
+        * dep.model.attention.v_head_dim
+        * dep.model.hidden_size
+    )
+    assert by_name["attention_qkv"].weight_bytes.item() == pytest.approx(
+        (counts.attention - out) * 2.0, rel=1e-12
+    )
+    assert by_name["lm_head"].weight_bytes.item() == pytest.approx(counts.lm_head * 2.0, rel=1e-12)
+    per_expert = counts.per_expert * dep.model.num_moe_layers * (4 + 8 / 32) / 8
+    assert by_name["routed_experts"].weight_bytes.item() == pytest.approx(4 * per_expert, rel=1e-9)
