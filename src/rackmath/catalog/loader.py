@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rackmath.errors import RackmathError, UnknownIdError
+from rackmath.errors import InputError, RackmathError, UnknownIdError
 from rackmath.specs.hardware import ChipSpec, SystemSpec
 from rackmath.specs.hf_config import load_config_file, model_from_config
 from rackmath.specs.model import ActiveCountRule, ModelSpec, PublishedCounts
@@ -126,7 +126,19 @@ def chip(chip_id: str) -> ChipSpec:
 
 
 def system(system_id: str) -> SystemSpec:
-    return _lookup("system", system_id, systems())
+    """A catalog system by id; a chip id is refused with the systems built from that chip."""
+    try:
+        return _lookup("system", system_id, systems())
+    except UnknownIdError:
+        key = str(system_id).strip().lower()
+        if key not in chips():
+            raise
+        holders = [s.id for s in systems().values() if s.chip.id == key]
+        raise InputError(
+            "system",
+            system_id,
+            f"a system, not a chip: {system_id} is a chip; systems built from it: {', '.join(holders)}",
+        ) from None
 
 
 def model(model_id: str) -> ModelSpec:
