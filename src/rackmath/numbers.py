@@ -2,7 +2,7 @@
 
 Counts and quantities::
 
-    1024   1e3   2.5e12   1k   4K   1M   500M   2.5G   100B   3T   1_000_000
+    1024   1e3   2.5e12   1k   4K   1M   500M   2.5G   100B   3T   1_000_000   1/3
 
 ``k``/``K`` = 1e3, ``m``/``M`` = 1e6, ``g``/``G``/``b``/``B`` = 1e9, ``t``/``T`` = 1e12.
 Suffixes are decimal (SI), never binary: ``4k`` is 4,000, not 4,096.
@@ -48,9 +48,12 @@ DURATION_HINT = "a duration such as 250ms, 30s, 5min, 1h, 2d or 3y"
 
 def fmt_bound(value: float) -> str:
     """A bound as people write it: ``65,536``, ``0.5``, ``1e+15``."""
-    if float(value).is_integer() and abs(value) < 1e15:
+    if float(value).is_integer() and abs(value) < 1e7:
         return f"{int(value):,}"
-    return f"{value:g}"
+    if 1e-3 <= abs(value) < 1e7:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:.6e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def _range_text(minimum: float | None, maximum: float | None, integer: bool) -> str:
@@ -102,6 +105,15 @@ def parse_number(
         value = float(text)
     else:
         token = str(text).strip()
+        num, slash, den = token.partition("/")
+        if slash:  # a ratio such as 1/3
+            top = parse_number(num, field)
+            bottom = parse_number(den, field, minimum=0)
+            if bottom == 0:
+                raise InputError(field, text, "a ratio with a non-zero denominator, e.g. 1/3")
+            return check_range(
+                top / bottom, field, minimum=minimum, maximum=maximum, integer=integer, given=text
+            )
         match = _NUMBER.match(token)
         if not match or match.group(1).strip("+-_.") == "":
             raise InputError(field, text, NUMBER_HINT)

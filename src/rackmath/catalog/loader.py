@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rackmath.errors import InputError, RackmathError, UnknownIdError
+from rackmath.errors import RackmathError, UnknownIdError
 from rackmath.specs.hardware import ChipSpec, SystemSpec
 from rackmath.specs.hf_config import load_config_file, model_from_config
 from rackmath.specs.model import ActiveCountRule, ModelSpec, PublishedCounts
@@ -134,11 +134,12 @@ def system(system_id: str) -> SystemSpec:
         if key not in chips():
             raise
         holders = [s.id for s in systems().values() if s.chip.id == key]
-        raise InputError(
-            "system",
-            system_id,
-            f"a system, not a chip: {system_id} is a chip; systems built from it: {', '.join(holders)}",
-        ) from None
+        error = UnknownIdError("system", system_id, systems())
+        error.args = (
+            f"unknown system {system_id!r}: {key} is a chip, not a system; "
+            f"systems built from it: {', '.join(holders)}",
+        )
+        raise error from None
 
 
 def model(model_id: str) -> ModelSpec:

@@ -35,10 +35,11 @@ def _field(decls: tuple[str, ...]) -> str:
     return next((d for d in decls if d.startswith("--")), decls[0] if decls else "value")
 
 
-def _show(default: Any) -> str | bool:
-    if isinstance(default, float):
-        return fmt_bound(default) if default >= 1e-3 else f"{default:.3g}"
-    return True
+def _default(value: Any) -> Any:
+    """A float default as people write it (``3`` not ``3.0``); Click shows it unquoted."""
+    if isinstance(value, float):
+        return fmt_bound(value)
+    return value
 
 
 def count(
@@ -57,7 +58,7 @@ def count(
             return None
         return int(parse_number(value, field, minimum=minimum, maximum=maximum, integer=True, why=why))
 
-    return typer.Option(default, *decls, help=help, parser=parse, metavar="N", show_default=_show(default))
+    return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="N")
 
 
 def number(
@@ -83,7 +84,7 @@ def number(
             raise InputError(field, value, "a positive number")
         return x
 
-    return typer.Option(default, *decls, help=help, parser=parse, metavar="X", show_default=_show(default))
+    return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="X")
 
 
 def duration(default: Any, *decls: str, help: str, maximum_s: float | None = None) -> Any:
@@ -95,8 +96,7 @@ def duration(default: Any, *decls: str, help: str, maximum_s: float | None = Non
             return None
         return parse_duration(value, field, maximum_s=maximum_s)
 
-    shown = default if isinstance(default, str) else _show(default)
-    return typer.Option(default, *decls, help=help, parser=parse, metavar="DURATION", show_default=shown)
+    return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="DURATION")
 
 
 def plot_path(text: Any) -> Path | None:
