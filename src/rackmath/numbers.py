@@ -48,9 +48,9 @@ DURATION_HINT = "a duration such as 250ms, 30s, 5min, 1h, 2d or 3y"
 
 def fmt_bound(value: float) -> str:
     """A bound as people write it: ``65,536``, ``0.5``, ``1e+15``."""
-    if float(value).is_integer() and abs(value) < 1e7:
+    if float(value).is_integer() and abs(value) < 1e10:
         return f"{int(value):,}"
-    if 1e-3 <= abs(value) < 1e7:
+    if 1e-3 <= abs(value) < 1e10:
         return f"{value:g}"
     mantissa, exponent = f"{value:.6e}".split("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
