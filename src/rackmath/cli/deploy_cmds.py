@@ -27,6 +27,7 @@ from rackmath.cli.options import (
     plural,
 )
 from rackmath.errors import InputError, RackmathError
+from rackmath.specs import ModelSpec, SystemSpec
 
 
 class InfeasibleError(RackmathError):
@@ -45,10 +46,10 @@ MAX_SEARCH_CHIPS = 2**14
 
 
 def _check_search_size(
-    model: object, systems: list, precisions: list[str], max_chips: int, budget: int
+    model: ModelSpec, systems: list[SystemSpec], precisions: list[str], max_chips: int, budget: int
 ) -> None:
     """Refuse a search whose candidate count exceeds ``budget`` before doing it."""
-    plans = sum(len(srch.enumerate_plans(model, s, max_chips=max_chips)) for s in systems)  # type: ignore[arg-type]
+    plans = sum(len(srch.enumerate_plans(model, s, max_chips=max_chips)) for s in systems)
     total = plans * len(srch.BATCH_GRID) * len(precisions)
     if total > budget:
         raise InputError(
@@ -59,15 +60,15 @@ def _check_search_size(
         )
 
 
-def _check_precisions(model: object, systems: list, precisions: list[str]) -> None:
+def _check_precisions(model: ModelSpec, systems: list[SystemSpec], precisions: list[str]) -> None:
     """Refuse precision families that no searched system has a peak for (nothing to search)."""
     for name in precisions:
         if name not in srch.PRECISION_CHOICES:
             raise InputError("--precision", name, ", ".join(srch.PRECISION_CHOICES))
-    if any(srch.precision_family(p, model, s) is not None for s in systems for p in precisions):  # type: ignore[arg-type]
+    if any(srch.precision_family(p, model, s) is not None for s in systems for p in precisions):
         return
     have = "; ".join(
-        f"{s.id} has {', '.join(p for p in srch.PRECISION_CHOICES if srch.precision_family(p, model, s))}"  # type: ignore[arg-type]
+        f"{s.id} has {', '.join(p for p in srch.PRECISION_CHOICES if srch.precision_family(p, model, s))}"
         for s in systems
     )
     raise InputError("--precision", ",".join(precisions), f"a precision the systems support ({have})")
