@@ -176,6 +176,11 @@ def _steady_state(run: sim.BatchingRun, start_s: float, end_s: float) -> tuple[f
     return float(overlap.sum() / width), float(tokens.sum() / width)
 
 
+def _check_batch_bound(batch: int) -> None:
+    if batch > MAX_BATCH:
+        raise InputError("batch", batch, f"a whole number from 1 to {MAX_BATCH:,}")
+
+
 def _horizon_s(requests: int, rate_per_s: float, residence_s: float) -> float:
     """Arrival horizon of one load: ``requests`` arrivals or 20 full-batch residences."""
     return max(requests / rate_per_s, 20 * residence_s)
@@ -297,8 +302,8 @@ def fleet(
     the drain time whatever the batch).
     """
     _positive("traffic (tokens/s)", traffic_tokens_per_s)
-    if isinstance(batch, bool) or int(batch) != batch or not 1 <= batch <= MAX_BATCH:
-        raise InputError("batch", batch, f"a whole number from 1 to {MAX_BATCH:,}")
+    if isinstance(batch, bool) or int(batch) != batch or batch < 1:
+        raise InputError("batch", batch, "a whole number >= 1")
     if isinstance(output_tokens, bool) or int(output_tokens) != output_tokens or output_tokens < 1:
         raise InputError("output tokens", output_tokens, "a whole number >= 1")
     if output_tokens > MAX_OUTPUT_TOKENS:
@@ -319,6 +324,7 @@ def fleet(
         if batch > fits:
             allowed = f"at most {fits:,} sequences of {context:,.0f} tokens fit in memory"
             raise InputError("batch", batch, allowed)
+        _check_batch_bound(batch)  # after the memory check, whose message is the more useful one
         steps = step_times_from_deployment(deployment, batch, context)
         d = deployment
         source = f"roofline of {d.model.id} on {d.chips} x {d.system.chip.id} at {context:,.0f} tokens"
@@ -326,6 +332,7 @@ def fleet(
         price = deployment.usd_per_chip_hour if usd_per_chip_hour is None else usd_per_chip_hour
     else:
         step = _positive("step time", LECTURE_STEP_S if step_s is None else step_s)
+        _check_batch_bound(batch)
         steps = np.full(batch, step)
         source = "stated step time (same at every batch)"
         chips = LECTURE_CHIPS_PER_REPLICA if chips_per_replica is None else chips_per_replica

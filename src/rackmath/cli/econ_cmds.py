@@ -36,7 +36,7 @@ from rackmath.cli.options import (
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration, parse_number
-from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_YEAR
+from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_YEAR
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 _PLOT = plot_option()
@@ -319,7 +319,7 @@ def fleet_command(
         fleet.LECTURE_BATCH, "--batch", help="Sequences per replica (max batch).", maximum=fleet.MAX_BATCH
     ),
     step: float | None = duration(
-        None, "--step", help="Decode step time (default 15.625ms), e.g. 20ms.", maximum_s=3600
+        None, "--step", help="Decode step time (default 15.625ms), e.g. 20ms.", maximum_s=SECONDS_PER_HOUR
     ),
     model: str | None = typer.Option(None, "--model", help="Take step times from this model's roofline..."),
     on: str | None = typer.Option(None, "--on", help="...on this system."),

@@ -125,12 +125,8 @@ def number_list(
     maximum: float | None = None,
     most: int = MAX_LIST,
 ) -> list[float]:
-    """``"1,64,2048"`` -> ``[1.0, 64.0, 2048.0]``; the number grammar (``4k``, ``1M``) per item.
-
-    Repeated values are kept once, in the order given.
-    """
-    values = parse_list(text, field, minimum=minimum, maximum=maximum, integer=integer, most=most)
-    return list(dict.fromkeys(values))
+    """``"1,64,2048"`` -> ``[1.0, 64.0, 2048.0]``; the number grammar (``4k``, ``1M``) per item."""
+    return parse_list(text, field, minimum=minimum, maximum=maximum, integer=integer, most=most)
 
 
 def one(text: str, field: str, *, minimum: float = 0.0, maximum: float | None = None) -> float:

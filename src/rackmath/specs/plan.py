@@ -75,7 +75,14 @@ class ParallelPlan:
                 raise UnknownIdError("plan dimension", key, known)
             if key in values:
                 raise InputError("--plan", part, f"each of {', '.join(known)} at most once")
-            values[key] = parse_int(raw, f"plan {key}", minimum=1, maximum=MAX_PLAN_DEGREE)
+            if not raw.strip().lstrip("+").replace("_", "").replace(".", "", 1).isalnum():
+                raise InputError(f"plan {key}", raw, "a whole number >= 1")
+            try:
+                values[key] = parse_int(raw, f"plan {key}", minimum=1, maximum=MAX_PLAN_DEGREE)
+            except InputError as exc:
+                if "such as" in exc.allowed:  # not a number at all
+                    raise InputError(f"plan {key}", raw, "a whole number >= 1") from None
+                raise
         return cls(**values)
 
     def __str__(self) -> str:
