@@ -67,7 +67,7 @@ def test_user_prices_file(cli, tmp_path: Path) -> None:
         (("fleet", "--traffic", "lots"), "--traffic"),
         (("fleet", "--model", "deepseek-v3"), "--model/--on"),
         (("fleet", "--seed", "-1"), "seed"),
-        (("fleet", "--chips-per-replica", "0"), "chips per replica"),
+        (("fleet", "--chips-per-replica", "0"), "--chips-per-replica"),
         (("fleet", "--requests", "0"), "requests"),
         (("pareto", "llama-3.1-8b", "--on", "h100-hgx", "--max-chips", "-3"), "--max-chips"),
         (("sparsity", "--sparsity", "0.5"), "--sparsity"),

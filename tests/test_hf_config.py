@@ -96,7 +96,7 @@ def test_hub_import_fetches_only_config_json(monkeypatch: pytest.MonkeyPatch) ->
 
     calls: list[tuple[str, str]] = []
 
-    def fake_download(repo_id: str, filename: str, revision: str | None = None) -> str:
+    def fake_download(repo_id: str, filename: str, revision: str | None = None, **kwargs: object) -> str:
         calls.append((repo_id, filename))
         return str(HF_CONFIGS / "mixtral.json")
 

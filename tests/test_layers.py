@@ -13,9 +13,9 @@ FACES = ("cli", "web", "plots")
 # What each layer may import from rackmath (besides itself).
 ALLOWED = {
     "core": {"core", "specs", "errors", "units"},
-    "specs": {"specs", "errors", "units"},
-    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units"},
-    "catalog": {"catalog", "specs", "errors", "units"},
+    "specs": {"specs", "errors", "units", "numbers", "userfiles"},
+    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units", "numbers"},
+    "catalog": {"catalog", "specs", "errors", "units", "userfiles"},
 }
 IO_CALLS = {"print", "open", "input"}
 # Unit conversions that belong in core functions (per hour, per day, per million tokens):

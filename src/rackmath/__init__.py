@@ -10,19 +10,55 @@ Quick use from Python::
     rm.explain(dep).to_dict()                            # the `rackmath explain --json` object
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("rackmath")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+local"
+import importlib
+from typing import Any
 
-from rackmath.analyses.serving import balance, decode, prefill
-from rackmath.api import deployment, explain, pipeline, train
-from rackmath.catalog import chip, chips, model, models, resolve_model, system, systems
-from rackmath.core import Efficiency, param_counts
-from rackmath.errors import RackmathError
-from rackmath.specs import Precision, load_config_file
+# The public names load on first use (PEP 562), so `import rackmath.errors` or
+# `rackmath --help` does not pull in NumPy, Pydantic and the catalogs.
+_LAZY = {
+    "balance": "rackmath.analyses.serving",
+    "decode": "rackmath.analyses.serving",
+    "prefill": "rackmath.analyses.serving",
+    "deployment": "rackmath.api",
+    "explain": "rackmath.api",
+    "pipeline": "rackmath.api",
+    "train": "rackmath.api",
+    "chip": "rackmath.catalog",
+    "chips": "rackmath.catalog",
+    "model": "rackmath.catalog",
+    "models": "rackmath.catalog",
+    "resolve_model": "rackmath.catalog",
+    "system": "rackmath.catalog",
+    "systems": "rackmath.catalog",
+    "Efficiency": "rackmath.core",
+    "param_counts": "rackmath.core",
+    "RackmathError": "rackmath.errors",
+    "Precision": "rackmath.specs",
+    "load_config_file": "rackmath.specs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("rackmath")
+        except PackageNotFoundError:  # running from a source tree without installation
+            value = "0.0.0+local"
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'rackmath' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Efficiency",

@@ -12,13 +12,12 @@ def reading(result: Explanation) -> str:
     """One paragraph that says what the numbers mean."""
     g = result.decode
     c0 = float(result.contexts[0])
+    b0 = g.batch[0, 0]
     first = g.usd_per_million_output_tokens[0, 0]
-    cheapest = int(np.nanargmin(np.where(g.fits[:, 0], g.usd_per_million_output_tokens[:, 0], np.inf)))
-    b_best = g.batch[cheapest, 0]
     b_star = result.balance.balance_batch_with_kv[0]
     max_b = result.max_batch[0]
     parts = [
-        f"At batch 1 a step takes {fmt.seconds(g.step_s[0, 0])} and is bound by "
+        f"At batch {b0:,.0f} a step takes {fmt.seconds(g.step_s[0, 0])} and is bound by "
         f"{g.times.bottleneck[0, 0]}; a million output tokens cost {fmt.usd(first)}."
     ]
     if np.isfinite(b_star):
@@ -31,12 +30,24 @@ def reading(result: Explanation) -> str:
             f"At {c0:,.0f} tokens of context the KV-cache fetch per sequence exceeds its compute, "
             "so no batch becomes compute-bound: longer context costs bandwidth, not FLOPs."
         )
-    parts.append(
-        f"Among the batches shown, the cheapest that fits is {b_best:,.0f} at "
-        f"{fmt.usd(g.usd_per_million_output_tokens[cheapest, 0])} per million tokens, "
-        f"{first / g.usd_per_million_output_tokens[cheapest, 0]:,.0f}x cheaper than batch 1, "
-        f"while each user still gets {g.tokens_per_s_per_user[cheapest, 0]:,.0f} tokens/s."
-    )
+    if not g.fits[:, 0].any():
+        parts.append(
+            f"None of the batches shown fits in memory at {c0:,.0f} tokens: the largest that does is "
+            f"{max_b:,.0f} sequences."
+        )
+        return " ".join(parts)
+    cheapest = int(np.nanargmin(np.where(g.fits[:, 0], g.usd_per_million_output_tokens[:, 0], np.inf)))
+    b_best = g.batch[cheapest, 0]
+    best_cost = g.usd_per_million_output_tokens[cheapest, 0]
+    if cheapest == 0:
+        parts.append(f"Among the batches shown that fit, batch {b_best:,.0f} is the cheapest.")
+    else:
+        parts.append(
+            f"Among the batches shown, the cheapest that fits is {b_best:,.0f} at "
+            f"{fmt.usd(best_cost)} per million tokens, "
+            f"{first / best_cost:,.0f}x cheaper than batch {b0:,.0f}, "
+            f"while each user still gets {g.tokens_per_s_per_user[cheapest, 0]:,.0f} tokens/s."
+        )
     if np.isfinite(b_star) and max_b < b_star:
         parts.append(
             f"Memory caps the batch at {max_b:,.0f} sequences, below the balance point: "

@@ -38,6 +38,19 @@ TRAIN_CHECK_MAX_FILL_FRAC = 0.5
 TRAIN_CHECK_ARRIVALS = 2000
 TRAIN_CHECK_INTERVALS = 200
 
+#: Input ranges. A replica batch above 2^16 sequences is beyond any HBM; a load is a
+#: fraction of capacity up to 2x (overload); at most 16 loads; 2^17 tokens per request.
+MAX_BATCH = 2**16
+MAX_LOAD_FRAC = 2.0
+MAX_LOADS = 16
+MAX_OUTPUT_TOKENS = 2**17
+MAX_REQUESTS = 10**6
+#: Work budget of one ``fleet`` call (all loads and the train check together): simulated
+#: arrivals (memory, ~100 bytes each) and simulated decode steps (~10 us each), i.e. a few
+#: seconds and a few hundred MB at most. Raise them with the ``max_simulated_*`` arguments.
+MAX_SIMULATED_REQUESTS = 2_000_000
+MAX_SIMULATED_STEPS = 500_000
+
 
 def _positive(name: str, value: float) -> float:
     if not np.isfinite(value) or value <= 0:
@@ -163,6 +176,38 @@ def _steady_state(run: sim.BatchingRun, start_s: float, end_s: float) -> tuple[f
     return float(overlap.sum() / width), float(tokens.sum() / width)
 
 
+def _check_batch_bound(batch: int) -> None:
+    if batch > MAX_BATCH:
+        raise InputError("batch", batch, f"a whole number from 1 to {MAX_BATCH:,}")
+
+
+def _horizon_s(requests: int, rate_per_s: float, residence_s: float) -> float:
+    """Arrival horizon of one load: ``requests`` arrivals or 20 full-batch residences."""
+    return max(requests / rate_per_s, 20 * residence_s)
+
+
+def simulation_work(
+    step_s_by_batch: FloatArray, *, output_tokens: int, loads: tuple[float, ...] | list[float], requests: int
+) -> tuple[float, float]:
+    """(simulated arrivals, simulated decode steps) that :func:`simulate_loads` would run.
+
+    Arrivals per load: rate x horizon. Steps per load: at most the horizon plus one
+    residence over the shortest step (the server steps only while busy), and at most
+    three horizons (the cut-off).
+    """
+    b = step_s_by_batch.size
+    residence = output_tokens * float(step_s_by_batch[-1])
+    capacity = b / residence
+    shortest = float(np.min(step_s_by_batch))
+    arrivals = steps = 0.0
+    for load in loads:
+        rate = load * capacity
+        horizon = _horizon_s(requests, rate, residence)
+        arrivals += rate * horizon
+        steps += min(horizon + residence, 3 * horizon) / shortest
+    return arrivals, steps
+
+
 def simulate_loads(
     step_s_by_batch: FloatArray,
     *,
@@ -187,7 +232,7 @@ def simulate_loads(
         if not np.isfinite(load) or load <= 0:
             raise InputError("load", load, "fractions of capacity > 0")
         rate = load * capacity
-        horizon = max(requests / rate, 20 * residence)
+        horizon = _horizon_s(requests, rate, residence)
         arrivals = sim.poisson_arrivals_s(rate, horizon, seed + i)
         run = sim.simulate_continuous_batching(
             arrival_s=arrivals,
@@ -246,6 +291,8 @@ def fleet(
     loads: tuple[float, ...] | list[float] = DEFAULT_LOADS,
     requests: int = 6000,
     seed: int = 0,
+    max_simulated_requests: float = MAX_SIMULATED_REQUESTS,
+    max_simulated_steps: float = MAX_SIMULATED_STEPS,
 ) -> Fleet:
     """Size a fleet for ``traffic_tokens_per_s`` and simulate one replica under load.
 
@@ -259,8 +306,16 @@ def fleet(
         raise InputError("batch", batch, "a whole number >= 1")
     if isinstance(output_tokens, bool) or int(output_tokens) != output_tokens or output_tokens < 1:
         raise InputError("output tokens", output_tokens, "a whole number >= 1")
-    if isinstance(requests, bool) or int(requests) != requests or requests < 1:
-        raise InputError("requests", requests, "a whole number >= 1")
+    if output_tokens > MAX_OUTPUT_TOKENS:
+        raise InputError("output tokens", output_tokens, f"a whole number from 1 to {MAX_OUTPUT_TOKENS:,}")
+    if isinstance(requests, bool) or int(requests) != requests or not 1 <= requests <= MAX_REQUESTS:
+        raise InputError("requests", requests, f"a whole number from 1 to {MAX_REQUESTS:,}")
+    loads = list(loads)
+    if not 1 <= len(loads) <= MAX_LOADS:
+        raise InputError("loads", len(loads), f"1 to {MAX_LOADS} loads")
+    for load in loads:
+        if not np.isfinite(load) or not 0 < load <= MAX_LOAD_FRAC:
+            raise InputError("load", load, f"a fraction of capacity in (0, {MAX_LOAD_FRAC:g}]")
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
         raise InputError("seed", seed, "a whole number >= 0")
     batch = int(batch)
@@ -269,6 +324,7 @@ def fleet(
         if batch > fits:
             allowed = f"at most {fits:,} sequences of {context:,.0f} tokens fit in memory"
             raise InputError("batch", batch, allowed)
+        _check_batch_bound(batch)  # after the memory check, whose message is the more useful one
         steps = step_times_from_deployment(deployment, batch, context)
         d = deployment
         source = f"roofline of {d.model.id} on {d.chips} x {d.system.chip.id} at {context:,.0f} tokens"
@@ -276,6 +332,7 @@ def fleet(
         price = deployment.usd_per_chip_hour if usd_per_chip_hour is None else usd_per_chip_hour
     else:
         step = _positive("step time", LECTURE_STEP_S if step_s is None else step_s)
+        _check_batch_bound(batch)
         steps = np.full(batch, step)
         source = "stated step time (same at every batch)"
         chips = LECTURE_CHIPS_PER_REPLICA if chips_per_replica is None else chips_per_replica
@@ -291,6 +348,23 @@ def fleet(
     full_step = float(steps[-1])
     per_replica = float(econ.replica_tokens_per_s(batch, full_step))
     replicas = int(econ.replicas_needed(traffic_tokens_per_s, per_replica))
+    train_rate = traffic_tokens_per_s / replicas / output_tokens
+    arrivals, sim_steps = simulation_work(steps, output_tokens=output_tokens, loads=loads, requests=requests)
+    train_cap = TRAIN_CHECK_MAX_FILL_FRAC * batch / full_step
+    arrivals += max(TRAIN_CHECK_ARRIVALS, TRAIN_CHECK_INTERVALS * full_step * min(train_rate, train_cap))
+    if arrivals > max_simulated_requests:
+        raise InputError(
+            "simulation",
+            f"{arrivals:,.0f} simulated requests",
+            f"at most {max_simulated_requests:,} (lower --batch, --loads or --requests, "
+            "or raise --max-sim-requests)",
+        )
+    if sim_steps > max_simulated_steps:
+        raise InputError(
+            "simulation",
+            f"{sim_steps:,.0f} simulated decode steps",
+            f"at most {max_simulated_steps:,} (lower --output-tokens or --loads, or raise --max-sim-steps)",
+        )
     points, capacity = simulate_loads(
         steps, output_tokens=output_tokens, loads=loads, requests=requests, seed=seed
     )
@@ -304,7 +378,7 @@ def fleet(
         source=source,
         tokens_per_s_per_replica=per_replica,
         replicas=replicas,
-        train=train_check(full_step, full_step, batch, traffic_tokens_per_s / replicas / output_tokens, seed),
+        train=train_check(full_step, full_step, batch, train_rate, seed),
         loads=points,
         capacity_requests_per_s=capacity,
     )

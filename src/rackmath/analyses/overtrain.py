@@ -16,11 +16,21 @@ import numpy as np
 
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
+from rackmath.numbers import check_range
 from rackmath.units import SECONDS_PER_DAY
 
 LECTURE_PARAMS_ACTIVE = 100e9
 LECTURE_TOKENS_PER_S = 50e6
 LECTURE_DAYS = 60.0
+
+#: Input ranges (physical, and where the Chinchilla fit stays finite in float64):
+#: 1M to 1P parameters; 1 to 1e12 tokens/s; up to a century of serving; 1 to 1e6 tokens
+#: per parameter; 0.1 to 100 FLOPs per parameter-token for RL.
+PARAMS_RANGE = (1e6, 1e15)
+TOKENS_PER_S_RANGE = (1.0, 1e12)
+DURATION_RANGE_S = (1.0, 100 * 365 * SECONDS_PER_DAY)
+TOKENS_PER_PARAM_RANGE = (1.0, 1e6)
+RL_FLOPS_RANGE = (0.1, 100.0)
 
 
 @dataclass(frozen=True)
@@ -119,15 +129,17 @@ def overtrain(
     fit: sl.LossFit = sl.CHINCHILLA_FIT,
     tokens_per_param: float = sl.CHINCHILLA_TOKENS_PER_PARAM,
 ) -> Overtraining:
-    for name, value in (
-        ("params", params),
-        ("tokens per second", tokens_per_s),
-        ("duration", duration_s),
-        ("tokens per parameter", tokens_per_param),
+    for name, value, (lo, hi) in (
+        ("params", params, PARAMS_RANGE),
+        ("tokens per second", tokens_per_s, TOKENS_PER_S_RANGE),
+        ("duration (s)", duration_s, DURATION_RANGE_S),
+        ("tokens per parameter", tokens_per_param, TOKENS_PER_PARAM_RANGE),
     ):
-        if not np.isfinite(value) or value <= 0:
-            raise InputError(name, value, "a positive, finite number")
+        check_range(float(value), name, minimum=lo, maximum=hi)
     k = coefficients or sl.ComputeCoefficients()
+    check_range(
+        float(k.rl), "RL FLOPs per parameter-token", minimum=RL_FLOPS_RANGE[0], maximum=RL_FLOPS_RANGE[1]
+    )
     for name, value in (
         ("pre-training FLOPs per parameter-token", k.pre),
         ("RL FLOPs per parameter-token", k.rl),

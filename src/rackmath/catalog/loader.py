@@ -126,7 +126,20 @@ def chip(chip_id: str) -> ChipSpec:
 
 
 def system(system_id: str) -> SystemSpec:
-    return _lookup("system", system_id, systems())
+    """A catalog system by id; a chip id is refused with the systems built from that chip."""
+    try:
+        return _lookup("system", system_id, systems())
+    except UnknownIdError:
+        key = str(system_id).strip().lower()
+        if key not in chips():
+            raise
+        holders = [s.id for s in systems().values() if s.chip.id == key]
+        error = UnknownIdError("system", system_id, systems())
+        error.args = (
+            f"unknown system {system_id!r}: {key} is a chip, not a system; "
+            f"systems built from it: {', '.join(holders)}",
+        )
+        raise error from None
 
 
 def model(model_id: str) -> ModelSpec:

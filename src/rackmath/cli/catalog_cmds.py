@@ -69,6 +69,39 @@ def models_command(as_json: bool = typer.Option(False, "--json", help="Print as 
     Console().print(table)
 
 
+#: Below this terminal width `rackmath hardware` prints the compact tables.
+WIDE_COLUMNS = 132
+
+
+def _narrow_hardware(console: Console, chips: dict[str, Any], systems: dict[str, Any]) -> None:
+    """The chip and system tables in under 80 columns: units in the headers, fewer columns."""
+    table = Table(title="chips (dense peaks; `--json` or a wider terminal shows more)", header_style="bold")
+    for col in ("id", "bf16 TF/s", "fp8 TF/s", "fp4 TF/s", "HBM GB", "HBM TB/s", "$/chip-h"):
+        table.add_column(col, justify="left" if col == "id" else "right", no_wrap=True)
+
+    def tf(chip: Any, p: Precision) -> str:
+        v = chip.peak_flops_per_s.get(p)
+        return "-" if v is None else f"{v / 1e12:,.0f}"
+
+    for c in chips.values():
+        table.add_row(
+            c.id,
+            tf(c, Precision.BF16),
+            tf(c, Precision.FP8),
+            tf(c, Precision.FP4),
+            f"{c.hbm_capacity_bytes / 1e9:,.0f}",
+            f"{c.hbm_bandwidth_bytes_per_s / 1e12:.1f}",
+            f"{c.price_usd_per_chip_hour.value_usd:.2f}",
+        )
+    console.print(table)
+    systable = Table(title="systems", header_style="bold")
+    for col in ("id", "chip", "scale-up domain", "default chips"):
+        systable.add_column(col, justify="left" if col in ("id", "chip") else "right", no_wrap=True)
+    for sy in systems.values():
+        systable.add_row(sy.id, sy.chip.id, str(sy.scale_up_domain_chips), str(sy.default_chips))
+    console.print(systable)
+
+
 @app.command("hardware")
 def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """List chips and systems with their peaks, memory, links and dated prices."""
@@ -86,6 +119,10 @@ def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print a
                 }
             )
         )
+        return
+    console = Console()
+    if console.width < WIDE_COLUMNS:
+        _narrow_hardware(console, chips, systems)
         return
     table = Table(title="chips (dense peaks)", header_style="bold", show_edge=False)
     for col in (
@@ -122,7 +159,6 @@ def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print a
             fmt.usd(c.price_usd_per_chip_hour.value_usd) + c.price_usd_per_chip_hour.estimate_label,
             c.price_usd_per_chip_hour.date,
         )
-    console = Console()
     console.print(table)
     systable = Table(title="systems", header_style="bold", show_edge=False)
     for col in ("id", "chip", "scale-up domain", "default chips", "scale-up fabric", "scale-out fabric"):

@@ -14,8 +14,20 @@ from rackmath.analyses.layout import LayoutReport, layout
 from rackmath.catalog import resolve_model
 from rackmath.catalog import system as catalog_system
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json, positive
+from rackmath.cli.options import (
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_TRAFFIC,
+    check_context,
+    count,
+    dump_json,
+    names,
+    number,
+    plot_option,
+    plural,
+)
 from rackmath.errors import InputError, RackmathError
+from rackmath.specs import ModelSpec, SystemSpec
 
 
 class InfeasibleError(RackmathError):
@@ -27,11 +39,39 @@ def _console() -> Console:
     return console if console.is_terminal else Console(highlight=False, width=160)
 
 
-def _names(text: str, field: str) -> list[str]:
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
-        raise InputError(field, text, "a comma list")
-    return names
+#: Work budget of `plan`: (plans x batches x precision families) deployments evaluated.
+MAX_SEARCH_CANDIDATES = 3_000_000
+#: Most chips per replica the search and the frontier consider.
+MAX_SEARCH_CHIPS = 2**14
+
+
+def _check_search_size(
+    model: ModelSpec, systems: list[SystemSpec], precisions: list[str], max_chips: int, budget: int
+) -> None:
+    """Refuse a search whose candidate count exceeds ``budget`` before doing it."""
+    plans = sum(len(srch.enumerate_plans(model, s, max_chips=max_chips)) for s in systems)
+    total = plans * len(srch.BATCH_GRID) * len(precisions)
+    if total > budget:
+        raise InputError(
+            "--max-chips",
+            max_chips,
+            f"a search within the budget of {budget:,} deployments (this one has {total:,}): lower "
+            "--max-chips, name fewer --hardware or --precision, or raise --max-candidates",
+        )
+
+
+def _check_precisions(model: ModelSpec, systems: list[SystemSpec], precisions: list[str]) -> None:
+    """Refuse precision families that no searched system has a peak for (nothing to search)."""
+    for name in precisions:
+        if name not in srch.PRECISION_CHOICES:
+            raise InputError("--precision", name, ", ".join(srch.PRECISION_CHOICES))
+    if any(srch.precision_family(p, model, s) is not None for s in systems for p in precisions):
+        return
+    have = "; ".join(
+        f"{s.id} has {', '.join(p for p in srch.PRECISION_CHOICES if srch.precision_family(p, model, s))}"
+        for s in systems
+    )
+    raise InputError("--precision", ",".join(precisions), f"a precision the systems support ({have})")
 
 
 def _choice_row(c: srch.Choice) -> list[str]:
@@ -70,31 +110,51 @@ _CHOICE_COLUMNS = (
 @app.command("plan")
 def plan_command(
     model: str = typer.Argument(..., help="Catalog id or alias, a config.json path, or hf:owner/name."),
-    traffic: float = typer.Option(..., "--traffic", help="Output tokens per second to serve."),
-    input_len: int = typer.Option(1024, "--input-len", help="Prompt tokens per request."),
-    output_len: int = typer.Option(1024, "--output-len", help="Generated tokens per request."),
-    ttft_ms: float | None = typer.Option(None, "--ttft-ms", help="Time-to-first-token SLO (ms)."),
-    tpot_ms: float | None = typer.Option(None, "--tpot-ms", help="Time-per-output-token SLO (ms)."),
+    traffic: float = number(
+        ...,
+        "--traffic",
+        help="Output tokens per second to serve (e.g. 1M).",
+        maximum=MAX_TRAFFIC,
+        positive=True,
+    ),
+    input_len: int = count(1024, "--input-len", help="Prompt tokens per request.", maximum=MAX_CONTEXT),
+    output_len: int = count(1024, "--output-len", help="Generated tokens per request.", maximum=MAX_CONTEXT),
+    ttft_ms: float | None = number(
+        None, "--ttft-ms", help="Time-to-first-token SLO (ms).", maximum=3.6e6, positive=True
+    ),
+    tpot_ms: float | None = number(
+        None, "--tpot-ms", help="Time-per-output-token SLO (ms).", maximum=3.6e6, positive=True
+    ),
     hardware: str = typer.Option(
         ",".join(srch.DEFAULT_SYSTEMS), "--hardware", help="Comma list of system ids."
     ),
-    max_chips: int = typer.Option(srch.DEFAULT_MAX_CHIPS, "--max-chips", help="Most chips per replica."),
+    max_chips: int = count(
+        srch.DEFAULT_MAX_CHIPS, "--max-chips", help="Most chips per replica.", maximum=MAX_SEARCH_CHIPS
+    ),
     precision: str = typer.Option(",".join(srch.DEFAULT_PRECISIONS), "--precision", help="native, fp8, fp4."),
+    max_candidates: int = count(
+        MAX_SEARCH_CANDIDATES,
+        "--max-candidates",
+        help="Work budget: most deployments evaluated.",
+        maximum=1e9,
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """The cheapest deployment that meets the SLOs, runners-up, and why the others failed."""
     spec = resolve_model(model)
-    systems = [catalog_system(s) for s in _names(hardware, "--hardware")]
+    check_context(spec, input_len + output_len, "--input-len + --output-len")
+    systems = [catalog_system(s) for s in names(hardware, "--hardware")]
+    precisions = names(precision, "--precision")
+    _check_precisions(spec, systems, precisions)
+    _check_search_size(spec, systems, precisions, max_chips, max_candidates)
     work = srch.Workload(
         traffic_tokens_per_s=traffic,
         input_len=input_len,
         output_len=output_len,
-        ttft_s=None if ttft_ms is None else positive(ttft_ms, "--ttft-ms") / 1e3,  # type: ignore[operator]
-        tpot_s=None if tpot_ms is None else positive(tpot_ms, "--tpot-ms") / 1e3,  # type: ignore[operator]
+        ttft_s=None if ttft_ms is None else ttft_ms / 1e3,
+        tpot_s=None if tpot_ms is None else tpot_ms / 1e3,
     )
-    result = srch.search(
-        spec, systems, work, precisions=tuple(_names(precision, "--precision")), max_chips=max_chips
-    )
+    result = srch.search(spec, systems, work, precisions=tuple(precisions), max_chips=max_chips)
     if as_json:
         typer.echo(dump_json(result.to_dict()))
     else:
@@ -140,7 +200,8 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
     else:
         b = r.best
         out(
-            f"\n[bold]Answer[/]: {b.replicas} x {b.chips} {b.chip} ({b.system}, {b.plan_text}, "
+            f"\n[bold]Answer[/]: {plural(b.replicas, 'replica')} x {b.chips} {b.chip} "
+            f"({b.system}, {b.plan_text}, "
             f"{b.precisions.weights.value} weights) at batch {b.batch:,}: "
             f"{fmt.usd(b.fleet_usd_per_million_output_tokens)} per million output tokens."
         )
@@ -151,20 +212,28 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
 def pareto_command(
     model: str = typer.Argument(..., help="Catalog id or alias, a config.json path, or hf:owner/name."),
     on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72."),
-    input_len: int = typer.Option(1024, "--input-len", help="Prompt tokens per request."),
-    output_len: int = typer.Option(1024, "--output-len", help="Generated tokens per request."),
+    input_len: int = count(1024, "--input-len", help="Prompt tokens per request.", maximum=MAX_CONTEXT),
+    output_len: int = count(1024, "--output-len", help="Generated tokens per request.", maximum=MAX_CONTEXT),
     precision: str = typer.Option("native", "--precision", help="native, fp8, fp4 (comma list)."),
-    max_chips: int | None = typer.Option(None, "--max-chips", help="Most chips per replica."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write the frontier (PNG/SVG)."),
+    max_chips: int | None = count(
+        None, "--max-chips", help="Most chips per replica (default: the system's).", maximum=MAX_SEARCH_CHIPS
+    ),
+    plot: Path | None = plot_option("Write the frontier (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Tokens/s per chip against tokens/s per user: the frontier over plans and batches."""
+    spec, sys_ = resolve_model(model), catalog_system(on)
+    check_context(spec, input_len + output_len, "--input-len + --output-len")
+    precisions = names(precision, "--precision")
+    _check_precisions(spec, [sys_], precisions)
+    cap = max_chips or max(sys_.scale_up_domain_chips, 64)
+    _check_search_size(spec, [sys_], precisions, cap, MAX_SEARCH_CANDIDATES)
     result = srch.pareto(
-        resolve_model(model),
-        catalog_system(on),
+        spec,
+        sys_,
         input_len=input_len,
         output_len=output_len,
-        precisions=tuple(_names(precision, "--precision")),
+        precisions=tuple(precisions),
         max_chips=max_chips,
     )
     if plot is not None:
@@ -201,16 +270,15 @@ def pareto_command(
 def layout_command(
     model: str = typer.Argument(..., help="Catalog id or alias, a config.json path, or hf:owner/name."),
     on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72."),
-    batch: int = typer.Option(2048, "--batch", help="Sequences per decode step."),
-    context: int = typer.Option(4096, "--context", help="Tokens of context."),
+    batch: int = count(2048, "--batch", help="Sequences per decode step.", maximum=MAX_BATCH),
+    context: int = count(4096, "--context", help="Tokens of context.", maximum=MAX_CONTEXT),
     weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """The lecture's layout arguments (D13-D24) for a model on a system."""
-    for name, value in (("--batch", batch), ("--context", context)):
-        if value < 1:
-            raise InputError(name, value, "a whole number >= 1")
-    report = layout(resolve_model(model), catalog_system(on), batch=batch, context=context, weights=weights)
+    spec = resolve_model(model)
+    check_context(spec, context, "--context")
+    report = layout(spec, catalog_system(on), batch=batch, context=context, weights=weights)
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return

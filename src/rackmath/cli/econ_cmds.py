@@ -16,17 +16,30 @@ from rich.table import Table
 
 from rackmath import fmt
 from rackmath.analyses import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses import overtrain as ot
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json, number_list, positive
+from rackmath.cli.options import (
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_TRAFFIC,
+    MAX_USD_PER_CHIP_HOUR,
+    count,
+    dump_json,
+    duration,
+    number,
+    number_list,
+    plot_option,
+    plural,
+)
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError, UnknownIdError
-from rackmath.specs.economics import parse_duration_s
-from rackmath.units import SECONDS_PER_DAY
+from rackmath.numbers import parse_duration, parse_number
+from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_YEAR
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
-_PLOT = typer.Option(None, "--plot", help="Write a figure (PNG/SVG/PDF).")
+_PLOT = plot_option()
 
 
 def _console() -> Console:
@@ -34,13 +47,11 @@ def _console() -> Console:
     return console if console.is_terminal else Console(highlight=False, width=132)
 
 
-def _one(text: str, field: str, minimum: float = 0.0) -> float:
-    value = number_list(text, field, minimum=minimum)
-    if len(value) != 1:
-        raise InputError(field, text, "one number")
-    if value[0] <= 0:
+def _one(text: str, field: str, minimum: float = 0.0, maximum: float | None = None) -> float:
+    value = parse_number(text, field, minimum=minimum, maximum=maximum)
+    if value <= 0:
         raise InputError(field, text, "a positive number")
-    return value[0]
+    return value
 
 
 def _emit(result: Any, as_json: bool, plot: Path | None, draw: Any, render: Any) -> None:
@@ -89,7 +100,7 @@ def prices_command(
 ) -> None:
     """What API prices reveal: output/input, long-context tiers, prompt caches, fast modes."""
     table = ce.price_table(prices_file)
-    today = _date(as_of)
+    today = _date(as_of, table)
     chosen = list(table.values())
     if provider is not None:
         known = ce.providers(table)
@@ -98,25 +109,32 @@ def prices_command(
         chosen = [p for p in chosen if p.provider == provider.lower()]
     dep = deployment(ref_model, on)
     survey = prices.survey(
-        chosen, dep, as_of=today, batch=_one(batch, "--batch", 1), context=_one(context, "--context", 1)
+        chosen,
+        dep,
+        as_of=today,
+        batch=_one(batch, "--batch", 1, MAX_BATCH),
+        context=_one(context, "--context", 1, dep.model.max_context or MAX_CONTEXT),
     )
     lc_price = ce.price(long_model, table)
     long = (
-        prices.long_context(lc_price, dep, batch=_one(long_batch, "--long-batch", 1))
+        prices.long_context(lc_price, dep, batch=_one(long_batch, "--long-batch", 1, MAX_BATCH))
         if lc_price.tier_boundaries_tokens
         else None
     )
-    amort = parse_duration_s(amortization, "--amortization")
+    amort = parse_duration(amortization, "--amortization", maximum_s=100 * SECONDS_PER_YEAR)
+    retentions = list(dict.fromkeys(parse_duration(r, "--retention") for r in retention.split(",")))
+    if len(retentions) > 32:
+        raise InputError("--retention", retention, "at most 32 durations")
     cache = caching.cache_economics(
         dep,
         caching.default_tiers(dep, ce.memory_tiers(), amort),
-        retentions_s=[parse_duration_s(r, "--retention") for r in retention.split(",")],
-        prompt_tokens=_one(prompt_tokens, "--prompt-tokens", 1),
+        retentions_s=retentions,
+        prompt_tokens=_one(prompt_tokens, "--prompt-tokens", 1, MAX_CONTEXT),
         amortization_s=amort,
         price=ce.price(cache_model, table),
     )
     fast = fast_mode.report(
-        dep, context=_one(fast_context, "--fast-context", 1), price=ce.price(fast_model, table)
+        dep, context=_one(fast_context, "--fast-context", 1, MAX_CONTEXT), price=ce.price(fast_model, table)
     )
     report = prices.PricesReport(survey=survey, long_context=long, caching=cache, fast_mode=fast)
     from rackmath.plots.economics import save_prices_plot
@@ -124,13 +142,21 @@ def prices_command(
     _emit(report, as_json, plot, save_prices_plot, _render_prices)
 
 
-def _date(text: str | None) -> dt.date:
+def _date(text: str | None, table: dict[str, Any]) -> dt.date:
+    """The date prices are aged to: not before the newest price (ages are never negative)."""
     if text is None:
-        return dt.date.today()
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise InputError("--as-of", text, "a date YYYY-MM-DD") from None
+        day = dt.date.today()
+    else:
+        try:
+            day = dt.date.fromisoformat(text)
+        except ValueError:
+            raise InputError("--as-of", text, "a date YYYY-MM-DD") from None
+    newest = max(dt.date.fromisoformat(p.date) for p in table.values())
+    if day < newest:
+        raise InputError(
+            "--as-of", text or day.isoformat(), f"a date on or after {newest} (the newest price)"
+        )
+    return day
 
 
 def _usd_m(value: float | None) -> str:
@@ -240,14 +266,19 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
     out(f"  the lecture's mapping: 5 min -> {m['300s']}, 1 h -> {m['3600s']}")
     pr = cd["pricing"]
     if pr and pr["miss_over_hit"]:
-        premium = (pr["cache_write_5m_usd_per_million_tokens"] or 0) - pr["input_usd_per_million_tokens"]
+        write = pr["cache_write_5m_usd_per_million_tokens"]
+        premium = (
+            f"a write premium of {fmt.usd(write - pr['input_usd_per_million_tokens'])}/M"
+            if write is not None
+            else "no separate write price (writes are billed as input)"
+        )
         out(
             f"  {pr['priced_model']}: a miss costs {pr['miss_over_hit']:.0f}x a hit (input "
             f"{fmt.usd(pr['input_usd_per_million_tokens'])} = recompute, "
             f"read {fmt.usd(pr['cache_read_usd_per_million_tokens'])}); at cost, recompute is "
             f"{pr['cost_recompute_over_hit_5m']:.0f}x a 5-min hit, "
-            f"and holding 5 min costs {pr['cheapest_hold_5m_usd_per_million_tokens']:.2g} $/M against a "
-            f"write premium of {fmt.usd(premium)}/M"
+            f"and holding 5 min costs {pr['cheapest_hold_5m_usd_per_million_tokens']:.2g} $/M against "
+            f"{premium}"
         )
     f = r.fast_mode
     fd = f.to_dict()
@@ -282,22 +313,44 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
 # ----------------------------------------------------------------------------- fleet
 @app.command("fleet")
 def fleet_command(
-    traffic: str = typer.Option("500M", "--traffic", help="Global output tokens per second."),
-    batch: int = typer.Option(fleet.LECTURE_BATCH, "--batch", help="Sequences per replica (max batch)."),
-    step: str | None = typer.Option(None, "--step", help="Decode step time (default 15.625ms), e.g. 20ms."),
+    traffic: float = number(
+        "500M", "--traffic", help="Global output tokens per second.", maximum=MAX_TRAFFIC, positive=True
+    ),
+    batch: int = count(
+        fleet.LECTURE_BATCH, "--batch", help="Sequences per replica (max batch).", maximum=fleet.MAX_BATCH
+    ),
+    step: float | None = duration(
+        None, "--step", help="Decode step time (default 15.625ms), e.g. 20ms.", maximum_s=SECONDS_PER_HOUR
+    ),
     model: str | None = typer.Option(None, "--model", help="Take step times from this model's roofline..."),
     on: str | None = typer.Option(None, "--on", help="...on this system."),
-    context: str = typer.Option("4096", "--context", help="Context for roofline step times."),
-    chips_per_replica: int | None = typer.Option(
-        None, "--chips-per-replica", help="Default 72 or the system's."
+    context: int = count(4096, "--context", help="Context for roofline step times.", maximum=MAX_CONTEXT),
+    chips_per_replica: int | None = count(
+        None, "--chips-per-replica", help="Default 72 or the system's.", maximum=2**18
     ),
-    price: float | None = typer.Option(None, "--price-per-chip-hour", help="USD per chip-hour."),
-    output_tokens: int = typer.Option(
-        fleet.DEFAULT_OUTPUT_TOKENS, "--output-tokens", help="Tokens per request."
+    price: float | None = number(
+        None, "--price-per-chip-hour", help="USD per chip-hour.", maximum=MAX_USD_PER_CHIP_HOUR, positive=True
+    ),
+    output_tokens: int = count(
+        fleet.DEFAULT_OUTPUT_TOKENS,
+        "--output-tokens",
+        help="Tokens per request.",
+        maximum=fleet.MAX_OUTPUT_TOKENS,
     ),
     loads: str = typer.Option("0.2,0.5,0.8,0.95", "--loads", help="Simulated loads, fractions of capacity."),
-    requests: int = typer.Option(6000, "--requests", help="Arrivals simulated per load (at least)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    requests: int = count(
+        6000, "--requests", help="Arrivals simulated per load (at least).", maximum=fleet.MAX_REQUESTS
+    ),
+    seed: int = count(0, "--seed", help="Random seed.", minimum=0, maximum=2**32 - 1),
+    max_sim_requests: int = count(
+        fleet.MAX_SIMULATED_REQUESTS,
+        "--max-sim-requests",
+        help="Work budget: simulated arrivals.",
+        maximum=1e9,
+    ),
+    max_sim_steps: int = count(
+        fleet.MAX_SIMULATED_STEPS, "--max-sim-steps", help="Work budget: simulated decode steps.", maximum=1e9
+    ),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
 ) -> None:
@@ -305,18 +358,22 @@ def fleet_command(
     if (model is None) != (on is None):
         raise InputError("--model/--on", model or on, "both --model and --on, or neither")
     dep = deployment(model, on) if model and on else None
+    if dep is not None and dep.model.max_context and context > dep.model.max_context:
+        raise InputError("--context", context, f"at most {dep.model.max_context:,} tokens ({dep.model.id})")
     result = fleet.fleet(
-        traffic_tokens_per_s=_one(traffic, "--traffic"),
+        traffic_tokens_per_s=traffic,
         batch=batch,
-        step_s=parse_duration_s(step, "--step") if step else None,
+        step_s=step,
         deployment=dep,
-        context=_one(context, "--context", 1),
+        context=context,
         chips_per_replica=chips_per_replica,
-        usd_per_chip_hour=positive(price, "--price-per-chip-hour"),
+        usd_per_chip_hour=price,
         output_tokens=output_tokens,
-        loads=number_list(loads, "--loads", minimum=1e-6),
+        loads=number_list(loads, "--loads", minimum=1e-6, maximum=fleet.MAX_LOAD_FRAC, most=fleet.MAX_LOADS),
         requests=requests,
         seed=seed,
+        max_simulated_requests=max_sim_requests,
+        max_simulated_steps=max_sim_steps,
     )
     from rackmath.plots.economics import save_fleet_plot
 
@@ -331,7 +388,7 @@ def _render_fleet(f: fleet.Fleet, console: Console) -> None:
         f"{f.tokens_per_s_per_replica:,.0f} tokens/s   ({f.source})"
     )
     out(
-        f"  traffic {fmt.si(f.traffic_tokens_per_s, 'tokens/s')} -> {f.replicas:,} replicas x "
+        f"  traffic {fmt.si(f.traffic_tokens_per_s, 'tokens/s')} -> {plural(f.replicas, 'replica')} x "
         f"{f.chips_per_replica} chips = "
         f"{f.chips:,} chips; {fmt.usd(f.usd_per_day)}/day at {fmt.usd(f.usd_per_chip_hour)}/chip-hour "
         f"({fmt.usd(f.usd_per_million_tokens)} per million tokens)"
@@ -384,25 +441,51 @@ def _render_fleet(f: fleet.Fleet, console: Console) -> None:
 # ----------------------------------------------------------------------------- overtrain
 @app.command("overtrain")
 def overtrain_command(
-    params: str = typer.Option("100e9", "--params", help="Active parameters N."),
-    tokens_per_s: str = typer.Option("50M", "--tokens-per-s", help="Inference traffic served by this model."),
-    duration: str = typer.Option("60d", "--duration", help="How long the model serves (60d, 1y...)."),
-    rl_flops: float = typer.Option(3.0, "--rl-flops", help="RL FLOPs per parameter-token (2..6)."),
-    rl_efficiency: float = typer.Option(
-        1 / 3, "--rl-efficiency", help="RL hardware efficiency vs pre-training."
+    params: float = number(
+        "100B",
+        "--params",
+        help="Active parameters N.",
+        minimum=ot.PARAMS_RANGE[0],
+        maximum=ot.PARAMS_RANGE[1],
     ),
-    inference_efficiency: float = typer.Option(1 / 3, "--inference-efficiency", help="Inference efficiency."),
-    tokens_per_param: float = typer.Option(
-        sl.CHINCHILLA_TOKENS_PER_PARAM, "--tokens-per-param", help="Chinchilla ratio."
+    tokens_per_s: float = number(
+        "50M",
+        "--tokens-per-s",
+        help="Inference traffic served by this model.",
+        minimum=ot.TOKENS_PER_S_RANGE[0],
+        maximum=ot.TOKENS_PER_S_RANGE[1],
+    ),
+    duration_s: float = duration(
+        "60d", "--duration", help="How long the model serves (60d, 1y...).", maximum_s=ot.DURATION_RANGE_S[1]
+    ),
+    rl_flops: float = number(
+        3.0,
+        "--rl-flops",
+        help="RL FLOPs per parameter-token (2..6).",
+        minimum=ot.RL_FLOPS_RANGE[0],
+        maximum=ot.RL_FLOPS_RANGE[1],
+    ),
+    rl_efficiency: float = number(
+        "1/3", "--rl-efficiency", help="RL hardware efficiency vs pre-training.", minimum=1e-3, maximum=1
+    ),
+    inference_efficiency: float = number(
+        "1/3", "--inference-efficiency", help="Inference efficiency.", minimum=1e-3, maximum=1
+    ),
+    tokens_per_param: float = number(
+        sl.CHINCHILLA_TOKENS_PER_PARAM,
+        "--tokens-per-param",
+        help="Chinchilla ratio.",
+        minimum=ot.TOKENS_PER_PARAM_RANGE[0],
+        maximum=ot.TOKENS_PER_PARAM_RANGE[1],
     ),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
 ) -> None:
     """How far past Chinchilla to pre-train a model that will serve heavy traffic."""
     result = overtrain.overtrain(
-        params=_one(params, "--params"),
-        tokens_per_s=_one(tokens_per_s, "--tokens-per-s"),
-        duration_s=parse_duration_s(duration, "--duration"),
+        params=params,
+        tokens_per_s=tokens_per_s,
+        duration_s=duration_s,
         coefficients=sl.ComputeCoefficients(
             rl=rl_flops, rl_efficiency=rl_efficiency, inference_efficiency=inference_efficiency
         ),
@@ -468,10 +551,10 @@ def sparsity_command(
     """What a sparser MoE buys (quality) and costs (batch, memory, traffic) on a system."""
     result = sparsity.sparsity_study(
         deployment(model, on),
-        sparsities=number_list(levels, "--sparsity", minimum=1),
-        context=_one(context, "--context", 1),
-        users=_one(users, "--users", 1),
-        params_active=_one(params_active, "--params-active") if params_active else None,
+        sparsities=number_list(levels, "--sparsity", minimum=1, maximum=4096, most=32),
+        context=_one(context, "--context", 1, MAX_CONTEXT),
+        users=_one(users, "--users", 1, MAX_BATCH),
+        params_active=_one(params_active, "--params-active", 1e6, 1e15) if params_active else None,
     )
     from rackmath.plots.economics import save_sparsity_plot
 

@@ -15,7 +15,19 @@ from rackmath.analyses import serving
 from rackmath.analyses.explain import Explanation
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json, number_list, positive
+from rackmath.cli.options import (
+    MAX_BATCH,
+    MAX_CHIPS,
+    MAX_CONTEXT,
+    MAX_USD_PER_CHIP_HOUR,
+    check_chips_in_system,
+    check_context,
+    count,
+    dump_json,
+    number,
+    number_list,
+    plot_option,
+)
 from rackmath.core import architecture as arch
 from rackmath.errors import DoesNotFitError
 from rackmath.narrative import reading
@@ -25,22 +37,28 @@ from rackmath.narrative import reading
 def explain_command(
     model: str = typer.Argument(..., help="Catalog id or alias, a path to config.json, or hf:owner/name."),
     on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72 (see `rackmath hardware`)."),
-    chips: int | None = typer.Option(None, "--chips", help="Chips used (default: the system's)."),
+    chips: int | None = count(None, "--chips", help="Chips used (default: the system's).", maximum=MAX_CHIPS),
     batch: str = typer.Option("1,8,32,128,512,1024,2048,4096,8192", "--batch", help="Comma list."),
     context: str = typer.Option("4096", "--context", help="Comma list of context lengths (tokens)."),
     weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
     kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
     compute: str | None = typer.Option(None, "--compute", help="Compute precision (selects the peak)."),
-    price: float | None = typer.Option(
-        None, "--price-per-chip-hour", help="USD per chip-hour (default: the catalog's dated price)."
+    price: float | None = number(
+        None,
+        "--price-per-chip-hour",
+        help="USD per chip-hour (default: the catalog's dated price).",
+        maximum=MAX_USD_PER_CHIP_HOUR,
+        positive=True,
     ),
     plan: str | None = typer.Option(
         None, "--plan", help="Parallel plan over the chips, e.g. dp=64,ep=64: adds communication and memory."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write latency and cost vs batch (PNG/SVG)."),
+    plot: Path | None = plot_option("Write latency and cost vs batch (PNG/SVG/PDF)."),
 ) -> None:
     """Where the time of a forward pass goes, the balance batch, and what a token costs."""
+    batches = number_list(batch, "--batch", integer=True, maximum=MAX_BATCH)
+    contexts = number_list(context, "--context", integer=True, maximum=MAX_CONTEXT)
     dep = deployment(
         model,
         on,
@@ -48,8 +66,10 @@ def explain_command(
         weights=weights,
         kv=kv,
         compute=compute,
-        usd_per_chip_hour=positive(price, "--price-per-chip-hour"),
+        usd_per_chip_hour=price,
     )
+    check_chips_in_system(dep.system, chips, plan)
+    check_context(dep.model, max(contexts), "--context")
     if not dep.weights_fit:
         raise DoesNotFitError(
             f"{dep.model.id} ({dep.precisions.weights.value} weights) on {dep.chips} x {dep.system.chip.id}",
@@ -58,8 +78,8 @@ def explain_command(
         )
     result = explain(
         dep,
-        number_list(batch, "--batch", integer=True),
-        number_list(context, "--context", integer=True),
+        batches,
+        contexts,
         plan=plan,
     )
     if plot is not None:

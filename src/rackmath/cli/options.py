@@ -1,38 +1,148 @@
-"""Parsing helpers shared by the commands: comma lists, positive numbers, output."""
+"""Option parsing shared by every command: one number grammar, bounds, output.
+
+Every numeric option is declared with :func:`count`, :func:`number` or :func:`duration`;
+they parse with :mod:`rackmath.numbers` (``1e3``, ``4k``, ``1M``, ``2.5G``, ``30s``, ``5min``)
+and check the option's range while Click reads the command line, so a bad value is one
+line naming the option, what was typed and what is allowed (exit 1; see ``main``).
+Comma lists go through :func:`number_list`. Nothing here imports NumPy: ``rackmath --help``
+and the light commands stay fast.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import numpy as np
+import typer
 
 from rackmath.errors import InputError
+from rackmath.numbers import fmt_bound, parse_duration, parse_list, parse_number
+
+#: Physical and work bounds shared by several commands (one place; the README quotes them).
+MAX_CONTEXT = 2**24  # 16.8M tokens: beyond every model's window; a model's own maximum binds first
+MAX_BATCH = 2**20  # sequences per step (memory binds long before)
+MAX_CHIPS = 2**18  # 262,144 chips in one job: above the largest clusters built
+MAX_TOKENS = 1e18  # a training token budget
+MAX_TRAFFIC = 1e12  # tokens per second
+MAX_USD_PER_CHIP_HOUR = 1e4
+MAX_LIST = 64  # values in one comma list
 
 
-def number_list(text: str, field: str, *, integer: bool = False, minimum: float = 1) -> list[float]:
-    """``"1,64,2048"`` -> ``[1.0, 64.0, 2048.0]``; accepts ``4k`` / ``1M`` suffixes."""
-    values: list[float] = []
-    for part in text.split(","):
-        token = part.strip().lower()
-        scale = 1.0
-        if token.endswith("k"):
-            token, scale = token[:-1], 1e3
-        elif token.endswith("m"):
-            token, scale = token[:-1], 1e6
-        try:
-            value = float(token) * scale
-        except ValueError:
-            raise InputError(field, part.strip(), "comma-separated numbers, e.g. 1,64,2048") from None
-        if not math.isfinite(value) or value < minimum:
-            raise InputError(field, part.strip(), f"numbers >= {minimum:g}")
-        if integer and value != int(value):
-            raise InputError(field, part.strip(), "whole numbers")
-        values.append(value)
-    if not values:
-        raise InputError(field, text, "at least one number")
-    return values
+def _field(decls: tuple[str, ...]) -> str:
+    return next((d for d in decls if d.startswith("--")), decls[0] if decls else "value")
+
+
+def _default(value: Any) -> Any:
+    """A float default as people write it (``3`` not ``3.0``); Click shows it unquoted."""
+    if isinstance(value, float):
+        return fmt_bound(value)
+    return value
+
+
+def count(
+    default: Any,
+    *decls: str,
+    help: str,
+    minimum: int = 1,
+    maximum: float = MAX_BATCH,
+    why: str = "",
+) -> Any:
+    """A whole-number option (``--chips 1k``) within ``[minimum, maximum]``."""
+    field = _field(decls)
+
+    def parse(value: Any) -> int | None:
+        if value is None:
+            return None
+        return int(parse_number(value, field, minimum=minimum, maximum=maximum, integer=True, why=why))
+
+    return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="N")
+
+
+def number(
+    default: Any,
+    *decls: str,
+    help: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    positive: bool = False,
+    why: str = "",
+) -> Any:
+    """A real-number option (``--traffic 500M``) within ``[minimum, maximum]``.
+
+    ``positive`` refuses zero as well (for rates and prices where 0 would divide).
+    """
+    field = _field(decls)
+
+    def parse(value: Any) -> float | None:
+        if value is None:
+            return None
+        x = parse_number(value, field, minimum=minimum, maximum=maximum, why=why)
+        if positive and x <= 0:
+            raise InputError(field, value, "a positive number")
+        return x
+
+    return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="X")
+
+
+def duration(default: Any, *decls: str, help: str, maximum_s: float | None = None) -> Any:
+    """A duration option (``--step 20ms``, ``--duration 60d``), returned in seconds."""
+    field = _field(decls)
+
+    def parse(value: Any) -> float | None:
+        if value is None:
+            return None
+        return parse_duration(value, field, maximum_s=maximum_s)
+
+    return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="DURATION")
+
+
+def plot_path(text: Any) -> Path | None:
+    """``--plot FILE``: a .png/.svg/.pdf whose folder exists (no folders are created)."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise InputError("--plot", str(text), "a file name ending in .png, .svg or .pdf")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError("--plot", str(text), f"a file in an existing folder ({parent} does not exist)")
+    return path
+
+
+def plot_option(help: str = "Write a figure (PNG/SVG/PDF).") -> Any:
+    return typer.Option(None, "--plot", help=help, parser=plot_path, metavar="FILE")
+
+
+def number_list(
+    text: str,
+    field: str,
+    *,
+    integer: bool = False,
+    minimum: float = 1,
+    maximum: float | None = None,
+    most: int = MAX_LIST,
+) -> list[float]:
+    """``"1,64,2048"`` -> ``[1.0, 64.0, 2048.0]``; the number grammar (``4k``, ``1M``) per item."""
+    return parse_list(text, field, minimum=minimum, maximum=maximum, integer=integer, most=most)
+
+
+def one(text: str, field: str, *, minimum: float = 0.0, maximum: float | None = None) -> float:
+    """One positive number from a text option (``"500M"``)."""
+    value = parse_number(text, field, minimum=minimum, maximum=maximum)
+    if value <= 0:
+        raise InputError(field, text, "a positive number")
+    return value
+
+
+def names(text: str, field: str) -> list[str]:
+    """``"a, b,a"`` -> ``["a", "b"]``: a comma list of ids, repeats dropped."""
+    items = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not items:
+        raise InputError(field, text, "a comma list of ids")
+    return list(dict.fromkeys(items))
 
 
 def positive(value: float | None, field: str) -> float | None:
@@ -44,12 +154,53 @@ def positive(value: float | None, field: str) -> float | None:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
+    tolist: Callable[[], Any] | None = getattr(value, "tolist", None)  # NumPy scalars and arrays
+    if tolist is not None:
+        return tolist()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
+def _finite(value: Any) -> Any:
+    """Replace NaN and infinities by None (JSON null): "no value", never a bogus number."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None:
+        return _finite(tolist())
+    return value
+
+
 def dump_json(payload: Any) -> str:
-    return json.dumps(payload, indent=2, default=_jsonable, allow_nan=False)
+    """Strict JSON: NaN and infinities become null, so no reader sees a non-standard token."""
+    return json.dumps(_finite(payload), indent=2, default=_jsonable, allow_nan=False)
+
+
+def plural(n: float, word: str) -> str:
+    """``1 replica``, ``3 replicas``, ``1,200 chips``."""
+    return f"{n:,.0f} {word}" + ("" if n == 1 else "s")
+
+
+def check_context(model: Any, tokens: float, field: str) -> None:
+    """Refuse a context longer than the model's own window (``max_position_embeddings``)."""
+    window = getattr(model, "max_context", None)
+    if window and tokens > window:
+        raise InputError(
+            field, f"{tokens:,.0f} tokens", f"at most {window:,} tokens ({model.id}'s context window)"
+        )
+
+
+def check_chips_in_system(system: Any, chips: int | None, plan: str | None) -> None:
+    """Without a plan, the chips act as one system: at most the system's own chips."""
+    if chips is None or plan:
+        return
+    most = max(system.default_chips, system.scale_up_domain_chips)
+    if chips > most:
+        raise InputError(
+            "--chips",
+            chips,
+            f"at most {most:,} chips in one {system.id}; give a --plan (e.g. dp=..,ep=..) to span systems",
+        )

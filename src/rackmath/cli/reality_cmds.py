@@ -10,7 +10,7 @@ from rich.table import Table
 
 from rackmath import fmt
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json
+from rackmath.cli.options import count, dump_json, plot_option
 from rackmath.errors import InputError
 
 
@@ -29,7 +29,7 @@ def _abs_pct(x: float) -> str:
 
 @app.command("validate")
 def validate_command(
-    plot: Path | None = typer.Option(None, "--plot", help="Write predicted vs measured (PNG/SVG/PDF)."),
+    plot: Path | None = plot_option("Write predicted vs measured (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print every row and the aggregates as JSON."),
     measurements_file: Path | None = typer.Option(
         None,
@@ -157,9 +157,15 @@ def _param(name: str, value: float | None) -> str:
 @app.command("measure")
 def measure_command(
     quick: bool = typer.Option(False, "--quick", help="The small CI configuration (a 16M-parameter model)."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write step time vs batch (PNG/SVG/PDF)."),
+    plot: Path | None = plot_option("Write step time vs batch (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print ceilings and every step as JSON."),
-    repeats: int | None = typer.Option(None, "--repeats", help="Timed repeats per point (median reported)."),
+    repeats: int | None = count(
+        None,
+        "--repeats",
+        help="Timed repeats per point (median reported; 3 or more).",
+        minimum=1,
+        maximum=1000,
+    ),
 ) -> None:
     """Measure this machine's matmul FLOP/s and copy bandwidth, time real decode steps of a
     random-weight transformer, and predict them with rackmath."""

@@ -11,45 +11,67 @@ from rackmath import fmt
 from rackmath.analyses.training import CALIBRATED_TRAINING, PipelineResult, TrainingEstimate
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json, number_list, positive
+from rackmath.cli.options import (
+    MAX_CHIPS,
+    MAX_CONTEXT,
+    MAX_TOKENS,
+    MAX_USD_PER_CHIP_HOUR,
+    count,
+    dump_json,
+    number,
+    plot_option,
+)
 from rackmath.core.roofline import PURE_ROOFLINE
+from rackmath.errors import DoesNotFitError
 
 
 @app.command("train")
 def train_command(
     model: str = typer.Argument(..., help="Catalog id or alias, a path to config.json, or hf:owner/name."),
     on: str = typer.Option(..., "--on", help="System id, e.g. h100-hgx (see `rackmath hardware`)."),
-    tokens: str = typer.Option(..., "--tokens", help="Token budget, e.g. 15e12 or 15000000M."),
+    tokens: float = number(
+        ..., "--tokens", help="Token budget, e.g. 15e12 or 15T.", minimum=1, maximum=MAX_TOKENS
+    ),
     plan: str = typer.Option("tp=1", "--plan", help="Parallel plan, e.g. tp=8,pp=16,dp=64[,ep=..,cp=..]."),
-    chips: int | None = typer.Option(None, "--chips", help="Chips (must equal the plan's product)."),
-    seq_len: int | None = typer.Option(None, "--seq-len", help="Tokens per sequence (default 8192)."),
-    batch: int | None = typer.Option(None, "--batch", help="Global batch in sequences (default ~4M tokens)."),
-    microbatch: int = typer.Option(1, "--microbatch", help="Sequences per micro-batch."),
+    chips: int | None = count(
+        None, "--chips", help="Chips (must equal the plan's product).", maximum=MAX_CHIPS
+    ),
+    seq_len: int | None = count(
+        None, "--seq-len", help="Tokens per sequence (default 8192).", maximum=MAX_CONTEXT
+    ),
+    batch: int | None = count(
+        None, "--batch", help="Global batch in sequences (default ~4M tokens).", maximum=2**24
+    ),
+    microbatch: int = count(1, "--microbatch", help="Sequences per micro-batch.", maximum=2**16),
     schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b, interleaved or zb-h1."),
-    virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per stage (interleaved)."),
+    virtual_stages: int = count(
+        1, "--virtual-stages", help="Model chunks per stage (interleaved).", maximum=64
+    ),
     recompute: str = typer.Option(
         "selective", "--recompute", help="none, selective, full, sqrt, reversible."
     ),
     optimizer: str = typer.Option(
         "adam-mixed", "--optimizer", help="adam-mixed, adam-fp32, adam-bf16, sgd-mixed."
     ),
-    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0-3 (3 = FSDP)."),
+    zero: int = count(1, "--zero", help="ZeRO stage 0-3 (3 = FSDP).", minimum=0, maximum=3),
     compute: str | None = typer.Option(None, "--compute", help="Compute precision (default bf16)."),
-    price: float | None = typer.Option(None, "--price-per-chip-hour", help="USD per chip-hour."),
+    price: float | None = number(
+        None, "--price-per-chip-hour", help="USD per chip-hour.", maximum=MAX_USD_PER_CHIP_HOUR, positive=True
+    ),
     calibrated: bool = typer.Option(
         False,
         "--calibrated",
         help=f"Use the fitted flops_frac {CALIBRATED_TRAINING.flops_frac} (default: pure).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write memory breakdown and schedule (PNG/SVG)."),
+    plot: Path | None = plot_option("Write memory breakdown and schedule (PNG/SVG/PDF)."),
 ) -> None:
     """Step time, MFU, memory per chip and the cost of a token budget under a parallel plan."""
     result = train(
         model,
         on,
         plan,
-        tokens=number_list(tokens, "--tokens")[0],
+        tokens=tokens,
         chips=chips,
         seq_len=seq_len,
         global_batch=batch,
@@ -60,7 +82,7 @@ def train_command(
         optimizer=optimizer,
         zero=zero,
         compute=compute,
-        usd_per_chip_hour=positive(price, "--price-per-chip-hour"),
+        usd_per_chip_hour=price,
         efficiency=CALIBRATED_TRAINING if calibrated else PURE_ROOFLINE,
     )
     if plot is not None:
@@ -73,10 +95,19 @@ def train_command(
         save_training_plot(result, shown.timeline, plot)
     if as_json:
         typer.echo(dump_json(result.to_dict()))
-        return
-    render_train(result, Console(highlight=False, width=110))
-    if plot is not None:
-        typer.echo(f"plot written to {plot}")
+    else:
+        render_train(result, Console(highlight=False, width=110))
+        if plot is not None:
+            typer.echo(f"plot written to {plot}")
+    mem = result.memory
+    if not mem.fits:  # the report shows which recomputation modes would fit; the exit says it failed
+        s = result.setup
+        raise DoesNotFitError(
+            f"{s.model.id} training on {s.chips} x {s.system.chip.id} ({s.plan}, recompute "
+            f"{s.recompute.value}, ZeRO-{int(s.zero)})",
+            mem.total_bytes,
+            mem.usable_bytes,
+        )
 
 
 def render_train(r: TrainingEstimate, console: Console) -> None:
@@ -134,12 +165,14 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
 
 @app.command("pipeline")
 def pipeline_command(
-    stages: int = typer.Option(..., "--stages", help="Pipeline stages P."),
-    microbatches: int = typer.Option(..., "--microbatches", help="Micro-batches m per step."),
+    stages: int = count(..., "--stages", help="Pipeline stages P.", maximum=2**16),
+    microbatches: int = count(..., "--microbatches", help="Micro-batches m per step.", maximum=2**16),
     schedule: str = typer.Option("1f1b", "--schedule", help="gpipe, 1f1b, interleaved or zb-h1."),
-    virtual_stages: int = typer.Option(1, "--virtual-stages", help="Model chunks per stage (interleaved)."),
+    virtual_stages: int = count(
+        1, "--virtual-stages", help="Model chunks per stage (interleaved).", maximum=64
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write the timeline (PNG/SVG)."),
+    plot: Path | None = plot_option("Write the timeline (PNG/SVG/PDF)."),
 ) -> None:
     """Lay out a pipeline schedule: bubble fraction (simulated and closed form), timeline."""
     result = pipeline(stages, microbatches, schedule, virtual_stages=virtual_stages)

@@ -8,15 +8,13 @@ source; :func:`age_days` says how old a price is on a given day.
 from __future__ import annotations
 
 import datetime as dt
-import math
-import re
 from itertools import pairwise
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, field_validator
 
-from rackmath.errors import InputError
-from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_YEAR
+from rackmath.numbers import parse_duration
+from rackmath.units import MILLION
 
 Confidence = Literal["exact", "secondhand"]
 
@@ -158,31 +156,10 @@ def age_days(date: str, today: dt.date) -> int:
     return (today - dt.date.fromisoformat(date)).days
 
 
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(ms|s|sec|min|m|h|d|y)?\s*$", re.I)
-_DURATION_UNIT_S = {
-    "ms": 1e-3,
-    "s": 1.0,
-    "sec": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "h": SECONDS_PER_HOUR,
-    "d": SECONDS_PER_DAY,
-    "y": SECONDS_PER_YEAR,  # a 365-day year
-}
-
-
 def parse_duration_s(text: str | float, field: str = "duration") -> float:
     """``"5m"`` -> 300.0; ``"1h"``, ``"20ms"``, ``"3y"`` (365-day years), bare numbers are seconds.
 
-    Malformed text (``"5x"``), negative or non-finite values raise :class:`InputError`.
+    The grammar lives in :mod:`rackmath.numbers`; malformed text (``"5x"``), negative or
+    non-finite values raise :class:`InputError`.
     """
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        value = float(text)
-    else:
-        match = _DURATION.match(str(text))
-        if not match:
-            raise InputError(field, text, "a duration such as 20ms, 30s, 5m, 1h, 2d or 3y")
-        value = float(match.group(1)) * _DURATION_UNIT_S[(match.group(2) or "s").lower()]
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(field, text, "a positive, finite duration")
-    return value
+    return parse_duration(text, field)

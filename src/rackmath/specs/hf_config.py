@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rackmath.errors import ConfigError, UnknownIdError
+from rackmath.errors import ConfigError, InputError, UnknownIdError
 from rackmath.specs.model import (
     AttentionKind,
     AttentionSpec,
@@ -25,8 +26,22 @@ from rackmath.specs.model import (
     PublishedCounts,
 )
 from rackmath.specs.precision import Precision
+from rackmath.userfiles import read_text
 
 Config = Mapping[str, Any]
+
+#: Bounds on config.json integers: a layer count bounds the per-layer work of every analysis
+#: (the deepest released models have ~100-200 layers); other sizes are far above any model.
+MAX_LAYERS = 1024
+#: How long a Hub look-up may take before it is reported as unreachable.
+HUB_TIMEOUT_S = 5.0
+MAX_FIELD_VALUE = 2**24
+FIELD_MAXIMUM = {"num_hidden_layers": MAX_LAYERS, "max_window_layers": MAX_LAYERS}
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Fields:
@@ -43,10 +58,11 @@ class _Fields:
         value = self.config.get(key, default)
         if value is None:
             raise self._fail(key, "is missing; it is required for this model_type")
+        maximum = FIELD_MAXIMUM.get(key, MAX_FIELD_VALUE)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self._fail(key, f"must be an integer >= {minimum}, got {value!r}")
-        if value < minimum:
-            raise self._fail(key, f"must be an integer >= {minimum}, got {value}")
+            raise self._fail(key, f"must be an integer >= {minimum}, got {_short(value)}")
+        if not minimum <= value <= maximum:
+            raise self._fail(key, f"must be an integer >= {minimum} and <= {maximum:,}, got {value:,}")
         return value
 
     def opt_integer(self, key: str, minimum: int = 1) -> int | None:
@@ -392,6 +408,12 @@ def model_from_config(
         raise UnknownIdError("model_type", family, SUPPORTED_FAMILIES)
     f = _Fields(config, family)
     parts = reader(f)
+    moe = parts.get("moe")
+    if moe is not None and moe.experts_per_token > moe.num_experts:
+        raise f._fail(
+            "num_experts_per_tok",
+            f"must be at most the number of routed experts ({moe.num_experts}), got {moe.experts_per_token}",
+        )
     context = config.get("max_position_embeddings")
     by_class, class_notes = _weight_precision_by_class(config)
     return ModelSpec(
@@ -418,19 +440,26 @@ def load_config_file(path: str | Path, model_id: str | None = None) -> ModelSpec
     """Read a local ``config.json``; the model id defaults to the parent folder's name."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        text = read_text(path, "config.json")
+    except InputError as exc:
+        raise ConfigError(f"cannot read {path} as config.json: {exc.allowed}") from None
     try:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to be a config.json") from None
     default_id = path.parent.name if path.name == "config.json" else path.stem
     return model_from_config(config, model_id=model_id or default_id, source=(str(path),))
 
 
-def load_config_from_hub(repo_id: str, revision: str | None = None) -> ModelSpec:
-    """Download only ``config.json`` of a Hub repository (needs the ``hub`` extra and a network)."""
+def load_config_from_hub(
+    repo_id: str, revision: str | None = None, *, timeout_s: float = HUB_TIMEOUT_S
+) -> ModelSpec:
+    """Download only ``config.json`` of a Hub repository (needs the ``hub`` extra and a network).
+
+    Gives up after ``timeout_s`` seconds with a one-line :class:`ConfigError`.
+    """
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
@@ -441,12 +470,32 @@ def load_config_from_hub(repo_id: str, revision: str | None = None) -> ModelSpec
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.ERROR)
+    outcome: dict[str, Any] = {}
+
+    def fetch() -> None:
+        try:
+            outcome["path"] = hf_hub_download(
+                repo_id, "config.json", revision=revision, etag_timeout=timeout_s
+            )
+        except Exception as exc:  # network, auth, missing repo: all reported the same way
+            outcome["error"] = exc
+
+    # The client retries for tens of seconds when offline; a daemon thread bounds the wait
+    # (it is abandoned, not joined, if the deadline passes).
+    worker = threading.Thread(target=fetch, name="rackmath-hub-fetch", daemon=True)
     try:
-        path = hf_hub_download(repo_id, "config.json", revision=revision)
-    except Exception as exc:  # network, auth, missing repo: all reported the same way
-        reason = " ".join(str(exc).split())  # one line, whatever the client's message holds
-        raise ConfigError(f"could not fetch config.json of {repo_id!r} from the Hub: {reason}") from None
+        worker.start()
+        worker.join(timeout_s)
     finally:
         hub_log.setLevel(level)
+    if worker.is_alive():
+        raise ConfigError(
+            f"could not fetch config.json of {repo_id!r} from the Hub within {timeout_s:g} s "
+            "(offline?); download it and pass its path instead"
+        )
+    if "error" in outcome:
+        reason = " ".join(str(outcome["error"]).split())  # one line, whatever the client's message holds
+        raise ConfigError(f"could not fetch config.json of {repo_id!r} from the Hub: {reason}")
+    path = outcome["path"]
     spec = load_config_file(path, model_id=repo_id.split("/")[-1].lower())
     return spec

@@ -17,9 +17,14 @@ experts by ``ep``, layers by ``pp``) is checked by the analyses that know the mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass, fields, replace
 
 from rackmath.errors import InputError, UnknownIdError
+from rackmath.numbers import parse_int
+
+#: Largest degree of any one dimension (2^20 chips: beyond any cluster built).
+MAX_PLAN_DEGREE = 2**20
 
 
 @dataclass(frozen=True)
@@ -35,12 +40,15 @@ class ParallelPlan:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"plan {f.name}", value, "a whole number >= 1")
-        if (self.dp * self.tp * self.cp) % self.ep:
+        stage = self.dp * self.tp * self.cp
+        if stage % self.ep:
+            fixed = replace(self, dp=self.dp * self.ep // math.gcd(stage, self.ep))
             raise InputError(
                 "plan ep",
                 self.ep,
-                f"a divisor of dp x tp x cp = {self.dp * self.tp * self.cp} "
-                "(experts are sharded over a stage's data-parallel and tensor-parallel chips)",
+                f"a divisor of dp x tp x cp = {stage} "
+                "(experts are sharded over a stage's data-parallel and tensor-parallel chips); "
+                f"try --plan {fixed}",
             )
 
     @property
@@ -67,10 +75,14 @@ class ParallelPlan:
                 raise UnknownIdError("plan dimension", key, known)
             if key in values:
                 raise InputError("--plan", part, f"each of {', '.join(known)} at most once")
+            if not raw.strip().lstrip("+").replace("_", "").replace(".", "", 1).isalnum():
+                raise InputError(f"plan {key}", raw, "a whole number >= 1")
             try:
-                values[key] = int(raw)
-            except ValueError:
-                raise InputError(f"plan {key}", raw, "a whole number >= 1") from None
+                values[key] = parse_int(raw, f"plan {key}", minimum=1, maximum=MAX_PLAN_DEGREE)
+            except InputError as exc:
+                if "such as" in exc.allowed:  # not a number at all
+                    raise InputError(f"plan {key}", raw, "a whole number >= 1") from None
+                raise
         return cls(**values)
 
     def __str__(self) -> str:

@@ -352,6 +352,7 @@ def serving_system(state: ServingState, compute: Precision) -> SystemSpec:
 
 # --------------------------------------------------------------------------- shared parsers
 
+
 def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
     def parse(key: str, text: str) -> str:
         value = text.strip().lower()
