@@ -24,6 +24,7 @@ is given) out.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -108,6 +109,7 @@ def mlp_params(hidden: int, intermediate: int, gated: bool, bias: bool) -> int:
     return projections * hidden * intermediate + biases
 
 
+@lru_cache(maxsize=256)
 def param_counts(model: ModelSpec) -> ParamCounts:
     """Parameters of ``model`` by component (counts, not bytes), term by term as in
     Megatron-LM's eq. 2 (Narayanan et al. 2021), generalised to GQA, MLA and MoE:
@@ -163,10 +165,13 @@ def kv_elements_per_token_per_layer(a: AttentionSpec) -> int:
     return attn.kv_elements_per_token_per_layer(a)
 
 
+@lru_cache(maxsize=256)
 def _windows(model: ModelSpec) -> tuple[FloatArray, FloatArray]:
     """(windows of sliding layers, as floats; count of full-attention layers) for broadcasting."""
     windows = np.array([layer.window for layer in model.layers if layer.window is not None], float)
     full = np.array(sum(layer.window is None for layer in model.layers), float)
+    windows.flags.writeable = False  # cached: shared by every caller
+    full.flags.writeable = False
     return windows, full
 
 

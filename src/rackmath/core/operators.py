@@ -44,7 +44,7 @@ Williams, Waterman & Patterson 2009 (the roofline per kernel); Korthikanti et al
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -62,7 +62,6 @@ ACTIVATION_BYTES = 2.0
 
 #: Activation values a norm moves per token: it reads ``h`` and writes ``h``; two norms per layer.
 NORM_VALUES_PER_HIDDEN_PER_LAYER = 4.0
-
 
 
 @dataclass(frozen=True)
@@ -105,26 +104,28 @@ class StepLoad:
         )
 
 
-def _zero(*arrays: ArrayLike) -> FloatArray:
-    return np.zeros(np.broadcast_shapes(*(np.shape(a) for a in arrays)))
+_NONE = np.zeros(())  # a term the load does not have; broadcasts against any grid
 
 
 def decode_load(
     model: ModelSpec, batch: ArrayLike, context: ArrayLike, kv_bytes_per_element: float
 ) -> StepLoad:
-    """``batch`` sequences at ``context`` cached tokens each make one token."""
+    """``batch`` sequences at ``context`` cached tokens each make one token.
+
+    Fields keep their own shapes (batch-only, context-only) and broadcast where combined,
+    so a batch x context grid costs full-grid arithmetic only where both meet (attention).
+    """
     b = np.asarray(batch, float)
     c = np.asarray(context, float)
-    z = _zero(b, c)
     return StepLoad(
-        decode_sequences=b + z,
-        decode_attention_flops=arch.decode_attention_flops_per_token(model, c) + z,
-        decode_kv_read_bytes=arch.kv_bytes_read_per_sequence(model, c, kv_bytes_per_element) + z,
-        decode_kv_write_bytes=z + arch.kv_bytes_per_sequence(model, 1.0, kv_bytes_per_element),
-        prefill_sequences=z,
-        prefill_length=z,
-        prefill_attention_flops=z,
-        prefill_kv_write_bytes=z,
+        decode_sequences=b,
+        decode_attention_flops=arch.decode_attention_flops_per_token(model, c),
+        decode_kv_read_bytes=arch.kv_bytes_read_per_sequence(model, c, kv_bytes_per_element),
+        decode_kv_write_bytes=np.asarray(arch.kv_bytes_per_sequence(model, 1.0, kv_bytes_per_element)),
+        prefill_sequences=_NONE,
+        prefill_length=_NONE,
+        prefill_attention_flops=_NONE,
+        prefill_kv_write_bytes=_NONE,
     )
 
 
@@ -138,18 +139,16 @@ def prefill_load(
     model: ModelSpec, batch: ArrayLike, length: ArrayLike, kv_bytes_per_element: float
 ) -> StepLoad:
     """``batch`` prompts of ``length`` tokens each (no prior cache); their KV is written."""
-    b = np.asarray(batch, float)
     n = np.asarray(length, float)
-    z = _zero(b, n)
     return StepLoad(
-        decode_sequences=z,
-        decode_attention_flops=z,
-        decode_kv_read_bytes=z,
-        decode_kv_write_bytes=z,
-        prefill_sequences=b + z,
-        prefill_length=n + z,
-        prefill_attention_flops=prefill_attention_flops_per_sequence(model, n) + z,
-        prefill_kv_write_bytes=arch.kv_bytes_per_sequence(model, n, kv_bytes_per_element) + z,
+        decode_sequences=_NONE,
+        decode_attention_flops=_NONE,
+        decode_kv_read_bytes=_NONE,
+        decode_kv_write_bytes=_NONE,
+        prefill_sequences=np.asarray(batch, float),
+        prefill_length=n,
+        prefill_attention_flops=prefill_attention_flops_per_sequence(model, n),
+        prefill_kv_write_bytes=arch.kv_bytes_per_sequence(model, n, kv_bytes_per_element),
     )
 
 
@@ -170,15 +169,12 @@ def mixed_load(
     o = np.asarray(output_len, float)
     dec = decode_load(model, b, i + o / 2.0, kv_bytes_per_element)
     pre = prefill_load(model, b / o, i, kv_bytes_per_element)
-    return StepLoad(
-        decode_sequences=dec.decode_sequences + 0.0 * pre.prefill_sequences,
-        decode_attention_flops=dec.decode_attention_flops + 0.0 * pre.prefill_sequences,
-        decode_kv_read_bytes=dec.decode_kv_read_bytes + 0.0 * pre.prefill_sequences,
-        decode_kv_write_bytes=dec.decode_kv_write_bytes + 0.0 * pre.prefill_sequences,
-        prefill_sequences=pre.prefill_sequences + 0.0 * dec.decode_sequences,
-        prefill_length=pre.prefill_length + 0.0 * dec.decode_sequences,
-        prefill_attention_flops=pre.prefill_attention_flops + 0.0 * dec.decode_sequences,
-        prefill_kv_write_bytes=pre.prefill_kv_write_bytes + 0.0 * dec.decode_sequences,
+    return replace(
+        dec,
+        prefill_sequences=pre.prefill_sequences,
+        prefill_length=pre.prefill_length,
+        prefill_attention_flops=pre.prefill_attention_flops,
+        prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
     )
 
 
@@ -268,6 +264,12 @@ class Operator:
     compute_s: FloatArray
     memory_s: FloatArray
     time_s: FloatArray
+    #: the bandwidth this operator's traffic moves at (peak x its achieved fraction)
+    bandwidth_bytes_per_s: FloatArray
+
+    def moving_s(self, tensor_bytes: ArrayLike) -> FloatArray:
+        """Seconds this operator spends moving ``tensor_bytes`` of its traffic."""
+        return np.asarray(np.asarray(tensor_bytes, float) / self.bandwidth_bytes_per_s)
 
     @property
     def bytes_read(self) -> FloatArray:
@@ -315,16 +317,21 @@ def _operator(
         np.asarray(x, float) for x in (weight_bytes, activation_bytes, kv_read_bytes, kv_write_bytes)
     )
     moved = w + a + kr + kw
-    r = np.maximum(np.asarray(rows, float), 1e-30)
     if e == eff.PURE:
+        bandwidth = np.asarray(rates.bandwidth_bytes_per_s, float)
         compute = f / peak
-        memory = moved / rates.bandwidth_bytes_per_s
+        memory = moved / bandwidth
+        time = np.maximum(compute, memory)
     else:
+        r = np.maximum(np.asarray(rows, float), 1e-30)
+        bandwidth = rates.bandwidth_bytes_per_s * eff.achieved_bandwidth_frac(e, r)
         compute = f / (peak * eff.achieved_compute_frac(e, r))
-        memory = moved / (rates.bandwidth_bytes_per_s * eff.achieved_bandwidth_frac(e, r))
-    active = (f > 0) | (moved > 0)
-    time = np.maximum(compute, memory) + np.where(active, np.asarray(calls, float) * e.floor_s, 0.0)
-    return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time)
+        memory = moved / bandwidth
+        time = np.maximum(compute, memory)
+        if e.floor_s:
+            active = (f > 0) | (moved > 0)
+            time = time + np.where(active, np.asarray(calls, float) * e.floor_s, 0.0)
+    return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time, bandwidth)
 
 
 def pass_operators(

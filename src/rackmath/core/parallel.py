@@ -435,27 +435,22 @@ class PlanStep:
     def compute_s(self) -> FloatArray:
         return np.asarray(self._scale * self._total("compute_s"))
 
-    def _memory_share_s(self, attribute: str) -> FloatArray:
-        """Memory time of the operators, split in proportion to ``attribute``'s bytes."""
-        total = np.zeros_like(self.stage_s)
-        for op in self.operators:
-            moved = op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
-            with np.errstate(invalid="ignore", divide="ignore"):
-                share = np.where(moved > 0, getattr(op, attribute) / moved, 0.0)
-            total = total + op.memory_s * share
+    def _moving_s(self, attribute: str) -> FloatArray:
+        """Seconds the operators spend moving one tensor class (``weight_bytes``, ...)."""
+        total = sum(op.moving_s(getattr(op, attribute)) for op in self.operators)
         return np.asarray(self._scale * total)
 
     @property
     def weight_fetch_s(self) -> FloatArray:
-        return self._memory_share_s("weight_bytes")
+        return self._moving_s("weight_bytes")
 
     @property
     def kv_fetch_s(self) -> FloatArray:
-        return np.asarray(self._memory_share_s("kv_read_bytes") + self._memory_share_s("kv_write_bytes"))
+        return np.asarray(self._moving_s("kv_read_bytes") + self._moving_s("kv_write_bytes"))
 
     @property
     def activation_s(self) -> FloatArray:
-        return self._memory_share_s("activation_bytes")
+        return self._moving_s("activation_bytes")
 
     @property
     def memory_s(self) -> FloatArray:
@@ -518,9 +513,7 @@ class PlanStep:
     def bottleneck(self) -> NDArray[np.str_]:
         """'compute', 'weights', 'kv' (which share of the operator time is largest),
         'comm' (its time exceeds the pass) or 'hops'."""
-        bound_compute = np.zeros_like(self.stage_s)
-        for op in self.operators:
-            bound_compute = bound_compute + np.where(op.compute_s >= op.memory_s, op.time_s, 0.0)
+        bound_compute = sum(np.where(op.compute_s >= op.memory_s, op.time_s, 0.0) for op in self.operators)
         compute = self._scale * bound_compute
         weights = self.weight_fetch_s + self.activation_s
         kv = self.kv_fetch_s
