@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
+
+import numpy as np
 
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 
@@ -69,3 +73,17 @@ def pct(frac: float) -> str:
     if frac is None or not math.isfinite(frac):
         return "n/a"
     return f"{frac:.1%}"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def to_json(payload: Any) -> str:
+    """``payload`` (a result's ``to_dict()``) as indented JSON; NumPy scalars and arrays become
+    numbers and lists, and a NaN or infinity is refused (ValueError) rather than written."""
+    return json.dumps(payload, indent=2, default=_jsonable, allow_nan=False)

@@ -6,6 +6,7 @@ import numpy as np
 
 from rackmath import fmt
 from rackmath.analyses.explain import Explanation
+from rackmath.analyses.figures import cheapest_fitting
 
 
 def reading(result: Explanation) -> str:
@@ -13,8 +14,7 @@ def reading(result: Explanation) -> str:
     g = result.decode
     c0 = float(result.contexts[0])
     first = g.usd_per_million_output_tokens[0, 0]
-    cheapest = int(np.nanargmin(np.where(g.fits[:, 0], g.usd_per_million_output_tokens[:, 0], np.inf)))
-    b_best = g.batch[cheapest, 0]
+    cheapest = cheapest_fitting(g)
     b_star = result.balance.balance_batch_with_kv[0]
     max_b = result.max_batch[0]
     parts = [
@@ -31,12 +31,13 @@ def reading(result: Explanation) -> str:
             f"At {c0:,.0f} tokens of context the KV-cache fetch per sequence exceeds its compute, "
             "so no batch becomes compute-bound: longer context costs bandwidth, not FLOPs."
         )
-    parts.append(
-        f"Among the batches shown, the cheapest that fits is {b_best:,.0f} at "
-        f"{fmt.usd(g.usd_per_million_output_tokens[cheapest, 0])} per million tokens, "
-        f"{first / g.usd_per_million_output_tokens[cheapest, 0]:,.0f}x cheaper than batch 1, "
-        f"while each user still gets {g.tokens_per_s_per_user[cheapest, 0]:,.0f} tokens/s."
-    )
+    if cheapest is not None:
+        best = g.usd_per_million_output_tokens[cheapest, 0]
+        parts.append(
+            f"Among the batches shown, the cheapest that fits is {g.batch[cheapest, 0]:,.0f} at "
+            f"{fmt.usd(best)} per million tokens, {first / best:,.0f}x cheaper than batch 1, "
+            f"while each user still gets {g.tokens_per_s_per_user[cheapest, 0]:,.0f} tokens/s."
+        )
     if np.isfinite(b_star) and max_b < b_star:
         parts.append(
             f"Memory caps the batch at {max_b:,.0f} sequences, below the balance point: "

@@ -19,10 +19,11 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import catalog
-from rackmath.cli.options import dump_json
+from rackmath import catalog, fmt
 from rackmath.errors import RackmathError
+from rackmath.figure_spec import FigureData
 from rackmath.specs import Precision, SystemSpec
+from rackmath.web import render_plotly
 from rackmath.web.state import CUSTOM_MODEL, upload_text
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).
@@ -164,7 +165,7 @@ def records_csv(records: Sequence[Mapping[str, Any]]) -> bytes:
 
 
 def records_json(records: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bytes:
-    return dump_json(records).encode()
+    return fmt.to_json(records).encode()
 
 
 def downloads(
@@ -202,8 +203,11 @@ def downloads(
         )
 
 
-def figure(page: str, name: str, fig: go.Figure, stem: str) -> None:
-    """A Plotly chart; its toolbar's camera button downloads a PNG drawn by the browser."""
+def figure(page: str, name: str, fig: go.Figure | FigureData, stem: str) -> None:
+    """A Plotly chart (a FigureData is drawn by :mod:`rackmath.web.render_plotly`); its
+    toolbar's camera button downloads a PNG drawn by the browser."""
+    if isinstance(fig, FigureData):
+        fig = render_plotly.figure(fig)
     st.plotly_chart(
         fig,
         key=key(page, f"fig.{name}"),

@@ -13,11 +13,11 @@ from typing import Any
 import streamlit as st
 
 from rackmath import catalog, fmt
-from rackmath.analyses import search
+from rackmath.analyses import figures, search
 from rackmath.errors import RackmathError
 from rackmath.units import MS
 from rackmath.web import components as ui
-from rackmath.web import figures
+from rackmath.web.render_plotly import figure as plotly_figure
 from rackmath.web.state import (
     CUSTOM_MODEL,
     MAX_CONTEXT,
@@ -169,7 +169,7 @@ def _frontier(state: DeploymentsState) -> None:
     except RackmathError as exc:
         ui.show_error(exc)
         return
-    fig = figures.pareto_figure(f)
+    fig = plotly_figure(figures.pareto(f))
     ui.figure(PAGE, "pareto", fig, "deployments")
     rows = [p.to_dict() for p in f.frontier]
     with st.expander(f"The {len(rows)} deployments on the frontier ({f.candidates_evaluated:,} evaluated)"):

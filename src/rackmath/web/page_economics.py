@@ -17,21 +17,18 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import streamlit as st
 
 from rackmath import catalog, fmt
-from rackmath.analyses import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses import caching, fast_mode, figures, fleet, overtrain, prices, sparsity
 from rackmath.analyses.serving import Deployment
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
-from rackmath.core import scaling_laws as sl
 from rackmath.errors import DoesNotFitError, RackmathError
 from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import MILLION, MS, SECONDS_PER_DAY
 from rackmath.web import components as ui
-from rackmath.web import figures
 from rackmath.web.state import (
     BILLION,
     ECONOMICS_TABS,
@@ -53,10 +50,6 @@ from rackmath.web.state import (
 )
 
 PAGE = "economics"
-#: Retentions the cache-tier curves are drawn over: 1 ms to about 11.6 days.
-CACHE_CURVE_RETENTIONS_S = np.geomspace(1e-3, 1e6, 200)
-#: Model sizes the over-training curve spans, around the equal-thirds and optimal sizes.
-OVERTRAIN_CURVE_SPAN = 10.0
 
 
 # --------------------------------------------------------------------------- computation
@@ -132,9 +125,7 @@ def fleet_view(model: str, system: str, tab: FleetTab) -> fleet.Fleet:
 @dataclass(frozen=True)
 class OvertrainView:
     result: overtrain.Overtraining
-    params: np.ndarray  # model sizes of the same loss
-    pretrain_flops: np.ndarray
-    rest_flops: np.ndarray  # RL + inference
+    curve: figures.OvertrainCurve  # model sizes of the same loss and their lifetime compute
 
 
 @lru_cache(maxsize=32)
@@ -143,18 +134,14 @@ def overtrain_view(tab: OvertrainTab) -> OvertrainView:
         params=tab.params_billions * BILLION,
         tokens_per_s=tab.tokens_per_s_millions * MILLION,
         duration_s=tab.duration_days * SECONDS_PER_DAY,
-        coefficients=sl.ComputeCoefficients(
+        coefficients=overtrain.ComputeCoefficients(
             rl=tab.rl_flops_per_param_token,
             rl_efficiency=tab.rl_efficiency_frac,
             inference_efficiency=tab.inference_efficiency_frac,
         ),
         tokens_per_param=tab.tokens_per_param,
     )
-    lo, hi = min(r.params, r.optimum_params), max(r.params, r.optimum_params)
-    n = np.geomspace(lo / OVERTRAIN_CURVE_SPAN, hi * OVERTRAIN_CURVE_SPAN, 200)
-    d = sl.tokens_for_loss(n, r.loss, r.fit)
-    pre, rl, inf = sl.lifecycle_compute_flops(n, d, r.rl_tokens, r.inference_tokens, r.coefficients)
-    return OvertrainView(r, n, np.asarray(pre, float), np.asarray(rl + inf, float))
+    return OvertrainView(r, figures.overtrain_curve(r))
 
 
 @lru_cache(maxsize=32)
@@ -504,7 +491,7 @@ def _render_prices(state: EconomicsState) -> None:
         "If prices track cost, a price ratio r says decode runs at about 1/r of prefill's utilization "
         f"(5x: ~20%). Prices as of {survey.as_of.isoformat()}; the oldest is {survey.oldest_days} days old."
     )
-    ui.figure(PAGE, "price-ratio", figures.price_ratio_figure(survey), "economics")
+    ui.figure(PAGE, "price-ratio", figures.price_ratio(survey), "economics")
     rows = [
         {
             k: v
@@ -538,7 +525,7 @@ def _render_prices(state: EconomicsState) -> None:
         help=f"at {x['min_output_margin_context']:,.0f} tokens; input {x['min_input_margin_frac']:+.0%} "
         f"at {x['min_input_margin_context']:,.0f}",
     )
-    ui.figure(PAGE, "long-context", figures.long_context_figure(lc), "economics")
+    ui.figure(PAGE, "long-context", figures.long_context(lc), "economics")
     with st.expander("The cost-vs-context curve"):
         st.dataframe(x["curve"], hide_index=True)
         ui.downloads(PAGE, "long-context", x["curve"], x)
@@ -566,8 +553,7 @@ def _render_caches(state: EconomicsState) -> None:
     tiers = d["tiers"]
     st.dataframe(tiers, hide_index=True)
     ui.downloads(PAGE, "cache-tiers", tiers, d)
-    hits = c.hit_usd_per_token_at(CACHE_CURVE_RETENTIONS_S)
-    ui.figure(PAGE, "cache", figures.cache_figure(c, CACHE_CURVE_RETENTIONS_S, hits), "economics")
+    ui.figure(PAGE, "cache", figures.cache(c), "economics")
     by_retention = [
         {
             "retention_s": b["retention_s"],
@@ -623,7 +609,7 @@ def _render_fast(state: EconomicsState) -> None:
         cols[5].metric(
             "Slow mode saves", fmt.pct(dm.slow_mode_saving_frac), help=f"at batch {dm.slow_batch:,.0f}"
         )
-    ui.figure(PAGE, "fast-mode", figures.fast_mode_figure(f), "economics")
+    ui.figure(PAGE, "fast-mode", figures.fast_mode(f), "economics")
     if dm is not None:
         curve = dm.to_dict()["curve"]
         with st.expander("The speed-vs-price curve"):
@@ -664,9 +650,9 @@ def _render_fleet(state: EconomicsState) -> None:
     )
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "fleet-latency", figures.fleet_latency_figure(f), "economics")
+        ui.figure(PAGE, "fleet-latency", figures.fleet_latency(f), "economics")
     with right:
-        ui.figure(PAGE, "fleet-batch", figures.fleet_batch_figure(f), "economics")
+        ui.figure(PAGE, "fleet-batch", figures.fleet_batch(f), "economics")
     rows = [p.to_dict() for p in f.loads]
     st.dataframe(rows, hide_index=True)
     ui.downloads(PAGE, "fleet", rows, f.to_dict())
@@ -704,7 +690,7 @@ def _render_overtrain(state: EconomicsState) -> None:
         f"{o['power_law_pretrain_share_frac']:.1%}",
     )
     cols[5].metric("Equal thirds cost more by", f"{o['equal_thirds_excess_frac']:.2%}")
-    fig = figures.overtrain_figure(r, view.params, view.pretrain_flops, view.rest_flops)
+    fig = figures.overtrain(r, view.curve)
     ui.figure(PAGE, "overtrain", fig, "economics")
     phases = [
         {"plan": "equal thirds", **{f"{p}_flops": v for p, v in d["equal_thirds_compute_flops"].items()}},
@@ -724,9 +710,9 @@ def _render_sparsity(state: EconomicsState) -> None:
     )
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "sparsity-cost", figures.sparsity_cost_figure(s), "economics")
+        ui.figure(PAGE, "sparsity-cost", figures.sparsity_cost(s), "economics")
     with right:
-        ui.figure(PAGE, "sparsity-needs", figures.sparsity_needs_figure(s), "economics")
+        ui.figure(PAGE, "sparsity-needs", figures.sparsity_needs(s), "economics")
     rows = [r.to_dict() for r in s.rows]
     st.dataframe(rows, hide_index=True)
     ui.downloads(PAGE, "sparsity", rows, s.to_dict())

@@ -18,21 +18,21 @@ from pathlib import Path
 import streamlit as st
 
 from rackmath import fmt
+from rackmath.analyses import figures
 from rackmath.analyses.training import (
     CALIBRATED_TRAINING,
+    PURE_ROOFLINE,
     PipelineResult,
     RecomputeOption,
     TrainingEstimate,
     choose_recompute,
 )
 from rackmath.api import pipeline, train
-from rackmath.core.roofline import PURE_ROOFLINE
 from rackmath.errors import DoesNotFitError, RackmathError
 from rackmath.plots.training import save_pipeline_plot
 from rackmath.specs import Precision
 from rackmath.units import GB, TERA
 from rackmath.web import components as ui
-from rackmath.web import figures
 from rackmath.web.state import (
     CUSTOM_MODEL,
     EFFICIENCIES,
@@ -356,9 +356,9 @@ def _job(view: TrainingView) -> None:
         ui.show_error(view.no_fit)
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "memory", figures.training_memory_figure(r), "training")
+        ui.figure(PAGE, "memory", figures.training_memory(r), "training")
     with right:
-        ui.figure(PAGE, "recompute", figures.recompute_step_figure(r), "training")
+        ui.figure(PAGE, "recompute", figures.recompute_step(r), "training")
     st.markdown("##### Recompute or reverse")
     options = [o.to_dict() for o in r.options]
     st.dataframe(options, hide_index=True)
@@ -396,7 +396,7 @@ def _pipeline(result: PipelineResult) -> None:
         f"{t.peak_in_flight(0):g}",
         help=f"closed form {result.closed_form_in_flight:g}",
     )
-    ui.figure(PAGE, "pipeline", figures.pipeline_figure(result), "pipeline")
+    ui.figure(PAGE, "pipeline", figures.pipeline(result.timeline, result.closed_form_bubble_frac), "pipeline")
     d = result.to_dict()
     with st.expander(f"The {len(d['ops'])} ops"):
         st.dataframe(d["ops"], hide_index=True)

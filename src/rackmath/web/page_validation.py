@@ -15,10 +15,9 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath.analyses import validation
-from rackmath.plots.validation import BAND_FRAC
+from rackmath.analyses import figures, validation
+from rackmath.analyses.figures import BAND_FRAC
 from rackmath.web import components as ui
-from rackmath.web import figures
 from rackmath.web.state import (
     VALIDATION_COLUMNS,
     ValidationState,
@@ -153,8 +152,8 @@ def _plots(state: ValidationState, report: dict[str, Any], rows: list[dict[str, 
             f"p90 {overall['p90_abs_error']:.0%} over all {overall['rows']} rows"
         )
         with col:
-            ui.figure(PAGE, name, figures.validation_figure(rows, name, title, BAND_FRAC), "validation")
-    ui.figure(PAGE, "errors", figures.validation_error_figure(rows, state.columns, BAND_FRAC), "validation")
+            ui.figure(PAGE, name, figures.validation(rows, name, title, BAND_FRAC), "validation")
+    ui.figure(PAGE, "errors", figures.validation_errors(rows, state.columns, BAND_FRAC), "validation")
     ui.png_download(
         PAGE, "validation", _png, "pure, calibrated and leave-one-source-out, as `rackmath validate --plot`"
     )

@@ -25,11 +25,10 @@ from pydantic import ValidationError
 
 from rackmath import catalog
 from rackmath.analyses import caching, fleet, overtrain, search, sparsity
+from rackmath.analyses import overtrain as ot
 from rackmath.catalog import economics as ce
-from rackmath.cli import options
-from rackmath.core import scaling_laws as sl
 from rackmath.errors import ConfigError, InputError, RackmathError
-from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec, model_from_config
+from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec, lists, model_from_config
 from rackmath.specs.economics import parse_duration_s
 from rackmath.specs.plan import ParallelPlan
 from rackmath.units import BILLION, GB, MILLION, MS, TB, TERA
@@ -387,7 +386,7 @@ def _durations_text(key: str, text: str) -> str:
 
 def number_list(text: str, field: str, *, minimum: float, most: int = 64) -> tuple[float, ...]:
     """``"0.2, 0.5"`` -> ``(0.2, 0.5)`` (the CLI's parser: ``4k`` / ``1M`` suffixes too)."""
-    values = tuple(options.number_list(text, field, minimum=minimum))
+    values = tuple(lists.number_list(text, field, minimum=minimum))
     if len(values) > most:
         raise InputError(field, text, f"at most {most} numbers")
     return values
@@ -486,10 +485,10 @@ class OvertrainTab:
     params_billions: float = overtrain.LECTURE_PARAMS_ACTIVE / BILLION  # active parameters N
     tokens_per_s_millions: float = overtrain.LECTURE_TOKENS_PER_S / MILLION  # inference traffic served
     duration_days: float = overtrain.LECTURE_DAYS
-    rl_flops_per_param_token: float = sl.ComputeCoefficients().rl
-    rl_efficiency_frac: float = sl.ComputeCoefficients().rl_efficiency
-    inference_efficiency_frac: float = sl.ComputeCoefficients().inference_efficiency
-    tokens_per_param: float = sl.CHINCHILLA_TOKENS_PER_PARAM
+    rl_flops_per_param_token: float = ot.ComputeCoefficients().rl
+    rl_efficiency_frac: float = ot.ComputeCoefficients().rl_efficiency
+    inference_efficiency_frac: float = ot.ComputeCoefficients().inference_efficiency
+    tokens_per_param: float = ot.CHINCHILLA_TOKENS_PER_PARAM
 
 
 @dataclass(frozen=True)
