@@ -203,6 +203,17 @@ def downloads(
         )
 
 
+def table(records: Sequence[Mapping[str, Any]] | Any) -> None:
+    """A table whose cells read with their units (``12.3 ms``, ``64.3%``, ``$0.12/M``) by
+    column suffix (:func:`rackmath.fmt.column`); the data behind it, and every download,
+    stay in SI units."""
+    import pandas as pd
+
+    frame = records if isinstance(records, pd.DataFrame) else pd.DataFrame(list(records))
+    formats = {c: (lambda v, c=c: fmt.column(str(c), v)) for c in frame.columns}
+    st.dataframe(frame.style.format(formats), hide_index=True)
+
+
 def figure(page: str, name: str, fig: go.Figure | FigureData, stem: str) -> None:
     """A Plotly chart (a FigureData is drawn by :mod:`rackmath.web.render_plotly`); its
     toolbar's camera button downloads a PNG drawn by the browser."""

@@ -173,7 +173,7 @@ def _frontier(state: DeploymentsState) -> None:
     ui.figure(PAGE, "pareto", fig, "deployments")
     rows = [p.to_dict() for p in f.frontier]
     with st.expander(f"The {len(rows)} deployments on the frontier ({f.candidates_evaluated:,} evaluated)"):
-        st.dataframe(rows, hide_index=True)
+        ui.table(rows)
         ui.downloads(PAGE, "pareto", rows, f.to_dict())
 
 
@@ -201,7 +201,7 @@ def _search(state: DeploymentsState) -> None:
         cols[5].metric("TTFT", fmt.seconds(best.ttft_s))
         rows = [_choice_row(c) for c in (best, *result.runners_up)]
         st.markdown("##### The best plan and the runners-up")
-        st.dataframe(rows, hide_index=True)
+        ui.table(rows)
         ui.downloads(PAGE, "plans", rows, result.to_dict())
     st.markdown("##### Each system and precision family")
     families = [
@@ -220,7 +220,7 @@ def _search(state: DeploymentsState) -> None:
         }
         for f in result.families
     ]
-    st.dataframe(families, hide_index=True)
+    ui.table(families)
     ui.downloads(PAGE, "families", families)
     with st.expander("Assumptions"):
         st.markdown("\n".join(f"- {a}" for a in search.ASSUMPTIONS))

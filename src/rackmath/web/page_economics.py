@@ -501,7 +501,7 @@ def _render_prices(state: EconomicsState) -> None:
         for p in survey.prices
     ]
     with st.expander(f"The {len(rows)} price entries"):
-        st.dataframe(rows, hide_index=True)
+        ui.table(rows)
         ui.downloads(PAGE, "prices", rows, survey.to_dict())
     x = lc.to_dict()
     st.markdown(f"##### Long-context tiers (D30, D31): {lc.price.name} over {lc.deployment.model.id}")
@@ -527,7 +527,7 @@ def _render_prices(state: EconomicsState) -> None:
     )
     ui.figure(PAGE, "long-context", figures.long_context(lc), "economics")
     with st.expander("The cost-vs-context curve"):
-        st.dataframe(x["curve"], hide_index=True)
+        ui.table(x["curve"])
         ui.downloads(PAGE, "long-context", x["curve"], x)
     ui.png_download(
         PAGE,
@@ -551,7 +551,7 @@ def _render_caches(state: EconomicsState) -> None:
     cols[2].metric("Cheapest for 5 min", d["lecture_mapping"]["300s"])
     cols[3].metric("Cheapest for 1 h", d["lecture_mapping"]["3600s"])
     tiers = d["tiers"]
-    st.dataframe(tiers, hide_index=True)
+    ui.table(tiers)
     ui.downloads(PAGE, "cache-tiers", tiers, d)
     ui.figure(PAGE, "cache", figures.cache(c), "economics")
     by_retention = [
@@ -563,7 +563,7 @@ def _render_caches(state: EconomicsState) -> None:
         for b in d["by_retention"]
     ]
     st.markdown("##### Cheapest tier by retention")
-    st.dataframe(by_retention, hide_index=True)
+    ui.table(by_retention)
     ui.downloads(PAGE, "cache-retention", by_retention)
     pr = d["pricing"]
     if pr and pr["miss_over_hit"]:
@@ -613,7 +613,7 @@ def _render_fast(state: EconomicsState) -> None:
     if dm is not None:
         curve = dm.to_dict()["curve"]
         with st.expander("The speed-vs-price curve"):
-            st.dataframe(curve, hide_index=True)
+            ui.table(curve)
             ui.downloads(PAGE, "fast-mode", curve, f.to_dict())
     ui.png_download(PAGE, "prices-fast", _prices_png(state), "as `rackmath prices --plot`")
 
@@ -654,7 +654,7 @@ def _render_fleet(state: EconomicsState) -> None:
     with right:
         ui.figure(PAGE, "fleet-batch", figures.fleet_batch(f), "economics")
     rows = [p.to_dict() for p in f.loads]
-    st.dataframe(rows, hide_index=True)
+    ui.table(rows)
     ui.downloads(PAGE, "fleet", rows, f.to_dict())
     ui.png_download(PAGE, "fleet", partial(save_fleet_plot, f), "as `rackmath fleet --plot`")
 
@@ -696,7 +696,7 @@ def _render_overtrain(state: EconomicsState) -> None:
         {"plan": "equal thirds", **{f"{p}_flops": v for p, v in d["equal_thirds_compute_flops"].items()}},
         {"plan": "exact optimum", **{f"{p}_flops": v for p, v in o["compute_flops"].items()}},
     ]
-    st.dataframe(phases, hide_index=True)
+    ui.table(phases)
     ui.downloads(PAGE, "overtrain", phases, d)
     ui.png_download(PAGE, "overtrain", partial(save_overtrain_plot, r), "as `rackmath overtrain --plot`")
 
@@ -714,7 +714,7 @@ def _render_sparsity(state: EconomicsState) -> None:
     with right:
         ui.figure(PAGE, "sparsity-needs", figures.sparsity_needs(s), "economics")
     rows = [r.to_dict() for r in s.rows]
-    st.dataframe(rows, hide_index=True)
+    ui.table(rows)
     ui.downloads(PAGE, "sparsity", rows, s.to_dict())
     st.caption(
         "At its balance batch every sparsity costs the same per token while quality rises: a pure win "

@@ -398,5 +398,5 @@ def _png(result: Explanation) -> bytes:
 def _tables(view: ServingView) -> None:
     full = view.explanation.to_dict()
     st.markdown("##### Over batch size")
-    st.dataframe(full["points"], hide_index=True)
+    ui.table(full["points"])
     ui.downloads(PAGE, "serving", full["points"], full)

@@ -361,11 +361,11 @@ def _job(view: TrainingView) -> None:
         ui.figure(PAGE, "recompute", figures.recompute_step(r), "training")
     st.markdown("##### Recompute or reverse")
     options = [o.to_dict() for o in r.options]
-    st.dataframe(options, hide_index=True)
+    ui.table(options)
     ui.downloads(PAGE, "recompute", options, r.to_dict())
     with st.expander("Where the step goes"):
         parts = stp.to_dict()
-        st.dataframe([{"part": k, "value": v} for k, v in parts.items()], hide_index=True)
+        ui.table([{"part": k, "value": v} for k, v in parts.items()])
         ui.downloads(PAGE, "step", [parts])
     ui.png_download(
         PAGE, "training", _training_png(r), "memory by mode and the schedule, as `rackmath train --plot`"
@@ -399,7 +399,7 @@ def _pipeline(result: PipelineResult) -> None:
     ui.figure(PAGE, "pipeline", figures.pipeline(result.timeline, result.closed_form_bubble_frac), "pipeline")
     d = result.to_dict()
     with st.expander(f"The {len(d['ops'])} ops"):
-        st.dataframe(d["ops"], hide_index=True)
+        ui.table(d["ops"])
         ui.downloads(PAGE, "pipeline", d["ops"], d)
     ui.png_download(
         PAGE, "pipeline", partial(save_pipeline_plot, result.timeline), "as `rackmath pipeline --plot`"

@@ -169,11 +169,11 @@ def _tables(report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     columns = list(report["columns"])
     st.markdown("##### |error|: median and 90th percentile")
     aggregates = aggregate_records(report)
-    st.dataframe(aggregates, hide_index=True)
+    ui.table(aggregates)
     ui.downloads(PAGE, "aggregates", aggregates)
     st.markdown("##### Every row")
     records = [row_record(r, columns) for r in rows]
-    st.dataframe(records, hide_index=True)
+    ui.table(records)
     ui.downloads(PAGE, "rows", records, report)
     with st.expander(f"The {len(report['unsupported'])} rows rackmath cannot express, and why"):
-        st.dataframe(report["unsupported"], hide_index=True)
+        ui.table(report["unsupported"])
