@@ -35,6 +35,16 @@ from rackmath.web.state import (
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+def bounded(name: str) -> st.SearchStrategy[float]:
+    """Any value the page accepts for ``name`` (its bounds are the widgets' and the URL's)."""
+    from rackmath.web.state import BOUNDS
+
+    lo, hi = BOUNDS[name]
+    return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
+
+
 states = st.builds(
     ServingState,
     model=st.sampled_from(sorted(catalog.models())),
@@ -43,10 +53,10 @@ states = st.builds(
     weights=st.none() | st.sampled_from([p.value for p in Precision]),
     kv=st.none() | st.sampled_from([p.value for p in Precision]),
     compute=st.none() | st.sampled_from([p.value for p in Precision]),
-    usd_per_chip_hour=st.none() | positive,
-    hbm_gb=st.none() | positive,
-    hbm_tb_per_s=st.none() | positive,
-    peak_tflop_per_s=st.none() | positive,
+    usd_per_chip_hour=st.none() | bounded("serving.usd_per_chip_hour"),
+    hbm_gb=st.none() | bounded("serving.hbm_gb"),
+    hbm_tb_per_s=st.none() | bounded("serving.hbm_tb_per_s"),
+    peak_tflop_per_s=st.none() | bounded("serving.peak_tflop_per_s"),
     batch=st.integers(1, MAX_BATCH),
     context=st.integers(1, MAX_CONTEXT),
 )
@@ -82,7 +92,7 @@ def test_deployments_state_round_trips_including_no_slo() -> None:
         ({"batch": "0"}, InputError, "batch: got '0'; allowed: a whole number from 1 to 65,536"),
         ({"batch": "2.5"}, InputError, "batch: got '2.5'"),
         ({"context": str(MAX_CONTEXT + 1)}, InputError, "context: got '2097153'"),
-        ({"usd_per_chip_hour": "nan"}, InputError, "a positive, finite number"),
+        ({"usd_per_chip_hour": "nan"}, InputError, "a number from 0.01 to 1000"),
         ({"hbm_gb": "-80"}, InputError, "hbm_gb: got '-80'"),
         ({"model": "lama-3.1-8b"}, UnknownIdError, "did you mean llama-3.1-8b"),
         ({"system": "gb200"}, UnknownIdError, "unknown system 'gb200'"),
@@ -242,3 +252,38 @@ def test_web_command_names_the_missing_extra(
         main()
     assert exit_info.value.code == 1
     assert "pip install 'rackmath[web]'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- bounded inputs
+
+
+def test_every_number_widget_has_a_minimum_and_a_maximum() -> None:
+    """Each st.number_input names min_value and max_value, or takes both from the bounds table
+    (``**ui.bounds(...)`` / ``**_bounds(...)``); nothing a user types can start unbounded work."""
+    import ast
+
+    from rackmath.web import APP_PATH
+
+    offenders = []
+    for path in sorted(APP_PATH.parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "number_input":
+                names = {k.arg for k in node.keywords}
+                spread = any(k.arg is None for k in node.keywords)
+                if not ({"min_value", "max_value"} <= names or spread):
+                    offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, "unbounded number inputs: " + ", ".join(offenders)
+
+
+def test_the_bounds_table_is_what_the_url_parsers_enforce() -> None:
+    from rackmath.web.state import BOUNDS, parse_economics_query, parse_serving_query
+
+    _lo, hi = BOUNDS["economics.fleet.traffic_tokens_per_s"]
+    _, errors = parse_economics_query({"fleet.traffic_tokens_per_s": str(hi * 10)})
+    assert len(errors) == 1 and "fleet.traffic_tokens_per_s" in str(errors[0]) and f"{hi:g}" in str(errors[0])
+    _, errors = parse_economics_query({"fleet.loads": "0.5,5"})
+    assert len(errors) == 1 and "fleet.loads" in str(errors[0])
+    _, errors = parse_serving_query({"hbm_gb": "1e9"})
+    assert len(errors) == 1 and "hbm_gb" in str(errors[0])
+    state, errors = parse_serving_query({"hbm_gb": "141"})
+    assert errors == [] and state.hbm_gb == 141.0

@@ -24,7 +24,7 @@ from rackmath.errors import RackmathError
 from rackmath.figure_spec import FigureData
 from rackmath.specs import Precision, SystemSpec
 from rackmath.web import render_plotly
-from rackmath.web.state import CUSTOM_MODEL, upload_text
+from rackmath.web.state import BOUNDS, CUSTOM_MODEL, upload_text
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).
 DEFAULT = "default"
@@ -134,13 +134,19 @@ def precision_picker(
     return None if value == DEFAULT else value
 
 
+def bounds(page: str, field: str) -> dict[str, float]:
+    """A number widget's ``min_value`` and ``max_value``: the range its URL parser enforces."""
+    lo, hi = BOUNDS[key(page, field)]
+    return {"min_value": lo, "max_value": hi}
+
+
 def optional_number(
-    page: str, field: str, label: str, catalog_value: str, *, min_value: float, step: float, help: str
+    page: str, field: str, label: str, catalog_value: str, *, step: float, help: str
 ) -> float | None:
     """A number the user may leave empty (= the catalog's figure, shown as placeholder)."""
     value = st.number_input(
         label,
-        min_value=min_value,
+        **bounds(page, field),
         value=None,
         step=step,
         key=key(page, field),

@@ -88,7 +88,7 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         traffic = st.number_input(
             "Traffic (output tokens/s)",
-            min_value=1.0,
+            **ui.bounds(PAGE, "traffic_tokens_per_s"),
             step=10_000.0,
             key=ui.key(PAGE, "traffic_tokens_per_s"),
         )
@@ -100,7 +100,7 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         ttft = st.number_input(
             "TTFT SLO (ms)",
-            min_value=0.1,
+            **ui.bounds(PAGE, "ttft_ms"),
             value=None,
             step=100.0,
             key=ui.key(PAGE, "ttft_ms"),
@@ -109,7 +109,7 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         tpot = st.number_input(
             "TPOT SLO (ms)",
-            min_value=0.1,
+            **ui.bounds(PAGE, "tpot_ms"),
             value=None,
             step=5.0,
             key=ui.key(PAGE, "tpot_ms"),

@@ -31,9 +31,11 @@ from rackmath.units import MILLION, MS, SECONDS_PER_DAY
 from rackmath.web import components as ui
 from rackmath.web.state import (
     BILLION,
+    ECONOMICS_BOUNDS,
     ECONOMICS_TABS,
     MAX_BATCH,
     MAX_CONTEXT,
+    MAX_LOAD_FRAC,
     MAX_LOADS,
     NO_PRICE,
     CachesTab,
@@ -116,7 +118,7 @@ def fleet_view(model: str, system: str, tab: FleetTab) -> fleet.Fleet:
         chips_per_replica=tab.chips_per_replica,
         usd_per_chip_hour=tab.usd_per_chip_hour,
         output_tokens=tab.output_tokens,
-        loads=number_list(tab.loads, "fleet.loads", minimum=1e-6, most=MAX_LOADS),
+        loads=number_list(tab.loads, "fleet.loads", minimum=1e-6, most=MAX_LOADS, maximum=MAX_LOAD_FRAC),
         requests=tab.requests,
         seed=tab.seed,
     )
@@ -168,6 +170,12 @@ def prices_report(state: EconomicsState, as_of: dt.date) -> prices.PricesReport:
 
 
 # --------------------------------------------------------------------------- controls
+
+
+def _bounds(field: str) -> dict[str, float]:
+    """The widget's min and max: the same range the URL parser enforces."""
+    lo, hi = ECONOMICS_BOUNDS[field]
+    return {"min_value": lo, "max_value": hi}
 
 
 def _k(field: str) -> str:
@@ -226,6 +234,7 @@ def _caches_controls(initial: CachesTab) -> CachesTab:
         "Amortization (years)",
         step=1.0,
         key=_k("caches.amortization_years"),
+        **_bounds("caches.amortization_years"),
         help="memory purchases are spread over this many 365-day years (HBM is priced at the GPU's rental)",
     )
     prompt = cols[3].number_input(
@@ -250,6 +259,7 @@ def _fast_controls(initial: FastTab) -> FastTab:
         value=None,
         step=0.5,
         key=_k("fast.normal_over_balance"),
+        **_bounds("fast.normal_over_balance"),
         placeholder="published speed-up, or 2.5",
         help="Normal service runs at k x B*; empty = the published speed-up (or the lecture's 2.5)",
     )
@@ -258,6 +268,7 @@ def _fast_controls(initial: FastTab) -> FastTab:
         value=None,
         step=1.0,
         key=_k("fast.price_multiple"),
+        **_bounds("fast.price_multiple"),
         placeholder="published multiple, or 6",
         help="How many times the normal price per token; empty = the published multiple (or 6)",
     )
@@ -280,6 +291,7 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         step=1e6,
         format="%.0f",
         key=_k("fleet.traffic_tokens_per_s"),
+        **_bounds("fleet.traffic_tokens_per_s"),
     )
     batch = cols[1].number_input(
         "Batch (sequences per replica)", min_value=1, max_value=100_000, step=100, key=_k("fleet.batch")
@@ -292,7 +304,9 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         horizontal=True,
     )
     if source == "stated":
-        step_ms = cols[3].number_input("Decode step (ms)", step=1.0, format="%.6g", key=_k("fleet.step_ms"))
+        step_ms = cols[3].number_input(
+            "Decode step (ms)", step=1.0, format="%.6g", key=_k("fleet.step_ms"), **_bounds("fleet.step_ms")
+        )
         context = initial.context
     else:
         context = cols[3].number_input(
@@ -314,6 +328,7 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         value=None,
         step=0.1,
         key=_k("fleet.usd_per_chip_hour"),
+        **_bounds("fleet.usd_per_chip_hour"),
         placeholder="catalog",
     )
     output_tokens = cols[2].number_input(
@@ -322,7 +337,8 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
     loads = cols[3].text_input(
         "Loads (fractions of capacity)",
         key=_k("fleet.loads"),
-        help=f"comma-separated, at most {MAX_LOADS}: each is one simulation",
+        help=f"comma-separated, at most {MAX_LOADS}, each from 1e-6 to {MAX_LOAD_FRAC:g}: "
+        "each is one simulation",
     )
     requests = cols[4].number_input(
         "Arrivals per load (at least)", min_value=100, max_value=20_000, step=500, key=_k("fleet.requests")
@@ -347,23 +363,36 @@ def _overtrain_controls(initial: OvertrainTab) -> OvertrainTab:
     _seed("overtrain", initial)
     cols = list(st.columns(4))
     params = cols[0].number_input(
-        "Active parameters N (billions)", step=10.0, key=_k("overtrain.params_billions")
+        "Active parameters N (billions)",
+        step=10.0,
+        key=_k("overtrain.params_billions"),
+        **_bounds("overtrain.params_billions"),
     )
     traffic = cols[1].number_input(
         "Inference traffic (millions of tokens/s)",
         step=10.0,
         format="%.4g",
         key=_k("overtrain.tokens_per_s_millions"),
+        **_bounds("overtrain.tokens_per_s_millions"),
     )
-    days = cols[2].number_input("Serving for (days)", step=30.0, key=_k("overtrain.duration_days"))
+    days = cols[2].number_input(
+        "Serving for (days)",
+        step=30.0,
+        key=_k("overtrain.duration_days"),
+        **_bounds("overtrain.duration_days"),
+    )
     per_param = cols[3].number_input(
-        "Chinchilla tokens per parameter", step=1.0, key=_k("overtrain.tokens_per_param")
+        "Chinchilla tokens per parameter",
+        step=1.0,
+        key=_k("overtrain.tokens_per_param"),
+        **_bounds("overtrain.tokens_per_param"),
     )
     cols = list(st.columns(3))
     rl = cols[0].number_input(
         "RL FLOPs per parameter-token",
         step=1.0,
         key=_k("overtrain.rl_flops_per_param_token"),
+        **_bounds("overtrain.rl_flops_per_param_token"),
         help="2 (forward only) to 6 (forward and backward)",
     )
     rl_eff = cols[1].number_input(
@@ -371,12 +400,14 @@ def _overtrain_controls(initial: OvertrainTab) -> OvertrainTab:
         step=0.05,
         format="%.3f",
         key=_k("overtrain.rl_efficiency_frac"),
+        **_bounds("overtrain.rl_efficiency_frac"),
     )
     inf_eff = cols[2].number_input(
         "Inference efficiency vs pre-training",
         step=0.05,
         format="%.3f",
         key=_k("overtrain.inference_efficiency_frac"),
+        **_bounds("overtrain.inference_efficiency_frac"),
     )
     return OvertrainTab(
         float(params), float(traffic), float(days), float(rl), float(rl_eff), float(inf_eff), float(per_param)
@@ -394,6 +425,7 @@ def _sparsity_controls(initial: SparsityTab) -> SparsityTab:
         value=None,
         step=10.0,
         key=_k("sparsity.params_active_billions"),
+        **_bounds("sparsity.params_active_billions"),
         placeholder="the reference model's",
     )
     context = cols[2].number_input(

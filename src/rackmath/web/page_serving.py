@@ -182,7 +182,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             "usd_per_chip_hour",
             "USD per chip-hour",
             f"{fmt.usd(price.value_usd)} ({price.date})",
-            min_value=0.01,
             step=0.1,
             help=price.source,
         )
@@ -193,7 +192,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
                 "hbm_gb",
                 "HBM capacity per chip (GB)",
                 f"{chip.hbm_capacity_bytes / GB:,.1f}",
-                min_value=0.1,
                 step=8.0,
                 help="decimal GB: 1 GB = 1e9 bytes",
             )
@@ -202,7 +200,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
                 "hbm_tb_per_s",
                 "HBM bandwidth per chip (TB/s)",
                 f"{chip.hbm_bandwidth_bytes_per_s / TB:,.2f}",
-                min_value=0.01,
                 step=0.5,
                 help="decimal TB/s: 1e12 bytes/s",
             )
@@ -211,7 +208,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
                 "peak_tflop_per_s",
                 "Dense peak at the compute precision (TFLOP/s)",
                 _peak_label(chip, compute, default.compute if default else None),
-                min_value=0.1,
                 step=100.0,
                 help="2 FLOPs per multiply-accumulate",
             )

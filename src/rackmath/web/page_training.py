@@ -152,7 +152,11 @@ def _controls(initial: TrainingState) -> TrainingState:
             help="must equal the plan's tp x pp x dp x cp",
         )
         tokens = st.number_input(
-            "Token budget (trillions)", step=1.0, format="%.4g", key=_k("trillion_tokens")
+            "Token budget (trillions)",
+            step=1.0,
+            format="%.4g",
+            key=_k("trillion_tokens"),
+            **ui.bounds(PAGE, "trillion_tokens"),
         )
         cols = st.columns(2)
         seq_len = cols[0].number_input(
@@ -190,7 +194,6 @@ def _controls(initial: TrainingState) -> TrainingState:
             "usd_per_chip_hour",
             "USD per chip-hour",
             f"{fmt.usd(price.value_usd)} ({price.date})",
-            min_value=0.01,
             step=0.1,
             help=price.source,
         )
