@@ -258,8 +258,8 @@ def test_web_command_names_the_missing_extra(
 
 
 def test_every_number_widget_has_a_minimum_and_a_maximum() -> None:
-    """Each st.number_input names min_value and max_value, or takes both from the bounds table
-    (``**ui.bounds(...)`` / ``**_bounds(...)``); nothing a user types can start unbounded work."""
+    """Each st.number_input names min_value and max_value (the real-valued ones read from the
+    bounds table); nothing a user types can start unbounded work."""
     import ast
 
     from rackmath.web import APP_PATH
@@ -269,8 +269,7 @@ def test_every_number_widget_has_a_minimum_and_a_maximum() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "number_input":
                 names = {k.arg for k in node.keywords}
-                spread = any(k.arg is None for k in node.keywords)
-                if not ({"min_value", "max_value"} <= names or spread):
+                if not {"min_value", "max_value"} <= names:
                     offenders.append(f"{path.name}:{node.lineno}")
     assert not offenders, "unbounded number inputs: " + ", ".join(offenders)
 

@@ -134,10 +134,14 @@ def precision_picker(
     return None if value == DEFAULT else value
 
 
-def bounds(page: str, field: str) -> dict[str, float]:
-    """A number widget's ``min_value`` and ``max_value``: the range its URL parser enforces."""
-    lo, hi = BOUNDS[key(page, field)]
-    return {"min_value": lo, "max_value": hi}
+def least(page: str, field: str) -> float:
+    """A number widget's ``min_value``: the low end of the range its URL parser enforces."""
+    return BOUNDS[key(page, field)][0]
+
+
+def most(page: str, field: str) -> float:
+    """A number widget's ``max_value``: the high end of the range its URL parser enforces."""
+    return BOUNDS[key(page, field)][1]
 
 
 def optional_number(
@@ -146,7 +150,8 @@ def optional_number(
     """A number the user may leave empty (= the catalog's figure, shown as placeholder)."""
     value = st.number_input(
         label,
-        **bounds(page, field),
+        min_value=least(page, field),
+        max_value=most(page, field),
         value=None,
         step=step,
         key=key(page, field),

@@ -88,7 +88,8 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         traffic = st.number_input(
             "Traffic (output tokens/s)",
-            **ui.bounds(PAGE, "traffic_tokens_per_s"),
+            min_value=ui.least(PAGE, "traffic_tokens_per_s"),
+            max_value=ui.most(PAGE, "traffic_tokens_per_s"),
             step=10_000.0,
             key=ui.key(PAGE, "traffic_tokens_per_s"),
         )
@@ -100,7 +101,8 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         ttft = st.number_input(
             "TTFT SLO (ms)",
-            **ui.bounds(PAGE, "ttft_ms"),
+            min_value=ui.least(PAGE, "ttft_ms"),
+            max_value=ui.most(PAGE, "ttft_ms"),
             value=None,
             step=100.0,
             key=ui.key(PAGE, "ttft_ms"),
@@ -109,7 +111,8 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         tpot = st.number_input(
             "TPOT SLO (ms)",
-            **ui.bounds(PAGE, "tpot_ms"),
+            min_value=ui.least(PAGE, "tpot_ms"),
+            max_value=ui.most(PAGE, "tpot_ms"),
             value=None,
             step=5.0,
             key=ui.key(PAGE, "tpot_ms"),

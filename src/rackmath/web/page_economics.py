@@ -172,10 +172,14 @@ def prices_report(state: EconomicsState, as_of: dt.date) -> prices.PricesReport:
 # --------------------------------------------------------------------------- controls
 
 
-def _bounds(field: str) -> dict[str, float]:
-    """The widget's min and max: the same range the URL parser enforces."""
-    lo, hi = ECONOMICS_BOUNDS[field]
-    return {"min_value": lo, "max_value": hi}
+def _least(field: str) -> float:
+    """The widget's min_value: the low end of the range the URL parser enforces."""
+    return ECONOMICS_BOUNDS[field][0]
+
+
+def _most(field: str) -> float:
+    """The widget's max_value: the high end of the range the URL parser enforces."""
+    return ECONOMICS_BOUNDS[field][1]
 
 
 def _k(field: str) -> str:
@@ -234,7 +238,8 @@ def _caches_controls(initial: CachesTab) -> CachesTab:
         "Amortization (years)",
         step=1.0,
         key=_k("caches.amortization_years"),
-        **_bounds("caches.amortization_years"),
+        min_value=_least("caches.amortization_years"),
+        max_value=_most("caches.amortization_years"),
         help="memory purchases are spread over this many 365-day years (HBM is priced at the GPU's rental)",
     )
     prompt = cols[3].number_input(
@@ -259,7 +264,8 @@ def _fast_controls(initial: FastTab) -> FastTab:
         value=None,
         step=0.5,
         key=_k("fast.normal_over_balance"),
-        **_bounds("fast.normal_over_balance"),
+        min_value=_least("fast.normal_over_balance"),
+        max_value=_most("fast.normal_over_balance"),
         placeholder="published speed-up, or 2.5",
         help="Normal service runs at k x B*; empty = the published speed-up (or the lecture's 2.5)",
     )
@@ -268,7 +274,8 @@ def _fast_controls(initial: FastTab) -> FastTab:
         value=None,
         step=1.0,
         key=_k("fast.price_multiple"),
-        **_bounds("fast.price_multiple"),
+        min_value=_least("fast.price_multiple"),
+        max_value=_most("fast.price_multiple"),
         placeholder="published multiple, or 6",
         help="How many times the normal price per token; empty = the published multiple (or 6)",
     )
@@ -291,7 +298,8 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         step=1e6,
         format="%.0f",
         key=_k("fleet.traffic_tokens_per_s"),
-        **_bounds("fleet.traffic_tokens_per_s"),
+        min_value=_least("fleet.traffic_tokens_per_s"),
+        max_value=_most("fleet.traffic_tokens_per_s"),
     )
     batch = cols[1].number_input(
         "Batch (sequences per replica)", min_value=1, max_value=100_000, step=100, key=_k("fleet.batch")
@@ -305,7 +313,12 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
     )
     if source == "stated":
         step_ms = cols[3].number_input(
-            "Decode step (ms)", step=1.0, format="%.6g", key=_k("fleet.step_ms"), **_bounds("fleet.step_ms")
+            "Decode step (ms)",
+            step=1.0,
+            format="%.6g",
+            key=_k("fleet.step_ms"),
+            min_value=_least("fleet.step_ms"),
+            max_value=_most("fleet.step_ms"),
         )
         context = initial.context
     else:
@@ -328,7 +341,8 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         value=None,
         step=0.1,
         key=_k("fleet.usd_per_chip_hour"),
-        **_bounds("fleet.usd_per_chip_hour"),
+        min_value=_least("fleet.usd_per_chip_hour"),
+        max_value=_most("fleet.usd_per_chip_hour"),
         placeholder="catalog",
     )
     output_tokens = cols[2].number_input(
@@ -366,33 +380,38 @@ def _overtrain_controls(initial: OvertrainTab) -> OvertrainTab:
         "Active parameters N (billions)",
         step=10.0,
         key=_k("overtrain.params_billions"),
-        **_bounds("overtrain.params_billions"),
+        min_value=_least("overtrain.params_billions"),
+        max_value=_most("overtrain.params_billions"),
     )
     traffic = cols[1].number_input(
         "Inference traffic (millions of tokens/s)",
         step=10.0,
         format="%.4g",
         key=_k("overtrain.tokens_per_s_millions"),
-        **_bounds("overtrain.tokens_per_s_millions"),
+        min_value=_least("overtrain.tokens_per_s_millions"),
+        max_value=_most("overtrain.tokens_per_s_millions"),
     )
     days = cols[2].number_input(
         "Serving for (days)",
         step=30.0,
         key=_k("overtrain.duration_days"),
-        **_bounds("overtrain.duration_days"),
+        min_value=_least("overtrain.duration_days"),
+        max_value=_most("overtrain.duration_days"),
     )
     per_param = cols[3].number_input(
         "Chinchilla tokens per parameter",
         step=1.0,
         key=_k("overtrain.tokens_per_param"),
-        **_bounds("overtrain.tokens_per_param"),
+        min_value=_least("overtrain.tokens_per_param"),
+        max_value=_most("overtrain.tokens_per_param"),
     )
     cols = list(st.columns(3))
     rl = cols[0].number_input(
         "RL FLOPs per parameter-token",
         step=1.0,
         key=_k("overtrain.rl_flops_per_param_token"),
-        **_bounds("overtrain.rl_flops_per_param_token"),
+        min_value=_least("overtrain.rl_flops_per_param_token"),
+        max_value=_most("overtrain.rl_flops_per_param_token"),
         help="2 (forward only) to 6 (forward and backward)",
     )
     rl_eff = cols[1].number_input(
@@ -400,14 +419,16 @@ def _overtrain_controls(initial: OvertrainTab) -> OvertrainTab:
         step=0.05,
         format="%.3f",
         key=_k("overtrain.rl_efficiency_frac"),
-        **_bounds("overtrain.rl_efficiency_frac"),
+        min_value=_least("overtrain.rl_efficiency_frac"),
+        max_value=_most("overtrain.rl_efficiency_frac"),
     )
     inf_eff = cols[2].number_input(
         "Inference efficiency vs pre-training",
         step=0.05,
         format="%.3f",
         key=_k("overtrain.inference_efficiency_frac"),
-        **_bounds("overtrain.inference_efficiency_frac"),
+        min_value=_least("overtrain.inference_efficiency_frac"),
+        max_value=_most("overtrain.inference_efficiency_frac"),
     )
     return OvertrainTab(
         float(params), float(traffic), float(days), float(rl), float(rl_eff), float(inf_eff), float(per_param)
@@ -425,7 +446,8 @@ def _sparsity_controls(initial: SparsityTab) -> SparsityTab:
         value=None,
         step=10.0,
         key=_k("sparsity.params_active_billions"),
-        **_bounds("sparsity.params_active_billions"),
+        min_value=_least("sparsity.params_active_billions"),
+        max_value=_most("sparsity.params_active_billions"),
         placeholder="the reference model's",
     )
     context = cols[2].number_input(

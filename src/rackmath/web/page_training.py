@@ -156,7 +156,8 @@ def _controls(initial: TrainingState) -> TrainingState:
             step=1.0,
             format="%.4g",
             key=_k("trillion_tokens"),
-            **ui.bounds(PAGE, "trillion_tokens"),
+            min_value=ui.least(PAGE, "trillion_tokens"),
+            max_value=ui.most(PAGE, "trillion_tokens"),
         )
         cols = st.columns(2)
         seq_len = cols[0].number_input(
