@@ -20,7 +20,6 @@ from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json, number_list, positive
-from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import SECONDS_PER_DAY
@@ -392,7 +391,7 @@ def overtrain_command(
     ),
     inference_efficiency: float = typer.Option(1 / 3, "--inference-efficiency", help="Inference efficiency."),
     tokens_per_param: float = typer.Option(
-        sl.CHINCHILLA_TOKENS_PER_PARAM, "--tokens-per-param", help="Chinchilla ratio."
+        overtrain.CHINCHILLA_TOKENS_PER_PARAM, "--tokens-per-param", help="Chinchilla ratio."
     ),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
@@ -402,7 +401,7 @@ def overtrain_command(
         params=_one(params, "--params"),
         tokens_per_s=_one(tokens_per_s, "--tokens-per-s"),
         duration_s=parse_duration_s(duration, "--duration"),
-        coefficients=sl.ComputeCoefficients(
+        coefficients=overtrain.ComputeCoefficients(
             rl=rl_flops, rl_efficiency=rl_efficiency, inference_efficiency=inference_efficiency
         ),
         tokens_per_param=tokens_per_param,

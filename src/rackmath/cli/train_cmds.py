@@ -8,11 +8,15 @@ import typer
 from rich.console import Console
 
 from rackmath import fmt
-from rackmath.analyses.training import CALIBRATED_TRAINING, PipelineResult, TrainingEstimate
+from rackmath.analyses.training import (
+    CALIBRATED_TRAINING,
+    PURE_ROOFLINE,
+    PipelineResult,
+    TrainingEstimate,
+)
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json, number_list, positive
-from rackmath.core.roofline import PURE_ROOFLINE
 
 
 @app.command("train")
