@@ -14,8 +14,21 @@ FACES = ("cli", "web", "plots")
 ALLOWED = {
     "core": {"core", "specs", "errors", "units"},
     "specs": {"specs", "errors", "units", "numbers", "userfiles"},
-    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units", "numbers"},
+    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units", "numbers", "fmt", "figure_spec"},
     "catalog": {"catalog", "specs", "errors", "units", "userfiles"},
+}
+# Faces draw what analyses return: they may import the analyses, the typed specs, the
+# catalog, the shared presentation modules (fmt, narrative, figure_spec) and the api
+# facade, never rackmath.core. A face never imports another face, with one exception each:
+# the CLI's --plot and the web's PNG buttons write files through rackmath.plots.
+FACE_SHARED = {
+    *("analyses", "specs", "catalog", "errors", "units", "fmt", "figure_spec", "narrative", "api"),
+    *("numbers", "userfiles"),
+}
+FACE_ALLOWED = {
+    "cli": FACE_SHARED | {"cli", "plots", "measure"},  # measure: `rackmath measure` runs the bench
+    "web": FACE_SHARED | {"web", "plots"},
+    "plots": FACE_SHARED | {"plots"},
 }
 IO_CALLS = {"print", "open", "input"}
 # Unit conversions that belong in core functions (per hour, per day, per million tokens):
@@ -66,3 +79,40 @@ def test_faces_compute_no_costs_or_times() -> None:
                 if isinstance(node, ast.Constant) and node.value in FACE_FORBIDDEN_LITERALS:
                     offenders.append(f"{face}/{path.name}:{node.lineno} literal {node.value}")
     assert not offenders, "convert units in core/ and import the result: " + ", ".join(offenders)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_faces_import_analyses_not_the_core_nor_other_faces(face: str) -> None:
+    offenders = {}
+    for path in _modules(face):
+        bad = _rackmath_imports(ast.parse(path.read_text())) - FACE_ALLOWED[face]
+        if bad:
+            offenders[str(path.relative_to(PACKAGE))] = sorted(bad)
+    if face == "cli":
+        # cli/ is being rewritten by the lead (explain_cmd.py); its known core imports are
+        # listed here so a new one fails, and this list must only shrink.
+        known = {
+            "cli/catalog_cmds.py": ["core"],
+            "cli/explain_cmd.py": ["core"],
+            "cli/web_cmds.py": ["web"],  # `rackmath web` locates the app and checks its extra
+        }
+        extra = {k: v for k, v in offenders.items() if known.get(k) != v}
+        assert not extra, f"cli/ may import only {sorted(FACE_ALLOWED[face])}: {extra}"
+        return
+    assert not offenders, f"{face}/ may import only {sorted(FACE_ALLOWED[face])}: {offenders}"
+
+
+def test_the_layer_rules_catch_a_face_importing_the_core() -> None:
+    tree = ast.parse("from rackmath.core import roofline\nimport rackmath.web.components\n")
+    assert _rackmath_imports(tree) - FACE_ALLOWED["plots"] == {"core", "web"}
+
+
+def test_plots_and_web_hold_no_numerical_sweeps() -> None:
+    """Curves are computed in analyses/figures.py: no geomspace/linspace/logspace in a face."""
+    offenders = []
+    for face in ("plots", "web"):
+        for path in _modules(face):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr in {"geomspace", "linspace", "logspace"}:
+                    offenders.append(f"{face}/{path.name}:{node.lineno} {node.attr}")
+    assert not offenders, "compute curves in rackmath.analyses.figures: " + ", ".join(offenders)

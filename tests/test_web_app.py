@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -369,3 +370,27 @@ def test_tables_and_plots_offer_csv_json_and_png() -> None:
     assert {"CSV", "JSON", "full result (JSON)", "Plots as PNG (matplotlib)", "Plot data (JSON)"} <= labels
     table = at.dataframe[0].value
     assert list(table["batch"]) == [1, 8, 32, 128, 512, 1024, 2048, 4096, 8192]
+
+
+def _shown(at: AppTest, index: int) -> Any:
+    """The cells of a table as the page shows them (its Styler's display values)."""
+    import pyarrow as pa
+
+    styler = at.dataframe[index].proto.arrow_data.styler
+    return pa.ipc.open_stream(styler.display_values).read_all().to_pandas()
+
+
+def test_tables_show_units_not_raw_si_fractions() -> None:
+    at = run_app({"model": "llama-3.1-8b", "system": "h100-hgx", "context": "4096"})
+    ok(at)
+    data, shown = at.dataframe[0].value, _shown(at, 0)
+    # the data behind the table (and its downloads) stays in SI units
+    row = data.iloc[-1]
+    assert 0 < row["mfu"] < 1 and row["step_s"] < 1
+    cells = shown.iloc[-1]
+    assert cells["mfu"] == f"{row['mfu']:.1%}"
+    assert cells["step_s"] == fmt.seconds(row["step_s"])
+    assert cells["usd_per_million_output_tokens"] == fmt.usd(row["usd_per_million_output_tokens"]) + "/M"
+    assert cells["batch"] == f"{row['batch']:,.0f}"
+    for col in shown.columns:  # no bare fraction such as 0.6431 anywhere
+        assert not any(re.fullmatch(r"0\.\d+", str(v)) for v in shown[col]), col

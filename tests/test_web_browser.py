@@ -338,3 +338,36 @@ def test_validation_page_filters_rows_by_phase(server: str, page: Any) -> None:
     assert phases == {"decode"}
     _no_errors(page)
     _shot(page, "validation-decode")
+
+
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+
+
+def test_every_page_opens_by_its_url_and_no_request_leaves_the_machine(server: str, page: Any) -> None:
+    """``/serving`` and every other page answer their own address (not 'Page not found'),
+    and the browser asks only the local server: fonts, icons and scripts are all served
+    locally (inline data and blob URLs excepted)."""
+    from urllib.parse import urlparse
+
+    from rackmath.web.pages import PAGES
+
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    for entry in PAGES:
+        timeout = 120_000 if entry.url_path == "validation" else UI_TIMEOUT_MS
+        _open(page, f"{server}/{entry.url_path}", timeout_ms=timeout)
+        _no_errors(page)
+        assert "Page not found" not in page.inner_text("body"), entry.url_path
+        page.get_by_role("heading", name=entry.title).first.wait_for(timeout=UI_TIMEOUT_MS)
+        assert urlparse(page.url).path.rstrip("/").endswith(entry.url_path)
+    _open(page, f"{server}/")  # the root still draws the first page
+    page.get_by_role("heading", name=PAGES[0].title).first.wait_for(timeout=UI_TIMEOUT_MS)
+    page.wait_for_timeout(1000)  # late requests (favicon, fonts) have been issued
+    outside = sorted(
+        {
+            u
+            for u in requested
+            if urlparse(u).scheme not in ("data", "blob") and urlparse(u).hostname not in LOOPBACK_HOSTS
+        }
+    )
+    assert requested and not outside, f"requests leaving the machine: {outside}"

@@ -298,7 +298,7 @@ def test_url_parsing_refuses_what_the_analyses_would() -> None:
         {"fleet.loads": ",".join(["0.5"] * 9), "overtrain.rl_efficiency_frac": "1.5"}
     )
     assert [type(e) for e in errs] == [InputError, InputError]
-    assert "at most 8 numbers" in str(errs[0]) and "a fraction in (0, 1]" in str(errs[1])
+    assert "at most 8 numbers" in str(errs[0]) and "a number from 0.001 to 1" in str(errs[1])
 
 
 def test_every_tab_offers_csv_json_and_the_matplotlib_png() -> None:
@@ -308,3 +308,22 @@ def test_every_tab_offers_csv_json_and_the_matplotlib_png() -> None:
         assert {"CSV", "JSON", "full result (JSON)", "Plots as PNG (matplotlib)"} <= labels, tab
     report = page_economics.prices_report(EconomicsState(), dt.date.today())  # what the PNG draws
     assert report.to_dict()["caching"]["lecture_mapping"] == {"300s": "flash", "3600s": "disk"}
+
+
+def test_every_number_on_the_fleets_tab_is_bounded() -> None:
+    """Loads, batch, output tokens, traffic, step time and price: each widget has a min and a
+    max, the ones the URL parser enforces (as the CLI refuses out-of-range options)."""
+    from rackmath.web.state import ECONOMICS_BOUNDS
+
+    at = run_page(tab="fleet")
+    ok(at)
+    inputs = {n.key: n for n in at.number_input}
+    fleet_inputs = {k: n for k, n in inputs.items() if k.startswith("economics.fleet.")}
+    assert len(fleet_inputs) >= 6
+    for k, n in fleet_inputs.items():
+        assert n.proto.has_min and n.proto.has_max, k
+    lo, hi = ECONOMICS_BOUNDS["fleet.traffic_tokens_per_s"]
+    traffic = inputs["economics.fleet.traffic_tokens_per_s"].proto
+    assert (traffic.min, traffic.max) == (lo, hi)
+    at.text_input(key="economics.fleet.loads").set_value("0.5,3").run()
+    assert any("fleet.loads" in e and "1e-06 to 2" in e for e in errors(at))

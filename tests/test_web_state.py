@@ -35,6 +35,16 @@ from rackmath.web.state import (
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+def bounded(name: str) -> st.SearchStrategy[float]:
+    """Any value the page accepts for ``name`` (its bounds are the widgets' and the URL's)."""
+    from rackmath.web.state import BOUNDS
+
+    lo, hi = BOUNDS[name]
+    return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
+
+
 states = st.builds(
     ServingState,
     model=st.sampled_from(sorted(catalog.models())),
@@ -43,10 +53,10 @@ states = st.builds(
     weights=st.none() | st.sampled_from([p.value for p in Precision]),
     kv=st.none() | st.sampled_from([p.value for p in Precision]),
     compute=st.none() | st.sampled_from([p.value for p in Precision]),
-    usd_per_chip_hour=st.none() | positive,
-    hbm_gb=st.none() | positive,
-    hbm_tb_per_s=st.none() | positive,
-    peak_tflop_per_s=st.none() | positive,
+    usd_per_chip_hour=st.none() | bounded("serving.usd_per_chip_hour"),
+    hbm_gb=st.none() | bounded("serving.hbm_gb"),
+    hbm_tb_per_s=st.none() | bounded("serving.hbm_tb_per_s"),
+    peak_tflop_per_s=st.none() | bounded("serving.peak_tflop_per_s"),
     batch=st.integers(1, MAX_BATCH),
     context=st.integers(1, MAX_CONTEXT),
 )
@@ -82,7 +92,7 @@ def test_deployments_state_round_trips_including_no_slo() -> None:
         ({"batch": "0"}, InputError, "batch: got '0'; allowed: a whole number from 1 to 65,536"),
         ({"batch": "2.5"}, InputError, "batch: got '2.5'"),
         ({"context": str(MAX_CONTEXT + 1)}, InputError, "context: got '2097153'"),
-        ({"usd_per_chip_hour": "nan"}, InputError, "a positive, finite number"),
+        ({"usd_per_chip_hour": "nan"}, InputError, "a number from 0.01 to 1000"),
         ({"hbm_gb": "-80"}, InputError, "hbm_gb: got '-80'"),
         ({"model": "lama-3.1-8b"}, UnknownIdError, "did you mean llama-3.1-8b"),
         ({"system": "gb200"}, UnknownIdError, "unknown system 'gb200'"),
@@ -165,11 +175,12 @@ def test_csv_and_json_exports_hold_the_rows() -> None:
 
 def test_memory_figure_stacks_to_the_chips_capacity() -> None:
     from rackmath.analyses import serving
+    from rackmath.analyses.figures import memory
     from rackmath.api import deployment
-    from rackmath.web.figures import memory_figure
+    from rackmath.web.render_plotly import figure
 
     dep = deployment("llama-3.1-70b", "h100-hgx")
-    fig = memory_figure(dep, serving.decode(dep, [64], [4096]))
+    fig = figure(memory(dep, serving.decode(dep, [64], [4096])))
     bars = [t for t in fig.data if t.type == "bar"]
     assert next(t.name for t in bars) == "weights"
     assert sum(float(t.x[0]) for t in bars) == pytest.approx(dep.system.chip.hbm_capacity_bytes / 1e9)
@@ -180,14 +191,14 @@ def test_memory_figure_stacks_to_the_chips_capacity() -> None:
 
 def test_the_no_fit_band_starts_at_the_largest_batch() -> None:
     from rackmath.analyses import serving
+    from rackmath.analyses.figures import batch_sweep, cost
     from rackmath.api import deployment, explain
-    from rackmath.web.figures import cost_figure
-    from rackmath.web.page_serving import SWEEP_BATCHES
+    from rackmath.web.render_plotly import figure
 
     dep = deployment("llama-3.1-70b", "h100-hgx")
     result = explain(dep, contexts=[4096])
-    sweep = serving.decode(dep, SWEEP_BATCHES, [4096])
-    fig = cost_figure(result, sweep, serving.decode(dep, [64], [4096]))
+    sweep = batch_sweep(result, top_batch=4096)
+    fig = figure(cost(result, sweep, serving.decode(dep, [64], [4096])))
     band = next(t for t in fig.data if str(t.name).startswith("KV does not fit"))
     assert band.x[0] == pytest.approx(float(result.max_batch[0]))
 
@@ -241,3 +252,37 @@ def test_web_command_names_the_missing_extra(
         main()
     assert exit_info.value.code == 1
     assert "pip install 'rackmath[web]'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- bounded inputs
+
+
+def test_every_number_widget_has_a_minimum_and_a_maximum() -> None:
+    """Each st.number_input names min_value and max_value (the real-valued ones read from the
+    bounds table); nothing a user types can start unbounded work."""
+    import ast
+
+    from rackmath.web import APP_PATH
+
+    offenders = []
+    for path in sorted(APP_PATH.parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "number_input":
+                names = {k.arg for k in node.keywords}
+                if not {"min_value", "max_value"} <= names:
+                    offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, "unbounded number inputs: " + ", ".join(offenders)
+
+
+def test_the_bounds_table_is_what_the_url_parsers_enforce() -> None:
+    from rackmath.web.state import BOUNDS, parse_economics_query, parse_serving_query
+
+    _lo, hi = BOUNDS["economics.fleet.traffic_tokens_per_s"]
+    _, errors = parse_economics_query({"fleet.traffic_tokens_per_s": str(hi * 10)})
+    assert len(errors) == 1 and "fleet.traffic_tokens_per_s" in str(errors[0]) and f"{hi:g}" in str(errors[0])
+    _, errors = parse_economics_query({"fleet.loads": "0.5,5"})
+    assert len(errors) == 1 and "fleet.loads" in str(errors[0])
+    _, errors = parse_serving_query({"hbm_gb": "1e9"})
+    assert len(errors) == 1 and "hbm_gb" in str(errors[0])
+    state, errors = parse_serving_query({"hbm_gb": "141"})
+    assert errors == [] and state.hbm_gb == 141.0

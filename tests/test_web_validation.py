@@ -74,16 +74,27 @@ def test_the_plots_and_tables_are_the_validation_report(report: validation.Valid
             f"median |err| {st.median_abs_error:.0%}, p90 {st.p90_abs_error:.0%}"
             in spec["layout"]["title"]["text"]
         )
+        # each metric is divided by a power of ten near its unit's median measured value
+        by_unit: dict[str, list[float]] = {}
+        for r in report.rows:
+            by_unit.setdefault(r.scenario.unit, []).append(r.scenario.value)
+        scale = {u: 10 ** np.floor(np.log10(np.median(v))) for u, v in by_unit.items()}
         expected = [
-            (r.scenario.value, r.column(column).value)
+            (r.scenario.value / scale[r.scenario.unit], r.column(column).value / scale[r.scenario.unit])
             for r in report.rows
             if r.scenario.phase.value == "decode" and r.column(column).ok
         ]
         np.testing.assert_allclose(points(spec, "decode"), expected, rtol=1e-12)
+        # readable: the axes span a few decades, not the 16 between ms and FLOP/s
+        lo, hi = spec["layout"]["xaxis"]["range"]
+        assert 1 < hi - lo < 8
     band = next(t for t in pure["data"] if t["name"] == "±20%")
     x, y = values(band["x"]), values(band["y"])
     assert y[0] == pytest.approx(1.2 * x[0]) and y[2] == pytest.approx(0.8 * x[2])
     errs = {t["name"]: values(t["y"]) for t in per_row["data"]}
+    low, high = per_row["layout"]["yaxis"]["range"]
+    assert (low, high) == (-1.0, 2.0)
+    assert all(low <= e <= high for e in errs["roofline"])  # beyond the axis: drawn at its edge
     assert sorted(errs["calibrated"]) == pytest.approx(
         sorted(e for e in report.errors("calibrated") if np.isfinite(e))
     )

@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
+
+import numpy as np
 
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 
@@ -69,3 +73,67 @@ def pct(frac: float) -> str:
     if frac is None or not math.isfinite(frac):
         return "n/a"
     return f"{frac:.1%}"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _finite(value: Any) -> Any:
+    """Replace NaN and infinities by None (JSON null): "no value", never a bogus number."""
+    if isinstance(value, float | np.floating):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _finite(value.tolist())
+    return value
+
+
+def to_json(payload: Any) -> str:
+    """``payload`` (a result's ``to_dict()``) as indented, strict JSON: NumPy scalars and
+    arrays become numbers and lists, and a NaN or infinity becomes null (no value), never a
+    non-standard token a reader would choke on."""
+    return json.dumps(_finite(payload), indent=2, default=_jsonable, allow_nan=False)
+
+
+def _plain_number(value: float) -> str:
+    size = abs(value)
+    if size >= 1e9 or (value != 0 and size < 1e-3):
+        return f"{value:.3g}"
+    if size >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def column(name: str, value: Any) -> str:
+    """A table cell shown by its column's unit suffix: ``step_s`` 0.0123 -> ``'12.3 ms'``,
+    ``mfu_frac`` 0.6431 -> ``'64.3%'``, ``..._usd_per_million_...`` -> ``'$0.1234'``,
+    ``..._bytes`` -> ``'70.3 GB'``, ``..._flops`` -> ``'1.2 PFLOP'``; text stays as it is."""
+    if value is None:
+        return "-"
+    if isinstance(value, (bool, np.bool_, str)) or not isinstance(value, (int, float, np.number)):
+        return str(value)
+    v = float(value)
+    if not math.isfinite(v):
+        return "n/a"
+    n = name.lower()
+    if n.endswith(("_frac", "_error", "_error_frac", "mfu", "mbu")) or "_frac_" in n:
+        return pct(v)
+    if "usd" in n:
+        return usd(v) + ("/M" if "per_million" in n else "")
+    if n.endswith("_bytes") or "_bytes_" in n:
+        return nbytes(v)
+    if n.endswith("_flops") or "_flops_" in n:
+        return si(v, "FLOP") if abs(v) < 1e21 else f"{v:.3g} FLOP"
+    if n.endswith(("_per_s", "per_s_per_user", "per_s_per_chip")):
+        return _plain_number(v) + "/s"
+    if n.endswith("_s") or n.endswith("_latency_s"):
+        return duration(v) if v >= 60 else seconds(v)
+    return _plain_number(v)

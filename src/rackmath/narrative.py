@@ -6,6 +6,7 @@ import numpy as np
 
 from rackmath import fmt
 from rackmath.analyses.explain import Explanation
+from rackmath.analyses.figures import cheapest_fitting
 
 
 def reading(result: Explanation) -> str:
@@ -14,6 +15,7 @@ def reading(result: Explanation) -> str:
     c0 = float(result.contexts[0])
     b0 = g.batch[0, 0]
     first = g.usd_per_million_output_tokens[0, 0]
+    cheapest = cheapest_fitting(g)
     b_star = result.balance.balance_batch_with_kv[0]
     max_b = result.max_batch[0]
     parts = [
@@ -30,13 +32,12 @@ def reading(result: Explanation) -> str:
             f"At {c0:,.0f} tokens of context the KV-cache fetch per sequence exceeds its compute, "
             "so no batch becomes compute-bound: longer context costs bandwidth, not FLOPs."
         )
-    if not g.fits[:, 0].any():
+    if cheapest is None:
         parts.append(
             f"None of the batches shown fits in memory at {c0:,.0f} tokens: the largest that does is "
             f"{max_b:,.0f} sequences."
         )
         return " ".join(parts)
-    cheapest = int(np.nanargmin(np.where(g.fits[:, 0], g.usd_per_million_output_tokens[:, 0], np.inf)))
     b_best = g.batch[cheapest, 0]
     best_cost = g.usd_per_million_output_tokens[cheapest, 0]
     if cheapest == 0:

@@ -19,6 +19,11 @@ from rackmath.errors import InputError
 from rackmath.numbers import check_range
 from rackmath.units import SECONDS_PER_DAY
 
+#: The lifecycle coefficients and Chinchilla's tokens per parameter, named here so that the
+#: faces need not import the core.
+ComputeCoefficients = sl.ComputeCoefficients
+CHINCHILLA_TOKENS_PER_PARAM = sl.CHINCHILLA_TOKENS_PER_PARAM
+
 LECTURE_PARAMS_ACTIVE = 100e9
 LECTURE_TOKENS_PER_S = 50e6
 LECTURE_DAYS = 60.0

@@ -49,6 +49,8 @@ DEFAULT_SEQ_LEN = 8192
 #: One achievable-matmul fraction for every training row, fitted once (geometric mean of
 #: measured / pure-roofline throughput over the seven training rows of
 #: shared/reference/measurements.csv plus DeepSeek-V3; see docs/training.md). Never per row.
+#: No efficiency derating (the faces name it without importing the core).
+PURE_ROOFLINE = rl.PURE_ROOFLINE
 CALIBRATED_TRAINING = rl.Efficiency(flops_frac=0.77)  # 0.774 (0.75 before row 67 ran with full recompute)
 
 

@@ -33,7 +33,6 @@ from rackmath.cli.options import (
     plot_option,
     plural,
 )
-from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration, parse_number
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_YEAR
@@ -472,7 +471,7 @@ def overtrain_command(
         "1/3", "--inference-efficiency", help="Inference efficiency.", minimum=1e-3, maximum=1
     ),
     tokens_per_param: float = number(
-        sl.CHINCHILLA_TOKENS_PER_PARAM,
+        ot.CHINCHILLA_TOKENS_PER_PARAM,
         "--tokens-per-param",
         help="Chinchilla ratio.",
         minimum=ot.TOKENS_PER_PARAM_RANGE[0],
@@ -486,7 +485,7 @@ def overtrain_command(
         params=params,
         tokens_per_s=tokens_per_s,
         duration_s=duration_s,
-        coefficients=sl.ComputeCoefficients(
+        coefficients=ot.ComputeCoefficients(
             rl=rl_flops, rl_efficiency=rl_efficiency, inference_efficiency=inference_efficiency
         ),
         tokens_per_param=tokens_per_param,

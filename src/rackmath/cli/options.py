@@ -10,16 +10,16 @@ and the light commands stay fast.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from rackmath.errors import InputError
-from rackmath.numbers import fmt_bound, parse_duration, parse_list, parse_number
+from rackmath.numbers import fmt_bound, parse_duration, parse_number
+from rackmath.specs.lists import MAX_LIST as MAX_LIST
+from rackmath.specs.lists import number_list as number_list
 
 #: Physical and work bounds shared by several commands (one place; the README quotes them).
 MAX_CONTEXT = 2**24  # 16.8M tokens: beyond every model's window; a model's own maximum binds first
@@ -28,7 +28,6 @@ MAX_CHIPS = 2**18  # 262,144 chips in one job: above the largest clusters built
 MAX_TOKENS = 1e18  # a training token budget
 MAX_TRAFFIC = 1e12  # tokens per second
 MAX_USD_PER_CHIP_HOUR = 1e4
-MAX_LIST = 64  # values in one comma list
 
 
 def _field(decls: tuple[str, ...]) -> str:
@@ -116,19 +115,6 @@ def plot_option(help: str = "Write a figure (PNG/SVG/PDF).") -> Any:
     return typer.Option(None, "--plot", help=help, parser=plot_path, metavar="FILE")
 
 
-def number_list(
-    text: str,
-    field: str,
-    *,
-    integer: bool = False,
-    minimum: float = 1,
-    maximum: float | None = None,
-    most: int = MAX_LIST,
-) -> list[float]:
-    """``"1,64,2048"`` -> ``[1.0, 64.0, 2048.0]``; the number grammar (``4k``, ``1M``) per item."""
-    return parse_list(text, field, minimum=minimum, maximum=maximum, integer=integer, most=most)
-
-
 def one(text: str, field: str, *, minimum: float = 0.0, maximum: float | None = None) -> float:
     """One positive number from a text option (``"500M"``)."""
     value = parse_number(text, field, minimum=minimum, maximum=maximum)
@@ -153,30 +139,11 @@ def positive(value: float | None, field: str) -> float | None:
     return value
 
 
-def _jsonable(value: Any) -> Any:
-    tolist: Callable[[], Any] | None = getattr(value, "tolist", None)  # NumPy scalars and arrays
-    if tolist is not None:
-        return tolist()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
-
-
-def _finite(value: Any) -> Any:
-    """Replace NaN and infinities by None (JSON null): "no value", never a bogus number."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    tolist = getattr(value, "tolist", None)
-    if tolist is not None:
-        return _finite(tolist())
-    return value
-
-
 def dump_json(payload: Any) -> str:
-    """Strict JSON: NaN and infinities become null, so no reader sees a non-standard token."""
-    return json.dumps(_finite(payload), indent=2, default=_jsonable, allow_nan=False)
+    """Strict JSON (:func:`rackmath.fmt.to_json`): NaN and infinities become null."""
+    from rackmath import fmt  # NumPy comes with it: loaded when a command prints, not for --help
+
+    return fmt.to_json(payload)
 
 
 def plural(n: float, word: str) -> str:

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from rackmath import fmt
-from rackmath.analyses.training import CALIBRATED_TRAINING, PipelineResult, TrainingEstimate
+from rackmath.analyses.training import CALIBRATED_TRAINING, PURE_ROOFLINE, PipelineResult, TrainingEstimate
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -21,7 +21,6 @@ from rackmath.cli.options import (
     number,
     plot_option,
 )
-from rackmath.core.roofline import PURE_ROOFLINE
 from rackmath.errors import DoesNotFitError
 
 

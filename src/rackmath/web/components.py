@@ -19,11 +19,12 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import catalog
-from rackmath.cli.options import dump_json
+from rackmath import catalog, fmt
 from rackmath.errors import RackmathError
+from rackmath.figure_spec import FigureData
 from rackmath.specs import Precision, SystemSpec
-from rackmath.web.state import CUSTOM_MODEL, upload_text
+from rackmath.web import render_plotly
+from rackmath.web.state import BOUNDS, CUSTOM_MODEL, upload_text
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).
 DEFAULT = "default"
@@ -133,13 +134,24 @@ def precision_picker(
     return None if value == DEFAULT else value
 
 
+def least(page: str, field: str) -> float:
+    """A number widget's ``min_value``: the low end of the range its URL parser enforces."""
+    return BOUNDS[key(page, field)][0]
+
+
+def most(page: str, field: str) -> float:
+    """A number widget's ``max_value``: the high end of the range its URL parser enforces."""
+    return BOUNDS[key(page, field)][1]
+
+
 def optional_number(
-    page: str, field: str, label: str, catalog_value: str, *, min_value: float, step: float, help: str
+    page: str, field: str, label: str, catalog_value: str, *, step: float, help: str
 ) -> float | None:
     """A number the user may leave empty (= the catalog's figure, shown as placeholder)."""
     value = st.number_input(
         label,
-        min_value=min_value,
+        min_value=least(page, field),
+        max_value=most(page, field),
         value=None,
         step=step,
         key=key(page, field),
@@ -164,7 +176,7 @@ def records_csv(records: Sequence[Mapping[str, Any]]) -> bytes:
 
 
 def records_json(records: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bytes:
-    return dump_json(records).encode()
+    return fmt.to_json(records).encode()
 
 
 def downloads(
@@ -202,8 +214,22 @@ def downloads(
         )
 
 
-def figure(page: str, name: str, fig: go.Figure, stem: str) -> None:
-    """A Plotly chart; its toolbar's camera button downloads a PNG drawn by the browser."""
+def table(records: Sequence[Mapping[str, Any]] | Any) -> None:
+    """A table whose cells read with their units (``12.3 ms``, ``64.3%``, ``$0.12/M``) by
+    column suffix (:func:`rackmath.fmt.column`); the data behind it, and every download,
+    stay in SI units."""
+    import pandas as pd
+
+    frame = records if isinstance(records, pd.DataFrame) else pd.DataFrame(list(records))
+    formats = {c: (lambda v, c=c: fmt.column(str(c), v)) for c in frame.columns}
+    st.dataframe(frame.style.format(formats), hide_index=True)
+
+
+def figure(page: str, name: str, fig: go.Figure | FigureData, stem: str) -> None:
+    """A Plotly chart (a FigureData is drawn by :mod:`rackmath.web.render_plotly`); its
+    toolbar's camera button downloads a PNG drawn by the browser."""
+    if isinstance(fig, FigureData):
+        fig = render_plotly.figure(fig)
     st.plotly_chart(
         fig,
         key=key(page, f"fig.{name}"),

@@ -13,11 +13,11 @@ from typing import Any
 import streamlit as st
 
 from rackmath import catalog, fmt
-from rackmath.analyses import search
+from rackmath.analyses import figures, search
 from rackmath.errors import RackmathError
 from rackmath.units import MS
 from rackmath.web import components as ui
-from rackmath.web import figures
+from rackmath.web.render_plotly import figure as plotly_figure
 from rackmath.web.state import (
     CUSTOM_MODEL,
     MAX_CONTEXT,
@@ -88,7 +88,8 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         traffic = st.number_input(
             "Traffic (output tokens/s)",
-            min_value=1.0,
+            min_value=ui.least(PAGE, "traffic_tokens_per_s"),
+            max_value=ui.most(PAGE, "traffic_tokens_per_s"),
             step=10_000.0,
             key=ui.key(PAGE, "traffic_tokens_per_s"),
         )
@@ -100,7 +101,8 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         ttft = st.number_input(
             "TTFT SLO (ms)",
-            min_value=0.1,
+            min_value=ui.least(PAGE, "ttft_ms"),
+            max_value=ui.most(PAGE, "ttft_ms"),
             value=None,
             step=100.0,
             key=ui.key(PAGE, "ttft_ms"),
@@ -109,7 +111,8 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         )
         tpot = st.number_input(
             "TPOT SLO (ms)",
-            min_value=0.1,
+            min_value=ui.least(PAGE, "tpot_ms"),
+            max_value=ui.most(PAGE, "tpot_ms"),
             value=None,
             step=5.0,
             key=ui.key(PAGE, "tpot_ms"),
@@ -169,11 +172,11 @@ def _frontier(state: DeploymentsState) -> None:
     except RackmathError as exc:
         ui.show_error(exc)
         return
-    fig = figures.pareto_figure(f)
+    fig = plotly_figure(figures.pareto(f))
     ui.figure(PAGE, "pareto", fig, "deployments")
     rows = [p.to_dict() for p in f.frontier]
     with st.expander(f"The {len(rows)} deployments on the frontier ({f.candidates_evaluated:,} evaluated)"):
-        st.dataframe(rows, hide_index=True)
+        ui.table(rows)
         ui.downloads(PAGE, "pareto", rows, f.to_dict())
 
 
@@ -201,7 +204,7 @@ def _search(state: DeploymentsState) -> None:
         cols[5].metric("TTFT", fmt.seconds(best.ttft_s))
         rows = [_choice_row(c) for c in (best, *result.runners_up)]
         st.markdown("##### The best plan and the runners-up")
-        st.dataframe(rows, hide_index=True)
+        ui.table(rows)
         ui.downloads(PAGE, "plans", rows, result.to_dict())
     st.markdown("##### Each system and precision family")
     families = [
@@ -220,7 +223,7 @@ def _search(state: DeploymentsState) -> None:
         }
         for f in result.families
     ]
-    st.dataframe(families, hide_index=True)
+    ui.table(families)
     ui.downloads(PAGE, "families", families)
     with st.expander("Assumptions"):
         st.markdown("\n".join(f"- {a}" for a in search.ASSUMPTIONS))

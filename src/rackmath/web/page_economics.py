@@ -17,26 +17,25 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import streamlit as st
 
 from rackmath import catalog, fmt
-from rackmath.analyses import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses import caching, fast_mode, figures, fleet, overtrain, prices, sparsity
 from rackmath.analyses.serving import Deployment
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
-from rackmath.core import scaling_laws as sl
 from rackmath.errors import DoesNotFitError, RackmathError
 from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import MILLION, MS, SECONDS_PER_DAY
 from rackmath.web import components as ui
-from rackmath.web import figures
 from rackmath.web.state import (
     BILLION,
+    ECONOMICS_BOUNDS,
     ECONOMICS_TABS,
     MAX_BATCH,
     MAX_CONTEXT,
+    MAX_LOAD_FRAC,
     MAX_LOADS,
     NO_PRICE,
     CachesTab,
@@ -53,10 +52,6 @@ from rackmath.web.state import (
 )
 
 PAGE = "economics"
-#: Retentions the cache-tier curves are drawn over: 1 ms to about 11.6 days.
-CACHE_CURVE_RETENTIONS_S = np.geomspace(1e-3, 1e6, 200)
-#: Model sizes the over-training curve spans, around the equal-thirds and optimal sizes.
-OVERTRAIN_CURVE_SPAN = 10.0
 
 
 # --------------------------------------------------------------------------- computation
@@ -123,7 +118,7 @@ def fleet_view(model: str, system: str, tab: FleetTab) -> fleet.Fleet:
         chips_per_replica=tab.chips_per_replica,
         usd_per_chip_hour=tab.usd_per_chip_hour,
         output_tokens=tab.output_tokens,
-        loads=number_list(tab.loads, "fleet.loads", minimum=1e-6, most=MAX_LOADS),
+        loads=number_list(tab.loads, "fleet.loads", minimum=1e-6, most=MAX_LOADS, maximum=MAX_LOAD_FRAC),
         requests=tab.requests,
         seed=tab.seed,
     )
@@ -132,9 +127,7 @@ def fleet_view(model: str, system: str, tab: FleetTab) -> fleet.Fleet:
 @dataclass(frozen=True)
 class OvertrainView:
     result: overtrain.Overtraining
-    params: np.ndarray  # model sizes of the same loss
-    pretrain_flops: np.ndarray
-    rest_flops: np.ndarray  # RL + inference
+    curve: figures.OvertrainCurve  # model sizes of the same loss and their lifetime compute
 
 
 @lru_cache(maxsize=32)
@@ -143,18 +136,14 @@ def overtrain_view(tab: OvertrainTab) -> OvertrainView:
         params=tab.params_billions * BILLION,
         tokens_per_s=tab.tokens_per_s_millions * MILLION,
         duration_s=tab.duration_days * SECONDS_PER_DAY,
-        coefficients=sl.ComputeCoefficients(
+        coefficients=overtrain.ComputeCoefficients(
             rl=tab.rl_flops_per_param_token,
             rl_efficiency=tab.rl_efficiency_frac,
             inference_efficiency=tab.inference_efficiency_frac,
         ),
         tokens_per_param=tab.tokens_per_param,
     )
-    lo, hi = min(r.params, r.optimum_params), max(r.params, r.optimum_params)
-    n = np.geomspace(lo / OVERTRAIN_CURVE_SPAN, hi * OVERTRAIN_CURVE_SPAN, 200)
-    d = sl.tokens_for_loss(n, r.loss, r.fit)
-    pre, rl, inf = sl.lifecycle_compute_flops(n, d, r.rl_tokens, r.inference_tokens, r.coefficients)
-    return OvertrainView(r, n, np.asarray(pre, float), np.asarray(rl + inf, float))
+    return OvertrainView(r, figures.overtrain_curve(r))
 
 
 @lru_cache(maxsize=32)
@@ -181,6 +170,16 @@ def prices_report(state: EconomicsState, as_of: dt.date) -> prices.PricesReport:
 
 
 # --------------------------------------------------------------------------- controls
+
+
+def _least(field: str) -> float:
+    """The widget's min_value: the low end of the range the URL parser enforces."""
+    return ECONOMICS_BOUNDS[field][0]
+
+
+def _most(field: str) -> float:
+    """The widget's max_value: the high end of the range the URL parser enforces."""
+    return ECONOMICS_BOUNDS[field][1]
 
 
 def _k(field: str) -> str:
@@ -239,6 +238,8 @@ def _caches_controls(initial: CachesTab) -> CachesTab:
         "Amortization (years)",
         step=1.0,
         key=_k("caches.amortization_years"),
+        min_value=_least("caches.amortization_years"),
+        max_value=_most("caches.amortization_years"),
         help="memory purchases are spread over this many 365-day years (HBM is priced at the GPU's rental)",
     )
     prompt = cols[3].number_input(
@@ -263,6 +264,8 @@ def _fast_controls(initial: FastTab) -> FastTab:
         value=None,
         step=0.5,
         key=_k("fast.normal_over_balance"),
+        min_value=_least("fast.normal_over_balance"),
+        max_value=_most("fast.normal_over_balance"),
         placeholder="published speed-up, or 2.5",
         help="Normal service runs at k x B*; empty = the published speed-up (or the lecture's 2.5)",
     )
@@ -271,6 +274,8 @@ def _fast_controls(initial: FastTab) -> FastTab:
         value=None,
         step=1.0,
         key=_k("fast.price_multiple"),
+        min_value=_least("fast.price_multiple"),
+        max_value=_most("fast.price_multiple"),
         placeholder="published multiple, or 6",
         help="How many times the normal price per token; empty = the published multiple (or 6)",
     )
@@ -293,6 +298,8 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         step=1e6,
         format="%.0f",
         key=_k("fleet.traffic_tokens_per_s"),
+        min_value=_least("fleet.traffic_tokens_per_s"),
+        max_value=_most("fleet.traffic_tokens_per_s"),
     )
     batch = cols[1].number_input(
         "Batch (sequences per replica)", min_value=1, max_value=100_000, step=100, key=_k("fleet.batch")
@@ -305,7 +312,14 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         horizontal=True,
     )
     if source == "stated":
-        step_ms = cols[3].number_input("Decode step (ms)", step=1.0, format="%.6g", key=_k("fleet.step_ms"))
+        step_ms = cols[3].number_input(
+            "Decode step (ms)",
+            step=1.0,
+            format="%.6g",
+            key=_k("fleet.step_ms"),
+            min_value=_least("fleet.step_ms"),
+            max_value=_most("fleet.step_ms"),
+        )
         context = initial.context
     else:
         context = cols[3].number_input(
@@ -327,6 +341,8 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
         value=None,
         step=0.1,
         key=_k("fleet.usd_per_chip_hour"),
+        min_value=_least("fleet.usd_per_chip_hour"),
+        max_value=_most("fleet.usd_per_chip_hour"),
         placeholder="catalog",
     )
     output_tokens = cols[2].number_input(
@@ -335,7 +351,8 @@ def _fleet_controls(initial: FleetTab) -> FleetTab:
     loads = cols[3].text_input(
         "Loads (fractions of capacity)",
         key=_k("fleet.loads"),
-        help=f"comma-separated, at most {MAX_LOADS}: each is one simulation",
+        help=f"comma-separated, at most {MAX_LOADS}, each from 1e-6 to {MAX_LOAD_FRAC:g}: "
+        "each is one simulation",
     )
     requests = cols[4].number_input(
         "Arrivals per load (at least)", min_value=100, max_value=20_000, step=500, key=_k("fleet.requests")
@@ -360,23 +377,41 @@ def _overtrain_controls(initial: OvertrainTab) -> OvertrainTab:
     _seed("overtrain", initial)
     cols = list(st.columns(4))
     params = cols[0].number_input(
-        "Active parameters N (billions)", step=10.0, key=_k("overtrain.params_billions")
+        "Active parameters N (billions)",
+        step=10.0,
+        key=_k("overtrain.params_billions"),
+        min_value=_least("overtrain.params_billions"),
+        max_value=_most("overtrain.params_billions"),
     )
     traffic = cols[1].number_input(
         "Inference traffic (millions of tokens/s)",
         step=10.0,
         format="%.4g",
         key=_k("overtrain.tokens_per_s_millions"),
+        min_value=_least("overtrain.tokens_per_s_millions"),
+        max_value=_most("overtrain.tokens_per_s_millions"),
     )
-    days = cols[2].number_input("Serving for (days)", step=30.0, key=_k("overtrain.duration_days"))
+    days = cols[2].number_input(
+        "Serving for (days)",
+        step=30.0,
+        key=_k("overtrain.duration_days"),
+        min_value=_least("overtrain.duration_days"),
+        max_value=_most("overtrain.duration_days"),
+    )
     per_param = cols[3].number_input(
-        "Chinchilla tokens per parameter", step=1.0, key=_k("overtrain.tokens_per_param")
+        "Chinchilla tokens per parameter",
+        step=1.0,
+        key=_k("overtrain.tokens_per_param"),
+        min_value=_least("overtrain.tokens_per_param"),
+        max_value=_most("overtrain.tokens_per_param"),
     )
     cols = list(st.columns(3))
     rl = cols[0].number_input(
         "RL FLOPs per parameter-token",
         step=1.0,
         key=_k("overtrain.rl_flops_per_param_token"),
+        min_value=_least("overtrain.rl_flops_per_param_token"),
+        max_value=_most("overtrain.rl_flops_per_param_token"),
         help="2 (forward only) to 6 (forward and backward)",
     )
     rl_eff = cols[1].number_input(
@@ -384,12 +419,16 @@ def _overtrain_controls(initial: OvertrainTab) -> OvertrainTab:
         step=0.05,
         format="%.3f",
         key=_k("overtrain.rl_efficiency_frac"),
+        min_value=_least("overtrain.rl_efficiency_frac"),
+        max_value=_most("overtrain.rl_efficiency_frac"),
     )
     inf_eff = cols[2].number_input(
         "Inference efficiency vs pre-training",
         step=0.05,
         format="%.3f",
         key=_k("overtrain.inference_efficiency_frac"),
+        min_value=_least("overtrain.inference_efficiency_frac"),
+        max_value=_most("overtrain.inference_efficiency_frac"),
     )
     return OvertrainTab(
         float(params), float(traffic), float(days), float(rl), float(rl_eff), float(inf_eff), float(per_param)
@@ -407,6 +446,8 @@ def _sparsity_controls(initial: SparsityTab) -> SparsityTab:
         value=None,
         step=10.0,
         key=_k("sparsity.params_active_billions"),
+        min_value=_least("sparsity.params_active_billions"),
+        max_value=_most("sparsity.params_active_billions"),
         placeholder="the reference model's",
     )
     context = cols[2].number_input(
@@ -504,7 +545,7 @@ def _render_prices(state: EconomicsState) -> None:
         "If prices track cost, a price ratio r says decode runs at about 1/r of prefill's utilization "
         f"(5x: ~20%). Prices as of {survey.as_of.isoformat()}; the oldest is {survey.oldest_days} days old."
     )
-    ui.figure(PAGE, "price-ratio", figures.price_ratio_figure(survey), "economics")
+    ui.figure(PAGE, "price-ratio", figures.price_ratio(survey), "economics")
     rows = [
         {
             k: v
@@ -514,7 +555,7 @@ def _render_prices(state: EconomicsState) -> None:
         for p in survey.prices
     ]
     with st.expander(f"The {len(rows)} price entries"):
-        st.dataframe(rows, hide_index=True)
+        ui.table(rows)
         ui.downloads(PAGE, "prices", rows, survey.to_dict())
     x = lc.to_dict()
     st.markdown(f"##### Long-context tiers (D30, D31): {lc.price.name} over {lc.deployment.model.id}")
@@ -538,9 +579,9 @@ def _render_prices(state: EconomicsState) -> None:
         help=f"at {x['min_output_margin_context']:,.0f} tokens; input {x['min_input_margin_frac']:+.0%} "
         f"at {x['min_input_margin_context']:,.0f}",
     )
-    ui.figure(PAGE, "long-context", figures.long_context_figure(lc), "economics")
+    ui.figure(PAGE, "long-context", figures.long_context(lc), "economics")
     with st.expander("The cost-vs-context curve"):
-        st.dataframe(x["curve"], hide_index=True)
+        ui.table(x["curve"])
         ui.downloads(PAGE, "long-context", x["curve"], x)
     ui.png_download(
         PAGE,
@@ -564,10 +605,9 @@ def _render_caches(state: EconomicsState) -> None:
     cols[2].metric("Cheapest for 5 min", d["lecture_mapping"]["300s"])
     cols[3].metric("Cheapest for 1 h", d["lecture_mapping"]["3600s"])
     tiers = d["tiers"]
-    st.dataframe(tiers, hide_index=True)
+    ui.table(tiers)
     ui.downloads(PAGE, "cache-tiers", tiers, d)
-    hits = c.hit_usd_per_token_at(CACHE_CURVE_RETENTIONS_S)
-    ui.figure(PAGE, "cache", figures.cache_figure(c, CACHE_CURVE_RETENTIONS_S, hits), "economics")
+    ui.figure(PAGE, "cache", figures.cache(c), "economics")
     by_retention = [
         {
             "retention_s": b["retention_s"],
@@ -577,7 +617,7 @@ def _render_caches(state: EconomicsState) -> None:
         for b in d["by_retention"]
     ]
     st.markdown("##### Cheapest tier by retention")
-    st.dataframe(by_retention, hide_index=True)
+    ui.table(by_retention)
     ui.downloads(PAGE, "cache-retention", by_retention)
     pr = d["pricing"]
     if pr and pr["miss_over_hit"]:
@@ -623,11 +663,11 @@ def _render_fast(state: EconomicsState) -> None:
         cols[5].metric(
             "Slow mode saves", fmt.pct(dm.slow_mode_saving_frac), help=f"at batch {dm.slow_batch:,.0f}"
         )
-    ui.figure(PAGE, "fast-mode", figures.fast_mode_figure(f), "economics")
+    ui.figure(PAGE, "fast-mode", figures.fast_mode(f), "economics")
     if dm is not None:
         curve = dm.to_dict()["curve"]
         with st.expander("The speed-vs-price curve"):
-            st.dataframe(curve, hide_index=True)
+            ui.table(curve)
             ui.downloads(PAGE, "fast-mode", curve, f.to_dict())
     ui.png_download(PAGE, "prices-fast", _prices_png(state), "as `rackmath prices --plot`")
 
@@ -664,11 +704,11 @@ def _render_fleet(state: EconomicsState) -> None:
     )
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "fleet-latency", figures.fleet_latency_figure(f), "economics")
+        ui.figure(PAGE, "fleet-latency", figures.fleet_latency(f), "economics")
     with right:
-        ui.figure(PAGE, "fleet-batch", figures.fleet_batch_figure(f), "economics")
+        ui.figure(PAGE, "fleet-batch", figures.fleet_batch(f), "economics")
     rows = [p.to_dict() for p in f.loads]
-    st.dataframe(rows, hide_index=True)
+    ui.table(rows)
     ui.downloads(PAGE, "fleet", rows, f.to_dict())
     ui.png_download(PAGE, "fleet", partial(save_fleet_plot, f), "as `rackmath fleet --plot`")
 
@@ -704,13 +744,13 @@ def _render_overtrain(state: EconomicsState) -> None:
         f"{o['power_law_pretrain_share_frac']:.1%}",
     )
     cols[5].metric("Equal thirds cost more by", f"{o['equal_thirds_excess_frac']:.2%}")
-    fig = figures.overtrain_figure(r, view.params, view.pretrain_flops, view.rest_flops)
+    fig = figures.overtrain(r, view.curve)
     ui.figure(PAGE, "overtrain", fig, "economics")
     phases = [
         {"plan": "equal thirds", **{f"{p}_flops": v for p, v in d["equal_thirds_compute_flops"].items()}},
         {"plan": "exact optimum", **{f"{p}_flops": v for p, v in o["compute_flops"].items()}},
     ]
-    st.dataframe(phases, hide_index=True)
+    ui.table(phases)
     ui.downloads(PAGE, "overtrain", phases, d)
     ui.png_download(PAGE, "overtrain", partial(save_overtrain_plot, r), "as `rackmath overtrain --plot`")
 
@@ -724,11 +764,11 @@ def _render_sparsity(state: EconomicsState) -> None:
     )
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "sparsity-cost", figures.sparsity_cost_figure(s), "economics")
+        ui.figure(PAGE, "sparsity-cost", figures.sparsity_cost(s), "economics")
     with right:
-        ui.figure(PAGE, "sparsity-needs", figures.sparsity_needs_figure(s), "economics")
+        ui.figure(PAGE, "sparsity-needs", figures.sparsity_needs(s), "economics")
     rows = [r.to_dict() for r in s.rows]
-    st.dataframe(rows, hide_index=True)
+    ui.table(rows)
     ui.downloads(PAGE, "sparsity", rows, s.to_dict())
     st.caption(
         "At its balance batch every sparsity costs the same per token while quality rises: a pure win "

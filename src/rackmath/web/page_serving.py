@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from rackmath import catalog, fmt
-from rackmath.analyses import serving
+from rackmath.analyses import figures, serving
 from rackmath.analyses.explain import Explanation, assumptions
 from rackmath.analyses.serving import DecodeGrid, Deployment
 from rackmath.api import deployment, explain
@@ -27,7 +27,7 @@ from rackmath.narrative import reading
 from rackmath.specs import ChipSpec, Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.web import components as ui
-from rackmath.web import figures
+from rackmath.web.render_plotly import figure as plotly_figure
 from rackmath.web.state import (
     CUSTOM_MODEL,
     MAX_BATCH,
@@ -40,8 +40,6 @@ from rackmath.web.state import (
 )
 
 PAGE = "serving"
-#: Batches of the dense sweep behind the curves: the batch slider's whole range.
-SWEEP_BATCHES = np.unique(np.round(np.geomspace(1, MAX_BATCH, 160)))
 BATCH_OPTIONS = [2**p for p in range(MAX_BATCH.bit_length())]  # 1 .. MAX_BATCH
 CONTEXT_OPTIONS = [2**p for p in range(8, MAX_CONTEXT.bit_length())]  # 256 .. MAX_CONTEXT
 
@@ -52,7 +50,7 @@ class ServingView:
 
     deployment: Deployment
     explanation: Explanation
-    sweep: DecodeGrid  # SWEEP_BATCHES at the selected context
+    sweep: DecodeGrid  # the dense batch sweep (the slider's whole range) at the selected context
     point: DecodeGrid  # the selected batch and context
     figures: dict[str, go.Figure]
 
@@ -91,7 +89,7 @@ def _explained(state: ServingState) -> tuple[Explanation, DecodeGrid]:
             dep.usable_bytes_per_chip,
         )
     result = explain(dep, contexts=[state.context])
-    return result, serving.decode(dep, SWEEP_BATCHES, [state.context])
+    return result, figures.batch_sweep(result, top_batch=MAX_BATCH)
 
 
 def build_serving_view(state: ServingState) -> ServingView:
@@ -100,10 +98,10 @@ def build_serving_view(state: ServingState) -> ServingView:
     dep = result.deployment
     point = serving.decode(dep, [state.batch], [state.context])
     figs = {
-        "step-time": figures.step_time_figure(result, sweep, point),
-        "cost": figures.cost_figure(result, sweep, point),
-        "memory": figures.memory_figure(dep, point),
-        "mfu-context": figures.mfu_context_figure(result),
+        "step-time": plotly_figure(figures.step_time(result, sweep, point)),
+        "cost": plotly_figure(figures.cost(result, sweep, point)),
+        "memory": plotly_figure(figures.memory(dep, point)),
+        "mfu-context": plotly_figure(figures.mfu_context(result)),
     }
     return ServingView(dep, result, sweep, point, figs)
 
@@ -184,7 +182,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             "usd_per_chip_hour",
             "USD per chip-hour",
             f"{fmt.usd(price.value_usd)}{price.estimate_label} ({price.date})",
-            min_value=0.01,
             step=0.1,
             help=price.source,
         )
@@ -195,7 +192,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
                 "hbm_gb",
                 "HBM capacity per chip (GB)",
                 f"{chip.hbm_capacity_bytes / GB:,.1f}",
-                min_value=0.1,
                 step=8.0,
                 help="decimal GB: 1 GB = 1e9 bytes",
             )
@@ -204,7 +200,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
                 "hbm_tb_per_s",
                 "HBM bandwidth per chip (TB/s)",
                 f"{chip.hbm_bandwidth_bytes_per_s / TB:,.2f}",
-                min_value=0.01,
                 step=0.5,
                 help="decimal TB/s: 1e12 bytes/s",
             )
@@ -213,7 +208,6 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
                 "peak_tflop_per_s",
                 "Dense peak at the compute precision (TFLOP/s)",
                 _peak_label(chip, compute, default.compute if default else None),
-                min_value=0.1,
                 step=100.0,
                 help="2 FLOPs per multiply-accumulate",
             )
@@ -285,7 +279,7 @@ def render_serving_page() -> None:
         ui.figure(
             PAGE,
             "memory",
-            figures.memory_figure(dep, serving.decode(dep, [state.batch], [state.context])),
+            figures.memory(dep, serving.decode(dep, [state.batch], [state.context])),
             "serving",
         )
         return
@@ -400,5 +394,5 @@ def _png(result: Explanation) -> bytes:
 def _tables(view: ServingView) -> None:
     full = view.explanation.to_dict()
     st.markdown("##### Over batch size")
-    st.dataframe(full["points"], hide_index=True)
+    ui.table(full["points"])
     ui.downloads(PAGE, "serving", full["points"], full)

@@ -18,21 +18,21 @@ from pathlib import Path
 import streamlit as st
 
 from rackmath import fmt
+from rackmath.analyses import figures
 from rackmath.analyses.training import (
     CALIBRATED_TRAINING,
+    PURE_ROOFLINE,
     PipelineResult,
     RecomputeOption,
     TrainingEstimate,
     choose_recompute,
 )
 from rackmath.api import pipeline, train
-from rackmath.core.roofline import PURE_ROOFLINE
 from rackmath.errors import DoesNotFitError, RackmathError
 from rackmath.plots.training import save_pipeline_plot
 from rackmath.specs import Precision
 from rackmath.units import GB, TERA
 from rackmath.web import components as ui
-from rackmath.web import figures
 from rackmath.web.state import (
     CUSTOM_MODEL,
     EFFICIENCIES,
@@ -152,7 +152,12 @@ def _controls(initial: TrainingState) -> TrainingState:
             help="must equal the plan's tp x pp x dp x cp",
         )
         tokens = st.number_input(
-            "Token budget (trillions)", step=1.0, format="%.4g", key=_k("trillion_tokens")
+            "Token budget (trillions)",
+            step=1.0,
+            format="%.4g",
+            key=_k("trillion_tokens"),
+            min_value=ui.least(PAGE, "trillion_tokens"),
+            max_value=ui.most(PAGE, "trillion_tokens"),
         )
         cols = st.columns(2)
         seq_len = cols[0].number_input(
@@ -190,7 +195,6 @@ def _controls(initial: TrainingState) -> TrainingState:
             "usd_per_chip_hour",
             "USD per chip-hour",
             f"{fmt.usd(price.value_usd)}{price.estimate_label} ({price.date})",
-            min_value=0.01,
             step=0.1,
             help=price.source,
         )
@@ -356,16 +360,16 @@ def _job(view: TrainingView) -> None:
         ui.show_error(view.no_fit)
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "memory", figures.training_memory_figure(r), "training")
+        ui.figure(PAGE, "memory", figures.training_memory(r), "training")
     with right:
-        ui.figure(PAGE, "recompute", figures.recompute_step_figure(r), "training")
+        ui.figure(PAGE, "recompute", figures.recompute_step(r), "training")
     st.markdown("##### Recompute or reverse")
     options = [o.to_dict() for o in r.options]
-    st.dataframe(options, hide_index=True)
+    ui.table(options)
     ui.downloads(PAGE, "recompute", options, r.to_dict())
     with st.expander("Where the step goes"):
         parts = stp.to_dict()
-        st.dataframe([{"part": k, "value": v} for k, v in parts.items()], hide_index=True)
+        ui.table([{"part": k, "value": v} for k, v in parts.items()])
         ui.downloads(PAGE, "step", [parts])
     ui.png_download(
         PAGE, "training", _training_png(r), "memory by mode and the schedule, as `rackmath train --plot`"
@@ -396,10 +400,10 @@ def _pipeline(result: PipelineResult) -> None:
         f"{t.peak_in_flight(0):g}",
         help=f"closed form {result.closed_form_in_flight:g}",
     )
-    ui.figure(PAGE, "pipeline", figures.pipeline_figure(result), "pipeline")
+    ui.figure(PAGE, "pipeline", figures.pipeline(result.timeline, result.closed_form_bubble_frac), "pipeline")
     d = result.to_dict()
     with st.expander(f"The {len(d['ops'])} ops"):
-        st.dataframe(d["ops"], hide_index=True)
+        ui.table(d["ops"])
         ui.downloads(PAGE, "pipeline", d["ops"], d)
     ui.png_download(
         PAGE, "pipeline", partial(save_pipeline_plot, result.timeline), "as `rackmath pipeline --plot`"

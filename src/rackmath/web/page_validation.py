@@ -15,10 +15,9 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath.analyses import validation
-from rackmath.plots.validation import BAND_FRAC
+from rackmath.analyses import figures, validation
+from rackmath.analyses.figures import BAND_FRAC
 from rackmath.web import components as ui
-from rackmath.web import figures
 from rackmath.web.state import (
     VALIDATION_COLUMNS,
     ValidationState,
@@ -153,8 +152,8 @@ def _plots(state: ValidationState, report: dict[str, Any], rows: list[dict[str, 
             f"p90 {overall['p90_abs_error']:.0%} over all {overall['rows']} rows"
         )
         with col:
-            ui.figure(PAGE, name, figures.validation_figure(rows, name, title, BAND_FRAC), "validation")
-    ui.figure(PAGE, "errors", figures.validation_error_figure(rows, state.columns, BAND_FRAC), "validation")
+            ui.figure(PAGE, name, figures.validation(rows, name, title, BAND_FRAC), "validation")
+    ui.figure(PAGE, "errors", figures.validation_errors(rows, state.columns, BAND_FRAC), "validation")
     ui.png_download(
         PAGE, "validation", _png, "pure, calibrated and leave-one-source-out, as `rackmath validate --plot`"
     )
@@ -170,11 +169,11 @@ def _tables(report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     columns = list(report["columns"])
     st.markdown("##### |error|: median and 90th percentile")
     aggregates = aggregate_records(report)
-    st.dataframe(aggregates, hide_index=True)
+    ui.table(aggregates)
     ui.downloads(PAGE, "aggregates", aggregates)
     st.markdown("##### Every row")
     records = [row_record(r, columns) for r in rows]
-    st.dataframe(records, hide_index=True)
+    ui.table(records)
     ui.downloads(PAGE, "rows", records, report)
     with st.expander(f"The {len(report['unsupported'])} rows rackmath cannot express, and why"):
-        st.dataframe(report["unsupported"], hide_index=True)
+        ui.table(report["unsupported"])

@@ -23,6 +23,11 @@ class PageEntry:
     render: Callable[[], None]
 
 
+#: The browser tab's icon: an emoji, drawn inline by Streamlit (no font host is asked).
+APP_ICON = "🧮"
+#: The address the root page reserves (Streamlit serves the default page at ``/``).
+ROOT_URL_PATH = "home"
+
 PAGES: tuple[PageEntry, ...] = (
     PageEntry("Serving", "serving", ":material/speed:", render_serving_page),
     PageEntry("Deployments", "deployments", ":material/hub:", render_deployments_page),

@@ -25,11 +25,10 @@ from pydantic import ValidationError
 
 from rackmath import catalog
 from rackmath.analyses import caching, fleet, overtrain, search, sparsity
+from rackmath.analyses import overtrain as ot
 from rackmath.catalog import economics as ce
-from rackmath.cli import options
-from rackmath.core import scaling_laws as sl
 from rackmath.errors import ConfigError, InputError, RackmathError
-from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec, model_from_config
+from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec, lists, model_from_config
 from rackmath.specs.economics import parse_duration_s
 from rackmath.specs.plan import ParallelPlan
 from rackmath.units import BILLION, GB, MILLION, MS, TB, TERA
@@ -237,7 +236,10 @@ def _family(key: str, text: str) -> str:
 
 
 def _slo_ms(key: str, text: str) -> float | None:
-    return None if text.strip().lower() == "none" else _positive(key, text)
+    if text.strip().lower() == "none":
+        return None
+    lo, hi = BOUNDS[f"deployments.{key}"]
+    return _between(lo, hi)(key, text)
 
 
 _DEPLOYMENT_PARSERS: dict[str, Callable[[str, str], Any]] = {
@@ -370,11 +372,11 @@ def _fraction(key: str, text: str) -> float:
     return value
 
 
-def _number_text(minimum: float, most: int = 64) -> Callable[[str, str], str]:
+def _number_text(minimum: float, most: int = 64, maximum: float = math.inf) -> Callable[[str, str], str]:
     """A comma list of numbers (``"0.2,0.5,0.95"``), kept as typed once it parses."""
 
     def parse(key: str, text: str) -> str:
-        number_list(text, key, minimum=minimum, most=most)
+        number_list(text, key, minimum=minimum, most=most, maximum=maximum)
         return text.strip()
 
     return parse
@@ -386,12 +388,30 @@ def _durations_text(key: str, text: str) -> str:
     return text.strip()
 
 
-def number_list(text: str, field: str, *, minimum: float, most: int = 64) -> tuple[float, ...]:
+def number_list(
+    text: str, field: str, *, minimum: float, most: int = 64, maximum: float = math.inf
+) -> tuple[float, ...]:
     """``"0.2, 0.5"`` -> ``(0.2, 0.5)`` (the CLI's parser: ``4k`` / ``1M`` suffixes too)."""
-    values = tuple(options.number_list(text, field, minimum=minimum))
+    values = tuple(lists.number_list(text, field, minimum=minimum))
     if len(values) > most:
         raise InputError(field, text, f"at most {most} numbers")
+    for v in values:
+        if v > maximum:
+            raise InputError(field, f"{v:g}", f"numbers from {minimum:g} to {maximum:g}")
     return values
+
+
+def _between(lo: float, hi: float) -> Callable[[str, str], float]:
+    def parse(key: str, text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(key, text, f"a number from {lo:g} to {hi:g}") from None
+        if not (math.isfinite(value) and lo <= value <= hi):
+            raise InputError(key, text, f"a number from {lo:g} to {hi:g}")
+        return value
+
+    return parse
 
 
 def durations_s(text: str, field: str) -> tuple[float, ...]:
@@ -429,6 +449,26 @@ ECONOMICS_TABS: dict[str, str] = {
 }
 #: Each simulated load is a simulation (~0.2 s at batch 2,000): keep the page responsive.
 MAX_LOADS = 8
+#: A simulated load above this (a fraction of capacity) only grows the queue.
+MAX_LOAD_FRAC = 2.0
+#: The range of every real-valued input of the Economics page, shared by its widgets (their
+#: min and max) and its URL parser, so a number typed or linked is refused the same way.
+ECONOMICS_BOUNDS: dict[str, tuple[float, float]] = {
+    "caches.amortization_years": (0.1, 30.0),
+    "fast.normal_over_balance": (1.0, 1_000.0),
+    "fast.price_multiple": (1.0, 1_000.0),
+    "fleet.traffic_tokens_per_s": (1.0, 1e12),
+    "fleet.step_ms": (0.001, 60_000.0),
+    "fleet.usd_per_chip_hour": (0.01, 1_000.0),
+    "overtrain.params_billions": (0.001, 100_000.0),
+    "overtrain.tokens_per_s_millions": (1e-6, 1e6),
+    "overtrain.duration_days": (1.0, 36_500.0),
+    "overtrain.rl_flops_per_param_token": (0.1, 100.0),
+    "overtrain.rl_efficiency_frac": (0.001, 1.0),
+    "overtrain.inference_efficiency_frac": (0.001, 1.0),
+    "overtrain.tokens_per_param": (1.0, 100_000.0),
+    "sparsity.params_active_billions": (0.001, 100_000.0),
+}
 #: The fast-mode picker's entry for "no published fast mode: the lecture's 2.5x and 6x".
 NO_PRICE = "none"
 
@@ -487,10 +527,10 @@ class OvertrainTab:
     params_billions: float = overtrain.LECTURE_PARAMS_ACTIVE / BILLION  # active parameters N
     tokens_per_s_millions: float = overtrain.LECTURE_TOKENS_PER_S / MILLION  # inference traffic served
     duration_days: float = overtrain.LECTURE_DAYS
-    rl_flops_per_param_token: float = sl.ComputeCoefficients().rl
-    rl_efficiency_frac: float = sl.ComputeCoefficients().rl_efficiency
-    inference_efficiency_frac: float = sl.ComputeCoefficients().inference_efficiency
-    tokens_per_param: float = sl.CHINCHILLA_TOKENS_PER_PARAM
+    rl_flops_per_param_token: float = ot.ComputeCoefficients().rl
+    rl_efficiency_frac: float = ot.ComputeCoefficients().rl_efficiency
+    inference_efficiency_frac: float = ot.ComputeCoefficients().inference_efficiency
+    tokens_per_param: float = ot.CHINCHILLA_TOKENS_PER_PARAM
 
 
 @dataclass(frozen=True)
@@ -551,7 +591,7 @@ _ECONOMICS_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "fleet.chips_per_replica": _whole(1, 1_000_000),
     "fleet.usd_per_chip_hour": _positive,
     "fleet.output_tokens": _whole(1, 100_000),
-    "fleet.loads": _number_text(1e-6, MAX_LOADS),
+    "fleet.loads": _number_text(1e-6, MAX_LOADS, MAX_LOAD_FRAC),
     "fleet.requests": _whole(100, 20_000),
     "fleet.seed": _whole(0, 2**31 - 1),
     "overtrain.params_billions": _positive,
@@ -566,6 +606,7 @@ _ECONOMICS_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "sparsity.context": _whole(1, MAX_CONTEXT),
     "sparsity.users": _whole(1, 10_000_000),
 }
+_ECONOMICS_PARSERS.update({k: _between(lo, hi) for k, (lo, hi) in ECONOMICS_BOUNDS.items()})
 _ECONOMICS_SECTIONS: dict[str, type] = {
     "prices": PricesTab,
     "caches": CachesTab,
@@ -708,3 +749,29 @@ def parse_validation_query(params: QueryParams) -> tuple[ValidationState, list[R
 def validation_query(state: ValidationState) -> dict[str, str]:
     """State -> URL; an empty selection (all phases, all hardware) is left out."""
     return {k: v for k, v in _query(state).items() if v}
+
+
+#: The range of every real-valued input of the Serving, Deployments and Training pages
+#: (``<page>.<field>``), shared by the widgets (min and max) and the URL parsers. Whole
+#: numbers are bounded where they are parsed (``_whole``) with the same limits as the widgets.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "serving.usd_per_chip_hour": (0.01, 1_000.0),
+    "serving.hbm_gb": (0.1, 10_000.0),
+    "serving.hbm_tb_per_s": (0.01, 1_000.0),
+    "serving.peak_tflop_per_s": (0.1, 1_000_000.0),
+    "deployments.traffic_tokens_per_s": (1.0, 1e12),
+    "deployments.ttft_ms": (0.1, 1e6),
+    "deployments.tpot_ms": (0.1, 1e5),
+    "training.trillion_tokens": (1e-6, 10_000.0),
+    "training.usd_per_chip_hour": (0.01, 1_000.0),
+    **{f"economics.{k}": v for k, v in ECONOMICS_BOUNDS.items()},
+}
+for _page, _parsers in (
+    ("serving", _PARSERS),
+    ("deployments", _DEPLOYMENT_PARSERS),
+    ("training", _TRAINING_PARSERS),
+):
+    for _key, (_lo, _hi) in BOUNDS.items():
+        _field = _key.removeprefix(f"{_page}.")
+        if _key.startswith(f"{_page}.") and _parsers.get(_field) is _positive:
+            _parsers[_field] = _between(_lo, _hi)
