@@ -62,14 +62,18 @@ def progress(description: str, total: float | None = None) -> Iterator[Callable[
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=Console(stderr=True),
+        console=Console(stderr=True, force_terminal=os.environ.get("RACKMATH_PROGRESS") == "1" or None),
         transient=True,
     )
     task = bar.add_task(description, total=total)
     token = _active.set(True)
+
+    def advance(steps: float = 1) -> None:
+        bar.advance(task, steps)
+
     try:
         with bar:
-            yield lambda steps=1: bar.advance(task, steps)
+            yield advance
     finally:
         _active.reset(token)
 

@@ -54,6 +54,8 @@ DEFAULT_MAX_POINTS = 1_000_000
 DEFAULT_CHUNK_POINTS = 20_000
 #: The plan word for the ideal-chip model: the system's default chips as one big chip.
 IDEAL_PLAN = "ideal"
+#: How long to wait for a Dask scheduler to answer before refusing its address.
+SCHEDULER_TIMEOUT = "10s"
 #: The columns every grid kind (ideal and planned) has, so rows of both share one table
 #: with no gaps; the traffic columns follow when the spec has traffic.
 COLUMNS: tuple[str, ...] = (
@@ -203,10 +205,12 @@ def _grid(combo: Combo, batch: Sequence[float], context: Sequence[float]) -> Any
     precisions = search.precision_family(combo.precision, model, system)
     if precisions is None:
         raise InputError("precision", combo.precision, f"a precision {system.chip.id} has a peak for")
-    p = {"weights": precisions.weights, "kv": precisions.kv, "compute": precisions.compute}
+    w, kv, compute = precisions.weights, precisions.kv, precisions.compute
     if combo.plan == IDEAL_PLAN:
-        return serving.decode(serving.make_deployment(model, system, **p), batch, context)
-    return dep.plan_deployment(model, system, combo.plan, **p).decode(batch, context)
+        ideal = serving.make_deployment(model, system, weights=w, kv=kv, compute=compute)
+        return serving.decode(ideal, batch, context)
+    planned = dep.plan_deployment(model, system, combo.plan, weights=w, kv=kv, compute=compute)
+    return planned.decode(batch, context)
 
 
 def evaluate_chunk(chunk: Chunk) -> ChunkResult:
@@ -260,13 +264,14 @@ def _local(chunks: Sequence[Chunk], done: Callable[[int], None]) -> Iterable[Chu
 
 def _distributed(chunks: Sequence[Chunk], scheduler: Any, done: Callable[[int], None]) -> list[ChunkResult]:
     distributed = require("distributed", "dask")
-    client = scheduler if isinstance(scheduler, distributed.Client) else None
-    own = client is None
+    own = not isinstance(scheduler, distributed.Client)
     if own:
         try:
-            client = distributed.Client(scheduler, timeout="10s", set_as_default=False)
+            client = distributed.Client(scheduler, timeout=SCHEDULER_TIMEOUT, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             raise InputError("--scheduler", scheduler, f"a reachable Dask scheduler ({exc})") from None
+    else:
+        client = scheduler
     try:
         futures = client.map(evaluate_chunk, list(chunks), pure=False)
         order = {f.key: i for i, f in enumerate(futures)}
