@@ -163,3 +163,18 @@ def test_progress_is_silent_off_a_terminal_and_never_nests(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["rackmath", "search", "--json"])
     monkeypatch.setenv("RACKMATH_PROGRESS", "")
     assert not progress.enabled()
+
+
+def test_frames_and_progress_are_leaves_importing_only_errors():
+    """analyses/ may import them (tests/test_layers.py) because they sit below it."""
+    import ast
+    from pathlib import Path
+
+    for module in (frames, progress):
+        tree = ast.parse(Path(module.__file__).read_text())
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rackmath")
+        }
+        assert imported <= {"rackmath.errors"}, (module.__name__, imported)
