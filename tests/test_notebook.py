@@ -38,6 +38,8 @@ def executed(tmp_path_factory):
     src = str(ROOT / "src")
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (src, old) if p)
+    # importing streamlit (the web tests) sets MPLBACKEND=Agg, which the kernel would inherit
+    backend = os.environ.pop("MPLBACKEND", None)
     try:
         nb = nbformat.read(NOTEBOOK, as_version=4)
         for cell in nb.cells:
@@ -56,6 +58,8 @@ def executed(tmp_path_factory):
             os.environ.pop("PYTHONPATH", None)
         else:
             os.environ["PYTHONPATH"] = old
+        if backend is not None:
+            os.environ["MPLBACKEND"] = backend
     return nb
 
 
