@@ -14,7 +14,11 @@ FACES = ("cli", "web", "plots")
 ALLOWED = {
     "core": {"core", "specs", "errors", "units"},
     "specs": {"specs", "errors", "units", "numbers", "userfiles"},
-    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units", "numbers", "fmt", "figure_spec"},
+    # frames (results as tables) and progress (bars) are leaves: they import only errors
+    "analyses": {
+        *("analyses", "core", "specs", "catalog", "errors", "units", "numbers", "fmt", "figure_spec"),
+        *("frames", "progress"),
+    },
     "catalog": {"catalog", "specs", "errors", "units", "userfiles"},
 }
 # Faces draw what analyses return: they may import the analyses, the typed specs, the
@@ -23,7 +27,7 @@ ALLOWED = {
 # the CLI's --plot and the web's PNG buttons write files through rackmath.plots.
 FACE_SHARED = {
     *("analyses", "specs", "catalog", "errors", "units", "fmt", "figure_spec", "narrative", "api"),
-    *("numbers", "userfiles"),
+    *("numbers", "userfiles", "frames", "progress"),
 }
 FACE_ALLOWED = {
     "cli": FACE_SHARED | {"cli", "plots", "measure"},  # measure: `rackmath measure` runs the bench

@@ -50,6 +50,7 @@ from rackmath.analyses.validation import (
 )
 from rackmath.catalog.measurements import measurements
 from rackmath.core import reality
+from rackmath.progress import progress
 from rackmath.specs.scenario import Scenario
 
 #: Search grids, one per parameter, in the order the coordinate search visits them. The
@@ -111,21 +112,26 @@ def fit(
     def pooled_objective(point: dict[str, float]) -> float:
         return _squared_log_errors(rows, Calibration(pooled=_params(point)))
 
-    pooled = _params(reality.coordinate_search(pooled_objective, _point(START), GRIDS, sweeps=SWEEPS))
     by_family: dict[str, list[Scenario]] = defaultdict(list)
     for s in rows:
         by_family[scenario_family(s)].append(s)
     families = []
-    base = _point(pooled)
-    for family in sorted(by_family):
-        members = by_family[family]
+    with progress("Calibrating", total=1 + len(by_family)) as advance:
+        pooled = _params(reality.coordinate_search(pooled_objective, _point(START), GRIDS, sweeps=SWEEPS))
+        advance(1)
+        base = _point(pooled)
+        for family in sorted(by_family):
+            members = by_family[family]
 
-        def objective(point: dict[str, float], members: list[Scenario] = members) -> float:
-            penalty = sum((_g(k, point[k]) - _g(k, base[k])) ** 2 for k in FAMILY_PARAMS)
-            return _squared_log_errors(members, Calibration(pooled=_params(point))) + shrinkage * penalty
+            def objective(point: dict[str, float], members: list[Scenario] = members) -> float:
+                penalty = sum((_g(k, point[k]) - _g(k, base[k])) ** 2 for k in FAMILY_PARAMS)
+                return _squared_log_errors(members, Calibration(pooled=_params(point))) + shrinkage * penalty
 
-        grids = {k: GRIDS[k] for k in FAMILY_PARAMS}
-        families.append((family, _params(reality.coordinate_search(objective, base, grids, sweeps=SWEEPS))))
+            grids = {k: GRIDS[k] for k in FAMILY_PARAMS}
+            families.append(
+                (family, _params(reality.coordinate_search(objective, base, grids, sweeps=SWEEPS)))
+            )
+            advance(1)
     return Calibration(
         pooled=pooled,
         families=tuple(families),
@@ -150,14 +156,16 @@ def leave_one_source_out(scenarios: Sequence[Scenario], *, shrinkage: float = SH
     predictions: dict[int, Prediction] = {}
     fits: dict[str, Calibration] = {}
     held: dict[str, tuple[int, ...]] = {}
-    for key in keys:
-        train = [s for s in rows if s.source_key != key]
-        test = [s for s in rows if s.source_key == key]
-        calibration = fit(train, shrinkage=shrinkage, note=f"fitted without source {key}")
-        fits[key] = calibration
-        held[key] = tuple(s.row_id for s in test)
-        for s in test:
-            predictions[s.row_id] = predict(s, calibration)
+    with progress("Leave-one-source-out", total=len(keys)) as advance:
+        for key in keys:
+            train = [s for s in rows if s.source_key != key]
+            test = [s for s in rows if s.source_key == key]
+            calibration = fit(train, shrinkage=shrinkage, note=f"fitted without source {key}")
+            fits[key] = calibration
+            held[key] = tuple(s.row_id for s in test)
+            for s in test:
+                predictions[s.row_id] = predict(s, calibration)
+            advance(1)
     return LosoResult(predictions, fits, held)
 
 

@@ -22,6 +22,7 @@ from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
+from rackmath.frames import Col, Tabular, deployment_labels, grid_layout
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -165,8 +166,18 @@ class MemoryPerChip:
 
 
 @dataclass(frozen=True)
-class PlannedGrid(serving.DecodeThroughput):
+class PlannedGrid(serving.DecodeThroughput, Tabular):
     """Decode (or prefill) over a batch x context grid under a plan."""
+
+    frame_layout = grid_layout(
+        Col("step.compute_s", "compute_s", "s"),
+        Col("step.weight_fetch_s", "weight_fetch_s", "s"),
+        Col("step.kv_fetch_s", "kv_fetch_s", "s"),
+        Col("step.comm_s", "communication_s", "s"),
+        Col("step.bottleneck", "bottleneck"),
+        Col("memory.total_bytes", "memory_bytes_per_chip", "bytes"),
+        labels=(*deployment_labels("deployment.base.precisions"), Col("deployment.plan", "plan")),
+    )
 
     deployment: PlannedDeployment
     batch: FloatArray

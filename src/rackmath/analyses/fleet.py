@@ -20,6 +20,8 @@ from rackmath.core import economics as econ
 from rackmath.core import roofline as rl
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
+from rackmath.frames import Col, Layout, Tabular
+from rackmath.progress import track
 
 FloatArray = NDArray[np.float64]
 
@@ -94,7 +96,32 @@ class TrainCheck:
 
 
 @dataclass(frozen=True)
-class Fleet:
+class Fleet(Tabular):
+    """A sized fleet; as a table, one row per simulated load."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("batch", "batch", "sequences"),
+            Col("step_s", "step_s", "s"),
+            Col("replicas", "replicas", "replicas"),
+            Col("chips", "chips", "chips"),
+            Col("traffic_tokens_per_s", "traffic_tokens_per_s", "tokens/s"),
+            Col("usd_per_million_tokens", "usd_per_million_output_tokens", "USD per 1e6 tokens"),
+            Col("capacity_requests_per_s", "capacity_requests_per_s", "requests/s"),
+            Col("loads[].load_frac", "load_frac", "1"),
+            Col("loads[].arrival_rate_per_s", "arrival_rate_per_s", "requests/s"),
+            Col("loads[].completed_frac", "completed_frac", "1"),
+            Col("loads[].ttft_p50_s", "ttft_p50_s", "s"),
+            Col("loads[].ttft_p99_s", "ttft_p99_s", "s"),
+            Col("loads[].tpot_p50_s", "tpot_p50_s", "s"),
+            Col("loads[].tpot_p99_s", "tpot_p99_s", "s"),
+            Col("loads[].mean_batch", "mean_batch", "sequences"),
+            Col("loads[].tokens_per_s", "tokens_per_s", "tokens/s"),
+        ),
+        dims=("load",),
+        coords=("load_frac",),
+    )
+
     batch: float
     step_s: float
     chips_per_replica: int
@@ -228,7 +255,7 @@ def simulate_loads(
     residence = output_tokens * float(step_s_by_batch[-1]) + b * prefill_s
     capacity = b / residence
     points = []
-    for i, load in enumerate(loads):
+    for i, load in enumerate(track(loads, "Simulating loads")):
         if not np.isfinite(load) or load <= 0:
             raise InputError("load", load, "fractions of capacity > 0")
         rate = load * capacity

@@ -31,6 +31,8 @@ from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
+from rackmath.frames import Col, Layout, Tabular
+from rackmath.progress import track
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
@@ -140,8 +142,32 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Candidates:
+class Candidates(Tabular):
     """Every (plan, batch) of one system and precision family, flattened; SI arrays."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("system.id", "system"),
+            Col("family", "precision_family"),
+            Col("precisions.weights", "weights_precision"),
+            Col("precisions.kv", "kv_precision"),
+            Col("precisions.compute", "compute_precision"),
+            *(Col(k, k) for k in ("tp", "pp", "dp", "ep")),
+            Col("chips", "chips", "chips"),
+            Col("batch", "batch", "sequences"),
+            Col("tpot_s", "tpot_s", "s"),
+            Col("ttft_s", "ttft_s", "s"),
+            Col("bottleneck", "bottleneck"),
+            Col("tokens_per_s", "tokens_per_s", "tokens/s"),
+            Col("tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
+            Col("tokens_per_s_per_user", "tokens_per_s_per_user", "tokens/s"),
+            Col("usd_per_million_output_tokens", "usd_per_million_output_tokens", "USD per 1e6 tokens"),
+            Col("memory_bytes_per_chip", "memory_bytes_per_chip", "bytes"),
+            Col("fits", "fits"),
+        ),
+        dims=("candidate",),
+        coords=(None,),
+    )
 
     system: SystemSpec
     family: str
@@ -507,7 +533,7 @@ def search(
     families: list[FamilyOutcome] = []
     total = 0
     seen: set[tuple[str, str, str]] = set()
-    for system in systems:
+    for system in track(systems, "Searching systems"):
         for fam in precisions:
             cands = evaluate(
                 model,

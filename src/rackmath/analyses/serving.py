@@ -22,6 +22,7 @@ from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
+from rackmath.frames import Col, Layout, Tabular, deployment_labels, grid_layout
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
@@ -262,11 +263,22 @@ class DecodeThroughput(ABC):
 
 
 @dataclass(frozen=True)
-class DecodeGrid(DecodeThroughput):
+class DecodeGrid(DecodeThroughput, Tabular):
     """One decode step for every (batch, context) pair; arrays are ``len(batch) x len(context)``.
 
     ``batch`` sequences each hold ``context`` tokens of cache and produce one token.
     """
+
+    frame_layout = grid_layout(
+        Col("times.compute_s", "compute_s", "s"),
+        Col("times.weight_fetch_s", "weight_fetch_s", "s"),
+        Col("times.kv_fetch_s", "kv_fetch_s", "s"),
+        Col("times.bottleneck", "bottleneck"),
+        Col("mfu", "mfu_frac", "1"),
+        Col("mbu", "mbu_frac", "1"),
+        Col("kv_bytes_per_chip", "kv_bytes_per_chip", "bytes"),
+        labels=deployment_labels(),
+    )
 
     deployment: Deployment
     batch: FloatArray
@@ -324,8 +336,23 @@ def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> Deco
 
 
 @dataclass(frozen=True)
-class PrefillGrid:
+class PrefillGrid(Tabular):
     """One prefill pass of ``batch`` prompts of ``length`` tokens each (KV written, not read)."""
+
+    frame_layout = Layout(
+        columns=(
+            *deployment_labels(),
+            Col("batch", "batch", "prompts"),
+            Col("length", "prompt_tokens", "tokens"),
+            Col("times.step_s", "step_s", "s"),
+            Col("times.bottleneck", "bottleneck"),
+            Col("tokens", "tokens", "tokens"),
+            Col("usd_per_million_input_tokens", "usd_per_million_input_tokens", "USD per 1e6 tokens"),
+            Col("mfu", "mfu_frac", "1"),
+        ),
+        dims=("batch", "prompt"),
+        coords=("batch", "prompt_tokens"),
+    )
 
     deployment: Deployment
     batch: FloatArray

@@ -35,6 +35,7 @@ from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
 from rackmath.errors import DoesNotFitError, InputError
+from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -518,7 +519,32 @@ def choose_recompute(s: TrainingSetup, budget_bytes: float | None = None) -> Rec
 
 # ---------------------------------------------------------------------------- the estimate
 @dataclass(frozen=True)
-class TrainingEstimate:
+class TrainingEstimate(Tabular):
+    frame_layout = Layout(
+        columns=(
+            Col("setup.model.id", "model"),
+            Col("setup.system.id", "system"),
+            Col("setup.chips", "chips", "chips"),
+            Col("setup.plan", "plan"),
+            Col("setup.schedule", "schedule"),
+            Col("setup.recompute", "recompute"),
+            Col("setup.compute", "compute_precision"),
+            Col("setup.seq_len", "seq_len_tokens", "tokens"),
+            Col("setup.global_batch", "global_batch_sequences", "sequences"),
+            Col("setup.tokens", "tokens", "tokens"),
+            Col("step.step_s", "step_s", "s"),
+            Col("step.bubble_frac", "bubble_frac", "1"),
+            Col("tokens_per_s", "tokens_per_s", "tokens/s"),
+            Col("mfu", "mfu_frac", "1"),
+            Col("hfu", "hfu_frac", "1"),
+            Col("memory.total_bytes", "memory_bytes_per_chip", "bytes"),
+            Col("memory.fits", "fits"),
+            Col("total_days", "total_days", "days"),
+            Col("chip_hours", "chip_hours", "chip-hours"),
+            Col("cost_usd", "cost_usd", "USD"),
+        )
+    )
+
     setup: TrainingSetup
     step: StepBreakdown
     memory: MemoryPerChip
@@ -721,8 +747,27 @@ def calibrated_flops_frac(predictions: list[RunPrediction]) -> float:
 
 # ---------------------------------------------------------------------------- a schedule alone
 @dataclass(frozen=True)
-class PipelineResult:
-    """A schedule laid out by the simulator beside its closed form."""
+class PipelineResult(Tabular):
+    """A schedule laid out by the simulator beside its closed form; as a table, one row per op
+    (times in the unit of the forward time ``t_f``)."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("timeline.schedule", "schedule"),
+            Col("timeline.stages", "stages", "stages"),
+            Col("timeline.microbatches", "microbatches", "microbatches"),
+            Col("timeline.bubble_frac", "bubble_frac", "1"),
+            Col("closed_form_bubble_frac", "closed_form_bubble_frac", "1"),
+            Col("timeline.ops[].stage", "stage"),
+            Col("timeline.ops[].op.kind", "kind"),
+            Col("timeline.ops[].op.microbatch", "microbatch"),
+            Col("timeline.ops[].op.chunk", "chunk"),
+            Col("timeline.ops[].start", "start_time", "t_f"),
+            Col("timeline.ops[].end", "end_time", "t_f"),
+        ),
+        dims=("op",),
+        coords=(None,),
+    )
 
     timeline: pl.Timeline
     closed_form_bubble_frac: float

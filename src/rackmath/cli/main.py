@@ -33,6 +33,10 @@ from rackmath.errors import RackmathError
 
 #: command -> (module that registers it, one-line summary shown by ``rackmath --help``).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "sweep": (
+        "rackmath.cli.sweep_cmds",
+        "Evaluate every combination of a spec (each batch x context grid in one vectorized call).",
+    ),
     "explain": (
         "rackmath.cli.explain_cmd",
         "Where the time of a forward pass goes, the balance batch, and what a token costs.",

@@ -1,0 +1,105 @@
+"""Benchmark `rackmath sweep`: points per second per worker, in this process and on a
+one-worker Dask LocalCluster (a separate worker process on loopback, so the figure includes
+pickling the chunks and the frames back).
+
+Run: .venv/bin/python benchmarks/bench_sweep.py  (writes benchmarks/results/sweep.json)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from rackmath import __version__
+from rackmath.analyses import sweep as sw
+
+REPEATS = 5
+OUT = Path(__file__).parent / "results" / "sweep.json"
+
+#: 3 models x 3 systems x 2 plans x 2 precisions x 64 batches x 32 contexts x 2 traffics.
+SPEC = {
+    "models": ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"],
+    "systems": ["h100-hgx", "b200-hgx", "gb200-nvl72"],
+    "plans": ["ideal", "tp=8"],
+    "precisions": ["native", "fp8"],
+    "batch": [float(b) for b in np.unique(np.geomspace(1, 4096, 64).round())],
+    "context": [float(c) for c in np.geomspace(512, 131072, 32).round()],
+    "traffic_tokens_per_s": [1e5, 1e6],
+}
+
+
+def machine() -> dict[str, object]:
+    import pandas
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pandas": pandas.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "rackmath": __version__,
+    }
+
+
+def timed(fn, repeats: int = REPEATS) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+    fn()  # burn-in: catalog load, imports, the worker's first unpickling
+    times = []
+    result = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    from distributed import LocalCluster
+
+    spec = sw.parse_spec(SPEC)
+    chunks = sw.make_chunks(spec)
+    t_local, local = timed(lambda: sw.run(chunks))
+    n = local.points  # type: ignore[attr-defined]
+
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        address = cluster.scheduler_address
+        t_dask, remote = timed(lambda: sw.run(chunks, scheduler=address))
+    assert remote.frame.equals(local.frame)  # type: ignore[attr-defined]
+
+    report = {
+        "machine": machine(),
+        "repeats": REPEATS,
+        "statistic": "median wall time after one burn-in run",
+        "spec": SPEC | {"batch": f"{len(spec.batch)} values", "context": f"{len(spec.context)} values"},
+        "product_points": sw.count_points(spec),
+        "evaluated_points": n,
+        "skipped_combinations": len(local.skipped),  # type: ignore[attr-defined]
+        "chunks": len(chunks),
+        "local": {"workers": 1, "wall_s": t_local, "points_per_s_per_worker": n / t_local},
+        "dask_local_cluster": {
+            "workers": 1,
+            "processes": True,
+            "wall_s": t_dask,
+            "points_per_s_per_worker": n / t_dask,
+            "note": "the Client connects once per run (included); cluster start-up is not",
+        },
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    print("machine:", ", ".join(f"{k}={v}" for k, v in report["machine"].items()))  # type: ignore[union-attr]
+    print(f"{n:,} points ({len(chunks)} chunks)")
+    print(f"local: {t_local:.3f} s = {n / t_local:,.0f} points/s per worker")
+    print(f"dask, 1-worker LocalCluster: {t_dask:.3f} s = {n / t_dask:,.0f} points/s per worker")
+    print(f"written to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
