@@ -683,12 +683,15 @@ class RunPrediction:
         }
 
 
-def run_setup(run: Any, efficiency: rl.Efficiency = rl.PURE_ROOFLINE) -> TrainingSetup:
-    """The :class:`TrainingSetup` of a :class:`rackmath.catalog.training_runs.TrainingRun`."""
-    tokens = run.tokens if run.tokens is not None else float(run.global_batch * run.seq_len)
+def run_setup(
+    run: Any, efficiency: rl.Efficiency = rl.PURE_ROOFLINE, system: SystemSpec | None = None
+) -> TrainingSetup:
+    """The :class:`TrainingSetup` of a :class:`rackmath.catalog.training_runs.TrainingRun`
+    (on ``system`` instead of the run's own, e.g. with a calibrated link latency)."""
+    tokens = run.tokens if run.tokens else float(run.global_batch * run.seq_len)
     return make_training(
         run.model,
-        run.system,
+        run.system if system is None else system,
         run.plan,
         tokens=tokens,
         seq_len=run.seq_len,

@@ -387,21 +387,7 @@ def _predict_training(s: Scenario, p: FamilyParams) -> Prediction:
         return Prediction(
             s.row_id, float("nan"), "training", error=f"unknown training run {s.training_run!r}"
         )
-    setup = training.make_training(
-        run.model,
-        _system(run.system, p),
-        run.plan,
-        tokens=run.tokens or float(run.global_batch * run.seq_len),
-        seq_len=run.seq_len,
-        global_batch=run.global_batch,
-        microbatch=run.microbatch,
-        schedule=run.schedule,
-        virtual_stages=run.virtual_stages,
-        recompute=run.recompute,
-        zero=run.zero,
-        compute=run.compute,
-        efficiency=rl.Efficiency(flops_frac=p.flops_frac_training),
-    )
+    setup = training.run_setup(run, rl.Efficiency(flops_frac=p.flops_frac_training), _system(run.system, p))
     step = training.step_breakdown(setup)
     work = setup.tokens_per_step * float(training.tr.model_flops_per_token(setup.model, setup.seq_len))
     mfu = float(rl.utilization(work, step.step_s, setup.chips * setup.peak_flops_per_s))
