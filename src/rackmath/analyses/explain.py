@@ -28,6 +28,25 @@ DEFAULT_CONTEXTS: tuple[int, ...] = (4096,)
 MFU_CONTEXTS = tuple(2**p for p in range(10, 21))
 
 
+def cheapest_fitting(grid: Any, context_index: int = 0) -> int | None:
+    """Index of the batch with the least cost per output token among those whose KV fits
+    at context ``context_index`` (None when none fits). ``grid``: any decode grid with
+    ``fits`` and ``usd_per_million_output_tokens`` (ideal chip or planned)."""
+    cost = np.where(grid.fits[:, context_index], grid.usd_per_million_output_tokens[:, context_index], np.inf)
+    if not np.isfinite(cost).any():
+        return None
+    return int(np.argmin(cost))
+
+
+def cheapest_fitting_point(grid: Any) -> tuple[int, int] | None:
+    """(batch index, context index) of the cheapest point that fits over the whole grid."""
+    cost = np.where(grid.fits, grid.usd_per_million_output_tokens, np.inf)
+    if not np.isfinite(cost).any():
+        return None
+    i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    return int(i), int(j)
+
+
 @dataclass(frozen=True)
 class Explanation:
     deployment: Deployment
@@ -58,13 +77,9 @@ class Explanation:
     @property
     def focus_index(self) -> tuple[int, int]:
         """The point the report breaks down operator by operator: the cheapest per token
-        among those that fit (the largest batch when none fits)."""
-        g = self.decode
-        cost = np.where(g.fits, g.usd_per_million_output_tokens, np.inf)
-        if not np.isfinite(cost).any():
-            cost = -g.batch
-        i, j = np.unravel_index(int(np.argmin(cost)), cost.shape)
-        return int(i), int(j)
+        among those that fit (the largest batch at the first context when none fits)."""
+        point = cheapest_fitting_point(self.decode)
+        return point if point is not None else (int(np.argmax(self.decode.batch[:, 0])), 0)
 
     @property
     def batches(self) -> FloatArray:

@@ -21,6 +21,7 @@ from rackmath import fmt
 from rackmath.analyses import caching, serving
 from rackmath.analyses.caching import CacheEconomics
 from rackmath.analyses.explain import Explanation
+from rackmath.analyses.explain import cheapest_fitting as cheapest_fitting
 from rackmath.analyses.fast_mode import FastModeReport
 from rackmath.analyses.fleet import Fleet
 from rackmath.analyses.overtrain import Overtraining
@@ -112,15 +113,6 @@ def batch_sweep(
         top_batch = max(float(np.max(result.batches)), SWEEP_PAST_BALANCE * knee)
     batches = np.unique(np.round(np.geomspace(1, max(top_batch, 1.0), points)))
     return serving.decode(result.deployment, batches, result.contexts[:1])
-
-
-def cheapest_fitting(grid: DecodeGrid, context_index: int = 0) -> int | None:
-    """Index of the batch with the least cost per output token among those whose KV fits
-    at context ``context_index`` (None when none fits)."""
-    cost = np.where(grid.fits[:, context_index], grid.usd_per_million_output_tokens[:, context_index], np.inf)
-    if not np.isfinite(cost).any():
-        return None
-    return int(np.argmin(cost))
 
 
 def compute_only_usd_per_million(result: Explanation, sweep: DecodeGrid) -> np.ndarray:

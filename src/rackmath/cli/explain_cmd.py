@@ -12,7 +12,7 @@ from rich.table import Table
 
 from rackmath import fmt
 from rackmath.analyses import serving
-from rackmath.analyses.explain import Explanation
+from rackmath.analyses.explain import Explanation, cheapest_fitting_point
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -358,14 +358,14 @@ def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
                 "yes" if p.fits[i, j] else "no",
             )
     out(table)
-    cost = np.where(p.fits, p.usd_per_million_output_tokens, np.inf)
-    flat = np.unravel_index(int(np.argmin(cost)), cost.shape)
-    bi, bj = int(flat[0]), int(flat[1])
-    if np.isfinite(cost[bi, bj]):
+    best = cheapest_fitting_point(p)
+    if best is not None:
+        bi, bj = best
+        usd = p.usd_per_million_output_tokens[bi, bj]
         ideal = result.decode.usd_per_million_output_tokens[bi, bj]
         out(
             f"  Under {dep.plan} the cheapest point that fits is batch {p.batch[bi, bj]:,.0f} at "
-            f"{fmt.usd(cost[bi, bj])} per million tokens, {cost[bi, bj] / ideal:.1f}x the ideal chip's "
+            f"{fmt.usd(usd)} per million tokens, {usd / ideal:.1f}x the ideal chip's "
             f"{fmt.usd(ideal)}: replicated weights, the expert all-to-all and per-chip memory are the price "
             "of a real layout."
         )
