@@ -18,6 +18,7 @@ from rackmath.analyses.deployment import PlannedGrid, plan_deployment
 from rackmath.analyses.serving import BalancePoint, DecodeGrid, Deployment, PrefillGrid
 from rackmath.core import architecture as arch
 from rackmath.errors import InputError
+from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs.plan import ParallelPlan
 
 FloatArray = NDArray[np.float64]
@@ -48,7 +49,36 @@ def cheapest_fitting_point(grid: Any) -> tuple[int, int] | None:
 
 
 @dataclass(frozen=True)
-class Explanation:
+class Explanation(Tabular):
+    """The whole derivation; as a table, one row per (batch, context) point of the decode grid
+    with the deployment's balance figures repeated on every row."""
+
+    frame_layout = Layout(
+        columns=(
+            *serving.deployment_labels(),
+            Col("decode.batch", "batch", "sequences"),
+            Col("decode.context", "context_tokens", "tokens"),
+            Col("decode.step_s", "step_s", "s"),
+            Col("decode.blackboard_step_s", "blackboard_step_s", "s"),
+            Col("decode.times.compute_s", "compute_s", "s"),
+            Col("decode.times.weight_fetch_s", "weight_fetch_s", "s"),
+            Col("decode.times.kv_fetch_s", "kv_fetch_s", "s"),
+            Col("decode.times.bottleneck", "bottleneck"),
+            Col("decode.tokens_per_s_per_user", "tokens_per_s_per_user", "tokens/s"),
+            Col("decode.tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
+            Col(
+                "decode.usd_per_million_output_tokens", "usd_per_million_output_tokens", "USD per 1e6 tokens"
+            ),
+            Col("decode.mfu", "mfu_frac", "1"),
+            Col("decode.fits", "fits"),
+            Col("balance.balance_batch", "balance_batch", "sequences"),
+            Col("latency_floor_s", "latency_floor_s", "s"),
+            Col("hbm_drain_time_s", "hbm_drain_time_s", "s"),
+        ),
+        dims=("batch", "context"),
+        coords=("batch", "context_tokens"),
+    )
+
     deployment: Deployment
     decode: DecodeGrid
     prefill: PrefillGrid  # batch 1, one prompt per context

@@ -161,7 +161,9 @@ class Candidates(Tabular):
             Col("tokens_per_s", "tokens_per_s", "tokens/s"),
             Col("tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
             Col("tokens_per_s_per_user", "tokens_per_s_per_user", "tokens/s"),
-            Col("usd_per_million_output_tokens", "usd_per_million_output_tokens", "USD per 1e6 tokens"),
+            Col(
+                "usd_per_million_output_tokens", "usd_per_million_output_tokens", "USD per 1e6 tokens"
+            ),
             Col("memory_bytes_per_chip", "memory_bytes_per_chip", "bytes"),
             Col("fits", "fits"),
         ),
@@ -469,7 +471,31 @@ def _family_outcome(c: Candidates, w: Workload, max_chips: int) -> FamilyOutcome
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(Tabular):
+    """The search's answer; as a table, one row per ranked deployment (best first)."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("model", "model"),
+            Col("choices[].system", "system"),
+            Col("choices[].family", "precision_family"),
+            Col("choices[].plan_text", "plan"),
+            Col("choices[].chips", "chips", "chips"),
+            Col("choices[].batch", "batch", "sequences"),
+            Col("choices[].tpot_s", "tpot_s", "s"),
+            Col("choices[].ttft_s", "ttft_s", "s"),
+            Col("choices[].tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
+            Col(
+                "choices[].usd_per_million_output_tokens",
+                "usd_per_million_output_tokens",
+                "USD per 1e6 tokens",
+            ),
+            Col("choices[].replicas", "replicas", "replicas"),
+            Col("choices[].bottleneck", "bottleneck"),
+        ),
+        dims=("rank",),
+    )
+
     model: str
     workload: Workload
     systems: tuple[str, ...]
@@ -480,6 +506,11 @@ class SearchResult:
     #: when nothing meets the SLOs: the binding constraint and the best achievable figure
     infeasible_reason: str = ""
     space: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def choices(self) -> tuple[Choice, ...]:
+        """The best deployment and the runners-up, in rank order."""
+        return ((self.best,) if self.best is not None else ()) + self.runners_up
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -630,7 +661,28 @@ class ParetoPoint:
 
 
 @dataclass(frozen=True)
-class Frontier:
+class Frontier(Tabular):
+    """The Pareto frontier; as a table, one row per frontier point."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("model", "model"),
+            Col("system", "system"),
+            Col("frontier[].tokens_per_s_per_user", "tokens_per_s_per_user", "tokens/s"),
+            Col("frontier[].tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
+            Col("frontier[].plan_text", "plan"),
+            Col("frontier[].chips", "chips", "chips"),
+            Col("frontier[].batch", "batch", "sequences"),
+            Col("frontier[].family", "precision_family"),
+            Col(
+                "frontier[].usd_per_million_output_tokens",
+                "usd_per_million_output_tokens",
+                "USD per 1e6 tokens",
+            ),
+        ),
+        dims=("point",),
+    )
+
     model: str
     system: str
     input_len: int

@@ -394,8 +394,20 @@ def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> Pref
 
 
 @dataclass(frozen=True)
-class BalancePoint:
-    """Where weight fetch (and KV) time equals compute time."""
+class BalancePoint(Tabular):
+    """Where weight fetch (and KV) time equals compute time; as a table, one row per context
+    of the exact balance batch, the closed forms repeated."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("flop_per_byte", "flop_per_byte", "FLOP/byte"),
+            Col("dense_balance_batch", "dense_balance_batch", "sequences"),
+            Col("sparsity", "sparsity", "1"),
+            Col("balance_batch", "balance_batch", "sequences"),
+            Col("balance_batch_with_kv", "balance_batch_with_kv", "sequences"),
+        ),
+        dims=("context",),
+    )
 
     flop_per_byte: float  # the chip's ridge point, FLOP/s over bytes/s
     dense_balance_batch: float  # the lecture's "~300": F * bytes_per_weight / (2 BW)

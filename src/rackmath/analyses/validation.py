@@ -45,6 +45,7 @@ from rackmath.core import operators as ops
 from rackmath.core import reality
 from rackmath.core import roofline as rl
 from rackmath.errors import RackmathError
+from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
@@ -484,6 +485,21 @@ class RowResult:
             return float("nan")
         return float(reality.relative_error(pred.value, self.scenario.value))
 
+    def _error_or_nan(self, name: str) -> float:
+        return self.error(name) if name in dict(self.predictions) else float("nan")
+
+    @property
+    def roofline_error_frac(self) -> float:
+        return self._error_or_nan("roofline")
+
+    @property
+    def calibrated_error_frac(self) -> float:
+        return self._error_or_nan("calibrated")
+
+    @property
+    def loso_error_frac(self) -> float:
+        return self._error_or_nan("loso")
+
     def to_dict(self) -> dict[str, Any]:
         s = self.scenario
         out: dict[str, Any] = {
@@ -546,9 +562,25 @@ def group_stats(errors: Iterable[float]) -> GroupStats:
 
 
 @dataclass(frozen=True)
-class ValidationReport:
+class ValidationReport(Tabular):
     """Predicted vs measured for every expressed row, under several columns (pure roofline,
-    calibrated in-sample, leave-one-source-out), with aggregates overall and per group."""
+    calibrated in-sample, leave-one-source-out), with aggregates overall and per group.
+    As a table: one row per expressed measurement, errors as signed fractions."""
+
+    frame_layout = Layout(
+        columns=(
+            Col("rows[].scenario.row_id", "row_id"),
+            Col("rows[].scenario.provenance.source", "source"),
+            Col("rows[].scenario.phase", "phase"),
+            Col("rows[].scenario.metric", "metric"),
+            Col("rows[].scenario.value", "measured"),
+            Col("rows[].scenario.unit", "measured_unit"),
+            Col("rows[].roofline_error_frac", "roofline_error_frac", "1"),
+            Col("rows[].calibrated_error_frac", "calibrated_error_frac", "1"),
+            Col("rows[].loso_error_frac", "loso_error_frac", "1"),
+        ),
+        dims=("row",),
+    )
 
     rows: tuple[RowResult, ...]
     unsupported: tuple[UnsupportedRow, ...]
