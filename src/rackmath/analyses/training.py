@@ -31,6 +31,7 @@ import numpy as np
 from rackmath.analyses.serving import DEFAULT_MEMORY_RESERVE_FRAC
 from rackmath.core import architecture as arch
 from rackmath.core import network as net
+from rackmath.core import parallel as par
 from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
@@ -264,11 +265,13 @@ class MemoryPerChip:
 
 
 def _params_per_chip(s: TrainingSetup) -> tuple[float, float]:
-    """(dense parameters, routed-expert parameters) one chip holds before ZeRO sharding."""
-    p, plan = s.params, s.plan
-    dense = (p.total - p.routed_experts) / (plan.tp * plan.pp)
-    experts = p.routed_experts / (plan.ep * plan.pp)
-    return dense, experts
+    """(dense parameters, routed-expert parameters) one chip of the heaviest stage holds
+    before ZeRO sharding: the serving sharding rule (:func:`rackmath.core.parallel.
+    weight_bytes_per_chip` at one byte per parameter), so both count the same weights."""
+    plan = s.plan
+    held = par.weight_bytes_per_chip(par.shardable(s.model, 1.0), tp=plan.tp, pp=plan.pp, ep=plan.ep)
+    dense = float(held.tp_sharded + held.replicated + held.vocab)
+    return dense, float(held.routed_experts)
 
 
 def memory_per_chip(s: TrainingSetup, recompute: tr.Recompute | None = None) -> MemoryPerChip:
