@@ -251,25 +251,23 @@ class PlannedDeployment:
         b = np.asarray(batch, float)
         tokens = b if tokens_in_flight is None else np.asarray(tokens_in_flight, float)
         chip = self.system.chip
+        held = par.serving_memory_per_chip(
+            self.shardable,
+            batch=b,
+            kv_bytes_per_sequence=self.base.kv_bytes_per_sequence(context),
+            tokens_in_flight=tokens,
+            tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            ep=p.ep,
+            stage_frac=cost_frac,
+            layer_frac=layer_frac,
+            activation_bytes=self.activation_bytes,
+        )
         return MemoryPerChip(
-            weights=par.weight_bytes_per_chip(
-                self.shardable, tp=p.tp, pp=p.pp, ep=p.ep, stage_frac=cost_frac
-            ),
-            kv_bytes=par.kv_bytes_per_chip(
-                self.base.kv_bytes_per_sequence(context),
-                b,
-                tp=p.tp,
-                pp=p.pp,
-                dp=p.dp,
-                kv_heads=self.shardable.kv_heads,
-                layer_frac=layer_frac,
-            ),
-            activation_bytes=par.activation_bytes_per_chip(
-                tokens / (p.pp * p.dp),
-                self.model.hidden_size,
-                tp=p.tp,
-                activation_bytes=self.activation_bytes,
-            ),
+            weights=held.weights,
+            kv_bytes=held.kv_bytes,
+            activation_bytes=held.activation_bytes,
             reserve_bytes=chip.hbm_capacity_bytes * self.base.memory_reserve_frac,
             capacity_bytes=chip.hbm_capacity_bytes,
         )

@@ -249,17 +249,18 @@ def evaluate(
     cost_frac, layer_frac, weights = (np.repeat(x, b.size) for x in (cost_frac, layer_frac, weights))
 
     load = ops.mixed_load(model, batch, i_len, o_len, kv_el)
-    kv_chip = par.kv_bytes_per_chip(
-        arch.kv_bytes_per_sequence(model, ctx_max, kv_el),
-        batch,
+    memory = par.serving_memory_per_chip(
+        m,
+        batch=batch,
+        kv_bytes_per_sequence=arch.kv_bytes_per_sequence(model, ctx_max, kv_el),
+        tokens_in_flight=load.tokens,
         tp=tp,
         pp=pp,
         dp=dp,
-        kv_heads=m.kv_heads,
+        ep=ep,
+        stage_frac=cost_frac,
         layer_frac=layer_frac,
-    )
-    act_chip = par.activation_bytes_per_chip(load.tokens / (pp * dp), model.hidden_size, tp=tp)
-    memory = weights + kv_chip + act_chip
+    ).total_bytes
     base = serving.Deployment(
         model=model,
         system=system,

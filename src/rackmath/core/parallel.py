@@ -360,6 +360,51 @@ def activation_bytes_per_chip(
     )
 
 
+@dataclass(frozen=True)
+class ChipMemory:
+    """What one chip of the heaviest stage holds while serving: weights by sharding rule,
+    KV cache, live activations (bytes; arrays broadcast over plan and grid)."""
+
+    weights: ChipWeightBytes
+    kv_bytes: FloatArray
+    activation_bytes: FloatArray
+
+    @property
+    def total_bytes(self) -> FloatArray:
+        return np.asarray(self.weights.total + self.kv_bytes + self.activation_bytes)
+
+
+def serving_memory_per_chip(
+    m: ShardableModel,
+    *,
+    batch: ArrayLike,
+    kv_bytes_per_sequence: ArrayLike,
+    tokens_in_flight: ArrayLike,
+    tp: ArrayLike,
+    pp: ArrayLike,
+    dp: ArrayLike,
+    ep: ArrayLike,
+    stage_frac: ArrayLike | None = None,
+    layer_frac: ArrayLike | None = None,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> ChipMemory:
+    """The one serving memory account every fit check uses (deployment, search, sweep):
+    :func:`weight_bytes_per_chip` + :func:`kv_bytes_per_chip` + :func:`activation_bytes_per_chip`
+    for ``tokens_in_flight`` over the ``pp x dp`` replicas' micro-batches."""
+    return ChipMemory(
+        weights=weight_bytes_per_chip(m, tp=tp, pp=pp, ep=ep, stage_frac=stage_frac),
+        kv_bytes=kv_bytes_per_chip(
+            kv_bytes_per_sequence, batch, tp=tp, pp=pp, dp=dp, kv_heads=m.kv_heads, layer_frac=layer_frac
+        ),
+        activation_bytes=activation_bytes_per_chip(
+            np.asarray(tokens_in_flight, float) / (np.asarray(pp, float) * np.asarray(dp, float)),
+            m.hidden,
+            tp=tp,
+            activation_bytes=activation_bytes,
+        ),
+    )
+
+
 def lecture_memory_per_chip_bytes(
     total_weight_bytes: ArrayLike,
     expert_chips: ArrayLike,
