@@ -71,6 +71,7 @@ COMPUTE_PRECISION: dict[str, Precision] = {
     "w4a8_mxfp4_mxfp8": Precision.FP8,
 }
 MAX_FIT_ROWS = 6000  # rows per fit (a fixed hash-ordered subsample): keeps the full fit < 60 s
+MIN_FIT_ROWS = 3  # fewer rows than this leave the class unfitted (pure roofline)
 HOLDOUT_MOD = 5  # shape hash % 5 == 0 -> held out (20%)
 DEEPEP_EP = 8  # DeepEP low-latency tables are one node (node_num 1) of 8 GPUs
 # Transfer rule for catalog chips without tables: the nearest measured chip of the same
@@ -182,6 +183,12 @@ def table_rows(df: Any) -> dict[OpClass, OpRows]:
         out[OpClass.MOE] = OpRows(
             OpClass.MOE, dt, tok * topk / e, inter_local, h, flops, bytes_, _f(df, "latency") * 1e-3, key
         )
+    elif kind == "memcpy":
+        nbytes = _f(df, "bytes")
+        out[OpClass.ELEMENTWISE] = OpRows(
+            OpClass.ELEMENTWISE, np.full(len(df), "bfloat16"), nbytes / 2, None, None, np.zeros(len(df)),
+            2 * nbytes, _f(df, "latency") * 1e-3, _hash(df, ["bytes"]),
+        )
     elif kind in ("generation_attention", "context_attention", "attention"):
         names = df["op_name"].astype(str).to_numpy() if "op_name" in df else None
         for name, cls in (("generation_attention", OpClass.ATTENTION_DECODE),
@@ -255,7 +262,7 @@ def comm_rows(df: Any) -> dict[str, CommRows]:
 # ------------------------------------------------------------------ fitting
 
 
-_LOG_LO = np.log([1e-3, 1e-3, 1e-3, 1e-3, 1e-8, 1e-3, 1e-3])
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3])
 _LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5])
 _START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0])
 
@@ -405,7 +412,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             if peak is None:
                 continue  # the chip has no such tensor cores (fp8 on an A100): nothing to fit against
             r = r_all.take(r_all.dtype == dt)
-            if len(r.latency_s) < 8:
+            if len(r.latency_s) < MIN_FIT_ROWS:
                 continue
             eff = fit_op(r, peak, peaks.hbm_bytes_per_s)
             fits.append(OpFit(cls, dt, prec, eff, len(r.latency_s), data.sources.get(cls.value, "")))
@@ -413,7 +420,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
     counts: dict[str, int] = {}
     for name, c_all in sorted(data.comm.items()):
         c = c_all.take(mask[name]) if mask is not None else c_all
-        if len(c.latency_s) >= 4:
+        if len(c.latency_s) >= MIN_FIT_ROWS:
             comm[name] = comm_efficiency(c, peaks.scale_up_bytes_per_s)
             counts[name] = len(c.latency_s)
     return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources))
@@ -460,8 +467,11 @@ def calibrate_kernels(
         if not chips or len(chips) != 1:
             raise InputError("--chips", chips, "exactly one catalog chip id for the rows of --from FILE")
         data = ChipData(chips[0])
-        for p in from_files:
-            data.add(kt.read_table(Path(p)), f"{Path(p).name}")
+        for given in from_files:
+            paths = sorted([*Path(given).glob("*.csv"), *Path(given).glob("*.parquet")]) \
+                if Path(given).is_dir() else [Path(given)]
+            for p in paths:
+                data.add(kt.read_table(p), p.name)
         _ = catalog_chips()
         out[chips[0]] = fit_to_dict(fit_chip(data, ChipPeaks.of(chips[0])), date)
     else:

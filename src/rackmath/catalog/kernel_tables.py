@@ -197,9 +197,9 @@ def detect_kind(columns: list[str]) -> str | None:
         if set(REQUIRED[kind]) <= cols:
             return kind
     if set(REQUIRED["context_attention"]) <= cols:
-        if "op_name" in cols or "step" in cols:
+        if "op_name" in cols:
             return "attention"  # resolved per row by op_name
-        return "context_attention"
+        return "generation_attention" if "step" in cols else "context_attention"
     return None
 
 
