@@ -484,9 +484,11 @@ def calibrate_kernels(
         wanted = chips or sorted(set(kt.CHIP_DIRS.values()))
         unknown = [c for c in wanted if c not in kt.CHIP_DIRS.values()]
         if unknown:
-            raise InputError("--chips", unknown, f"chips with tables: {', '.join(sorted(kt.CHIP_DIRS.values()))}")
+            known = ", ".join(sorted(kt.CHIP_DIRS.values()))
+            raise InputError("--chips", unknown, f"chips with tables: {known}")
         for chip_id in wanted:
-            out[chip_id] = fit_to_dict(fit_chip(load_package_chip(chip_id, refs), ChipPeaks.of(chip_id)), date)
+            fit = fit_chip(load_package_chip(chip_id, refs), ChipPeaks.of(chip_id))
+            out[chip_id] = fit_to_dict(fit, date)
     return {
         "chips": out,
         "transferred": dict(TRANSFER),

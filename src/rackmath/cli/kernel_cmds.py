@@ -85,7 +85,9 @@ def validate_kernels_command(as_json: bool) -> None:
     console = Console()
     console.print(table)
     for chip_id, v in k["held_out_version"].items():
-        console.print(f"{chip_id}: MoE {v['tested_on']} predicted by the {v['fitted_on']} fit: {_pct(v['moe'])}")
+        console.print(
+            f"{chip_id}: MoE {v['tested_on']} predicted by the {v['fitted_on']} fit: {_pct(v['moe'])}"
+        )
 
 
 def measure_kernels_command(quick: bool, out: Path | None, as_json: bool) -> None:
