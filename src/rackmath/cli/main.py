@@ -41,7 +41,16 @@ def _root(
 
 
 # Command modules register themselves on `app` when imported.
-from rackmath.cli import catalog_cmds, deploy_cmds, econ_cmds, explain_cmd, kernel_cmds, reality_cmds, train_cmds, web_cmds  # noqa: E402,F401
+from rackmath.cli import (  # noqa: E402,F401
+    catalog_cmds,
+    deploy_cmds,
+    econ_cmds,
+    explain_cmd,
+    kernel_cmds,
+    reality_cmds,
+    train_cmds,
+    web_cmds,
+)
 
 
 def main() -> None:
