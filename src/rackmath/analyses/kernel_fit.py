@@ -214,7 +214,7 @@ def _attention_rows(df: Any, cls: OpClass) -> OpRows:
         flops = 4 * b * heads * hd * ctx
         bytes_ = b * ctx * 2 * kvh * hd * kv_bytes + 4 * b * heads * hd
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        return OpRows(cls, dt, b, None, None, flops, bytes_, latency, _hash(df, [*cols, "step"]))
+        return OpRows(cls, dt, b, None, ctx, flops, bytes_, latency, _hash(df, [*cols, "step"]))
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w
@@ -267,12 +267,13 @@ _LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5])
 _START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0])
 
 
-def _eff(p: np.ndarray, with_cols: bool) -> OpEfficiency:
+def _eff(p: np.ndarray, with_cols: bool, tile: float = 0.0) -> OpEfficiency:
     c, h, b, hb, fl, hn, hk = np.exp(p)
     return OpEfficiency(
         compute_frac=float(min(c, 1.0)), compute_half_rows=float(h), bandwidth_frac=float(min(b, 1.0)),
         bandwidth_half_rows=float(hb), floor_s=float(fl),
         compute_half_cols=float(hn) if with_cols else 0.0, compute_half_depth=float(hk) if with_cols else 0.0,
+        bandwidth_tile_depth=float(tile),
     )
 
 
@@ -287,33 +288,51 @@ def _subsample(r: OpRows) -> OpRows:
     return r.take(np.sort(order))
 
 
+# KV block sizes tried for decode attention's tile quantization (0 = none); the best fit wins.
+DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+
+
 def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
-    """Least-squares fit of one operator class and dtype on one chip (deterministic)."""
+    """Least-squares fit of one operator class and dtype on one chip (deterministic).
+
+    GEMM and MoE also fit the column and depth half counts; decode attention picks the KV
+    tile (``bandwidth_tile_depth``) among :data:`DECODE_TILES` by the lowest loss.
+    """
     from scipy.optimize import least_squares
 
     r = _subsample(r)
     with_cols = r.cols is not None
     free = np.array([True] * 5 + [with_cols, with_cols])
     log_t = np.log(r.latency_s)
+    tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
+    best: tuple[float, np.ndarray, float] | None = None
+    for tile in tiles:
+        useful = 1.0
+        if tile > 0 and r.depth is not None:
+            d = np.maximum(r.depth, 1.0)
+            useful = d / (np.ceil(d / tile) * tile)
 
-    def resid(q: np.ndarray) -> np.ndarray:
-        p = _START.copy()
-        p[free] = q
-        c, h, b, hb, fl, hn, hk = np.exp(p)
-        cf = c * r.rows / (r.rows + h)
-        if with_cols:
-            assert r.cols is not None and r.depth is not None
-            cf = cf * r.cols / (r.cols + hn) * r.depth / (r.depth + hk)
-        t = np.maximum(r.flops / (peak * cf), r.bytes / (bw * b * r.rows / (r.rows + hb))) + fl
-        return np.asarray(np.log(t) - log_t)
+        def resid(q: np.ndarray, useful: Any = useful) -> np.ndarray:
+            p = _START.copy()
+            p[free] = q
+            c, h, b, hb, fl, hn, hk = np.exp(p)
+            cf = c * r.rows / (r.rows + h)
+            if with_cols:
+                assert r.cols is not None and r.depth is not None
+                cf = cf * r.cols / (r.cols + hn) * r.depth / (r.depth + hk)
+            t = np.maximum(r.flops / (peak * cf), r.bytes / (bw * b * useful * r.rows / (r.rows + hb))) + fl
+            return np.asarray(np.log(t) - log_t)
 
-    sol = least_squares(
-        resid, _START[free], bounds=(_LOG_LO[free], _LOG_HI[free]), loss="soft_l1", f_scale=0.1,
-        max_nfev=400,
-    )
+        sol = least_squares(
+            resid, _START[free], bounds=(_LOG_LO[free], _LOG_HI[free]), loss="soft_l1", f_scale=0.1,
+            max_nfev=400,
+        )
+        if best is None or sol.cost < best[0] - 1e-12:
+            best = (float(sol.cost), sol.x, tile)
+    assert best is not None
     p = _START.copy()
-    p[free] = sol.x
-    return _eff(p, with_cols)
+    p[free] = best[1]
+    return _eff(p, with_cols, best[2])
 
 
 def fit_comm(r: CommRows) -> tuple[float, float]:
@@ -439,7 +458,8 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             "compute_half_cols": round(e.compute_half_cols, 3),
             "compute_half_depth": round(e.compute_half_depth, 3),
             "bandwidth_frac": round(e.bandwidth_frac, 4),
-            "bandwidth_half_rows": round(e.bandwidth_half_rows, 3), "floor_s": float(f"{e.floor_s:.4g}"),
+            "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
+            "bandwidth_tile_depth": e.bandwidth_tile_depth, "floor_s": float(f"{e.floor_s:.4g}"),
             "rows_used": f.rows_used, "source": f.source,
         })
     comm = {

@@ -27,7 +27,15 @@ fraction also saturates in the output columns ``cols`` (n) and the reduction dep
                                                          * depth / (depth + compute_half_depth)
 
 Both half counts default to 0 (no effect), and omitting ``cols`` / ``depth`` leaves the
-rows-only form. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
+rows-only form.
+
+Memory is read in tiles along ``depth`` (decode attention reads the KV cache in blocks of
+``bandwidth_tile_depth`` tokens, so a 1-token context costs a whole block): when the tile and
+``depth`` are given, only ``depth / (ceil(depth / tile) * tile)`` of the bytes read are useful,
+
+    bandwidth_frac(rows, depth) = bandwidth_frac(rows) * depth / (ceil(depth / tile) * tile)
+
+Worked number: tile 64, depth 16 -> a quarter of the asymptotic fraction. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
 64 rows x 128 columns -> 0.8 * 0.5 * 0.5 = 0.2.
 The pure roofline is every fraction 1, every half-row count 0 and no floor
 (:data:`PURE`). Fitted values come from measured kernel tables
@@ -71,6 +79,7 @@ class OpEfficiency:
     floor_s: float = 0.0
     compute_half_cols: float = 0.0
     compute_half_depth: float = 0.0
+    bandwidth_tile_depth: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -78,7 +87,8 @@ class OpEfficiency:
             if not 0.0 < value <= 1.0:
                 raise InputError(name, value, "a fraction in (0, 1]")
         for name in (
-            "compute_half_rows", "bandwidth_half_rows", "floor_s", "compute_half_cols", "compute_half_depth"
+            "compute_half_rows", "bandwidth_half_rows", "floor_s", "compute_half_cols", "compute_half_depth",
+            "bandwidth_tile_depth",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
@@ -111,12 +121,20 @@ def achieved_compute_frac(
     return np.asarray(frac, dtype=float)
 
 
-def achieved_bandwidth_frac(e: OpEfficiency, rows: ArrayLike) -> FloatArray:
-    """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` (1 for the pure roofline)."""
+def achieved_bandwidth_frac(e: OpEfficiency, rows: ArrayLike, depth: ArrayLike | None = None) -> FloatArray:
+    """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` (1 for the pure roofline),
+    times the useful share ``depth / (ceil(depth / tile) * tile)`` when ``depth`` is given and
+    ``bandwidth_tile_depth`` is set."""
     r = np.asarray(rows, float)
     if e.bandwidth_half_rows == 0.0:
-        return np.full_like(r, e.bandwidth_frac)
-    return np.asarray(e.bandwidth_frac * r / (r + e.bandwidth_half_rows), dtype=float)
+        frac = np.full_like(r, e.bandwidth_frac)
+    else:
+        frac = e.bandwidth_frac * r / (r + e.bandwidth_half_rows)
+    if depth is not None and e.bandwidth_tile_depth > 0.0:
+        d = np.maximum(np.asarray(depth, float), 1.0)
+        tile = e.bandwidth_tile_depth
+        frac = frac * d / (np.ceil(d / tile) * tile)
+    return np.asarray(frac, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -196,7 +214,9 @@ def operator_time_s(
     (both terms 1 us).
     """
     compute_s = np.asarray(flops, float) / (peak_flops_per_s * achieved_compute_frac(e, rows, cols, depth))
-    memory_s = np.asarray(bytes_moved, float) / (bandwidth_bytes_per_s * achieved_bandwidth_frac(e, rows))
+    memory_s = np.asarray(bytes_moved, float) / (
+        bandwidth_bytes_per_s * achieved_bandwidth_frac(e, rows, depth)
+    )
     return np.asarray(np.maximum(compute_s, memory_s) + e.floor_s, dtype=float)
 
 
