@@ -28,6 +28,7 @@ from rackmath.core.efficiency import (
     CollectiveEfficiency,
     OpClass,
     OpEfficiency,
+    achieved_bandwidth_frac,
     achieved_compute_frac,
     collective_time_s,
     operator_time_s,
@@ -59,6 +60,9 @@ def test_worked_numbers_of_the_efficiency_formulas() -> None:
     e = OpEfficiency(compute_frac=0.8, compute_half_rows=64, compute_half_cols=128)
     assert achieved_compute_frac(e, 64, cols=128) == pytest.approx(0.2)
     assert achieved_compute_frac(e, 64) == pytest.approx(0.4)  # rows-only form unchanged
+    tiled = OpEfficiency(bandwidth_frac=0.8, bandwidth_tile_depth=64)
+    assert achieved_bandwidth_frac(tiled, 1, depth=16) == pytest.approx(0.8 / 4)
+    assert achieved_bandwidth_frac(tiled, 1, depth=128) == pytest.approx(0.8)
     assert operator_time_s(OpEfficiency(), 1e9, 1e6, 1e15, 1e12, 1) == pytest.approx(1e-6)
     c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9)
     assert collective_time_s(c, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)

@@ -27,7 +27,8 @@ fraction also saturates in the output columns ``cols`` (n) and the reduction dep
                                                          * depth / (depth + compute_half_depth)
 
 Both half counts default to 0 (no effect), and omitting ``cols`` / ``depth`` leaves the
-rows-only form.
+rows-only form. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
+64 rows x 128 columns -> 0.8 * 0.5 * 0.5 = 0.2.
 
 Memory is read in tiles along ``depth`` (decode attention reads the KV cache in blocks of
 ``bandwidth_tile_depth`` tokens, so a 1-token context costs a whole block): when the tile and
@@ -35,8 +36,8 @@ Memory is read in tiles along ``depth`` (decode attention reads the KV cache in 
 
     bandwidth_frac(rows, depth) = bandwidth_frac(rows) * depth / (ceil(depth / tile) * tile)
 
-Worked number: tile 64, depth 16 -> a quarter of the asymptotic fraction. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
-64 rows x 128 columns -> 0.8 * 0.5 * 0.5 = 0.2.
+Worked number: tile 64, depth 16 -> a quarter of the asymptotic fraction.
+
 The pure roofline is every fraction 1, every half-row count 0 and no floor
 (:data:`PURE`). Fitted values come from measured kernel tables
 (``rackmath calibrate kernels``) and live in the catalog with their source.
