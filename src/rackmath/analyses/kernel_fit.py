@@ -395,8 +395,18 @@ def load_package_chip(chip_id: str, refs: list[kt.TableRef] | None = None) -> Ch
     data = ChipData(chip_id)
     for kind in ("gemm", "moe", "generation_attention", "context_attention", "nccl", "deepep_ll"):
         ref = kt.primary(refs, chip_id, kind)
-        if ref is not None:
-            data.add(kt.read_table(ref.path, kind), f"{ref.source} ({ref.framework} {ref.version})")
+        if ref is None:
+            continue
+        df = kt.read_table(ref.path, kind)
+        if kind == "moe" and not (df["distribution"].astype(str) == "balanced").any():
+            # A100: TensorRT-LLM 1.0.0 measured only power-law routing; SGLang has balanced rows.
+            for alt in sorted((r for r in refs if r.chip_id == chip_id and r.kind == "moe" and r != ref),
+                              key=lambda r: (r.framework, kt._version_key(r.version)), reverse=True):
+                alt_df = kt.read_table(alt.path, kind)
+                if (alt_df["distribution"].astype(str) == "balanced").any():
+                    ref, df = alt, alt_df
+                    break
+        data.add(df, f"{ref.source} ({ref.framework} {ref.version})")
     return data
 
 
