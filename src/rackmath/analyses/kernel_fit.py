@@ -99,7 +99,7 @@ class ChipPeaks:
     chip_id: str
     peak_flops_per_s: dict[Precision, float]
     hbm_bytes_per_s: float
-    scale_up_bytes_per_s: float
+    scale_up_bytes_per_s: float  # 0 when the chip has no scale-up link: collectives are not fitted
 
     @classmethod
     def of(cls, chip_id: str) -> ChipPeaks:
@@ -113,7 +113,7 @@ class ChipPeaks:
             except PrecisionUnavailableError:
                 continue
         return cls(
-            chip_id, peaks, c.hbm_bandwidth_bytes_per_s, c.scale_up_bandwidth_bytes_per_s_per_direction
+            chip_id, peaks, c.hbm_bandwidth_bytes_per_s, c.scale_up_bandwidth_bytes_per_s_per_direction or 0.0
         )
 
 
@@ -449,7 +449,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
     counts: dict[str, int] = {}
     for name, c_all in sorted(data.comm.items()):
         c = c_all.take(mask[name]) if mask is not None else c_all
-        if len(c.latency_s) >= MIN_FIT_ROWS:
+        if len(c.latency_s) >= MIN_FIT_ROWS and peaks.scale_up_bytes_per_s > 0:
             comm[name] = comm_efficiency(c, peaks.scale_up_bytes_per_s)
             counts[name] = len(c.latency_s)
     return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources))
