@@ -66,6 +66,9 @@ def test_worked_numbers_of_the_efficiency_formulas() -> None:
     assert operator_time_s(OpEfficiency(), 1e9, 1e6, 1e15, 1e12, 1) == pytest.approx(1e-6)
     c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9)
     assert collective_time_s(c, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)
+    hop = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9, hop_latency_s=1e-6)
+    assert collective_time_s(hop, 450e6, 450e9, chips=8) == pytest.approx(17e-6 + 1e-3 / 0.9)
+    assert collective_time_s(hop, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)  # no group size: no hops
 
 
 def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
@@ -84,17 +87,18 @@ def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
     assert np.max(np.abs(pred / (df["latency"].to_numpy() * 1e-3) - 1)) < 0.01
 
 
-def test_fit_recovers_collective_latency_and_bandwidth(tmp_path: Path) -> None:
-    n = 8
-    elems = np.logspace(8, 28, 21, base=2).astype(int)
+def test_fit_recovers_collective_latency_hop_and_bandwidth(tmp_path: Path) -> None:
+    n = np.repeat([2, 4, 8], 21)
+    elems = np.tile(np.logspace(8, 28, 21, base=2).astype(int), 3)
     wire = 2 * (n - 1) / n * elems * 2.0  # half: 2 bytes per element
-    true = CollectiveEfficiency(latency_s=12e-6, bandwidth_frac=0.6)
-    t = collective_time_s(true, wire, H100.scale_up_bandwidth_bytes_per_s_per_direction)
+    true = CollectiveEfficiency(latency_s=5e-6, bandwidth_frac=0.6, hop_latency_s=2e-6)
+    t = collective_time_s(true, wire, H100.scale_up_bandwidth_bytes_per_s_per_direction, chips=n)
     path = tmp_path / "nccl_perf.csv"
     pd.DataFrame({"op_name": "all_reduce", "nccl_dtype": "half", "num_gpus": n, "message_size": elems,
                   "latency": t * 1e3}).to_csv(path, index=False)
     coll = kf.calibrate_kernels(["h100-sxm"], [path])["chips"]["h100-sxm"]["collectives"]["all_reduce"]
-    assert coll["latency_s"] == pytest.approx(12e-6, rel=0.02)
+    assert coll["latency_s"] == pytest.approx(5e-6, rel=0.02)
+    assert coll["hop_latency_s"] == pytest.approx(2e-6, rel=0.02)
     assert coll["bandwidth_frac"] == pytest.approx(0.6, rel=0.02)
 
 
@@ -187,7 +191,8 @@ def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
     assert 0.6 < gemm_bf16.efficiency.compute_frac < 0.95
     # NVLink 4 all-reduce: NCCL's fixed cost is several microseconds, bus bandwidth below the link.
     ar = fit.comm["all_reduce"]
-    assert ar.latency_s is not None and 3e-6 < ar.latency_s < 40e-6 and 0.3 < ar.bandwidth_frac <= 1
+    assert ar.latency_s is not None and 2e-6 < ar.latency_s < 40e-6 and 0.3 < ar.bandwidth_frac <= 1
+    assert 0.5e-6 < ar.hop_latency_s < 5e-6  # 6.0 / 9.5 / 16.0 us on 2 / 4 / 8 GPUs (H200 table)
     errs = kf._errors(fit, data, peaks, kf._split(data, held_out=True))
     assert np.median(np.abs(errs["gemm"])) < 0.10
     assert np.median(np.abs(errs["moe"])) < 0.25

@@ -22,10 +22,13 @@ What one row means, per table kind (units SI; latencies in the tables are ms):
   balanced ones, which a skewed load cannot do).
 * Decode attention: one query per sequence against ``L = step + isl`` cached tokens (or the
   window): ``bytes = batch L 2 kv_heads head_dim kv_bytes + 4 batch heads head_dim``,
-  ``flops = 4 batch heads head_dim L``; rows = batch. The dtype key is the KV-cache dtype.
+  ``flops = 4 batch heads head_dim L``; rows = batch; cols = query heads per KV head (the
+  GQA group fills the rows of a tensor-core tile); depth = L (read in KV blocks, see
+  ``bandwidth_tile_depth``). The dtype key is the KV-cache dtype.
 * Prefill attention: causal over ``isl`` tokens (window-limited when set):
   ``flops = 4 batch heads head_dim sum_i min(i, window)``; bytes = Q, K, V in and O out;
-  rows = batch x isl. The dtype key is the attention (compute) dtype.
+  rows = batch x isl; cols = head_dim (the inner dimension of Q K^T); depth = isl (the
+  key length each query row reduces over). The dtype key is the attention (compute) dtype.
 * NCCL all-reduce on n GPUs of S = message_size x element bytes: ring wire bytes
   ``2 (n-1)/n S`` over the chip's scale-up link -> ``latency_s`` + ``bandwidth_frac``.
 * DeepEP low-latency dispatch (fp8: 1 byte) / combine (bf16: 2 bytes) of
@@ -214,14 +217,14 @@ def _attention_rows(df: Any, cls: OpClass) -> OpRows:
         flops = 4 * b * heads * hd * ctx
         bytes_ = b * ctx * 2 * kvh * hd * kv_bytes + 4 * b * heads * hd
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        return OpRows(cls, dt, b, None, ctx, flops, bytes_, latency, _hash(df, [*cols, "step"]))
+        return OpRows(cls, dt, b, heads / kvh, ctx, flops, bytes_, latency, _hash(df, [*cols, "step"]))
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w
     flops = 4 * b * heads * hd * pairs
     bytes_ = b * isl * hd * ((2 * heads) * a_bytes + 2 * kvh * kv_bytes)
     dt = df["attn_dtype"].astype(str).to_numpy()
-    return OpRows(cls, dt, b * isl, None, None, flops, bytes_, latency, _hash(df, cols))
+    return OpRows(cls, dt, b * isl, hd, isl, flops, bytes_, latency, _hash(df, cols))
 
 
 @dataclass
@@ -232,9 +235,10 @@ class CommRows:
     wire_bytes: np.ndarray
     latency_s: np.ndarray
     key: np.ndarray
+    chips: np.ndarray
 
     def take(self, mask: np.ndarray) -> CommRows:
-        return CommRows(self.name, self.wire_bytes[mask], self.latency_s[mask], self.key[mask])
+        return CommRows(self.name, self.wire_bytes[mask], self.latency_s[mask], self.key[mask], self.chips[mask])
 
 
 def comm_rows(df: Any) -> dict[str, CommRows]:
@@ -247,15 +251,16 @@ def comm_rows(df: Any) -> dict[str, CommRows]:
         s = _f(ar, "message_size") * elem
         out["all_reduce"] = CommRows(
             "all_reduce", 2 * (n - 1) / n * s, _f(ar, "latency") * 1e-3,
-            _hash(ar, ["nccl_dtype", "num_gpus", "message_size"]),
+            _hash(ar, ["nccl_dtype", "num_gpus", "message_size"]), n,
         )
     elif kind == "deepep_ll":
         one = df[_f(df, "node_num") == 1]
         elems = _f(one, "num_token") * _f(one, "num_topk") * _f(one, "hidden_size")
         leave = (DEEPEP_EP - 1) / DEEPEP_EP
         key = _hash(one, ["hidden_size", "num_token", "num_topk", "num_experts"])
-        out["dispatch"] = CommRows("dispatch", elems * 1.0 * leave, _f(one, "dispatch_avg_t_us") * 1e-6, key)
-        out["combine"] = CommRows("combine", elems * 2.0 * leave, _f(one, "combine_avg_t_us") * 1e-6, key)
+        ep = np.full(len(one), float(DEEPEP_EP))
+        out["dispatch"] = CommRows("dispatch", elems * 1.0 * leave, _f(one, "dispatch_avg_t_us") * 1e-6, key, ep)
+        out["combine"] = CommRows("combine", elems * 2.0 * leave, _f(one, "combine_avg_t_us") * 1e-6, key, ep)
     return out
 
 
@@ -335,25 +340,36 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     return _eff(p, with_cols, best[2])
 
 
-def fit_comm(r: CommRows) -> tuple[float, float]:
-    """Fit ``t = latency + wire_bytes / (link * frac)``: returns (latency_s, seconds per byte)."""
+def fit_comm(r: CommRows) -> tuple[float, float, float]:
+    """Fit ``t = latency + (chips - 1) hop + wire_bytes * seconds_per_byte``.
+
+    Returns (latency_s, hop_latency_s, seconds per byte); the hop term is only fitted when the
+    table has more than one group size.
+    """
     from scipy.optimize import least_squares
 
     log_t = np.log(r.latency_s)
+    hops = np.maximum(r.chips - 1.0, 0.0)
+    with_hop = np.unique(r.chips).size > 1
 
     def resid(q: np.ndarray) -> np.ndarray:
-        lat, spb = np.exp(q)
-        return np.asarray(np.log(lat + r.wire_bytes * spb) - log_t)
+        lat, spb = np.exp(q[0]), np.exp(q[1])
+        hop = np.exp(q[2]) if with_hop else 0.0
+        return np.asarray(np.log(lat + hops * hop + r.wire_bytes * spb) - log_t)
 
-    sol = least_squares(resid, np.log([1e-5, 1e-11]), loss="soft_l1", f_scale=0.1)
-    lat, spb = np.exp(sol.x)
-    return float(lat), float(spb)
+    x0 = np.log([5e-6, 1e-11, 1e-6]) if with_hop else np.log([1e-5, 1e-11])
+    lo = np.log([1e-8, 1e-15, 1e-10]) if with_hop else np.log([1e-8, 1e-15])
+    hi = np.log([1e-2, 1e-6, 1e-3]) if with_hop else np.log([1e-2, 1e-6])
+    sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+    lat, spb = np.exp(sol.x[0]), np.exp(sol.x[1])
+    hop = float(np.exp(sol.x[2])) if with_hop else 0.0
+    return float(lat), hop, float(spb)
 
 
 def comm_efficiency(r: CommRows, link_bytes_per_s: float) -> CollectiveEfficiency:
-    lat, spb = fit_comm(r)
+    lat, hop, spb = fit_comm(r)
     frac = float(min(1.0, 1.0 / (spb * link_bytes_per_s)))
-    return CollectiveEfficiency(latency_s=lat, bandwidth_frac=frac)
+    return CollectiveEfficiency(latency_s=lat, bandwidth_frac=frac, hop_latency_s=hop)
 
 
 # ------------------------------------------------------------------ per-chip fit
@@ -473,7 +489,8 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             "rows_used": f.rows_used, "source": f.source,
         })
     comm = {
-        name: {"latency_s": float(f"{c.latency_s:.4g}"), "bandwidth_frac": round(c.bandwidth_frac, 4),
+        name: {"latency_s": float(f"{c.latency_s:.4g}"), "hop_latency_s": float(f"{c.hop_latency_s:.4g}"),
+               "bandwidth_frac": round(c.bandwidth_frac, 4),
                "rows_used": fit.comm_rows[name], "source": fit.sources.get(name, "")}
         for name, c in fit.comm.items()
     }
@@ -557,7 +574,7 @@ def _errors(fit: ChipFit, data: ChipData, peaks: ChipPeaks, mask: dict[str, np.n
         eff = fit.comm.get(name)
         if eff is None:
             continue
-        pred = collective_time_s(eff, c.wire_bytes, peaks.scale_up_bytes_per_s)
+        pred = collective_time_s(eff, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
         key = "collective" if name == "all_reduce" else f"deepep_{name}"
         out.setdefault(key, []).append(pred / c.latency_s - 1)
     return {k: np.concatenate(v) for k, v in out.items()}

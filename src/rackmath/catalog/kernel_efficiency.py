@@ -74,7 +74,10 @@ def efficiency_table(chip_id: str, precision: str = "bf16", path: Path | None = 
         if pick is not None:
             by_class.append((cls, _op(pick)))
     ar = entry.get("collectives", {}).get("all_reduce")
-    scale_up = (CollectiveEfficiency(ar["latency_s"], ar["bandwidth_frac"]) if ar else CollectiveEfficiency())
+    scale_up = (
+        CollectiveEfficiency(ar["latency_s"], ar["bandwidth_frac"], ar.get("hop_latency_s", 0.0))
+        if ar else CollectiveEfficiency()
+    )
     meta = d.get("meta", {})
     origin = f"{meta.get('package', '?')}=={meta.get('package_version', '?')} fit ({entry.get('date', '?')})"
     transferred = chip_id in transfers
