@@ -238,7 +238,9 @@ class CommRows:
     chips: np.ndarray
 
     def take(self, mask: np.ndarray) -> CommRows:
-        return CommRows(self.name, self.wire_bytes[mask], self.latency_s[mask], self.key[mask], self.chips[mask])
+        return CommRows(
+            self.name, self.wire_bytes[mask], self.latency_s[mask], self.key[mask], self.chips[mask]
+        )
 
 
 def comm_rows(df: Any) -> dict[str, CommRows]:
@@ -259,8 +261,9 @@ def comm_rows(df: Any) -> dict[str, CommRows]:
         leave = (DEEPEP_EP - 1) / DEEPEP_EP
         key = _hash(one, ["hidden_size", "num_token", "num_topk", "num_experts"])
         ep = np.full(len(one), float(DEEPEP_EP))
-        out["dispatch"] = CommRows("dispatch", elems * 1.0 * leave, _f(one, "dispatch_avg_t_us") * 1e-6, key, ep)
-        out["combine"] = CommRows("combine", elems * 2.0 * leave, _f(one, "combine_avg_t_us") * 1e-6, key, ep)
+        dispatch_s, combine_s = _f(one, "dispatch_avg_t_us") * 1e-6, _f(one, "combine_avg_t_us") * 1e-6
+        out["dispatch"] = CommRows("dispatch", elems * 1.0 * leave, dispatch_s, key, ep)  # fp8
+        out["combine"] = CommRows("combine", elems * 2.0 * leave, combine_s, key, ep)  # bf16
     return out
 
 
