@@ -37,9 +37,14 @@ def validate_command(
         help="Your own rows (YAML, the catalog's measurements.yaml schema); a scenario's model "
         "may be a catalog id, hf:owner/name or a config.json path relative to the file.",
     ),
+    kernels: bool = typer.Option(False, "--kernels", help="Kernel-level validation on measured tables."),
 ) -> None:
     """Predict every published measurement; show the error of the pure roofline, of the
     calibration (in-sample) and leave-one-source-out."""
+    if kernels:
+        from rackmath.cli.kernel_cmds import validate_kernels_command
+
+        return validate_kernels_command(as_json)
     from rackmath.analyses.validation import validate
 
     report = validate(measurements_file)
@@ -105,12 +110,20 @@ def validate_command(
 
 @app.command("calibrate")
 def calibrate_command(
+    target: str | None = typer.Argument(None, help="'kernels': fit per-operator efficiencies."),
     exclude_source: list[str] = typer.Option(
         [], "--exclude-source", help="Leave a source_key out of the fit (repeatable)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print parameters and errors as JSON."),
+    from_file: list[Path] = typer.Option([], "--from", help="kernels: fit this parquet/CSV table."),
+    chips: str | None = typer.Option(None, "--chips", help="kernels: comma-separated chip ids."),
+    out: Path | None = typer.Option(None, "--out", help="kernels: write the YAML here."),
 ) -> None:
     """Fit the physical parameters per chip family, and report leave-one-source-out error."""
+    if target is not None:
+        from rackmath.cli.kernel_cmds import calibrate_kernels_command
+
+        return calibrate_kernels_command(target, from_file, chips, out, as_json)
     from rackmath.analyses.calibration import calibrate
 
     result = calibrate(tuple(exclude_source))
@@ -166,9 +179,15 @@ def measure_command(
         minimum=1,
         maximum=1000,
     ),
+    kernels: bool = typer.Option(False, "--kernels", help="Time a GEMM/attention/copy sweep as a table."),
+    out: Path | None = typer.Option(None, "--out", help="--kernels: the CSV/parquet table to write."),
 ) -> None:
     """Measure this machine's matmul FLOP/s and copy bandwidth, time real decode steps of a
     random-weight transformer, and predict them with rackmath."""
+    if kernels:
+        from rackmath.cli.kernel_cmds import measure_kernels_command
+
+        return measure_kernels_command(quick, out, as_json)
     from dataclasses import replace
 
     from rackmath.analyses.measure import compare

@@ -17,6 +17,27 @@ leaves most of a tensor core's tile empty):
     bandwidth_frac(rows) = bandwidth_frac * rows / (rows + bandwidth_half_rows)
 
 so ``compute_half_rows`` is the row count at which half the asymptotic fraction is reached.
+
+A GEMM's other two dimensions matter too (measured tables: an H100 bf16 GEMM with n <= 256
+output columns runs ~30% slower than the rows-only form says; fp8 GEMMs with a short
+reduction pay their activation quantization): when the caller knows them, the compute
+fraction also saturates in the output columns ``cols`` (n) and the reduction depth ``depth`` (k):
+
+    compute_frac(rows, cols, depth) = compute_frac(rows) * cols / (cols + compute_half_cols)
+                                                         * depth / (depth + compute_half_depth)
+
+Both half counts default to 0 (no effect), and omitting ``cols`` / ``depth`` leaves the
+rows-only form. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
+64 rows x 128 columns -> 0.8 * 0.5 * 0.5 = 0.2.
+
+Memory is read in tiles along ``depth`` (decode attention reads the KV cache in blocks of
+``bandwidth_tile_depth`` tokens, so a 1-token context costs a whole block): when the tile and
+``depth`` are given, only ``depth / (ceil(depth / tile) * tile)`` of the bytes read are useful,
+
+    bandwidth_frac(rows, depth) = bandwidth_frac(rows) * depth / (ceil(depth / tile) * tile)
+
+Worked number: tile 64, depth 16 -> a quarter of the asymptotic fraction.
+
 The pure roofline is every fraction 1, every half-row count 0 and no floor
 (:data:`PURE`). Fitted values come from measured kernel tables
 (``rackmath calibrate kernels``) and live in the catalog with their source.
@@ -26,130 +47,147 @@ Units: seconds, rows (dimensionless counts), fractions in (0, 1].
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.errors import InputError
+from rackmath.specs.efficiency import (  # the data classes live in specs; re-exported here
+    PURE,
+    PURE_NETWORK,
+    PURE_TABLE,
+    CollectiveEfficiency,
+    EfficiencyTable,
+    OpClass,
+    OpEfficiency,
+)
 
 FloatArray = NDArray[np.float64]
 
-
-class OpClass(StrEnum):
-    """Operator classes that share one efficiency curve on a chip."""
-
-    GEMM = "gemm"  # dense projections: QKV, output, dense MLP, shared experts, router, LM head
-    MOE = "moe"  # routed experts as one grouped GEMM
-    ATTENTION_DECODE = "attention_decode"  # one query token per sequence against its KV cache
-    ATTENTION_PREFILL = "attention_prefill"  # causal attention over a prompt
-    ELEMENTWISE = "elementwise"  # norms, activations, residual adds, embedding lookup
-    COLLECTIVE = "collective"  # all-reduce, all-gather, reduce-scatter, all-to-all, send/recv
-
-
-@dataclass(frozen=True)
-class OpEfficiency:
-    """Achievable fractions of peak for one operator class on one chip and precision."""
-
-    compute_frac: float = 1.0
-    compute_half_rows: float = 0.0
-    bandwidth_frac: float = 1.0
-    bandwidth_half_rows: float = 0.0
-    floor_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("compute_frac", "bandwidth_frac"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise InputError(name, value, "a fraction in (0, 1]")
-        for name in ("compute_half_rows", "bandwidth_half_rows", "floor_s"):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0.0):
-                raise InputError(name, value, "a finite number >= 0")
+__all__ = [
+    "PURE",
+    "PURE_NETWORK",
+    "PURE_TABLE",
+    "CollectiveEfficiency",
+    "EfficiencyTable",
+    "OpClass",
+    "OpEfficiency",
+    "achieved_bandwidth_frac",
+    "achieved_compute_frac",
+    "collective_time_s",
+    "operator_time_s",
+    "operator_times",
+    "table_from_fractions",
+]
 
 
-PURE = OpEfficiency()
-
-
-def achieved_compute_frac(e: OpEfficiency, rows: ArrayLike) -> FloatArray:
-    """``compute_frac * rows / (rows + compute_half_rows)`` (1 for the pure roofline).
+def achieved_compute_frac(
+    e: OpEfficiency, rows: ArrayLike, cols: ArrayLike | None = None, depth: ArrayLike | None = None
+) -> FloatArray:
+    """``compute_frac * rows / (rows + compute_half_rows)`` (1 for the pure roofline),
+    times ``cols / (cols + compute_half_cols)`` and ``depth / (depth + compute_half_depth)``
+    when those are given.
 
     Worked number: compute_frac 0.8, half at 64 rows, 64 rows -> 0.4.
     """
     r = np.asarray(rows, float)
     if e.compute_half_rows == 0.0:
-        return np.full_like(r, e.compute_frac)
-    return np.asarray(e.compute_frac * r / (r + e.compute_half_rows), dtype=float)
+        frac = np.full_like(r, e.compute_frac)
+    else:
+        frac = e.compute_frac * r / (r + e.compute_half_rows)
+    if cols is not None and e.compute_half_cols > 0.0:
+        c = np.asarray(cols, float)
+        frac = frac * c / (c + e.compute_half_cols)
+    if depth is not None and e.compute_half_depth > 0.0:
+        d = np.asarray(depth, float)
+        frac = frac * d / (d + e.compute_half_depth)
+    return np.asarray(frac, dtype=float)
 
 
-def achieved_bandwidth_frac(e: OpEfficiency, rows: ArrayLike) -> FloatArray:
-    """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` (1 for the pure roofline)."""
+def achieved_bandwidth_frac(e: OpEfficiency, rows: ArrayLike, depth: ArrayLike | None = None) -> FloatArray:
+    """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` (1 for the pure roofline),
+    times the useful share ``depth / (ceil(depth / tile) * tile)`` when ``depth`` is given and
+    ``bandwidth_tile_depth`` is set."""
     r = np.asarray(rows, float)
     if e.bandwidth_half_rows == 0.0:
-        return np.full_like(r, e.bandwidth_frac)
-    return np.asarray(e.bandwidth_frac * r / (r + e.bandwidth_half_rows), dtype=float)
+        frac = np.full_like(r, e.bandwidth_frac)
+    else:
+        frac = e.bandwidth_frac * r / (r + e.bandwidth_half_rows)
+    if depth is not None and e.bandwidth_tile_depth > 0.0:
+        d = np.maximum(np.asarray(depth, float), 1.0)
+        tile = e.bandwidth_tile_depth
+        frac = frac * d / (np.ceil(d / tile) * tile)
+    return np.asarray(frac, dtype=float)
 
 
-@dataclass(frozen=True)
-class CollectiveEfficiency:
-    """One network tier as a collective library reaches it: ``t = latency_s + bytes / (bw * frac)``.
+def operator_times(
+    e: OpEfficiency,
+    flops: ArrayLike,
+    bytes_moved: ArrayLike,
+    peak_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+    rows: ArrayLike,
+    cols: ArrayLike | None = None,
+    depth: ArrayLike | None = None,
+    calls: ArrayLike = 1.0,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(compute_s, memory_s, time_s)`` of an operator making ``calls`` kernel calls:
+    ``max(flops / (peak * compute_frac), bytes / (bw * bandwidth_frac)) + calls * floor_s``
+    (no floor for an operator with no work). The per-operator step and the kernel fit both
+    time operators through this one function.
 
-    ``latency_s`` is the fixed cost of one collective call (NCCL measures 7-28 us on
-    NVLink, far above the wire's ~1 us); ``None`` keeps the system catalog's link latency.
+    Worked number: 1 GFLOP and 1 MB at 1 PFLOP/s and 1 TB/s with the pure roofline -> 1 us
+    (both terms 1 us).
     """
+    f = np.asarray(flops, float)
+    moved = np.asarray(bytes_moved, float)
+    if e == PURE:
+        compute_s = f / peak_flops_per_s
+        memory_s = moved / bandwidth_bytes_per_s
+        return compute_s, memory_s, np.maximum(compute_s, memory_s)
+    compute_s = f / (peak_flops_per_s * achieved_compute_frac(e, rows, cols, depth))
+    memory_s = moved / (bandwidth_bytes_per_s * achieved_bandwidth_frac(e, rows, depth))
+    time_s = np.maximum(compute_s, memory_s)
+    if e.floor_s:
+        time_s = time_s + np.where((f > 0) | (moved > 0), np.asarray(calls, float) * e.floor_s, 0.0)
+    return np.asarray(compute_s), np.asarray(memory_s), np.asarray(time_s, dtype=float)
 
-    latency_s: float | None = None
-    bandwidth_frac: float = 1.0
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.bandwidth_frac <= 1.0:
-            raise InputError("bandwidth_frac", self.bandwidth_frac, "a fraction in (0, 1]")
-        if self.latency_s is not None and not (np.isfinite(self.latency_s) and self.latency_s >= 0):
-            raise InputError("latency_s", self.latency_s, "seconds >= 0")
+def operator_time_s(
+    e: OpEfficiency,
+    flops: ArrayLike,
+    bytes_moved: ArrayLike,
+    peak_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+    rows: ArrayLike,
+    cols: ArrayLike | None = None,
+    depth: ArrayLike | None = None,
+) -> FloatArray:
+    """One kernel call's time (:func:`operator_times`)."""
+    return operator_times(e, flops, bytes_moved, peak_flops_per_s, bandwidth_bytes_per_s, rows, cols, depth)[
+        2
+    ]
 
 
-PURE_NETWORK = CollectiveEfficiency()
+def collective_time_s(
+    c: CollectiveEfficiency,
+    wire_bytes: ArrayLike,
+    link_bytes_per_s: float,
+    link_latency_s: float = 0.0,
+    chips: ArrayLike | None = None,
+) -> FloatArray:
+    """One collective call:
+    ``latency_s + (chips - 1) hop_latency_s + wire_bytes / (link_bytes_per_s * bandwidth_frac)``.
 
-
-@dataclass(frozen=True)
-class EfficiencyTable:
-    """Every operator class's efficiency on one chip, plus a per-step fixed overhead.
-
-    ``by_class`` maps an operator class to its efficiency (missing classes: pure);
-    ``scale_up`` / ``scale_out`` describe the two network tiers; ``overhead_s`` is added
-    once per step (scheduler, sampling, launch of the step's graph). ``source`` says where
-    the numbers come from (``"pure roofline"``, a fitted table, or ``"transferred from ..."``).
+    ``wire_bytes`` is what each chip sends over its link (a ring all-reduce of S bytes on n
+    chips sends 2 (n-1)/n S). ``link_latency_s`` is used when ``c.latency_s`` is None; the hop
+    term only when ``chips`` is given.
+    Worked number: 10 us latency, 450 MB over 450 GB/s at fraction 0.9 -> 10 us + 1.111 ms;
+    with 1 us per hop on 8 chips, 7 us more.
     """
-
-    by_class: tuple[tuple[OpClass, OpEfficiency], ...] = ()
-    scale_up: CollectiveEfficiency = PURE_NETWORK
-    scale_out: CollectiveEfficiency = PURE_NETWORK
-    overhead_s: float = 0.0
-    source: str = "pure roofline"
-    transferred: bool = False
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.overhead_s) and self.overhead_s >= 0):
-            raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
-
-    def of(self, op_class: OpClass) -> OpEfficiency:
-        for cls, eff in self.by_class:
-            if cls is op_class:
-                return eff
-        return PURE
-
-    @property
-    def is_pure(self) -> bool:
-        return (
-            all(e == PURE for _, e in self.by_class)
-            and self.scale_up == PURE_NETWORK
-            and self.scale_out == PURE_NETWORK
-            and self.overhead_s == 0.0
-        )
-
-
-PURE_TABLE = EfficiencyTable()
+    latency_s = link_latency_s if c.latency_s is None else c.latency_s
+    hops = 0.0 if chips is None else np.maximum(np.asarray(chips, float) - 1.0, 0.0) * c.hop_latency_s
+    return np.asarray(
+        latency_s + hops + np.asarray(wire_bytes, float) / (link_bytes_per_s * c.bandwidth_frac)
+    )
 
 
 def table_from_fractions(

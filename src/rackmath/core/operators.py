@@ -317,20 +317,21 @@ def _operator(
         np.asarray(x, float) for x in (weight_bytes, activation_bytes, kv_read_bytes, kv_write_bytes)
     )
     moved = w + a + kr + kw
+    compute, memory, time = eff.operator_times(
+        e,
+        f,
+        moved,
+        peak,
+        rates.bandwidth_bytes_per_s,
+        np.maximum(np.asarray(rows, float), 1e-30),
+        calls=calls,
+    )
     if e == eff.PURE:
         bandwidth = np.asarray(rates.bandwidth_bytes_per_s, float)
-        compute = f / peak
-        memory = moved / bandwidth
-        time = np.maximum(compute, memory)
     else:
-        r = np.maximum(np.asarray(rows, float), 1e-30)
-        bandwidth = rates.bandwidth_bytes_per_s * eff.achieved_bandwidth_frac(e, r)
-        compute = f / (peak * eff.achieved_compute_frac(e, r))
-        memory = moved / bandwidth
-        time = np.maximum(compute, memory)
-        if e.floor_s:
-            active = (f > 0) | (moved > 0)
-            time = time + np.where(active, np.asarray(calls, float) * e.floor_s, 0.0)
+        bandwidth = rates.bandwidth_bytes_per_s * eff.achieved_bandwidth_frac(
+            e, np.maximum(np.asarray(rows, float), 1e-30)
+        )
     return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time, bandwidth)
 
 

@@ -1,0 +1,248 @@
+"""Measured kernel latency tables: where they are, what columns they need, and reading them.
+
+The ground truth for the per-operator efficiency fit is the set of kernel latency tables that
+NVIDIA ships in the PyPI package ``aiconfigurator-core`` (Apache-2.0), under
+``aiconfigurator_core/systems/data/<gpu>/<op>/<framework>/<version>/<table>.parquet``.
+Only facts are taken from it (the measured latencies, with their source); nothing of its code.
+
+Units in those tables (checked against physics, see docs/calibration.md):
+
+* ``latency`` is milliseconds of GPU time for one kernel call (no CPU launch cost);
+* GEMM ``m, n, k``: output rows, output columns, reduction depth;
+* MoE ``num_tokens`` counts tokens over the whole expert-parallel group (per-GPU tokens give
+  5.7 PFLOP/s on an H200, 5.7x its peak; group tokens give 0.71 PFLOP/s);
+* NCCL / custom all-reduce ``message_size`` counts elements, not bytes (as elements of
+  2 bytes an 8-GPU H200 all-reduce of 256 Mi elements reaches 460 GB/s bus bandwidth, the
+  NVLink 4 figure; as bytes it would be half that);
+* DeepEP ``*_avg_t_us`` is microseconds.
+
+Any parquet or CSV with the same columns (``rackmath measure --kernels`` writes them) reads
+the same way. A table with a missing column, an unknown dtype, or a zero / negative / non-finite
+latency is refused with one line naming the file, the column and the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rackmath.errors import RackmathError
+
+PACKAGE = "aiconfigurator-core"
+PACKAGE_VERSION = "0.12.0"  # the version the shipped catalog was fitted on
+
+# Package directory -> catalog chip id (src/rackmath/catalog/data/chips.yaml).
+CHIP_DIRS: dict[str, str] = {
+    "a100_sxm": "a100-80gb",
+    "h100_sxm": "h100-sxm",
+    "h200_sxm": "h200",
+    "b200_sxm": "b200",
+    "b300_sxm": "b300",
+    "gb200": "gb200",
+    "gb300": "gb300",
+}
+
+# Table kind -> required columns (beyond these, columns are ignored).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "gemm": ("gemm_dtype", "m", "n", "k", "latency"),
+    "moe": (
+        "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
+        "moe_tp_size", "moe_ep_size", "distribution", "latency",
+    ),
+    "generation_attention": (
+        "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size",
+        "attn_dtype", "kv_cache_dtype", "step", "latency",
+    ),
+    "context_attention": (
+        "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size",
+        "attn_dtype", "kv_cache_dtype", "latency",
+    ),
+    "nccl": ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"),
+    "deepep_ll": (
+        "node_num", "hidden_size", "num_token", "num_topk", "num_experts",
+        "combine_avg_t_us", "dispatch_avg_t_us",
+    ),
+    "memcpy": ("bytes", "latency"),  # written by `rackmath measure --kernels`
+}
+LATENCY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "deepep_ll": ("combine_avg_t_us", "dispatch_avg_t_us"),
+}
+DTYPE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("gemm_dtype",),
+    "moe": ("moe_dtype",),
+    "generation_attention": ("attn_dtype", "kv_cache_dtype"),
+    "context_attention": ("attn_dtype", "kv_cache_dtype"),
+    "nccl": ("nccl_dtype",),
+}
+# Dtype name -> bytes per element of (weights, activations). Every name the package uses.
+DTYPE_BYTES: dict[str, tuple[float, float]] = {
+    "bfloat16": (2.0, 2.0),
+    "float16": (2.0, 2.0),
+    "half": (2.0, 2.0),
+    "float32": (4.0, 4.0),
+    "fp8": (1.0, 1.0),
+    "fp8_block": (1.0, 1.0),
+    "int8": (1.0, 1.0),
+    "nvfp4": (0.5, 0.5),
+    "int8_wo": (1.0, 2.0),
+    "int4_wo": (0.5, 2.0),
+    "sq": (1.0, 1.0),
+    "w4a16_mxfp4": (0.5, 2.0),
+    "w4a8_mxfp4_mxfp8": (0.5, 1.0),
+}
+
+# The primary table per chip and kind: (op dir, framework, version, file stem).
+# TensorRT-LLM 1.3.0rc20 is the one framework version every Hopper/Blackwell chip has for GEMM,
+# MoE and attention; A100 only has 1.0.0. NCCL: the newest version per chip.
+_PRIMARY_TRTLLM = "1.3.0rc20"
+
+
+class KernelTableError(RackmathError):
+    """A kernel table that cannot be used (one line: file, column, row, what is wrong)."""
+
+    def __init__(self, path: str, column: str, row: int | None, problem: str) -> None:
+        where = f"row {row}" if row is not None else "header"
+        super().__init__(f"{path}: column {column!r}, {where}: {problem}")
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One measured table: chip, kind, framework, version and where it lies."""
+
+    chip_id: str
+    kind: str
+    framework: str
+    version: str
+    path: Path
+
+    @property
+    def source(self) -> str:
+        rel = self.path.as_posix()
+        cut = rel.find("aiconfigurator_core/")
+        return f"{PACKAGE}=={PACKAGE_VERSION} {rel[cut:] if cut >= 0 else self.path.name}"
+
+
+def package_data_dir() -> Path | None:
+    """The installed package's ``systems/data`` folder, or None when it is not installed."""
+    try:
+        import aiconfigurator_core
+    except ImportError:
+        return None
+    root = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+    return root if root.is_dir() else None
+
+
+def _kind_of_stem(stem: str) -> str | None:
+    return {
+        "gemm_perf": "gemm",
+        "moe_perf": "moe",
+        "generation_attention_perf": "generation_attention",
+        "context_attention_perf": "context_attention",
+        "nccl_perf": "nccl",
+        "wideep_deepep_ll_perf": "deepep_ll",
+    }.get(stem)
+
+
+def discover(root: Path | None = None) -> list[TableRef]:
+    """Every usable table of a catalog chip in the package, sorted (deterministic)."""
+    root = root or package_data_dir()
+    if root is None:
+        return []
+    refs: list[TableRef] = []
+    for gpu_dir, chip_id in CHIP_DIRS.items():
+        for path in sorted((root / gpu_dir).glob("*/*/*/*.parquet")):
+            kind = _kind_of_stem(path.stem)
+            if kind is None:
+                continue
+            framework, version = path.parent.parent.name, path.parent.name
+            refs.append(TableRef(chip_id, kind, framework, version, path))
+    return refs
+
+
+def _version_key(v: str) -> tuple[Any, ...]:
+    parts = []
+    for token in v.replace("rc", ".").replace("post", ".").split("."):
+        parts.append(int(token) if token.isdigit() else 0)
+    return tuple(parts)
+
+
+def primary(refs: list[TableRef], chip_id: str, kind: str) -> TableRef | None:
+    """The table the catalog fit uses for a chip and kind.
+
+    GEMM / MoE / attention: TensorRT-LLM 1.3.0rc20 where present (else the newest TensorRT-LLM);
+    NCCL: the newest NCCL; DeepEP low-latency: the newest SGLang.
+    """
+    cands = [r for r in refs if r.chip_id == chip_id and r.kind == kind]
+    if kind == "nccl":
+        cands = [r for r in cands if r.framework == "nccl"]
+    elif kind == "deepep_ll":
+        cands = [r for r in cands if r.framework == "sglang"]
+    else:
+        cands = [r for r in cands if r.framework == "trtllm"]
+        exact = [r for r in cands if r.version == _PRIMARY_TRTLLM]
+        if exact:
+            return exact[0]
+    if not cands:
+        return None
+    return max(cands, key=lambda r: _version_key(r.version))
+
+
+def detect_kind(columns: list[str]) -> str | None:
+    """The table kind whose required columns are all present (most specific first)."""
+    cols = set(columns)
+    for kind in ("deepep_ll", "moe", "gemm", "nccl", "memcpy"):
+        if set(REQUIRED[kind]) <= cols:
+            return kind
+    if set(REQUIRED["context_attention"]) <= cols:
+        if "op_name" in cols:
+            return "attention"  # resolved per row by op_name
+        return "generation_attention" if "step" in cols else "context_attention"
+    return None
+
+
+def read_table(path: Path, kind: str | None = None) -> Any:
+    """Read and check one table (parquet or CSV); returns a pandas DataFrame.
+
+    Raises :class:`KernelTableError` naming file, column and row for a missing column, an
+    unknown dtype, or a latency that is not a finite positive number.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise KernelTableError(str(path), "-", None, "no such file")
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as exc:  # a corrupt or non-table file: one line, no traceback
+        raise KernelTableError(str(path), "-", None, f"cannot be read as a table ({exc})") from exc
+    kind = kind or detect_kind(list(df.columns))
+    if kind is None:
+        # Name the first missing column of the closest kind.
+        best = min(REQUIRED, key=lambda k: len(set(REQUIRED[k]) - set(df.columns)))
+        missing = [c for c in REQUIRED[best] if c not in df.columns]
+        raise KernelTableError(str(path), missing[0], None, f"missing (a {best} table needs {missing})")
+    check_kind = "context_attention" if kind == "attention" else kind
+    for col in REQUIRED[check_kind]:
+        if col not in df.columns:
+            raise KernelTableError(str(path), col, None, f"missing (a {check_kind} table needs it)")
+    for col in LATENCY_COLUMNS.get(check_kind, ("latency",)):
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise KernelTableError(
+                str(path), col, i, f"latency {df[col].iloc[i]!r} is not a positive finite number"
+            )
+    for col in DTYPE_COLUMNS.get(check_kind, ()):
+        values = df[col].astype(str).to_numpy()
+        unknown = ~np.isin(values, list(DTYPE_BYTES))
+        if unknown.any():
+            i = int(np.argmax(unknown))
+            raise KernelTableError(
+                str(path), col, i, f"unknown dtype {values[i]!r}; known: {', '.join(sorted(DTYPE_BYTES))}"
+            )
+    df.attrs["kind"] = kind
+    return df

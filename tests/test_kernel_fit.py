@@ -1,0 +1,198 @@
+"""Kernel-level efficiency fit: parameter recovery, refusal of bad tables, the shipped catalog,
+``measure --kernels`` on the CPU, and one fit on the real measured tables when installed.
+
+Tolerances: synthetic tables are generated noise-free from known parameters with
+:func:`rackmath.core.efficiency.operator_time_s`, so the fit must reproduce every latency
+within 1% and the asymptotic fractions within 3%.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+pytest.importorskip("pandas")
+pytest.importorskip("scipy")
+
+import pandas as pd
+
+from rackmath.analyses import kernel_fit as kf
+from rackmath.catalog import kernel_efficiency as ke
+from rackmath.catalog import kernel_tables as kt
+from rackmath.catalog.loader import chip, chips
+from rackmath.core.efficiency import (
+    CollectiveEfficiency,
+    OpClass,
+    OpEfficiency,
+    achieved_bandwidth_frac,
+    achieved_compute_frac,
+    collective_time_s,
+    operator_time_s,
+)
+
+H100 = chip("h100-sxm")
+TRUE_GEMM = OpEfficiency(
+    compute_frac=0.8, compute_half_rows=50.0, bandwidth_frac=0.7, bandwidth_half_rows=2.0, floor_s=5e-6,
+    compute_half_cols=100.0, compute_half_depth=200.0,
+)
+
+
+def _synthetic_gemm(path: Path) -> pd.DataFrame:
+    m, n, k = np.meshgrid([1, 4, 16, 64, 256, 1024, 4096, 16384], [128, 512, 2048, 8192],
+                          [256, 1024, 4096, 16384], indexing="ij")
+    m, n, k = m.ravel().astype(float), n.ravel().astype(float), k.ravel().astype(float)
+    flops = 2 * m * n * k
+    bytes_ = 2 * (m * k + k * n + m * n)
+    t = operator_time_s(
+        TRUE_GEMM, flops, bytes_, H100.peak_flops_per_s["bf16"], H100.hbm_bandwidth_bytes_per_s, m, n, k
+    )
+    df = pd.DataFrame({"gemm_dtype": "bfloat16", "m": m.astype(int), "n": n.astype(int), "k": k.astype(int),
+                       "latency": t * 1e3})
+    df.to_csv(path, index=False)
+    return df
+
+
+def test_worked_numbers_of_the_efficiency_formulas() -> None:
+    e = OpEfficiency(compute_frac=0.8, compute_half_rows=64, compute_half_cols=128)
+    assert achieved_compute_frac(e, 64, cols=128) == pytest.approx(0.2)
+    assert achieved_compute_frac(e, 64) == pytest.approx(0.4)  # rows-only form unchanged
+    tiled = OpEfficiency(bandwidth_frac=0.8, bandwidth_tile_depth=64)
+    assert achieved_bandwidth_frac(tiled, 1, depth=16) == pytest.approx(0.8 / 4)
+    assert achieved_bandwidth_frac(tiled, 1, depth=128) == pytest.approx(0.8)
+    assert operator_time_s(OpEfficiency(), 1e9, 1e6, 1e15, 1e12, 1) == pytest.approx(1e-6)
+    c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9)
+    assert collective_time_s(c, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)
+    hop = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9, hop_latency_s=1e-6)
+    assert collective_time_s(hop, 450e6, 450e9, chips=8) == pytest.approx(17e-6 + 1e-3 / 0.9)
+    assert collective_time_s(hop, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)  # no group size: no hops
+
+
+def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
+    path = tmp_path / "gemm_perf.csv"
+    df = _synthetic_gemm(path)
+    doc = kf.calibrate_kernels(["h100-sxm"], [path])
+    (op,) = doc["chips"]["h100-sxm"]["ops"]
+    assert op["op_class"] == "gemm" and op["rows_used"] == len(df)
+    assert op["compute_frac"] == pytest.approx(0.8, rel=0.03)
+    assert op["bandwidth_frac"] == pytest.approx(0.7, rel=0.03)
+    assert op["floor_s"] == pytest.approx(5e-6, rel=0.1)
+    e = ke._op(op)
+    m, n, k = (df[c].to_numpy(float) for c in "mnk")
+    pred = operator_time_s(e, 2 * m * n * k, 2 * (m * k + k * n + m * n), H100.peak_flops_per_s["bf16"],
+                           H100.hbm_bandwidth_bytes_per_s, m, n, k)
+    assert np.max(np.abs(pred / (df["latency"].to_numpy() * 1e-3) - 1)) < 0.01
+
+
+def test_fit_recovers_collective_latency_hop_and_bandwidth(tmp_path: Path) -> None:
+    n = np.repeat([2, 4, 8], 21)
+    elems = np.tile(np.logspace(8, 28, 21, base=2).astype(int), 3)
+    wire = 2 * (n - 1) / n * elems * 2.0  # half: 2 bytes per element
+    true = CollectiveEfficiency(latency_s=5e-6, bandwidth_frac=0.6, hop_latency_s=2e-6)
+    t = collective_time_s(true, wire, H100.scale_up_bandwidth_bytes_per_s_per_direction, chips=n)
+    path = tmp_path / "nccl_perf.csv"
+    pd.DataFrame({"op_name": "all_reduce", "nccl_dtype": "half", "num_gpus": n, "message_size": elems,
+                  "latency": t * 1e3}).to_csv(path, index=False)
+    coll = kf.calibrate_kernels(["h100-sxm"], [path])["chips"]["h100-sxm"]["collectives"]["all_reduce"]
+    assert coll["latency_s"] == pytest.approx(5e-6, rel=0.02)
+    assert coll["hop_latency_s"] == pytest.approx(2e-6, rel=0.02)
+    assert coll["bandwidth_frac"] == pytest.approx(0.6, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    ("change", "column", "row"),
+    [
+        (lambda d: d.drop(columns=["k"]), "k", None),
+        (lambda d: d.assign(gemm_dtype=np.where(np.arange(len(d)) == 7, "fp7", "bfloat16")), "gemm_dtype", 7),
+        (lambda d: d.assign(latency=np.where(np.arange(len(d)) == 3, 0.0, d["latency"])), "latency", 3),
+        (lambda d: d.assign(latency=np.where(np.arange(len(d)) == 5, -1.0, d["latency"])), "latency", 5),
+    ],
+)
+def test_bad_tables_are_refused_naming_file_column_row(tmp_path: Path, change, column, row) -> None:
+    good = _synthetic_gemm(tmp_path / "good.csv")
+    bad = tmp_path / "bad_gemm.csv"
+    change(good).to_csv(bad, index=False)
+    with pytest.raises(kt.KernelTableError) as info:
+        kf.calibrate_kernels(["h100-sxm"], [bad])
+    msg = str(info.value)
+    assert "bad_gemm.csv" in msg and f"column {column!r}" in msg
+    assert (f"row {row}" in msg) if row is not None else ("header" in msg)
+    assert "\n" not in msg
+
+
+def test_bad_table_is_one_line_exit_1_on_the_cli(tmp_path: Path, cli) -> None:
+    bad = tmp_path / "t.csv"
+    pd.DataFrame({"gemm_dtype": ["bfloat16"], "m": [1], "n": [2], "k": [3], "latency": [0.0]}).to_csv(bad)
+    code, _out, err = cli("calibrate", "kernels", "--from", str(bad), "--chips", "h100-sxm",
+                         "--out", str(tmp_path / "o.yaml"))
+    assert code == 1 and "t.csv" in err and "latency" in err and "Traceback" not in err
+
+
+def test_shipped_catalog_loads_with_fractions_in_range_and_transfers_marked() -> None:
+    doc = ke.document()
+    assert set(kt.CHIP_DIRS.values()) <= set(doc["chips"])
+    for chip_id, entry in doc["chips"].items():
+        assert entry["ops"], chip_id
+        for o in entry["ops"]:
+            assert 0 < o["compute_frac"] <= 1 and 0 < o["bandwidth_frac"] <= 1, (chip_id, o)
+            assert o["floor_s"] >= 0 and o["rows_used"] > 0 and "aiconfigurator-core==0.12.0" in o["source"]
+        for c in entry["collectives"].values():
+            assert 0 < c["bandwidth_frac"] <= 1 and c["latency_s"] > 0
+    for chip_id in chips():
+        table = ke.efficiency_table(chip_id, "bf16")
+        assert table.of(OpClass.GEMM).compute_frac < 1.0  # a fitted, not pure, GEMM curve
+        if chip_id in doc["chips"]:
+            assert not table.transferred and not table.source.startswith("transferred")
+        else:
+            donor = doc["transferred"][chip_id]
+            assert table.transferred and table.source.startswith(f"transferred from {donor}")
+    assert ke.efficiency_table("rubin").transferred and "gb300" in ke.efficiency_table("rubin").source
+
+
+def test_precision_picks_the_matching_dtype_fit() -> None:
+    entries = {(o["op_class"], o["dtype"]): o for o in ke.op_entries("b200")}
+    fp4 = ke.efficiency_table("b200", "fp4").of(OpClass.GEMM)
+    assert fp4.compute_frac == pytest.approx(entries[("gemm", "nvfp4")]["compute_frac"])
+    bf16 = ke.efficiency_table("b200", "bf16").of(OpClass.GEMM)
+    assert bf16.compute_frac == pytest.approx(entries[("gemm", "bfloat16")]["compute_frac"])
+
+
+@pytest.mark.torch
+def test_measure_kernels_quick_on_cpu_then_fit(tmp_path: Path, cli) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "tables"
+    code, stdout, err = cli("measure", "--kernels", "--quick", "--out", str(out), "--json")
+    assert code == 0, err
+    report = json.loads(stdout)
+    assert report["rows"] == {"gemm_perf": 12, "generation_attention_perf": 9, "memcpy_perf": 4}
+    gemm = pd.read_csv(out / "gemm_perf.csv")
+    assert list(gemm.columns[1:]) == ["gemm_dtype", "m", "n", "k", "latency"] and (gemm["latency"] > 0).all()
+    fitted = tmp_path / "fit.yaml"
+    code, _, err = cli(
+        "calibrate", "kernels", "--from", str(out), "--chips", "a100-80gb", "--out", str(fitted)
+    )
+    assert code == 0, err
+    ops = yaml.safe_load(fitted.read_text())["chips"]["a100-80gb"]["ops"]
+    assert {o["op_class"] for o in ops} == {"gemm", "attention_decode", "elementwise"}
+    assert all(0 < o["compute_frac"] <= 1 and 0 < o["bandwidth_frac"] <= 1 for o in ops)
+
+
+def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (pip install rackmath[kernels])")
+    data = kf.load_package_chip("h100-sxm")
+    peaks = kf.ChipPeaks.of("h100-sxm")
+    fit = kf.fit_chip(data, peaks, kf._split(data, held_out=False))
+    gemm_bf16 = next(f for f in fit.ops if f.op_class is OpClass.GEMM and f.dtype == "bfloat16")
+    # Large bf16 GEMMs on an H100 reach 600-800 TFLOP/s of 989: the asymptote must be in 0.6-0.95.
+    assert 0.6 < gemm_bf16.efficiency.compute_frac < 0.95
+    # NVLink 4 all-reduce: NCCL's fixed cost is several microseconds, bus bandwidth below the link.
+    ar = fit.comm["all_reduce"]
+    assert ar.latency_s is not None and 2e-6 < ar.latency_s < 40e-6 and 0.3 < ar.bandwidth_frac <= 1
+    assert 0.5e-6 < ar.hop_latency_s < 5e-6  # 6.0 / 9.5 / 16.0 us on 2 / 4 / 8 GPUs (H200 table)
+    errs = kf._errors(fit, data, peaks, kf._split(data, held_out=True))
+    assert np.median(np.abs(errs["gemm"])) < 0.10
+    assert np.median(np.abs(errs["moe"])) < 0.25
