@@ -63,6 +63,9 @@ def test_worked_numbers_of_the_efficiency_formulas() -> None:
     tiled = OpEfficiency(bandwidth_frac=0.8, bandwidth_tile_depth=64)
     assert achieved_bandwidth_frac(tiled, 1, depth=16) == pytest.approx(0.8 / 4)
     assert achieved_bandwidth_frac(tiled, 1, depth=128) == pytest.approx(0.8)
+    row_tiled = OpEfficiency(compute_frac=0.8, compute_tile_rows=64)
+    assert achieved_compute_frac(row_tiled, 16) == pytest.approx(0.8 / 4)
+    assert achieved_compute_frac(row_tiled, 65) == pytest.approx(0.8 * 65 / 128)
     assert operator_time_s(OpEfficiency(), 1e9, 1e6, 1e15, 1e12, 1) == pytest.approx(1e-6)
     c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9)
     assert collective_time_s(c, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)
@@ -150,6 +153,20 @@ def test_shipped_catalog_loads_with_fractions_in_range_and_transfers_marked() ->
             donor = doc["transferred"][chip_id]
             assert table.transferred and table.source.startswith(f"transferred from {donor}")
     assert ke.efficiency_table("rubin").transferred and "gb300" in ke.efficiency_table("rubin").source
+
+
+def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
+    """The YAML holds every OpEfficiency field the fit sets (rounded to 4 significant digits)."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed")
+    data = kf.load_package_chip("h200")
+    fit = kf.fit_chip(data, kf.ChipPeaks.of("h200"))
+    doc = kf.fit_to_dict(fit, "2026-01-01")
+    for f, entry in zip(fit.ops, doc["ops"], strict=True):
+        loaded = ke._op(entry)
+        for name in OpEfficiency.__dataclass_fields__:
+            fitted = getattr(f.efficiency, name)
+            assert getattr(loaded, name) == pytest.approx(fitted, rel=2e-3, abs=2e-3), name
 
 
 def test_precision_picks_the_matching_dtype_fit() -> None:

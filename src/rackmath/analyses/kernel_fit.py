@@ -275,13 +275,13 @@ _LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5])
 _START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0])
 
 
-def _eff(p: np.ndarray, with_cols: bool, tile: float = 0.0) -> OpEfficiency:
+def _eff(p: np.ndarray, with_cols: bool, tile: float = 0.0, row_tile: float = 0.0) -> OpEfficiency:
     c, h, b, hb, fl, hn, hk = np.exp(p)
     return OpEfficiency(
         compute_frac=float(min(c, 1.0)), compute_half_rows=float(h), bandwidth_frac=float(min(b, 1.0)),
         bandwidth_half_rows=float(hb), floor_s=float(fl),
         compute_half_cols=float(hn) if with_cols else 0.0, compute_half_depth=float(hk) if with_cols else 0.0,
-        bandwidth_tile_depth=float(tile),
+        bandwidth_tile_depth=float(tile), compute_tile_rows=float(row_tile),
     )
 
 
@@ -298,6 +298,8 @@ def _subsample(r: OpRows) -> OpRows:
 
 # KV block sizes tried for decode attention's tile quantization (0 = none); the best fit wins.
 DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+# Row tiles tried for the grouped expert GEMM (0 = none); the best fit wins.
+MOE_ROW_TILES = (0.0, 16.0, 32.0, 64.0, 128.0)
 
 
 def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
@@ -313,18 +315,23 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     free = np.array([True] * 5 + [with_cols, with_cols])
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
-    best: tuple[float, np.ndarray, float] | None = None
-    for tile in tiles:
+    row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
+    best: tuple[float, np.ndarray, float, float] | None = None
+    for tile, row_tile in [(t, rt) for t in tiles for rt in row_tiles]:
         useful = 1.0
         if tile > 0 and r.depth is not None:
             d = np.maximum(r.depth, 1.0)
             useful = d / (np.ceil(d / tile) * tile)
+        row_useful = 1.0
+        if row_tile > 0:
+            rr = np.maximum(r.rows, 1.0)
+            row_useful = rr / (np.ceil(rr / row_tile) * row_tile)
 
-        def resid(q: np.ndarray, useful: Any = useful) -> np.ndarray:
+        def resid(q: np.ndarray, useful: Any = useful, row_useful: Any = row_useful) -> np.ndarray:
             p = _START.copy()
             p[free] = q
             c, h, b, hb, fl, hn, hk = np.exp(p)
-            cf = c * r.rows / (r.rows + h)
+            cf = c * row_useful * r.rows / (r.rows + h)
             if with_cols:
                 assert r.cols is not None and r.depth is not None
                 cf = cf * r.cols / (r.cols + hn) * r.depth / (r.depth + hk)
@@ -336,11 +343,11 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             max_nfev=400,
         )
         if best is None or sol.cost < best[0] - 1e-12:
-            best = (float(sol.cost), sol.x, tile)
+            best = (float(sol.cost), sol.x, tile, row_tile)
     assert best is not None
     p = _START.copy()
     p[free] = best[1]
-    return _eff(p, with_cols, best[2])
+    return _eff(p, with_cols, best[2], best[3])
 
 
 def fit_comm(r: CommRows) -> tuple[float, float, float]:
@@ -488,7 +495,8 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             "compute_half_depth": round(e.compute_half_depth, 3),
             "bandwidth_frac": round(e.bandwidth_frac, 4),
             "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
-            "bandwidth_tile_depth": e.bandwidth_tile_depth, "floor_s": float(f"{e.floor_s:.4g}"),
+            "bandwidth_tile_depth": e.bandwidth_tile_depth, "compute_tile_rows": e.compute_tile_rows,
+            "floor_s": float(f"{e.floor_s:.4g}"),
             "rows_used": f.rows_used, "source": f.source,
         })
     comm = {

@@ -45,6 +45,7 @@ def _op(entry: dict[str, Any]) -> OpEfficiency:
         floor_s=entry["floor_s"], compute_half_cols=entry.get("compute_half_cols", 0.0),
         compute_half_depth=entry.get("compute_half_depth", 0.0),
         bandwidth_tile_depth=entry.get("bandwidth_tile_depth", 0.0),
+        compute_tile_rows=entry.get("compute_tile_rows", 0.0),
     )
 
 
