@@ -213,3 +213,31 @@ def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
     errs = kf._errors(fit, data, peaks, kf._split(data, held_out=True))
     assert np.median(np.abs(errs["gemm"])) < 0.10
     assert np.median(np.abs(errs["moe"])) < 0.25
+
+
+def test_validate_kernels_report_shape_and_held_out_chip() -> None:
+    """Hopper only (fast): the report has the documented keys, and H200 predicted from the
+    H100's fit stays within the GEMM target (median <= 10%)."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed")
+    k = kf.validate_kernels(["h100-sxm", "h200"])["kernels"]
+    for cls in ("gemm", "moe", "attention_decode", "attention_prefill", "collective"):
+        st = k["by_op"][cls]
+        assert st["rows"] > 0 and 0 <= st["median_abs_error"] <= st["p90_abs_error"] < 5
+    held = k["held_out_chips"]["h200"]
+    assert held["fitted_on"] == "h100-sxm"
+    assert held["by_op"]["gemm"]["median_abs_error"] < 0.10
+    assert held["by_op"]["gemm"]["rows"] == 100668  # every H200 TensorRT-LLM GEMM row, none seen in the fit
+    assert set(k["held_out_version"]) == {"h100-sxm", "h200"}
+
+
+def test_validate_kernels_json_on_the_cli(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed")
+    real = kf.validate_kernels
+    monkeypatch.setattr(kf, "validate_kernels", lambda chips=None: real(["h100-sxm", "h200"]))
+    code, out, err = cli("validate", "--kernels", "--json")
+    assert code == 0, err
+    report = json.loads(out)["kernels"]
+    assert {"by_op", "by_chip", "held_out_chips", "held_out_version"} <= set(report)
+    assert report["by_op"]["gemm"]["median_abs_error"] < 0.10
