@@ -83,7 +83,7 @@ def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
     assert op["compute_frac"] == pytest.approx(0.8, rel=0.03)
     assert op["bandwidth_frac"] == pytest.approx(0.7, rel=0.03)
     assert op["floor_s"] == pytest.approx(5e-6, rel=0.1)
-    e = ke._op(op)
+    e = kf.op_from_entry(op)
     m, n, k = (df[c].to_numpy(float) for c in "mnk")
     pred = operator_time_s(e, 2 * m * n * k, 2 * (m * k + k * n + m * n), H100.peak_flops_per_s["bf16"],
                            H100.hbm_bandwidth_bytes_per_s, m, n, k)
@@ -145,14 +145,14 @@ def test_shipped_catalog_loads_with_fractions_in_range_and_transfers_marked() ->
         for c in entry["collectives"].values():
             assert 0 < c["bandwidth_frac"] <= 1 and c["latency_s"] > 0
     for chip_id in chips():
-        table = ke.efficiency_table(chip_id, "bf16")
+        table = kf.efficiency_table(chip_id, "bf16")
         assert table.of(OpClass.GEMM).compute_frac < 1.0  # a fitted, not pure, GEMM curve
         if chip_id in doc["chips"]:
             assert not table.transferred and not table.source.startswith("transferred")
         else:
             donor = doc["transferred"][chip_id]
             assert table.transferred and table.source.startswith(f"transferred from {donor}")
-    assert ke.efficiency_table("rubin").transferred and "gb300" in ke.efficiency_table("rubin").source
+    assert kf.efficiency_table("rubin").transferred and "gb300" in kf.efficiency_table("rubin").source
 
 
 def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
@@ -163,7 +163,7 @@ def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
     fit = kf.fit_chip(data, kf.ChipPeaks.of("h200"))
     doc = kf.fit_to_dict(fit, "2026-01-01")
     for f, entry in zip(fit.ops, doc["ops"], strict=True):
-        loaded = ke._op(entry)
+        loaded = kf.op_from_entry(entry)
         for name in OpEfficiency.__dataclass_fields__:
             fitted = getattr(f.efficiency, name)
             assert getattr(loaded, name) == pytest.approx(fitted, rel=2e-3, abs=2e-3), name
@@ -171,9 +171,9 @@ def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
 
 def test_precision_picks_the_matching_dtype_fit() -> None:
     entries = {(o["op_class"], o["dtype"]): o for o in ke.op_entries("b200")}
-    fp4 = ke.efficiency_table("b200", "fp4").of(OpClass.GEMM)
+    fp4 = kf.efficiency_table("b200", "fp4").of(OpClass.GEMM)
     assert fp4.compute_frac == pytest.approx(entries[("gemm", "nvfp4")]["compute_frac"])
-    bf16 = ke.efficiency_table("b200", "bf16").of(OpClass.GEMM)
+    bf16 = kf.efficiency_table("b200", "bf16").of(OpClass.GEMM)
     assert bf16.compute_frac == pytest.approx(entries[("gemm", "bfloat16")]["compute_frac"])
 
 
