@@ -63,6 +63,9 @@ def test_worked_numbers_of_the_efficiency_formulas() -> None:
     tiled = OpEfficiency(bandwidth_frac=0.8, bandwidth_tile_depth=64)
     assert achieved_bandwidth_frac(tiled, 1, depth=16) == pytest.approx(0.8 / 4)
     assert achieved_bandwidth_frac(tiled, 1, depth=128) == pytest.approx(0.8)
+    row_tiled = OpEfficiency(compute_frac=0.8, compute_tile_rows=64)
+    assert achieved_compute_frac(row_tiled, 16) == pytest.approx(0.8 / 4)
+    assert achieved_compute_frac(row_tiled, 65) == pytest.approx(0.8 * 65 / 128)
     assert operator_time_s(OpEfficiency(), 1e9, 1e6, 1e15, 1e12, 1) == pytest.approx(1e-6)
     c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9)
     assert collective_time_s(c, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)
@@ -80,7 +83,7 @@ def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
     assert op["compute_frac"] == pytest.approx(0.8, rel=0.03)
     assert op["bandwidth_frac"] == pytest.approx(0.7, rel=0.03)
     assert op["floor_s"] == pytest.approx(5e-6, rel=0.1)
-    e = ke._op(op)
+    e = kf.op_from_entry(op)
     m, n, k = (df[c].to_numpy(float) for c in "mnk")
     pred = operator_time_s(e, 2 * m * n * k, 2 * (m * k + k * n + m * n), H100.peak_flops_per_s["bf16"],
                            H100.hbm_bandwidth_bytes_per_s, m, n, k)
@@ -142,21 +145,35 @@ def test_shipped_catalog_loads_with_fractions_in_range_and_transfers_marked() ->
         for c in entry["collectives"].values():
             assert 0 < c["bandwidth_frac"] <= 1 and c["latency_s"] > 0
     for chip_id in chips():
-        table = ke.efficiency_table(chip_id, "bf16")
+        table = kf.efficiency_table(chip_id, "bf16")
         assert table.of(OpClass.GEMM).compute_frac < 1.0  # a fitted, not pure, GEMM curve
         if chip_id in doc["chips"]:
             assert not table.transferred and not table.source.startswith("transferred")
         else:
             donor = doc["transferred"][chip_id]
             assert table.transferred and table.source.startswith(f"transferred from {donor}")
-    assert ke.efficiency_table("rubin").transferred and "gb300" in ke.efficiency_table("rubin").source
+    assert kf.efficiency_table("rubin").transferred and "gb300" in kf.efficiency_table("rubin").source
+
+
+def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
+    """The YAML holds every OpEfficiency field the fit sets (rounded to 4 significant digits)."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed")
+    data = kf.load_package_chip("h200")
+    fit = kf.fit_chip(data, kf.ChipPeaks.of("h200"))
+    doc = kf.fit_to_dict(fit, "2026-01-01")
+    for f, entry in zip(fit.ops, doc["ops"], strict=True):
+        loaded = kf.op_from_entry(entry)
+        for name in OpEfficiency.__dataclass_fields__:
+            fitted = getattr(f.efficiency, name)
+            assert getattr(loaded, name) == pytest.approx(fitted, rel=2e-3, abs=2e-3), name
 
 
 def test_precision_picks_the_matching_dtype_fit() -> None:
     entries = {(o["op_class"], o["dtype"]): o for o in ke.op_entries("b200")}
-    fp4 = ke.efficiency_table("b200", "fp4").of(OpClass.GEMM)
+    fp4 = kf.efficiency_table("b200", "fp4").of(OpClass.GEMM)
     assert fp4.compute_frac == pytest.approx(entries[("gemm", "nvfp4")]["compute_frac"])
-    bf16 = ke.efficiency_table("b200", "bf16").of(OpClass.GEMM)
+    bf16 = kf.efficiency_table("b200", "bf16").of(OpClass.GEMM)
     assert bf16.compute_frac == pytest.approx(entries[("gemm", "bfloat16")]["compute_frac"])
 
 
@@ -196,3 +213,31 @@ def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
     errs = kf._errors(fit, data, peaks, kf._split(data, held_out=True))
     assert np.median(np.abs(errs["gemm"])) < 0.10
     assert np.median(np.abs(errs["moe"])) < 0.25
+
+
+def test_validate_kernels_report_shape_and_held_out_chip() -> None:
+    """Hopper only (fast): the report has the documented keys, and H200 predicted from the
+    H100's fit stays within the GEMM target (median <= 10%)."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed")
+    k = kf.validate_kernels(["h100-sxm", "h200"])["kernels"]
+    for cls in ("gemm", "moe", "attention_decode", "attention_prefill", "collective"):
+        st = k["by_op"][cls]
+        assert st["rows"] > 0 and 0 <= st["median_abs_error"] <= st["p90_abs_error"] < 5
+    held = k["held_out_chips"]["h200"]
+    assert held["fitted_on"] == "h100-sxm"
+    assert held["by_op"]["gemm"]["median_abs_error"] < 0.10
+    assert held["by_op"]["gemm"]["rows"] == 100668  # every H200 TensorRT-LLM GEMM row, none seen in the fit
+    assert set(k["held_out_version"]) == {"h100-sxm", "h200"}
+
+
+def test_validate_kernels_json_on_the_cli(cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed")
+    real = kf.validate_kernels
+    monkeypatch.setattr(kf, "validate_kernels", lambda chips=None: real(["h100-sxm", "h200"]))
+    code, out, err = cli("validate", "--kernels", "--json")
+    assert code == 0, err
+    report = json.loads(out)["kernels"]
+    assert {"by_op", "by_chip", "held_out_chips", "held_out_version"} <= set(report)
+    assert report["by_op"]["gemm"]["median_abs_error"] < 0.10

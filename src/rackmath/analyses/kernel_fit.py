@@ -49,6 +49,7 @@ import numpy as np
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import (
     CollectiveEfficiency,
+    EfficiencyTable,
     OpClass,
     OpEfficiency,
     collective_time_s,
@@ -275,13 +276,13 @@ _LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5])
 _START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0])
 
 
-def _eff(p: np.ndarray, with_cols: bool, tile: float = 0.0) -> OpEfficiency:
+def _eff(p: np.ndarray, with_cols: bool, tile: float = 0.0, row_tile: float = 0.0) -> OpEfficiency:
     c, h, b, hb, fl, hn, hk = np.exp(p)
     return OpEfficiency(
         compute_frac=float(min(c, 1.0)), compute_half_rows=float(h), bandwidth_frac=float(min(b, 1.0)),
         bandwidth_half_rows=float(hb), floor_s=float(fl),
         compute_half_cols=float(hn) if with_cols else 0.0, compute_half_depth=float(hk) if with_cols else 0.0,
-        bandwidth_tile_depth=float(tile),
+        bandwidth_tile_depth=float(tile), compute_tile_rows=float(row_tile),
     )
 
 
@@ -298,6 +299,8 @@ def _subsample(r: OpRows) -> OpRows:
 
 # KV block sizes tried for decode attention's tile quantization (0 = none); the best fit wins.
 DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+# Row tiles tried for the grouped expert GEMM (0 = none); the best fit wins.
+MOE_ROW_TILES = (0.0, 16.0, 32.0, 64.0, 128.0)
 
 
 def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
@@ -313,18 +316,23 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     free = np.array([True] * 5 + [with_cols, with_cols])
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
-    best: tuple[float, np.ndarray, float] | None = None
-    for tile in tiles:
+    row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
+    best: tuple[float, np.ndarray, float, float] | None = None
+    for tile, row_tile in [(t, rt) for t in tiles for rt in row_tiles]:
         useful = 1.0
         if tile > 0 and r.depth is not None:
             d = np.maximum(r.depth, 1.0)
             useful = d / (np.ceil(d / tile) * tile)
+        row_useful = 1.0
+        if row_tile > 0:
+            rr = np.maximum(r.rows, 1.0)
+            row_useful = rr / (np.ceil(rr / row_tile) * row_tile)
 
-        def resid(q: np.ndarray, useful: Any = useful) -> np.ndarray:
+        def resid(q: np.ndarray, useful: Any = useful, row_useful: Any = row_useful) -> np.ndarray:
             p = _START.copy()
             p[free] = q
             c, h, b, hb, fl, hn, hk = np.exp(p)
-            cf = c * r.rows / (r.rows + h)
+            cf = c * row_useful * r.rows / (r.rows + h)
             if with_cols:
                 assert r.cols is not None and r.depth is not None
                 cf = cf * r.cols / (r.cols + hn) * r.depth / (r.depth + hk)
@@ -336,11 +344,11 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             max_nfev=400,
         )
         if best is None or sol.cost < best[0] - 1e-12:
-            best = (float(sol.cost), sol.x, tile)
+            best = (float(sol.cost), sol.x, tile, row_tile)
     assert best is not None
     p = _START.copy()
     p[free] = best[1]
-    return _eff(p, with_cols, best[2])
+    return _eff(p, with_cols, best[2], best[3])
 
 
 def fit_comm(r: CommRows) -> tuple[float, float, float]:
@@ -488,7 +496,8 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             "compute_half_depth": round(e.compute_half_depth, 3),
             "bandwidth_frac": round(e.bandwidth_frac, 4),
             "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
-            "bandwidth_tile_depth": e.bandwidth_tile_depth, "floor_s": float(f"{e.floor_s:.4g}"),
+            "bandwidth_tile_depth": e.bandwidth_tile_depth, "compute_tile_rows": e.compute_tile_rows,
+            "floor_s": float(f"{e.floor_s:.4g}"),
             "rows_used": f.rows_used, "source": f.source,
         })
     comm = {
@@ -655,3 +664,58 @@ def _held_out_version(refs: list[kt.TableRef], wanted: list[str], datas: dict[st
             out[chip_id] = {"fitted_on": "trtllm 1.3.0rc20", "tested_on": "trtllm 1.3.0rc23",
                             "moe": _stats(errs["moe"])}
     return out
+
+
+# ------------------------------------------------------------------ the catalog as EfficiencyTables
+
+_PREFERRED_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4", "nvfp4": "nvfp4"}
+
+
+def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
+    """One catalog row (catalog/data/kernel_efficiency.yaml) as an :class:`OpEfficiency`."""
+    return OpEfficiency(
+        compute_frac=entry["compute_frac"], compute_half_rows=entry["compute_half_rows"],
+        bandwidth_frac=entry["bandwidth_frac"], bandwidth_half_rows=entry["bandwidth_half_rows"],
+        floor_s=entry["floor_s"], compute_half_cols=entry.get("compute_half_cols", 0.0),
+        compute_half_depth=entry.get("compute_half_depth", 0.0),
+        bandwidth_tile_depth=entry.get("bandwidth_tile_depth", 0.0),
+        compute_tile_rows=entry.get("compute_tile_rows", 0.0),
+    )
+
+
+def _collective(entry: dict[str, Any]) -> CollectiveEfficiency:
+    return CollectiveEfficiency(entry["latency_s"], entry["bandwidth_frac"], entry.get("hop_latency_s", 0.0))
+
+
+def efficiency_table(chip_id: str, precision: str = "bf16") -> EfficiencyTable:
+    """The chip's fitted :class:`EfficiencyTable` for operators computing at ``precision``.
+
+    Each class takes the fit of the dtype that computes at ``precision`` (bf16 -> bfloat16,
+    fp8 -> fp8, fp4 -> nvfp4), else the bfloat16 fit; NCCL all-reduce is the scale-up tier;
+    chips without tables carry ``transferred=True`` and ``source="transferred from <chip>: ..."``.
+    """
+    from rackmath.catalog import kernel_efficiency as ke
+
+    _, transferred = ke.resolve(chip_id)
+    entries = ke.op_entries(chip_id)
+    want = _PREFERRED_DTYPE.get(precision, "bfloat16")
+    by_class: list[tuple[OpClass, OpEfficiency]] = []
+    for cls in OpClass:
+        rows = [o for o in entries if o["op_class"] == cls.value]
+        pick = next((o for o in rows if o["dtype"] == want), None) or next(
+            (o for o in rows if o["dtype"] == "bfloat16"), None)
+        if pick is not None:
+            by_class.append((cls, op_from_entry(pick)))
+    ar = ke.collective_entries(chip_id).get("all_reduce")
+    return EfficiencyTable(
+        by_class=tuple(by_class), scale_up=_collective(ar) if ar else CollectiveEfficiency(),
+        source=ke.origin(chip_id), transferred=transferred,
+    )
+
+
+def all_to_all(chip_id: str) -> dict[str, CollectiveEfficiency]:
+    """DeepEP low-latency dispatch / combine as fitted (one NVLink domain of 8 GPUs)."""
+    from rackmath.catalog import kernel_efficiency as ke
+
+    comm = ke.collective_entries(chip_id)
+    return {n: _collective(comm[n]) for n in ("dispatch", "combine") if n in comm}

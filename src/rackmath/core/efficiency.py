@@ -30,6 +30,10 @@ Both half counts default to 0 (no effect), and omitting ``cols`` / ``depth`` lea
 rows-only form. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
 64 rows x 128 columns -> 0.8 * 0.5 * 0.5 = 0.2.
 
+A grouped expert GEMM pads each expert's tokens to a whole tile of ``compute_tile_rows`` rows:
+when set, the compute fraction also carries the useful share ``rows / (ceil(rows / tile) * tile)``
+(worked number: tile 64, 16 rows -> a quarter).
+
 Memory is read in tiles along ``depth`` (decode attention reads the KV cache in blocks of
 ``bandwidth_tile_depth`` tokens, so a 1-token context costs a whole block): when the tile and
 ``depth`` are given, only ``depth / (ceil(depth / tile) * tile)`` of the bytes read are useful,
@@ -93,6 +97,9 @@ def achieved_compute_frac(
         frac = np.full_like(r, e.compute_frac)
     else:
         frac = e.compute_frac * r / (r + e.compute_half_rows)
+    if e.compute_tile_rows > 0.0:
+        rr = np.maximum(r, 1.0)
+        frac = frac * rr / (np.ceil(rr / e.compute_tile_rows) * e.compute_tile_rows)
     if cols is not None and e.compute_half_cols > 0.0:
         c = np.asarray(cols, float)
         frac = frac * c / (c + e.compute_half_cols)

@@ -38,6 +38,7 @@ class OpEfficiency:
     compute_half_cols: float = 0.0
     compute_half_depth: float = 0.0
     bandwidth_tile_depth: float = 0.0
+    compute_tile_rows: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -45,12 +46,8 @@ class OpEfficiency:
             if not 0.0 < value <= 1.0:
                 raise InputError(name, value, "a fraction in (0, 1]")
         for name in (
-            "compute_half_rows",
-            "bandwidth_half_rows",
-            "floor_s",
-            "compute_half_cols",
-            "compute_half_depth",
-            "bandwidth_tile_depth",
+            "compute_half_rows", "bandwidth_half_rows", "floor_s", "compute_half_cols", "compute_half_depth",
+            "bandwidth_tile_depth", "compute_tile_rows",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
