@@ -21,7 +21,7 @@ from rackmath.catalog.measurements import measurements
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
 # Just above the figures of 2026-11-23 under the per-operator step (pure roofline 59.2% /
-# 118.2%, calibrated 13.8% / 23.2%, LOSO 22.2% / 42.8%; LOSO decode median 39.1%, the worst
+# 118.2%, calibrated 13.7% / 23.2%, LOSO 22.9% / 42.8%; LOSO decode median 39.1%, the worst
 # phase). The per-operator sum (max per operator, not per layer) moved two gates up from
 # 2026-11-22's per-layer max (LOSO p90 41.3% -> 42.8%, decode median 32.8% -> 39.1%) while the
 # pure roofline improved (64.3% / 139.9% -> 59.2% / 118.2%): the family calibration's flat
