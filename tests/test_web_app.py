@@ -394,3 +394,18 @@ def test_tables_show_units_not_raw_si_fractions() -> None:
     assert cells["batch"] == f"{row['batch']:,.0f}"
     for col in shown.columns:  # no bare fraction such as 0.6431 anywhere
         assert not any(re.fullmatch(r"0\.\d+", str(v)) for v in shown[col]), col
+
+
+def test_the_page_shows_where_the_time_goes_operator_by_operator() -> None:
+    """The second table is the selected point's operators, read from the analysis: their
+    times add up (with overhead and exposed communication, both 0 on the ideal chip) to the
+    step the page reports."""
+    at = run_app()
+    ok(at)
+    ops = at.dataframe[1].value
+    assert {"attention", "attention_qkv", "lm_head"} <= set(ops["name"])
+    state = ServingState()
+    dep = deployment(state.model, state.system)
+    p = point(dep, state.batch, state.context)
+    assert float(ops["time_s"].sum()) == pytest.approx(float(p.step_s[0, 0]), rel=1e-9)
+    assert list(ops["time_s"]) == sorted(ops["time_s"], reverse=True)

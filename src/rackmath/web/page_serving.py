@@ -394,5 +394,13 @@ def _png(result: Explanation) -> bytes:
 def _tables(view: ServingView) -> None:
     full = view.explanation.to_dict()
     st.markdown("##### Over batch size")
-    ui.table(full["points"])
-    ui.downloads(PAGE, "serving", full["points"], full)
+    rows = [{k: v for k, v in row.items() if k != "operators"} for row in full["points"]]
+    ui.table(rows)
+    ui.downloads(PAGE, "serving", rows, full)
+    point = view.point.times.breakdown_at((0, 0))
+    st.markdown(
+        f"##### Where the time goes at the selected point: step "
+        f"{fmt.seconds(float(view.point.step_s[0, 0]))}, blackboard bound "
+        f"{fmt.seconds(point['blackboard_step_s'])}"
+    )
+    ui.table(sorted(point["operators"], key=lambda op: -op["time_s"]))
