@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import numpy as np
 from rackmath import __version__
 from rackmath.analyses import search as srch
 from rackmath.catalog import resolve_model, system
+from timing import timed  # benchmarks/timing.py: the scripts run from this folder
 
 REPEATS = 7
 OUT = Path(__file__).parent / "results" / "search.json"
@@ -34,17 +33,6 @@ def machine() -> dict[str, object]:
     }
 
 
-def timed(fn, repeats: int = REPEATS) -> tuple[float, object]:  # type: ignore[no-untyped-def]
-    fn()  # burn-in: catalog load, stage-split caches, imports
-    times = []
-    result = None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
-
-
 def main() -> None:
     model = resolve_model("deepseek-v3")
     systems = [system(s) for s in srch.DEFAULT_SYSTEMS]
@@ -53,10 +41,12 @@ def main() -> None:
     )
 
     one = system("gb200-nvl72")
-    t_eval, cands = timed(lambda: srch.evaluate(model, one, "native", work, max_chips=256))
+    t_eval, cands = timed(lambda: srch.evaluate(model, one, "native", work, max_chips=256), REPEATS)
     n_eval = cands.size  # type: ignore[attr-defined]
 
-    t_search, result = timed(lambda: srch.search(model, systems, work, precisions=("native", "fp8", "fp4")))
+    t_search, result = timed(
+        lambda: srch.search(model, systems, work, precisions=("native", "fp8", "fp4")), REPEATS
+    )
     n_search = result.candidates_evaluated  # type: ignore[attr-defined]
     best = result.best  # type: ignore[attr-defined]
 

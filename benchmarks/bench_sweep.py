@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
 from rackmath import __version__
 from rackmath.analyses import sweep as sw
+from timing import timed  # benchmarks/timing.py: the scripts run from this folder
 
 REPEATS = 5
 OUT = Path(__file__).parent / "results" / "sweep.json"
@@ -48,30 +47,19 @@ def machine() -> dict[str, object]:
     }
 
 
-def timed(fn, repeats: int = REPEATS) -> tuple[float, object]:  # type: ignore[no-untyped-def]
-    fn()  # burn-in: catalog load, imports, the worker's first unpickling
-    times = []
-    result = None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
-
-
 def main() -> None:
     from distributed import LocalCluster
 
     spec = sw.parse_spec(SPEC)
     chunks = sw.make_chunks(spec)
-    t_local, local = timed(lambda: sw.run(chunks))
+    t_local, local = timed(lambda: sw.run(chunks), REPEATS)
     n = local.points  # type: ignore[attr-defined]
 
     with LocalCluster(
         n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
     ) as cluster:
         address = cluster.scheduler_address
-        t_dask, remote = timed(lambda: sw.run(chunks, scheduler=address))
+        t_dask, remote = timed(lambda: sw.run(chunks, scheduler=address), REPEATS)
     assert remote.frame.equals(local.frame)  # type: ignore[attr-defined]
 
     report = {

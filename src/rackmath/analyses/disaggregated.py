@@ -9,7 +9,7 @@ the two designs compare field by field.
   TPOT = the decode pool's step. Prefill replicas per decode replica are sized so the
   pools keep pace: ``(B_dec / (TPOT O)) / (B_pre / t_pre)``.
 * Mixed (chunked prefill): one pool whose steps carry both
-  (:func:`~rackmath.core.parallel.chunked_prefill_load`).
+  (:func:`~rackmath.core.operators.mixed_load`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ divisor of the experts and the stage width, ``pp`` a divisor of the layers) time
 batch of :data:`BATCH_GRID` is one NumPy evaluation through :func:`rackmath.core.parallel.plan_step`.
 
 A replica serves a steady mix of prefill and decode (chunked prefill,
-:func:`~rackmath.core.parallel.chunked_prefill_load`): ``B`` sequences decode while new
+:func:`~rackmath.core.operators.mixed_load`): ``B`` sequences decode while new
 prompts are prefilled in the same steps. TPOT is the step, TTFT ``max(1, O/B)`` steps,
 throughput ``B`` output tokens per step. Traffic is in output tokens per second; the cost
 per million output tokens includes the prefill work and rounds the fleet up to whole

@@ -371,7 +371,7 @@ class StepBreakdown:
         }
 
 
-def _links(s: TrainingSetup) -> dict[str, tr.Link]:
+def _links(s: TrainingSetup) -> dict[str, net.Group]:
     sysm, chip, plan = s.system, s.system.chip, s.plan
     up = chip.scale_up_bandwidth_bytes_per_s_per_direction or chip.hbm_bandwidth_bytes_per_s
     out = chip.scale_out_bandwidth_bytes_per_s_per_direction or up

@@ -12,7 +12,7 @@ go through :mod:`rackmath.analyses.training`. What each metric means:
 * ``output_tokens_per_s``, static batch: prefill plus every decode step
   (:func:`rackmath.core.reality.static_batch_output_tokens_per_s`);
 * ``output_tokens_per_s``, maximum throughput: a continuously batched steady state
-  (:func:`rackmath.core.parallel.chunked_prefill_load`) at the concurrency the KV memory
+  (:func:`rackmath.core.operators.mixed_load`) at the concurrency the KV memory
   allows for full-length sequences (TensorRT-LLM's default GUARANTEED_NO_EVICT scheduler
   reserves every sequence's full length) and the scheduler's cap;
 * ``input_tokens_per_s`` and ``prefill_mfu``: one prefill;

@@ -238,10 +238,6 @@ def kv_bytes_read_per_sequence(
     return np.asarray(read + indexer * cached_tokens_per_layer_sum(model, context), dtype=float)
 
 
-def _attention_flops_per_visible_token(a: AttentionSpec, *, decode: bool) -> int:
-    return attn.flops_per_visible_token(a, decode=decode)
-
-
 def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
     """FLOPs to generate one token that attends to ``context`` cached tokens.
 
@@ -259,7 +255,7 @@ def decode_attention_flops_per_token(model: ModelSpec, context: ArrayLike) -> Fl
     ``2 H (d_qk + d_v) sum_l read_l`` plus DSA's indexer scoring every held key,
     ``2 H_idx d_idx sum_l held_l`` (0 without DSA)."""
     a = model.attention
-    per_visible = _attention_flops_per_visible_token(a, decode=True)
+    per_visible = attn.flops_per_visible_token(a, decode=True)
     attention = per_visible * read_tokens_per_layer_sum(model, context)
     if a.index_top_k:
         index = FLOPS_PER_MAC * a.index_n_heads * a.index_head_dim
@@ -285,7 +281,7 @@ def prefill_flops_per_sequence(model: ModelSpec, length: ArrayLike) -> FloatArra
     """FLOPs to prefill one prompt of ``length`` tokens (causal attention, no prior cache)."""
     n = np.asarray(length, dtype=float)
     matmul = FLOPS_PER_MAC * param_counts(model).matmul_active * n
-    per_visible = _attention_flops_per_visible_token(model.attention, decode=False)
+    per_visible = attn.flops_per_visible_token(model.attention, decode=False)
     attention = per_visible * causal_visible_pairs(model, n)
     return np.asarray(matmul + attention, dtype=float)
 

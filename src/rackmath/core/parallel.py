@@ -698,37 +698,6 @@ def plan_step(
 # ----------------------------------------------------------------------------- serving loads
 
 
-def chunked_prefill_load(
-    batch: ArrayLike,
-    input_len: ArrayLike,
-    output_len: ArrayLike,
-    *,
-    decode_flops_per_token: ArrayLike,
-    prefill_flops_per_sequence: ArrayLike,
-    kv_bytes_decode_per_sequence: ArrayLike,
-    kv_bytes_prompt_per_sequence: ArrayLike,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(tokens, FLOPs, KV bytes) of one mixed step in steady state (chunked prefill).
-
-    ``B`` sequences decode one token each; to keep ``B`` in flight, ``B/O`` new sequences
-    start per step, so the step also prefills ``B I / O`` prompt tokens:
-    ``tokens = B (1 + I/O)``, ``FLOPs = B f_dec + (B/O) f_prefill(I)``,
-    ``KV = B kv(context) + (B/O) kv(I)`` (the prompt's cache written once).
-    """
-    b = np.asarray(batch, float)
-    i = np.asarray(input_len, float)
-    o = np.asarray(output_len, float)
-    starts = b / o
-    tokens = b + starts * i
-    flops = b * np.asarray(decode_flops_per_token, float) + starts * np.asarray(
-        prefill_flops_per_sequence, float
-    )
-    kv = b * np.asarray(kv_bytes_decode_per_sequence, float) + starts * np.asarray(
-        kv_bytes_prompt_per_sequence, float
-    )
-    return np.asarray(tokens, float), np.asarray(flops, float), np.asarray(kv, float)
-
-
 def chunked_prefill_ttft_s(step_s: ArrayLike, batch: ArrayLike, output_len: ArrayLike) -> FloatArray:
     """Time to first token with chunked prefill, no queueing: ``max(1, O/B)`` steps.
 

@@ -433,7 +433,6 @@ def optimizer_step_s(state_bytes: float, bandwidth_bytes_per_s: float) -> float:
 # ---------------------------------------------------------------------------- communication
 # Every collective comes from rackmath.core.network, the same functions serving uses; these
 # helpers only say how many of them a training step runs.
-Link = net.Group
 
 
 def group_link(
