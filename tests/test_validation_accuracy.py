@@ -64,7 +64,6 @@ def test_aggregate_errors_within_the_gates(report: val.ValidationReport) -> None
     assert not problems, problems
 
 
-@pytest.mark.xfail(strict=True, reason="LOSO p90 37.6% > 35% (median 11.1% meets 15%) on 2026-11-23")
 def test_loso_meets_the_targets(report: val.ValidationReport) -> None:
     st = report.stats("loso")
     assert st.median_abs_error <= TARGET_MEDIAN and st.p90_abs_error <= TARGET_P90

@@ -57,6 +57,8 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         compute_half_depth=entry.get("compute_half_depth", 0.0),
         bandwidth_tile_depth=entry.get("bandwidth_tile_depth", 0.0),
         compute_tile_rows=entry.get("compute_tile_rows", 0.0),
+        bandwidth_tile=entry.get("bandwidth_tile", 0.0),
+        overlap_power=entry.get("overlap_power", 0.0),
     )
 
 

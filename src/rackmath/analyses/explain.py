@@ -109,6 +109,7 @@ class Explanation(Tabular):
     def feature_sections(self) -> tuple[deriv.Section, ...]:
         """Speculative decoding, prefix caching and energy, where present."""
         return deriv.feature_sections(self)
+
     pure_step_s: FloatArray | None = None  # the decode grid's step on the pure roofline (kernel mode)
 
     @property

@@ -34,6 +34,8 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
                 "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
                 "bandwidth_tile_depth": e.bandwidth_tile_depth,
                 "compute_tile_rows": e.compute_tile_rows,
+                "bandwidth_tile": e.bandwidth_tile,
+                "overlap_power": round(e.overlap_power, 3),
                 "floor_s": float(f"{e.floor_s:.4g}"),
                 "rows_used": f.rows_used,
                 "source": f.source,

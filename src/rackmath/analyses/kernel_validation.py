@@ -41,12 +41,17 @@ def _stats(err: np.ndarray) -> dict[str, Any]:
 
 
 def _errors(
-    fit: ChipFit, data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None
+    fit: ChipFit,
+    data: ChipData,
+    peaks: ChipPeaks,
+    mask: dict[str, np.ndarray] | None,
+    rejected: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Relative errors (predicted / measured - 1) per class of ``data``'s rows under ``fit``."""
+    """Relative errors (predicted / measured - 1) per class of ``data``'s rows under ``fit``
+    (of its rejected rows, and no collectives, with ``rejected``)."""
     out: dict[str, list[np.ndarray]] = {}
     by = {(f.op_class, f.dtype): f for f in fit.ops}
-    for cls, allr in data.ops.items():
+    for cls, allr in (data.rejected if rejected else data.ops).items():
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
         for dt in set(r_all.dtype.tolist()):
             f = by.get((cls, dt))
@@ -55,7 +60,7 @@ def _errors(
             r = r_all.take(r_all.dtype == dt)
             pred = predict(f.efficiency, r, peaks.peak_flops_per_s[f.precision], peaks.hbm_bytes_per_s)
             out.setdefault(cls.value, []).append(pred / r.latency_s - 1)
-    for name, c_all in data.comm.items():
+    for name, c_all in ({} if rejected else data.comm).items():
         c = c_all.take(mask[name]) if mask is not None else c_all
         eff = fit.comm.get(name)
         if eff is None:
@@ -66,8 +71,9 @@ def _errors(
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def _split(data: ChipData, held_out: bool) -> dict[str, np.ndarray]:
-    masks = {cls.value: ((r.key % np.uint64(HOLDOUT_MOD)) == 0) == held_out for cls, r in data.ops.items()}
+def _split(data: ChipData, held_out: bool, rejected: bool = False) -> dict[str, np.ndarray]:
+    rows = data.rejected if rejected else data.ops
+    masks = {cls.value: ((r.key % np.uint64(HOLDOUT_MOD)) == 0) == held_out for cls, r in rows.items()}
     masks.update({n: ((c.key % np.uint64(HOLDOUT_MOD)) == 0) == held_out for n, c in data.comm.items()})
     return masks
 
@@ -95,6 +101,8 @@ def validate_kernels(chips: list[str] | None = None) -> dict[str, Any]:
     wanted = chips or sorted(set(kt.CHIP_DIRS.values()))
     t0 = time.perf_counter()
     all_err: dict[str, list[np.ndarray]] = {}
+    with_rejected: dict[str, list[np.ndarray]] = {}
+    rejected_rows: dict[str, int] = {}
     by_chip: dict[str, dict[str, Any]] = {}
     datas: dict[str, ChipData] = {}
     full_fits: dict[str, ChipFit] = {}
@@ -107,6 +115,11 @@ def validate_kernels(chips: list[str] | None = None) -> dict[str, Any]:
         by_chip[chip_id] = {k: _stats(v) for k, v in errs.items()}
         for k, v in errs.items():
             all_err.setdefault(k, []).append(v)
+            with_rejected.setdefault(k, []).append(v)
+        for k, v in _errors(fit, data, peaks, _split(data, True, rejected=True), rejected=True).items():
+            with_rejected.setdefault(k, []).append(v)
+        for cls, r in data.rejected.items():
+            rejected_rows[cls.value] = rejected_rows.get(cls.value, 0) + len(r.latency_s)
     held: dict[str, Any] = {}
     for target, donor in HELD_OUT_CHIPS.items():
         if target not in wanted:
@@ -120,6 +133,11 @@ def validate_kernels(chips: list[str] | None = None) -> dict[str, Any]:
     return {
         "kernels": {
             "by_op": {k: _stats(np.concatenate(all_err[k])) for k in CLASSES if k in all_err},
+            # the same held-out shapes with the rows the fit rejects as not the operator's timing
+            "by_op_with_rejected": {
+                k: _stats(np.concatenate(with_rejected[k])) for k in CLASSES if k in with_rejected
+            },
+            "rejected_rows": rejected_rows,
             "by_chip": by_chip,
             "held_out_chips": held,
             "held_out_version": version,

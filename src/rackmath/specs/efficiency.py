@@ -14,6 +14,10 @@ import numpy as np
 
 from rackmath.errors import InputError
 
+#: Largest fitted ``overlap_power``: at 20 the combination is within 3.5% of ``max``
+#: (``2 ** (1 / 20) = 1.035`` where the two terms are equal), so larger values add nothing.
+MAX_OVERLAP_POWER = 20.0
+
 
 class OpClass(StrEnum):
     """Operator classes that share one efficiency curve on a chip."""
@@ -28,7 +32,16 @@ class OpClass(StrEnum):
 
 @dataclass(frozen=True)
 class OpEfficiency:
-    """Achievable fractions of peak for one operator class on one chip and precision."""
+    """Achievable fractions of peak for one operator class on one chip and precision.
+
+    The forms are in :mod:`rackmath.core.efficiency`. The last two fields:
+    ``bandwidth_tile`` (0: bandwidth saturates in rows) is the edge of the output tile a GEMM
+    kernel streams its operands through; when set, the bandwidth saturates in the number of
+    output tiles ``ceil(rows / tile) * ceil(cols / tile)`` (a GEMV-shaped GEMM with few output
+    columns runs few thread blocks and cannot draw the whole HBM bandwidth).
+    ``overlap_power`` (0: compute and memory overlap perfectly, ``max``) combines the two times
+    as ``(compute^p + memory^p)^(1/p)``: 1 is no overlap at all (their sum).
+    """
 
     compute_frac: float = 1.0
     compute_half_rows: float = 0.0
@@ -39,6 +52,8 @@ class OpEfficiency:
     compute_half_depth: float = 0.0
     bandwidth_tile_depth: float = 0.0
     compute_tile_rows: float = 0.0
+    bandwidth_tile: float = 0.0
+    overlap_power: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -53,10 +68,17 @@ class OpEfficiency:
             "compute_half_depth",
             "bandwidth_tile_depth",
             "compute_tile_rows",
+            "bandwidth_tile",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
                 raise InputError(name, value, "a finite number >= 0")
+        if not (self.overlap_power == 0.0 or 1.0 <= self.overlap_power <= MAX_OVERLAP_POWER):
+            raise InputError(
+                "overlap_power",
+                self.overlap_power,
+                f"0 (perfect overlap) or a number in [1, {MAX_OVERLAP_POWER:g}]",
+            )
 
 
 PURE = OpEfficiency()

@@ -1,0 +1,302 @@
+"""Measured kernel tables as operator rows: the physics quantities of one kernel call.
+
+What one row means, per table kind (units SI; latencies in the tables are ms):
+
+* GEMM (m, n, k, dtype w/a bytes): ``flops = 2 m n k``; ``bytes = m k a + k n w + 2 m n``
+  (bf16 output); rows = m, cols = n, depth = k.
+* MoE grouped GEMM: ``num_tokens`` counts the whole EP group, so one GPU computes
+  ``num_tokens * topk / ep`` token-expert pairs over ``mats`` matrices (3 gated, 2 non-gated)
+  of ``hidden x inter / tp``: ``flops = 2 mats hidden inter/tp num_tokens topk / ep``. Bytes:
+  the weights of the local experts that receive a token, plus activations in and out.
+  ``balanced`` routing deals the ``num_tokens topk`` pairs out evenly, so ``min(E, num_tokens
+  topk) / ep`` local experts are hit (2 tokens with top-2 of 8 experts hit 4, and the H100
+  table's time doubles from 1 to 2 tokens), not the ``E/ep (1 - (1 - topk/E)^num_tokens)``
+  that random routing hits (3.5), which the serving model uses for real traffic.
+  rows = tokens per expert = ``num_tokens topk / E``; cols = inter/tp; depth = hidden.
+  Only ``balanced`` routing rows are used (power-law rows measure a skewed load that the
+  per-operator model does not describe, and the GB200 power-law rows run faster than the
+  balanced ones, which a skewed load cannot do); where a shape is timed with several kernels
+  only the fastest is kept (what the framework dispatches).
+* Decode attention: one query per sequence against ``L = step + isl`` cached tokens (or the
+  window): ``bytes = batch L 2 kv_heads head_dim kv_bytes + 4 batch heads head_dim``,
+  ``flops = 4 batch heads head_dim L``; rows = batch; cols = query heads per KV head (the
+  GQA group fills the rows of a tensor-core tile); depth = L (read in KV blocks, see
+  ``bandwidth_tile_depth``). The dtype key is the KV-cache dtype.
+* Prefill attention: causal over ``isl`` tokens (window-limited when set):
+  ``flops = 4 batch heads head_dim sum_i min(i, window)``; bytes = Q, K, V in and O out;
+  rows = batch x isl; cols = head_dim (the inner dimension of Q K^T); depth = isl (the
+  key length each query row reduces over). The dtype key is the attention (compute) dtype.
+* NCCL all-reduce on n GPUs of S = message_size x element bytes: ring wire bytes
+  ``2 (n-1)/n S`` over the chip's scale-up link -> ``latency_s`` + ``bandwidth_frac``.
+* DeepEP low-latency dispatch (fp8: 1 byte) / combine (bf16: 2 bytes) of
+  ``num_token x topk x hidden`` elements, ``(ep-1)/ep`` of them leave the GPU (ep = 8 in
+  one node) -> ``latency_s`` + ``bandwidth_frac`` of the scale-up link.
+
+Rows that are not the operator's timing are recognised by physics and kept out of the fit (the
+fit scores them apart, :class:`rackmath.analyses.kernel_fit.ChipData`): a call faster than its
+bytes at the chip's HBM bandwidth did not stream them from HBM (operands L2-resident, or a kernel
+that skipped work), and a MoE call slower than a call doing a superset of its work is not the
+kernel's time (:func:`_moe_slower_than_superset`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rackmath.catalog import kernel_tables as kt
+from rackmath.core.efficiency import OpClass
+
+DEEPEP_EP = 8  # DeepEP low-latency tables are one node (node_num 1) of 8 GPUs
+
+
+@dataclass
+class OpRows:
+    """Measured kernel calls of one operator class, as physics quantities (SI)."""
+
+    op_class: OpClass
+    dtype: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray | None
+    depth: np.ndarray | None
+    flops: np.ndarray
+    bytes: np.ndarray
+    latency_s: np.ndarray
+    key: np.ndarray  # shape hash (uint64) for the deterministic hold-out split
+
+    def take(self, mask: np.ndarray) -> OpRows:
+        return OpRows(
+            self.op_class,
+            self.dtype[mask],
+            self.rows[mask],
+            None if self.cols is None else self.cols[mask],
+            None if self.depth is None else self.depth[mask],
+            self.flops[mask],
+            self.bytes[mask],
+            self.latency_s[mask],
+            self.key[mask],
+        )
+
+
+def _hash(df: Any, cols: list[str]) -> np.ndarray:
+    import pandas as pd
+
+    return pd.util.hash_pandas_object(df[cols].astype(str), index=False).to_numpy(np.uint64)
+
+
+MOE_SHAPE = [
+    "moe_dtype",
+    "num_tokens",
+    "hidden_size",
+    "inter_size",
+    "topk",
+    "num_experts",
+    "moe_tp_size",
+    "moe_ep_size",
+]
+
+
+def _fastest_kernel(df: Any) -> Any:
+    """One row per MoE shape: the fastest of the kernels measured for it (Blackwell NVFP4 tables
+    time ~70% of their shapes with two kernels, a throughput and a min-latency one, up to 11x
+    apart; the framework dispatches the faster, so that is the operator's time). Gated and
+    non-gated kernels are different operators and stay apart."""
+    if "kernel_source" not in df or df.empty:
+        return df
+    gated = ~df["kernel_source"].astype(str).str.contains("nongated")
+    keep = df.assign(_gated=gated).groupby([*MOE_SHAPE, "_gated"], sort=True)["latency"].idxmin()
+    return df.loc[np.sort(keep.to_numpy())]
+
+
+def _f(df: Any, col: str) -> np.ndarray:
+    return df[col].to_numpy(float)
+
+
+def _moe_rows(df: Any) -> OpRows:
+    """Grouped expert GEMM rows of a MoE table (one row per measured call)."""
+    tok, h, inter = _f(df, "num_tokens"), _f(df, "hidden_size"), _f(df, "inter_size")
+    topk, e = _f(df, "topk"), _f(df, "num_experts")
+    tp, ep = _f(df, "moe_tp_size"), _f(df, "moe_ep_size")
+    src = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df else np.full(len(df), "")
+    mats = np.where(np.char.find(src.astype(str), "nongated") >= 0, 2.0, 3.0)
+    dt = df["moe_dtype"].astype(str).to_numpy()
+    w = np.array([kt.DTYPE_BYTES[d][0] for d in dt])
+    a = np.array([kt.DTYPE_BYTES[d][1] for d in dt])
+    inter_local = inter / tp
+    pairs_local = tok * topk / ep
+    # balanced routing deals the pairs out evenly, so min(E, pairs) distinct experts are hit
+    experts_hit = np.minimum(e, tok * topk) / ep
+    flops = 2 * mats * h * inter_local * pairs_local
+    bytes_ = experts_hit * mats * h * inter_local * w + pairs_local * h * (a + 2.0)
+    key = _hash(df, MOE_SHAPE)
+    return OpRows(
+        OpClass.MOE, dt, tok * topk / e, inter_local, h, flops, bytes_, _f(df, "latency") * 1e-3, key
+    )
+
+
+SUPERSET_TOLERANCE = 1.3  # x the fastest superset's latency ...
+SUPERSET_SLACK_S = 10e-6  # ... plus this, before a row counts as slower than work it contains
+
+
+def _moe_slower_than_superset(df: Any) -> np.ndarray:
+    """Rows that take longer than a call doing all of their work and more (same kernel and
+    model shape, at least as many tokens, no more TP and no more EP ways: every local expert,
+    column and token pair of the row is also there), by more than
+    ``SUPERSET_TOLERANCE x + SUPERSET_SLACK_S``. Such a timing is not the operator's (an H100
+    bf16 table has EP 4 at 5.0 ms where EP 2, which holds twice the experts, takes 2.1 ms)."""
+    out = np.zeros(len(df), bool)
+    if df.empty:
+        return out
+    gated = ~df["kernel_source"].astype(str).str.contains("nongated") if "kernel_source" in df else True
+    d = df.assign(_gated=gated, _i=np.arange(len(df)))
+    shape = ["moe_dtype", "_gated", "hidden_size", "inter_size", "num_experts", "topk"]
+    for _, g in d.groupby(shape, sort=False):
+        tok, tp, ep = _f(g, "num_tokens"), _f(g, "moe_tp_size"), _f(g, "moe_ep_size")
+        lat = _f(g, "latency") * 1e-3
+        superset = (
+            (tok[None, :] >= tok[:, None]) & (tp[None, :] <= tp[:, None]) & (ep[None, :] <= ep[:, None])
+        )
+        np.fill_diagonal(superset, False)
+        fastest = np.where(superset, lat[None, :], np.inf).min(axis=1)
+        out[g["_i"].to_numpy()] = lat > SUPERSET_TOLERANCE * fastest + SUPERSET_SLACK_S
+    return out
+
+
+def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> dict[OpClass, OpRows]:
+    """Turn a checked table (see :func:`kernel_tables.read_table`) into operator rows.
+
+    With ``hbm_bytes_per_s``, MoE timings faster than their bytes at that bandwidth are dropped
+    before the fastest kernel of each shape is chosen (:class:`ChipData` drops them for every
+    class); MoE timings slower than a superset of their work are too
+    (:func:`_moe_slower_than_superset`). ``physical=False`` keeps every row."""
+    kind = df.attrs.get("kind")
+    out: dict[OpClass, OpRows] = {}
+    if kind == "gemm":
+        m, n, k = _f(df, "m"), _f(df, "n"), _f(df, "k")
+        dt = df["gemm_dtype"].astype(str).to_numpy()
+        w = np.array([kt.DTYPE_BYTES[d][0] for d in dt])
+        a = np.array([kt.DTYPE_BYTES[d][1] for d in dt])
+        out[OpClass.GEMM] = OpRows(
+            OpClass.GEMM,
+            dt,
+            m,
+            n,
+            k,
+            2 * m * n * k,
+            m * k * a + k * n * w + 2 * m * n,
+            _f(df, "latency") * 1e-3,
+            _hash(df, ["gemm_dtype", "m", "n", "k"]),
+        )
+    elif kind == "moe":
+        df = df[df["distribution"].astype(str) == "balanced"]
+        if hbm_bytes_per_s and physical:  # an impossible timing must not win the fastest-kernel choice
+            df = df[_moe_rows(df).latency_s >= _moe_rows(df).bytes / hbm_bytes_per_s]
+        df = _fastest_kernel(df)
+        if physical:
+            df = df[~_moe_slower_than_superset(df)]
+        out[OpClass.MOE] = _moe_rows(df)
+    elif kind == "memcpy":
+        nbytes = _f(df, "bytes")
+        out[OpClass.ELEMENTWISE] = OpRows(
+            OpClass.ELEMENTWISE,
+            np.full(len(df), "bfloat16"),
+            nbytes / 2,
+            None,
+            None,
+            np.zeros(len(df)),
+            2 * nbytes,
+            _f(df, "latency") * 1e-3,
+            _hash(df, ["bytes"]),
+        )
+    elif kind in ("generation_attention", "context_attention", "attention"):
+        names = df["op_name"].astype(str).to_numpy() if "op_name" in df else None
+        for name, cls in (
+            ("generation_attention", OpClass.ATTENTION_DECODE),
+            ("context_attention", OpClass.ATTENTION_PREFILL),
+        ):
+            sub = df if kind == name else (df[names == name] if names is not None else df.iloc[:0])
+            if len(sub):
+                out[cls] = _attention_rows(sub, cls)
+    return out
+
+
+def _attention_rows(df: Any, cls: OpClass) -> OpRows:
+    b, isl = _f(df, "batch_size"), _f(df, "isl")
+    heads, kvh, hd, win = (
+        _f(df, "num_heads"),
+        _f(df, "num_key_value_heads"),
+        _f(df, "head_dim"),
+        _f(df, "window_size"),
+    )
+    kv_bytes = np.array([kt.DTYPE_BYTES[d][1] for d in df["kv_cache_dtype"].astype(str)])
+    a_bytes = np.array([kt.DTYPE_BYTES[d][1] for d in df["attn_dtype"].astype(str)])
+    latency = _f(df, "latency") * 1e-3
+    cols = [
+        "batch_size",
+        "isl",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "window_size",
+        "attn_dtype",
+        "kv_cache_dtype",
+    ]
+    if cls is OpClass.ATTENTION_DECODE:
+        ctx = isl + (_f(df, "step") if "step" in df else 0.0)
+        ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
+        flops = 4 * b * heads * hd * ctx
+        bytes_ = b * ctx * 2 * kvh * hd * kv_bytes + 4 * b * heads * hd
+        dt = df["kv_cache_dtype"].astype(str).to_numpy()
+        return OpRows(cls, dt, b, heads / kvh, ctx, flops, bytes_, latency, _hash(df, [*cols, "step"]))
+    # causal pairs: sum_{i=1..isl} min(i, w)
+    w = np.where(win > 0, np.minimum(win, isl), isl)
+    pairs = w * (w + 1) / 2 + (isl - w) * w
+    flops = 4 * b * heads * hd * pairs
+    bytes_ = b * isl * hd * ((2 * heads) * a_bytes + 2 * kvh * kv_bytes)
+    dt = df["attn_dtype"].astype(str).to_numpy()
+    return OpRows(cls, dt, b * isl, hd, isl, flops, bytes_, latency, _hash(df, cols))
+
+
+@dataclass
+class CommRows:
+    """Measured collective calls: bytes each chip sends over its link, and the latency."""
+
+    name: str
+    wire_bytes: np.ndarray
+    latency_s: np.ndarray
+    key: np.ndarray
+    chips: np.ndarray
+
+    def take(self, mask: np.ndarray) -> CommRows:
+        return CommRows(
+            self.name, self.wire_bytes[mask], self.latency_s[mask], self.key[mask], self.chips[mask]
+        )
+
+
+def comm_rows(df: Any) -> dict[str, CommRows]:
+    kind = df.attrs.get("kind")
+    out: dict[str, CommRows] = {}
+    if kind == "nccl":
+        ar = df[df["op_name"].astype(str) == "all_reduce"]
+        n = _f(ar, "num_gpus")
+        elem = np.array([kt.DTYPE_BYTES[d][1] for d in ar["nccl_dtype"].astype(str)])
+        s = _f(ar, "message_size") * elem
+        out["all_reduce"] = CommRows(
+            "all_reduce",
+            2 * (n - 1) / n * s,
+            _f(ar, "latency") * 1e-3,
+            _hash(ar, ["nccl_dtype", "num_gpus", "message_size"]),
+            n,
+        )
+    elif kind == "deepep_ll":
+        one = df[_f(df, "node_num") == 1]
+        elems = _f(one, "num_token") * _f(one, "num_topk") * _f(one, "hidden_size")
+        leave = (DEEPEP_EP - 1) / DEEPEP_EP
+        key = _hash(one, ["hidden_size", "num_token", "num_topk", "num_experts"])
+        ep = np.full(len(one), float(DEEPEP_EP))
+        dispatch_s, combine_s = _f(one, "dispatch_avg_t_us") * 1e-6, _f(one, "combine_avg_t_us") * 1e-6
+        out["dispatch"] = CommRows("dispatch", elems * 1.0 * leave, dispatch_s, key, ep)  # fp8
+        out["combine"] = CommRows("combine", elems * 2.0 * leave, combine_s, key, ep)  # bf16
+    return out
