@@ -105,16 +105,22 @@ class ChipPeaks:
 
 
 # Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
-# bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power.
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0])
+# bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
+# routing_s_per_element (MoE: 1e-16 to 1e-9 s; 5e-13 s is 4 bytes at 8 TB/s).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-16])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e-9])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 5e-13])
 
 
 def _eff(
-    p: np.ndarray, with_cols: bool, tile: float = 0.0, row_tile: float = 0.0, bandwidth_tile: float = 0.0
+    p: np.ndarray,
+    with_cols: bool,
+    tile: float = 0.0,
+    row_tile: float = 0.0,
+    bandwidth_tile: float = 0.0,
+    with_routing: bool = False,
 ) -> OpEfficiency:
-    c, h, b, hb, fl, hn, hk, power = np.exp(p)
+    c, h, b, hb, fl, hn, hk, power, routing = np.exp(p)
     return OpEfficiency(
         compute_frac=float(min(c, 1.0)),
         compute_half_rows=float(h),
@@ -127,11 +133,12 @@ def _eff(
         compute_tile_rows=float(row_tile),
         bandwidth_tile=float(bandwidth_tile),
         overlap_power=float(min(max(power, 1.0), MAX_OVERLAP_POWER)),
+        routing_s_per_element=float(routing) if with_routing else 0.0,
     )
 
 
 def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
-    return operator_time_s(e, r.flops, r.bytes, peak, bw, r.rows, r.cols, r.depth)
+    return operator_time_s(e, r.flops, r.bytes, peak, bw, r.rows, r.cols, r.depth, routed=r.routed)
 
 
 def _subsample(r: OpRows) -> OpRows:
@@ -153,16 +160,18 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     """Least-squares fit of one operator class and dtype on one chip (deterministic).
 
     Every class fits the fractions, half counts, floor and ``overlap_power``; GEMM and MoE also
-    the column and depth half counts. Discrete choices are tried and the lowest loss wins: the KV
-    tile of decode attention (:data:`DECODE_TILES`), the row tile of the grouped expert GEMM
-    (:data:`MOE_ROW_TILES`) and a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`). The
-    residual times each row through :func:`operator_time_s`, the function the cost model uses.
+    the column and depth half counts, MoE the routing time per element. Discrete choices are
+    tried and the lowest loss wins: the KV tile of decode attention (:data:`DECODE_TILES`), the
+    row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`) and a dense GEMM's output tile
+    (:data:`GEMM_BANDWIDTH_TILES`). The residual times each row through
+    :func:`operator_time_s`, the function the cost model uses.
     """
     from scipy.optimize import least_squares
 
     r = _subsample(r)
     with_cols = r.cols is not None
-    free = np.array([True] * 5 + [with_cols, with_cols, True])
+    with_routing = r.routed is not None
+    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing])
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
@@ -178,7 +187,8 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
         ) -> np.ndarray:
             p = start.copy()
             p[free] = q
-            return np.asarray(np.log(predict(_eff(p, with_cols, *shape), r, peak, bw)) - log_t)
+            e = _eff(p, with_cols, *shape, with_routing=with_routing)
+            return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
         sol = least_squares(
             resid,
@@ -193,7 +203,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             p[free] = sol.x
             best = (float(sol.cost), p, shape)
     assert best is not None
-    return _eff(best[1], with_cols, *best[2])
+    return _eff(best[1], with_cols, *best[2], with_routing=with_routing)
 
 
 def fit_comm(r: CommRows) -> tuple[float, float, float]:
@@ -277,6 +287,7 @@ def _concat(a: OpRows, b: OpRows) -> OpRows:
         np.concatenate([a.bytes, b.bytes]),
         np.concatenate([a.latency_s, b.latency_s]),
         np.concatenate([a.key, b.key]),
+        cat(a.routed, b.routed),
     )
 
 

@@ -65,6 +65,7 @@ class OpRows:
     bytes: np.ndarray
     latency_s: np.ndarray
     key: np.ndarray  # shape hash (uint64) for the deterministic hold-out split
+    routed: np.ndarray | None = None  # elements the call routes (MoE: EP group's pairs x hidden)
 
     def take(self, mask: np.ndarray) -> OpRows:
         return OpRows(
@@ -77,6 +78,7 @@ class OpRows:
             self.bytes[mask],
             self.latency_s[mask],
             self.key[mask],
+            None if self.routed is None else self.routed[mask],
         )
 
 
@@ -131,9 +133,9 @@ def _moe_rows(df: Any) -> OpRows:
     flops = 2 * mats * h * inter_local * pairs_local
     bytes_ = experts_hit * mats * h * inter_local * w + pairs_local * h * (a + 2.0)
     key = _hash(df, MOE_SHAPE)
-    return OpRows(
-        OpClass.MOE, dt, tok * topk / e, inter_local, h, flops, bytes_, _f(df, "latency") * 1e-3, key
-    )
+    routed = tok * topk * h  # every rank permutes and finalizes the EP group's pairs
+    latency_s = _f(df, "latency") * 1e-3
+    return OpRows(OpClass.MOE, dt, tok * topk / e, inter_local, h, flops, bytes_, latency_s, key, routed)
 
 
 SUPERSET_TOLERANCE = 1.3  # x the fastest superset's latency ...

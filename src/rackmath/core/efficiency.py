@@ -146,14 +146,16 @@ def achieved_compute_frac(
 def achieved_bandwidth_frac(
     e: OpEfficiency, rows: ArrayLike, depth: ArrayLike | None = None, cols: ArrayLike | None = None
 ) -> FloatArray:
-    """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` (1 for the pure roofline),
-    saturating in output tiles instead of rows when ``bandwidth_tile`` is set and ``cols`` given,
+    """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` with rows floored at 1 (1 for
+    the pure roofline), saturating in output tiles instead of rows when ``bandwidth_tile`` is set and ``cols`` given,
     times the useful share ``depth / (ceil(depth / tile) * tile)`` when ``depth`` is given and
     ``bandwidth_tile_depth`` is set."""
-    r = num(rows)
+    # a call with work streams at least one row: an expected count below one (fewer tokens than
+    # experts) must not slow the weight stream, or more tokens would make the call faster
+    r = maximum(num(rows), 1.0)
     if cols is not None and e.bandwidth_tile > 0.0:
         edge = e.bandwidth_tile
-        r = ceil(maximum(r, 1.0) / edge) * ceil(maximum(num(cols), 1.0) / edge)
+        r = ceil(r / edge) * ceil(maximum(num(cols), 1.0) / edge)
     frac = _saturating(e.bandwidth_frac, e.bandwidth_half_rows, r)
     if depth is not None and e.bandwidth_tile_depth > 0.0:
         d = maximum(num(depth), 1.0)
@@ -185,12 +187,18 @@ def operator_timing(
     depth: ArrayLike | None = None,
     calls: ArrayLike = 1.0,
     pure: bool | None = None,
+    routed: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """``(compute_s, memory_s, time_s, bandwidth_frac)`` of an operator making ``calls``
     kernel calls: ``max(flops / (peak * compute_frac), bytes / (bw * bandwidth_frac)) +
     calls * floor_s`` (no floor for an operator with no work). The per-operator step and the
     kernel fit both time operators through this one function (:func:`operator_times` drops
-    the fraction). ``pure`` may pass :func:`is_pure` of ``e`` when the caller knows it.
+    the fraction). A grouped expert GEMM also permutes its token-expert pairs into expert order
+    and finalizes them back (gather, weight, sum): ``routed`` elements (the EP group's pairs x
+    hidden) at ``routing_s_per_element`` each, a pass of its own added to the time (fitted on
+    TensorRT-LLM's MoE tables, where every EP rank sees the group's tokens; about 0.6-1 x the
+    time of reading each element once from HBM). ``pure`` may pass :func:`is_pure` of ``e``
+    when the caller knows it.
     Arrays in give arrays out; single values give NumPy scalars (:mod:`rackmath.core.numeric`).
 
     Worked number: 1 GFLOP and 1 MB at 1 PFLOP/s and 1 TB/s with the pure roofline -> 1 us
@@ -208,6 +216,8 @@ def operator_timing(
     time_s = maximum(compute_s, memory_s)
     if e.overlap_power:
         time_s = overlapped_s(compute_s, memory_s, time_s, e.overlap_power)
+    if e.routing_s_per_element and routed is not None:
+        time_s = time_s + num(routed) * e.routing_s_per_element
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
         time_s = time_s + (num(calls) * e.floor_s) * (time_s > 0)
     return compute_s, memory_s, time_s, bandwidth_frac

@@ -267,6 +267,7 @@ def _operator(
     kv_read_bytes: ArrayLike = _NONE,
     kv_write_bytes: ArrayLike = _NONE,
     latent: bool = False,
+    routed: ArrayLike | None = None,
 ) -> Operator:
     e, pure = rates.latent_decode if latent else rates.of(op_class)
     attention = op_class is eff.OpClass.ATTENTION_DECODE or op_class is eff.OpClass.ATTENTION_PREFILL
@@ -280,7 +281,7 @@ def _operator(
     moved = w + a + kr + kw
     r = rows if pure else maximum(num(rows), 1e-30)  # the pure roofline ignores rows
     compute, memory, time, bandwidth_frac = eff.operator_timing(
-        e, f, moved, peak, rates.bandwidth_bytes_per_s, r, cols, depth, calls, pure
+        e, f, moved, peak, rates.bandwidth_bytes_per_s, r, cols, depth, calls, pure, routed
     )
     bandwidth = rates.bandwidth_bytes_per_s * bandwidth_frac
     return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time, bandwidth)
@@ -460,6 +461,8 @@ def pass_operators(
                 depth=h,
                 weight_bytes=W["routed_experts"] * distinct * slots / (p * shards),
                 activation_bytes=routed_tokens / shards * moe_layers * (2 * h + 3 * expert_i) * act,
+                # the permute and finalize passes over the group's pairs (the kernel fit's term)
+                routed=group_tokens * m.experts_per_token * h * moe_layers,
             ),
         ]
     if m.num_dense_layers:

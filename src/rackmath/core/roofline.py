@@ -67,7 +67,6 @@ class Efficiency:
         if not self.overhead_s >= 0.0:
             raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
 
-
     def table(self) -> EfficiencyTable:
         """These fractions as a per-operator table (``efficiency.table_from_fractions``)."""
         return table_from_fractions(

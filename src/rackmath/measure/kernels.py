@@ -38,13 +38,34 @@ class KernelSweep:
 
 def default_sweep(quick: bool, cuda: bool) -> KernelSweep:
     if quick:
-        return KernelSweep((1, 16, 64), (64, 128), (64, 256), ("float32",), (1, 2, 4), (64, 256, 1024), 4, 2,
-                           32, (1 << 12, 1 << 16, 1 << 20, 1 << 22), 3)
+        return KernelSweep(
+            (1, 16, 64),
+            (64, 128),
+            (64, 256),
+            ("float32",),
+            (1, 2, 4),
+            (64, 256, 1024),
+            4,
+            2,
+            32,
+            (1 << 12, 1 << 16, 1 << 20, 1 << 22),
+            3,
+        )
     dtypes = ("bfloat16", "float16") if cuda else ("float32",)
     big = 4096 if cuda else 512
-    return KernelSweep((1, 64, big), (256, 1024, big), (256, 1024, big), dtypes, (1, 8, 32),
-                       (256, 1024, 4096, 16384 if cuda else 2048), 32, 8, 128,
-                       (1 << 16, 1 << 20, 1 << 24, 1 << 28 if cuda else 1 << 25), 5)
+    return KernelSweep(
+        (1, 64, big),
+        (256, 1024, big),
+        (256, 1024, big),
+        dtypes,
+        (1, 8, 32),
+        (256, 1024, 4096, 16384 if cuda else 2048),
+        32,
+        8,
+        128,
+        (1 << 16, 1 << 20, 1 << 24, 1 << 28 if cuda else 1 << 25),
+        5,
+    )
 
 
 def _timer(torch: Any, cuda: bool, fn: Any, repeats: int) -> float:
@@ -82,8 +103,9 @@ def run(quick: bool = False) -> dict[str, Any]:
                     a = torch.randn(m, k, device=dev, dtype=tdt)
                     b = torch.randn(k, n, device=dev, dtype=tdt)
                     s = _timer(torch, cuda, lambda a=a, b=b: torch.matmul(a, b), sw.repeats)
-                    gemm.append({"device": device_name, "gemm_dtype": dt, "m": m, "n": n, "k": k,
-                                 "latency": s * 1e3})
+                    gemm.append(
+                        {"device": device_name, "gemm_dtype": dt, "m": m, "n": n, "k": k, "latency": s * 1e3}
+                    )
         for bsz in sw.batches:
             for ctx in sw.contexts:
                 q = torch.randn(bsz, sw.heads, 1, sw.head_dim, device=dev, dtype=tdt)
@@ -92,9 +114,21 @@ def run(quick: bool = False) -> dict[str, Any]:
                 f = torch.nn.functional.scaled_dot_product_attention
                 s = _timer(torch, cuda, lambda q=q, kk=kk, v=v, f=f: f(q, kk, v), sw.repeats)
                 # SDPA here reads full K/V per head: kv heads = heads (no GQA sharing)
-                attn.append({"device": device_name, "batch_size": bsz, "isl": 1, "num_heads": sw.heads,
-                             "num_key_value_heads": sw.heads, "head_dim": sw.head_dim, "window_size": 0,
-                             "attn_dtype": dt, "kv_cache_dtype": dt, "step": ctx - 1, "latency": s * 1e3})
+                attn.append(
+                    {
+                        "device": device_name,
+                        "batch_size": bsz,
+                        "isl": 1,
+                        "num_heads": sw.heads,
+                        "num_key_value_heads": sw.heads,
+                        "head_dim": sw.head_dim,
+                        "window_size": 0,
+                        "attn_dtype": dt,
+                        "kv_cache_dtype": dt,
+                        "step": ctx - 1,
+                        "latency": s * 1e3,
+                    }
+                )
     for nbytes in sw.copy_bytes:
         src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)

@@ -33,7 +33,7 @@ class DatedPrice(_Frozen):
 
     @property
     def estimate_label(self) -> str:
-        """" (estimate)" for a derived price, "" for a read one: what faces append."""
+        """ " (estimate)" for a derived price, "" for a read one: what faces append."""
         return " (estimate)" if self.estimate else ""
 
 

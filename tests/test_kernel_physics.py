@@ -1,0 +1,134 @@
+"""The kernel model's physical terms (core/efficiency.py) and the table rows it rejects
+(analyses/kernel_rows.py): worked numbers from the docstrings, recomputed by hand, and the
+invariants the forms must keep."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rackmath.analyses import kernel_rows as kr
+from rackmath.core.efficiency import (
+    OpEfficiency,
+    achieved_bandwidth_frac,
+    operator_time_s,
+    overlapped_s,
+)
+from rackmath.errors import InputError
+
+
+def test_power_mean_overlap_worked_numbers() -> None:
+    """3 us of compute and 4 us of memory: p = 2 -> 5 us, p = 1 (no overlap) -> 7 us, max -> 4 us."""
+    c, m = np.float64(3e-6), np.float64(4e-6)
+    assert overlapped_s(c, m, max(c, m), 2.0) == pytest.approx(5e-6)
+    assert overlapped_s(c, m, max(c, m), 1.0) == pytest.approx(7e-6)
+    # through the operator: 3 GFLOP at 1 PFLOP/s and 4 MB at 1 TB/s
+    e = OpEfficiency(overlap_power=2.0)
+    assert operator_time_s(e, 3e9, 4e6, 1e15, 1e12, 1.0) == pytest.approx(5e-6)
+    assert operator_time_s(OpEfficiency(), 3e9, 4e6, 1e15, 1e12, 1.0) == pytest.approx(4e-6)
+
+
+@given(
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+    st.floats(1.0, 20.0),
+)
+def test_power_mean_lies_between_the_max_and_the_sum(c: float, m: float, p: float) -> None:
+    t = float(overlapped_s(np.float64(c), np.float64(m), np.float64(max(c, m)), p))
+    assert max(c, m) * (1 - 1e-12) <= t <= (c + m) * (1 + 1e-12)
+
+
+def test_an_operator_with_no_work_stays_at_zero_with_overlap() -> None:
+    e = OpEfficiency(overlap_power=1.5, floor_s=1e-5)
+    assert operator_time_s(e, 0.0, 0.0, 1e15, 1e12, 1.0) == 0.0
+
+
+def test_bandwidth_saturates_in_output_tiles_when_a_tile_is_set() -> None:
+    """Tile 128, half count 8: 1 row x 768 columns is 6 tiles -> 6/14 of the fraction; 256 x
+    14,336 is 2 x 112 = 224 tiles -> 224/232. Without the columns the rows form is kept."""
+    e = OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8.0, bandwidth_tile=128.0)
+    assert achieved_bandwidth_frac(e, 1.0, cols=768.0) == pytest.approx(0.8 * 6 / 14)
+    assert achieved_bandwidth_frac(e, 256.0, cols=14336.0) == pytest.approx(0.8 * 224 / 232)
+    assert achieved_bandwidth_frac(e, 256.0) == pytest.approx(0.8 * 256 / 264)
+
+
+def test_bandwidth_rows_are_floored_at_one() -> None:
+    """An expected row count below one (1 token over 256 experts) streams weights like one row:
+    more tokens can never make the weight stream faster per byte and the call quicker."""
+    e = OpEfficiency(bandwidth_frac=0.9, bandwidth_half_rows=0.5)
+    assert achieved_bandwidth_frac(e, 0.01) == pytest.approx(achieved_bandwidth_frac(e, 1.0))
+    assert achieved_bandwidth_frac(e, 1.0) == pytest.approx(0.9 / 1.5)
+
+
+def test_the_routing_pass_adds_its_time_per_element() -> None:
+    """5e-13 s per element (4 bytes at 8 TB/s) over 1e9 routed elements adds 0.5 ms."""
+    e = OpEfficiency(routing_s_per_element=5e-13)
+    base = operator_time_s(OpEfficiency(), 1e9, 1e9, 1e15, 1e12, 1.0)
+    assert operator_time_s(e, 1e9, 1e9, 1e15, 1e12, 1.0, routed=1e9) == pytest.approx(base + 5e-4)
+    assert operator_time_s(e, 1e9, 1e9, 1e15, 1e12, 1.0) == pytest.approx(base)  # not routed
+
+
+@pytest.mark.parametrize("power", [0.5, 25.0, float("nan")])
+def test_an_overlap_power_outside_its_range_is_refused(power: float) -> None:
+    with pytest.raises(InputError, match="overlap_power"):
+        OpEfficiency(overlap_power=power)
+
+
+def _moe_table(rows: list[tuple[int, int, int, float]]) -> pd.DataFrame:
+    """MoE rows (num_tokens, tp, ep, latency ms) of one shape: 8 experts, top-2, 4096 x 14336."""
+    df = pd.DataFrame(
+        {
+            "moe_dtype": "bfloat16",
+            "kernel_source": "moe_torch_flow_cutlass",
+            "num_tokens": [r[0] for r in rows],
+            "hidden_size": 4096,
+            "inter_size": 14336,
+            "topk": 2,
+            "num_experts": 8,
+            "moe_tp_size": [r[1] for r in rows],
+            "moe_ep_size": [r[2] for r in rows],
+            "distribution": "balanced",
+            "latency": [r[3] for r in rows],
+        }
+    )
+    df.attrs["kind"] = "moe"
+    return df
+
+
+def test_balanced_routing_hits_min_of_experts_and_pairs() -> None:
+    """2 tokens with top-2 of 8 experts are dealt to 4 distinct experts (random routing would
+    expect 8 (1 - (3/4)^2) = 3.5): the weights of 4 experts of 3 x 4096 x 14336 bf16 values."""
+    r = kr.table_rows(_moe_table([(2, 1, 1, 0.5), (64, 1, 1, 1.0)]))[kr.OpClass.MOE]
+    weights = 3 * 4096 * 14336 * 2.0
+    activations = 4 * 4096 * (2.0 + 2.0)  # 4 pairs, bf16 in and out
+    assert r.bytes[0] == pytest.approx(4 * weights + activations)
+    assert r.bytes[1] == pytest.approx(8 * weights + 128 * 4096 * 4.0)
+    assert r.routed is not None and r.routed[0] == pytest.approx(2 * 2 * 4096)
+
+
+def test_a_row_slower_than_a_superset_of_its_work_is_rejected() -> None:
+    """The H100 table's pattern: EP 4 at 5.0 ms while EP 2 (twice the experts, twice the pairs)
+    takes 2.1 ms; EP 8 at 0.55 ms and fewer tokens at less time stay."""
+    df = _moe_table(
+        [(64, 1, 1, 4.27), (64, 1, 2, 2.14), (64, 1, 4, 5.08), (64, 1, 8, 0.546), (32, 1, 8, 0.40)]
+    )
+    flagged = kr._moe_slower_than_superset(df)
+    assert flagged.tolist() == [False, False, True, False, False]
+    kept = kr.table_rows(df)[kr.OpClass.MOE]
+    assert len(kept.latency_s) == 4 and 5.08e-3 not in kept.latency_s
+    assert len(kr.table_rows(df, physical=False)[kr.OpClass.MOE].latency_s) == 5
+
+
+def test_a_row_faster_than_hbm_allows_is_rejected_before_the_fastest_kernel_is_chosen() -> None:
+    """A second kernel timed at 0.05 ms for 8 experts' weights (2.8 GB: 0.84 ms at 3.35 TB/s)
+    cannot have streamed them from HBM; the slower, possible kernel is the operator's time."""
+    df = _moe_table([(64, 1, 1, 1.0)])
+    fast = df.assign(kernel_source="moe_torch_flow_min_latency", latency=0.05)
+    both = pd.concat([df, fast], ignore_index=True)
+    both.attrs["kind"] = "moe"
+    kept = kr.table_rows(both, hbm_bytes_per_s=3.35e12)[kr.OpClass.MOE]
+    assert kept.latency_s.tolist() == pytest.approx([1.0e-3])
+    assert kr.table_rows(both)[kr.OpClass.MOE].latency_s.tolist() == pytest.approx([0.05e-3])
