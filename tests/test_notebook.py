@@ -78,7 +78,10 @@ def test_notebook_numbers_are_the_analyses(executed):
     cheapest = texts[-1]
     # kernel-grounded by default: the 8 pooled H100s beat the 72 pooled GB200s, whose kernel
     # launch floors do not shrink with the pool (on the pure roofline the GB200 rack wins)
-    llama = rm.decode(rm.deployment("llama-3.1-70b", "h100-hgx", weights="fp8", kv="fp8", compute="fp8"),
-                      batch=[256], context=[8192])
+    llama = rm.decode(
+        rm.deployment("llama-3.1-70b", "h100-hgx", weights="fp8", kv="fp8", compute="fp8"),
+        batch=[256],
+        context=[8192],
+    )
     assert cheapest.startswith("cheapest: llama-3.1-70b on h100-hgx (ideal, fp8) at batch 256")
     assert f"${float(llama.usd_per_million_output_tokens[0, 0]):.4f} per million" in cheapest

@@ -148,8 +148,8 @@ def achieved_bandwidth_frac(
 ) -> FloatArray:
     """``bandwidth_frac * rows / (rows + bandwidth_half_rows)`` with rows floored at 1 (1 for
     the pure roofline), saturating in output tiles instead of rows when ``bandwidth_tile`` is
-    set and ``cols`` given, times the useful share ``depth / (ceil(depth / tile) * tile)`` when ``depth`` is given and
-    ``bandwidth_tile_depth`` is set."""
+    set and ``cols`` given, times the useful share ``depth / (ceil(depth / tile) * tile)`` when
+    ``depth`` is given and ``bandwidth_tile_depth`` is set."""
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
     r = maximum(num(rows), 1.0)
