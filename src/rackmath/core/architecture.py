@@ -142,6 +142,20 @@ def layer_groups(model: ModelSpec) -> tuple[LayerGroup, ...]:
     return tuple(dataclasses.replace(g, count=n) for g, n in counts.items())
 
 
+@lru_cache(maxsize=256)
+def attention_groups(model: ModelSpec) -> tuple[LayerGroup, ...]:
+    """The layers grouped by (attention, window) alone, first-seen order: the groups the
+    attention and KV-cache sums run over (their terms read nothing else). DeepSeek-V3's dense
+    and MoE layers share one attention: one group, not two; Llama 4 Maverick two, not three.
+    The MLP fields of each group are its first layer's and mean nothing here."""
+    counts: dict[tuple[AttentionSpec, int | None], LayerGroup] = {}
+    for g in layer_groups(model):
+        key = (g.attention, g.window)
+        seen = counts.get(key)
+        counts[key] = g if seen is None else dataclasses.replace(seen, count=seen.count + g.count)
+    return tuple(counts.values())
+
+
 def _layer_group(model: ModelSpec, layer: LayerSpec) -> LayerGroup:
     """One layer as a group of one (the grouping key: everything but the count)."""
     default_width = model.dense_mlp.intermediate_size if model.dense_mlp else 0
@@ -249,10 +263,11 @@ def kv_elements_per_token_per_layer(a: AttentionSpec) -> int:
 def _per_layer_sum(
     model: ModelSpec, context: ArrayLike, term: Callable[[LayerGroup, FloatArray], ArrayLike]
 ) -> FloatArray:
-    """``sum over groups of count x term(group, context)``, broadcast over ``context``."""
+    """``sum over layers of term(layer, context)`` as a sum over :func:`attention_groups`
+    (``term`` reads only a group's attention and window), broadcast over ``context``."""
     c = num(context)  # one value stays a NumPy scalar (rackmath.core.numeric)
     total = np.zeros_like(c) if type(c) is np.ndarray else np.float64(0.0)
-    for g in layer_groups(model):
+    for g in attention_groups(model):
         total = total + g.count * num(term(g, c))
     return total  # type: ignore[return-value]
 

@@ -229,6 +229,12 @@ def overlapped_s(
     """``(compute_s^p + memory_s^p)^(1/p)``, computed as ``longer * (a^p + b^p)^(1/p)`` with both
     ratios to the longer time ``longer_s`` in [0, 1] (no overflow or underflow at p = 20; an
     operator with no work stays at 0). Worked number: 3 and 4 us, p = 2 -> 5 us."""
+    if type(longer_s) is np.float64:  # one point: Python float arithmetic, ~5x NumPy scalars
+        longer = float(longer_s)
+        if not longer > 0.0:
+            return longer_s
+        shorter = float(compute_s) + float(memory_s) - longer
+        return np.float64(longer * (1.0 + (shorter / longer) ** power) ** (1.0 / power))  # type: ignore[return-value]
     scale = maximum(longer_s, 1e-300)
     return longer_s * ((compute_s / scale) ** power + (memory_s / scale) ** power) ** (1.0 / power)
 
