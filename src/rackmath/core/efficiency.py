@@ -67,7 +67,9 @@ ridge, so the time is the power mean
 
 ``p = 0`` means ``max(compute_s, memory_s)`` (the roofline's perfect overlap); ``p = 1`` is their sum
 (no overlap). Worked number: compute 3 us, memory 4 us, p = 2 -> 5 us; p = 1 -> 7 us; max -> 4 us.
-Fitted on the kernel tables, grouped expert GEMMs sit near p = 1.1-1.2 and dense GEMMs near 2-3.
+Fitted on the kernel tables: bf16/fp8 grouped expert GEMMs p = 1.2-1.4, dense bf16/fp8 GEMMs
+1.5-3.0, GEMMs with a separate quantization pass (fp8-block, NVFP4, weight-only) 1.0-1.3,
+attention mostly at the bound (20: overlap close to perfect).
 
 The pure roofline is every fraction 1, every half-row count 0 and no floor
 (:data:`PURE`). Fitted values come from measured kernel tables
