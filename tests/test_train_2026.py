@@ -261,11 +261,12 @@ def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_
     assert len(errors) == 7
     # median of the 7 published rows: 14.4% while the operators passed only their row counts;
     # 21.0% since they hand the kernel curves their shapes (prefill attention at its fitted
-    # fraction for head dimension 128, docs/validation.md); the 15% target is the xfail below
-    assert errors[3] <= 0.22
+    # fraction for head dimension 128, docs/validation.md); 20.1% after the kernel refit of
+    # 2026-11-24; the 15% target is the xfail below
+    assert errors[3] <= 0.21
 
 
-@pytest.mark.xfail(strict=True, reason="kernel-grounded training median 21.0% > 15% on 2026-11-23")
+@pytest.mark.xfail(strict=True, reason="kernel-grounded training median 20.1% > 15% on 2026-11-24")
 def test_kernel_grounded_training_median_target():
     from rackmath.analyses.training_runs import predicted_metric
     from rackmath.catalog.training_runs import training_runs

@@ -278,9 +278,10 @@ def assumptions(d: Deployment) -> tuple[str, ...]:
     base = (
         f"{d.chips} chips act as one ideal chip ({d.chips}x FLOP/s, bandwidth and memory) with no "
         "communication cost in sections 1-6; --plan adds a real layout.",
-        "step = sum over operators of max(compute, memory) + exposed communication + overhead "
-        "(the lecture's max(total compute, total memory) is the lower bound, blackboard_step_s); "
-        "FLOPs count 2 per MAC.",
+        "step = sum over operators of each one's time + exposed communication + overhead; an "
+        "operator's time is max(compute, memory) on the roofline and, on fitted kernel curves, the "
+        "power mean (compute^p + memory^p)^(1/p) its kernels measure (the lecture's max(total "
+        "compute, total memory) is the lower bound, blackboard_step_s); FLOPs count 2 per MAC.",
         "MoE routing is uniform: a batch of B tokens reads E(1-(1-k/E)^B) experts per layer.",
         (
             f"efficiency per operator: {d.efficiency_label} (--pure for the roofline)"
