@@ -63,12 +63,15 @@ def test_bandwidth_rows_are_floored_at_one() -> None:
     assert achieved_bandwidth_frac(e, 1.0) == pytest.approx(0.9 / 1.5)
 
 
-def test_the_routing_pass_adds_its_time_per_element() -> None:
-    """5e-13 s per element (4 bytes at 8 TB/s) over 1e9 routed elements adds 0.5 ms."""
-    e = OpEfficiency(routing_s_per_element=5e-13)
-    base = operator_time_s(OpEfficiency(), 1e9, 1e9, 1e15, 1e12, 1.0)
-    assert operator_time_s(e, 1e9, 1e9, 1e15, 1e12, 1.0, routed=1e9) == pytest.approx(base + 5e-4)
-    assert operator_time_s(e, 1e9, 1e9, 1e15, 1e12, 1.0) == pytest.approx(base)  # not routed
+def test_the_routing_pass_moves_its_bytes_at_the_chips_bandwidth() -> None:
+    """1e9 routed elements x 2 bytes at 8 TB/s add 0.25 ms; at 16 TB/s (a chip twice as fast,
+    or two chips acting as one) half of it."""
+    e = OpEfficiency(routing_bytes_per_element=2.0)
+    base = operator_time_s(OpEfficiency(), 1e9, 1e9, 1e15, 8e12, 1.0)
+    assert operator_time_s(e, 1e9, 1e9, 1e15, 8e12, 1.0, routed=1e9) == pytest.approx(base + 2.5e-4)
+    assert operator_time_s(e, 1e9, 1e9, 1e15, 8e12, 1.0) == pytest.approx(base)  # not routed
+    fast = operator_time_s(OpEfficiency(), 1e9, 1e9, 1e15, 16e12, 1.0)
+    assert operator_time_s(e, 1e9, 1e9, 1e15, 16e12, 1.0, routed=1e9) == pytest.approx(fast + 1.25e-4)
 
 
 @pytest.mark.parametrize("power", [0.5, 25.0, float("nan")])

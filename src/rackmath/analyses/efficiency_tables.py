@@ -59,7 +59,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         compute_tile_rows=entry.get("compute_tile_rows", 0.0),
         bandwidth_tile=entry.get("bandwidth_tile", 0.0),
         overlap_power=entry.get("overlap_power", 0.0),
-        routing_s_per_element=entry.get("routing_s_per_element", 0.0),
+        routing_bytes_per_element=entry.get("routing_bytes_per_element", 0.0),
     )
 
 

@@ -36,7 +36,7 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
                 "compute_tile_rows": e.compute_tile_rows,
                 "bandwidth_tile": e.bandwidth_tile,
                 "overlap_power": round(e.overlap_power, 3),
-                "routing_s_per_element": float(f"{e.routing_s_per_element:.4g}"),
+                "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
                 "floor_s": float(f"{e.floor_s:.4g}"),
                 "rows_used": f.rows_used,
                 "source": f.source,

@@ -106,10 +106,10 @@ class ChipPeaks:
 
 # Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
 # bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
-# routing_s_per_element (MoE: 1e-16 to 1e-9 s; 5e-13 s is 4 bytes at 8 TB/s).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-16])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e-9])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 5e-13])
+# routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0])
 
 
 def _eff(
@@ -133,7 +133,7 @@ def _eff(
         compute_tile_rows=float(row_tile),
         bandwidth_tile=float(bandwidth_tile),
         overlap_power=float(min(max(power, 1.0), MAX_OVERLAP_POWER)),
-        routing_s_per_element=float(routing) if with_routing else 0.0,
+        routing_bytes_per_element=float(routing) if with_routing else 0.0,
     )
 
 
@@ -160,7 +160,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     """Least-squares fit of one operator class and dtype on one chip (deterministic).
 
     Every class fits the fractions, half counts, floor and ``overlap_power``; GEMM and MoE also
-    the column and depth half counts, MoE the routing time per element. Discrete choices are
+    the column and depth half counts, MoE the routing bytes per element. Discrete choices are
     tried and the lowest loss wins: the KV tile of decode attention (:data:`DECODE_TILES`), the
     row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`) and a dense GEMM's output tile
     (:data:`GEMM_BANDWIDTH_TILES`). The residual times each row through

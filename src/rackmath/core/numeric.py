@@ -44,5 +44,5 @@ def minimum(a: ArrayLike, b: ArrayLike) -> FloatArray:
 def ceil(x: ArrayLike) -> FloatArray:
     """``np.ceil(x)``."""
     if type(x) is np.float64 and -1e300 < x < 1e300:  # finite (NaN fails): -floor(-x) is exact
-        return -((-x) // 1.0)  # type: ignore[no-any-return]
+        return -((-x) // 1.0)  # type: ignore[return-value]
     return np.ceil(x)

@@ -461,8 +461,9 @@ def pass_operators(
                 depth=h,
                 weight_bytes=W["routed_experts"] * distinct * slots / (p * shards),
                 activation_bytes=routed_tokens / shards * moe_layers * (2 * h + 3 * expert_i) * act,
-                # the permute and finalize passes over the group's pairs (the kernel fit's term)
-                routed=group_tokens * m.experts_per_token * h * moe_layers,
+                # the permute and finalize passes over the pairs this rank receives (the
+                # all-to-all dispatch the network model uses), at full hidden width
+                routed=routed_tokens * expert_tp / shards * h * moe_layers,
             ),
         ]
     if m.num_dense_layers:

@@ -41,8 +41,9 @@ class OpEfficiency:
     columns runs few thread blocks and cannot draw the whole HBM bandwidth).
     ``overlap_power`` (0: compute and memory overlap perfectly, ``max``) combines the two times
     as ``(compute^p + memory^p)^(1/p)``: 1 is no overlap at all (their sum).
-    ``routing_s_per_element`` (0: none) is the time per routed element of a grouped expert GEMM's
-    permute and finalize passes (see :func:`rackmath.core.efficiency.operator_timing`).
+    ``routing_bytes_per_element`` (0: none) is the HBM traffic per routed element (token-expert
+    pair x hidden) of a grouped expert GEMM's permute and finalize passes, timed at the chip's
+    full bandwidth (see :func:`rackmath.core.efficiency.operator_timing`).
     """
 
     compute_frac: float = 1.0
@@ -56,7 +57,7 @@ class OpEfficiency:
     compute_tile_rows: float = 0.0
     bandwidth_tile: float = 0.0
     overlap_power: float = 0.0
-    routing_s_per_element: float = 0.0
+    routing_bytes_per_element: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -72,7 +73,7 @@ class OpEfficiency:
             "bandwidth_tile_depth",
             "compute_tile_rows",
             "bandwidth_tile",
-            "routing_s_per_element",
+            "routing_bytes_per_element",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
