@@ -106,7 +106,7 @@ def test_step_time_plot_is_the_sweep_in_milliseconds_and_marks_the_floor() -> No
     at = run_app({"model": "llama-3.1-8b", "system": "h100-hgx", "chips": "1", "context": "256"})
     ok(at)
     spec = plots(at)[0]
-    step = trace(spec, "step = max")
+    step = trace(spec, "step (sum")
     dep = deployment("llama-3.1-8b", "h100-hgx", chips=1)
     grid = serving.decode(dep, step["x"], [256])
     np.testing.assert_allclose(step["y"], grid.step_s[:, 0] * 1e3, rtol=1e-12)

@@ -182,7 +182,7 @@ def test_serving_page_shows_the_api_numbers_and_plots(server: str, page: Any) ->
     result = explain(dep, contexts=[4096])
     assert _metric(page, "Largest batch that fits") == f"{result.max_batch[0]:,.0f}"
     names = [t["name"] for t in _plot_data(page, 0)]
-    assert "step = max(compute, weights + KV)" in names
+    assert "step (sum over operators)" in names
     assert any(str(n).startswith("latency floor") for n in names)
     _shot(page, "serving-default")
 

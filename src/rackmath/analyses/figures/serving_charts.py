@@ -88,7 +88,7 @@ def step_time(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None =
     series = [Series(name, b, y, color=color) for name, y, color in parts]
     series += [
         Series("weights + KV", b, t.memory_s[:, 0] / MS, color=COLORS["memory"], dash="dot"),
-        Series("step = max(compute, weights + KV)", b, step_ms, color=COLORS["step"], width=3),
+        Series("step (sum over operators)", b, step_ms, color=COLORS["step"], width=3),
         _hline(
             float(b[0]),
             float(b[-1]),
