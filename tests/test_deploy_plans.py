@@ -207,13 +207,29 @@ def test_two_batch_overlap_exposes_only_what_the_pass_cannot_hide(dsv3, nvl72) -
     assert float(net.two_batch_overlap_s(3e-3, 2e-3, 1.0)) == pytest.approx(1e-3)
     assert float(net.two_batch_overlap_s(3e-3, 2e-3, 0.5)) == pytest.approx(2e-3)
     assert float(net.two_batch_overlap_s(1e-3, 2e-3, 1.0)) == 0.0
-    b, ctx = 4608.0, 4096.0
-    off = _dep(dsv3, nvl72, "dp=144,ep=144,redundant_experts=32").decode([b], [ctx]).step
+    # two racks, 64 sequences a chip: the step splits into two halves of 4,608 sequences, each
+    # through every operator and its own all-to-all (pp = 1, tp = 1: no TP comm)
+    b, ctx = 9216.0, 4096.0
+    plain = _dep(dsv3, nvl72, "dp=144,ep=144,redundant_experts=32")
+    off = plain.decode([b], [ctx]).step
+    half = plain.decode([b / 2], [ctx]).step
     on = _dep(dsv3, nvl72, "dp=144,ep=144,redundant_experts=32,tbo=on").decode([b], [ctx]).step
-    pass_s, ep = float(on.roofline_s[0, 0]), float(on.ep_comm_s[0, 0])  # pp = 1, tp = 1: no TP comm
-    assert float(off.exposed_communication_s[0, 0]) == pytest.approx(ep)
-    assert float(on.exposed_communication_s[0, 0]) == pytest.approx(max(0.0, ep - pass_s), abs=1e-12)
-    assert float(on.step_s[0, 0]) == pytest.approx(pass_s + max(0.0, ep - pass_s))
+    pass_half, ep_half = float(half.roofline_s[0, 0]), float(half.ep_comm_s[0, 0])
+    assert float(off.exposed_communication_s[0, 0]) == pytest.approx(float(off.ep_comm_s[0, 0]))
+    tbo = 2 * pass_half + max(0.0, 2 * ep_half - 2 * pass_half)
+    assert tbo < float(off.step_s[0, 0])  # here splitting pays
+    assert float(on.step_s[0, 0]) == pytest.approx(tbo, rel=1e-12)
+    assert float(on.roofline_s[0, 0]) == pytest.approx(2 * pass_half, rel=1e-12)  # the halves' operators
+    assert float(on.ep_comm_s[0, 0]) == pytest.approx(2 * ep_half, rel=1e-12)
+    assert float(on.exposed_communication_s[0, 0]) == pytest.approx(
+        max(0.0, 2 * ep_half - 2 * pass_half), abs=1e-12
+    )
+    # one rack at 64 sequences a chip: reading the weights twice costs more than the overlap saves
+    one = _dep(dsv3, nvl72, "dp=72,ep=72,redundant_experts=32").decode([4608.0], [ctx]).step
+    one_on = _dep(dsv3, nvl72, "dp=72,ep=72,redundant_experts=32,tbo=on").decode([4608.0], [ctx]).step
+    assert float(one_on.step_s[0, 0]) == float(one.step_s[0, 0])
+    assert [o.name for o in one_on.operators] == [o.name for o in one.operators]
+    assert float(one_on.roofline_s[0, 0]) == float(one.roofline_s[0, 0])  # the whole micro-batch's
 
 
 def test_worked_example_deepseek_v3_wide_ep_on_gb200(dsv3, nvl72) -> None:
@@ -245,14 +261,36 @@ def test_worked_example_deepseek_v3_wide_ep_on_gb200(dsv3, nvl72) -> None:
     message = 64 * 1.3 * ranks * H * 2.0
     a2a = 2 * MOE_LAYERS * (71 / 72 * message / 900e9 + 2e-6)
     assert _f(step.ep_comm_s) == pytest.approx(a2a, rel=1e-9) and a2a * 1e3 == pytest.approx(1.403, abs=5e-4)
-    # 6. TBO hides it all behind the 4.757 ms pass
+    # 6. TBO: two halves would read the weights twice (2 x 4.029 ms) to hide 1.403 ms: no split
     pass_s = _f(step.roofline_s)
     assert pass_s == pytest.approx(sum(_f(op.time_s) for op in step.operators), rel=1e-12)
     assert pass_s * 1e3 == pytest.approx(4.757, abs=5e-4)
-    assert _f(step.step_s) == pytest.approx(pass_s + max(0.0, a2a - pass_s), rel=1e-12)
-    assert 64 / _f(step.step_s) == pytest.approx(13453, abs=1)
     off = _dep(dsv3, nvl72, "dp=72,ep=72,redundant_experts=32,skew=1.3", weights="fp8", kv="fp8")
-    assert _f(off.decode([4608], [4096]).step_s) * 1e3 == pytest.approx(6.160, abs=5e-4)
+    half = off.decode([2304], [4096]).step
+    assert _f(half.roofline_s) * 1e3 == pytest.approx(4.029, abs=5e-4)
+    assert _f(half.ep_comm_s) * 1e3 == pytest.approx(0.817, abs=5e-4)
+    assert _f(step.step_s) == pytest.approx(pass_s + a2a, rel=1e-12) and _f(
+        step.step_s
+    ) * 1e3 == pytest.approx(6.160, abs=5e-4)
+    assert 64 / _f(step.step_s) == pytest.approx(10389, abs=1)
+    assert _f(off.decode([4608], [4096]).step_s) == _f(step.step_s)
+    # at 256 sequences a chip it pays: 14.694 ms -> two 6.214 ms halves hiding 2 x 2.574 ms
+    big = dep.decode([18432], [4096])
+    whole, halves = off.decode([18432], [4096]).step, off.decode([9216], [4096]).step
+    assert _f(whole.step_s) * 1e3 == pytest.approx(14.694, abs=5e-4)
+    assert _f(halves.roofline_s) * 1e3 == pytest.approx(6.214, abs=5e-4)
+    assert _f(halves.ep_comm_s) * 1e3 == pytest.approx(2.574, abs=5e-4)
+    assert _f(big.step.step_s) == pytest.approx(2 * _f(halves.roofline_s), rel=1e-12)
+    assert _f(big.step.step_s) * 1e3 == pytest.approx(12.428, abs=5e-4)
+    assert 256 / _f(big.step.step_s) == pytest.approx(20599, abs=1)
+    assert _f(big.memory.total_bytes) / 1e9 == pytest.approx(84.1, abs=0.05)
+    # two racks at 64 sequences a chip: 16.48 ms without TBO, 13.17 ms with it
+    racks = "dp=144,ep=144,redundant_experts=32,skew=1.3"
+    wide_off = _dep(dsv3, nvl72, racks, weights="fp8", kv="fp8").decode([9216], [4096]).step
+    wide_on = _dep(dsv3, nvl72, racks + ",tbo=on", weights="fp8", kv="fp8").decode([9216], [4096]).step
+    assert _f(wide_off.ep_comm_s) * 1e3 == pytest.approx(12.36, abs=0.005)
+    assert _f(wide_off.step_s) * 1e3 == pytest.approx(16.48, abs=0.005)
+    assert _f(wide_on.step_s) * 1e3 == pytest.approx(13.17, abs=0.005)
 
 
 # ----------------------------------------------------------------------------- invariants

@@ -84,7 +84,7 @@ def test_docs_example_eplb_skew_tbo_changes_the_choice(runs: dict[str, srch.Sear
     for name, plan, batch, replicas, usd in (
         ("balanced", "dp=8,ep=8", 4096, 9, 0.0908),
         ("slots+skew", "dp=16,ep=16,redundant_experts=32,skew=1.3", 8192, 5, 0.1009),
-        ("eplb", "dp=18,ep=18,redundant_experts=32,skew=1.3,tbo=on", 5793, 3, 0.0681),
+        ("eplb", "dp=18,ep=18,redundant_experts=32,skew=1.3,tbo=on", 11585, 3, 0.0681),
     ):
         best = runs[name].best
         assert best is not None

@@ -45,6 +45,13 @@ class StepLoad:
     #: each decoding sequence's context (the attention kernel's depth); 0 = not stated
     decode_context: FloatArray = field(default_factory=lambda: np.zeros(()))
 
+    def halved(self) -> StepLoad:
+        """Half of this step's sequences (a two-batch-overlap micro-batch); per-sequence work,
+        lengths and contexts unchanged."""
+        return replace(
+            self, decode_sequences=self.decode_sequences / 2.0, prefill_sequences=self.prefill_sequences / 2.0
+        )
+
     @property
     def tokens(self) -> FloatArray:
         return self.decode_sequences + self.prefill_sequences * self.prefill_length

@@ -71,7 +71,7 @@ from rackmath.core.network import (  # noqa: F401  re-exported
     tp_all_reduce_s,
     two_batch_overlap_s,
 )
-from rackmath.core.numeric import maximum, minimum
+from rackmath.core.numeric import maximum
 from rackmath.core.sharding import (  # noqa: F401  re-exported
     ShardableModel,
     StageSplit,
@@ -328,12 +328,16 @@ def plan_step(
     The plan's MoE fields (:class:`rackmath.specs.plan.ParallelPlan`): ``moe_tp`` and
     ``redundant_experts`` set the experts' shards and slots; ``skew`` multiplies the busiest
     rank's expert GEMM and its dispatch/combine bytes; ``tbo_overlap_frac`` ``o`` overlaps
-    the all-to-all with the other micro-batch (:func:`rackmath.core.network.two_batch_overlap_s`):
+    the all-to-all with the other micro-batch (:func:`rackmath.core.network.two_batch_overlap_s`).
+    The step then runs as two micro-batches of half the tokens, each through every operator
+    (weights read twice, GEMMs at half the rows) and its own collectives:
 
-        stage_s = min(combine(pass, tp + ep), combine(pass, tp) + max(0, ep - o pass))
+        stage_s = min(combine(pass, tp + ep), tbo)
+        tbo = combine(2 pass_half, 2 tp_half) + max(0, 2 ep_half - o 2 pass_half)
 
-    so two-batch overlap never lengthens the stage (with the default ``f = 0`` the second
-    term is always the smaller). ``shape`` (default: the inputs' broadcast shape) is the
+    the runtime splitting the step only where that is faster (a memory-bound decode step whose
+    all-to-all is small pays more to read its weights twice than the overlap saves); where it
+    does, the operators reported are the two halves'. ``shape`` (default: the inputs' broadcast shape) is the
     shape of the answer's arrays: a one-point load given as scalars is computed on scalars.
     """
     t, p, d, e = (ops.num(x) for x in (tp, pp, dp, ep))
@@ -357,32 +361,38 @@ def plan_step(
     if communication:
         if topo is None:
             raise InputError("topology", None, "a topology when communication is on")
-        tp_comm = tp_all_reduce_s(mb_tokens / d, m.hidden, m.num_layers / p, t, topo, activation_bytes) + zero
         ranks = _destination_ranks(e, m.experts, m.experts_per_token)
-        if ops.num(moe_tp).ndim or moe_tp:  # the experts' own TP reduction (moe_tp != tp)
-            tp_comm = tp_comm + moe_tp_all_reduce_s(
-                mb_tokens / chips_per_stage * ops.num(skew),
-                ranks,
-                m.hidden,
-                m.num_moe_layers / p,
-                moe_tp,
-                t,
-                topo,
-                activation_bytes,
+
+        def comms(tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
+            """(TP, EP) communication of one micro-batch of ``tokens`` tokens."""
+            tp_s = tp_all_reduce_s(tokens / d, m.hidden, m.num_layers / p, t, topo, activation_bytes) + zero
+            if ops.num(moe_tp).ndim or moe_tp:  # the experts' own TP reduction (moe_tp != tp)
+                tp_s = tp_s + moe_tp_all_reduce_s(
+                    tokens / chips_per_stage * ops.num(skew),
+                    ranks,
+                    m.hidden,
+                    m.num_moe_layers / p,
+                    moe_tp,
+                    t,
+                    topo,
+                    activation_bytes,
+                )
+            ep_s = (  # 0 when ep = 1: experts local or tensor-split
+                ep_all_to_all_s(
+                    tokens / chips_per_stage * ops.num(skew),
+                    ranks,
+                    m.hidden,
+                    m.num_moe_layers / p,
+                    e,
+                    topo,
+                    activation_bytes,
+                    stride=maximum(ops.num(moe_tp), 1.0),
+                )
+                + zero
             )
-        ep_comm = (  # 0 when ep = 1: experts local or tensor-split
-            ep_all_to_all_s(
-                mb_tokens / chips_per_stage * ops.num(skew),
-                ranks,
-                m.hidden,
-                m.num_moe_layers / p,
-                e,
-                topo,
-                activation_bytes,
-                stride=maximum(ops.num(moe_tp), 1.0),
-            )
-            + zero
-        )
+            return tp_s, ep_s
+
+        tp_comm, ep_comm = comms(mb_tokens)
         hops = pipeline_hops(p, decode=decode) + zero
         if p.ndim == 0 and p == 1:  # one stage: no hop to time
             hops_s = zero
@@ -395,10 +405,31 @@ def plan_step(
         stage = combine_comm_s(pass_s, tp_comm + ep_comm, comm_overlap_frac)
         o = ops.num(tbo_overlap_frac)
         if (o > 0) if o.ndim == 0 else np.any(o > 0):
-            with_tbo = combine_comm_s(pass_s, tp_comm, comm_overlap_frac) + two_batch_overlap_s(
-                ep_comm, pass_s, o
+            # two micro-batches of half the tokens: each runs every operator (weights read twice,
+            # GEMMs at half the rows) and its own collectives; one's all-to-all hides under the
+            # other's operators
+            halves = ops.pass_operators(
+                m.operators,
+                load.halved(),
+                rates,
+                tp=t,
+                pp=p,
+                dp=d,
+                ep=e,
+                moe_tp=moe_tp,
+                redundant_experts=redundant_experts,
+                skew=skew,
             )
-            stage = minimum(stage, with_tbo)
+            tbo_pass = 2.0 * _sum_over(halves, lambda op: op.time_s)
+            tp_half, ep_half = comms(mb_tokens / 2.0)
+            with_tbo = combine_comm_s(tbo_pass, 2.0 * tp_half, comm_overlap_frac) + two_batch_overlap_s(
+                2.0 * ep_half, tbo_pass, o
+            )
+            use = (with_tbo < stage) & (o > 0)
+            operators = _either(use, halves, operators)
+            tp_comm = np.where(use, 2.0 * tp_half, tp_comm)
+            ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
+            stage = np.where(use, with_tbo, stage)
     else:  # nothing to combine: the stage is the pass (the fields broadcast below, as views)
         combine_comm_s(0.0, 0.0, comm_overlap_frac)  # the overlap fraction is checked all the same
         tp_comm = ep_comm = 0.0 * p
@@ -428,6 +459,31 @@ def plan_step(
         imbalance=imbalance,
         overhead_s=rates.efficiency.overhead_s,
     )
+
+
+def _either(
+    use: ArrayLike, halves: tuple[ops.Operator, ...], whole: tuple[ops.Operator, ...]
+) -> tuple[ops.Operator, ...]:
+    """Per point, the two half micro-batches' operators (each quantity twice one half's) where
+    ``use``, else the whole micro-batch's; the bandwidth is the half's where used."""
+    out = []
+    for h, w in zip(halves, whole, strict=True):
+        numbers = [np.where(use, 2.0 * getattr(h, f), getattr(w, f)) for f in _OPERATOR_TOTALS]
+        bandwidth = np.where(use, h.bandwidth_bytes_per_s, w.bandwidth_bytes_per_s)
+        out.append(ops.Operator._make([w.name, w.op_class, *numbers, bandwidth]))
+    return tuple(out)
+
+
+_OPERATOR_TOTALS = (
+    "flops",
+    "weight_bytes",
+    "activation_bytes",
+    "kv_read_bytes",
+    "kv_write_bytes",
+    "compute_s",
+    "memory_s",
+    "time_s",
+)
 
 
 @lru_cache(maxsize=1024)
