@@ -22,10 +22,12 @@ at a new rate; the largest rate whose percentiles meet every limit wins.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from rackmath.analyses.deployment import PlannedDeployment
 from rackmath.core import architecture as arch
@@ -320,11 +322,23 @@ def max_rate(
 ) -> RateSearch:
     """Bisect the arrival rate (in log space) between a light load and 1.5x the capacity."""
     hi = 1.5 * capacity_rate_per_s(rep, input_dist.mean, output_dist.mean)
+
+    def simulate_at(rate: float) -> SimulationResult:
+        return run(rep, rq.poisson_requests(rate, requests, input_dist, output_dist, seed), rate)
+
+    return bisect_rate(simulate_at, hi, slo, probes)
+
+
+def bisect_rate(
+    simulate_at: Callable[[float], SimulationResult], hi: float, slo: dict[str, float], probes: int
+) -> RateSearch:
+    """The largest Poisson rate (of ``probes`` log-space bisections between ``hi / 1000`` and
+    ``hi``) whose simulated percentiles meet ``slo``; ``simulate_at(rate)`` runs one probe."""
     lo = hi / 1000.0
     made: list[SimulationResult] = []
 
     def probe(rate: float) -> SimulationResult:
-        res = run(rep, rq.poisson_requests(rate, requests, input_dist, output_dist, seed), rate)
+        res = simulate_at(rate)
         made.append(res)
         return res
 
@@ -363,7 +377,7 @@ def parse_xpyd(text: str) -> tuple[int, int]:
 
 
 def kv_transfer_times_s(
-    prefill: Replica, decode: Replica, x: int, y: int, input_tokens: np.ndarray
+    prefill: Replica, decode: Replica, x: int, y: int, input_tokens: ArrayLike
 ) -> tuple[np.ndarray, str]:
     """Each prompt's KV move, as the search times it (:mod:`rackmath.analyses.disagg_search`):
     ``kv(I) / min(chips_p, chips_d) / B + alpha`` over the scale-up fabric when the whole fleet
@@ -411,3 +425,43 @@ def disaggregated_run(
         kv_transfer_s=t_kv,
     )
     return summarize(run_, rate_per_s), tier
+
+
+def prefill_capacity_rate_per_s(rep: Replica, input_mean: float) -> float:
+    """Prompts/s of a prefill-only replica running full chunks of ``max_tokens`` prompt tokens."""
+    chunk = rep.limits.max_tokens
+    return chunk / input_mean / float(rep.table(0.0, chunk, input_mean / 2))
+
+
+def decode_capacity_rate_per_s(rep: Replica, input_mean: float, output_mean: float) -> float:
+    """Requests/s of a decode-only replica at the largest batch its caps and KV allow."""
+    lim = rep.limits
+    b = max(min(lim.max_seqs, lim.kv_tokens / (input_mean + output_mean)), 1.0)
+    return b / (output_mean * float(rep.table(b, 0.0, input_mean + output_mean / 2)))
+
+
+def max_rate_disaggregated(
+    prefill: Replica,
+    decode: Replica,
+    x: int,
+    y: int,
+    input_dist: rq.LengthDist,
+    output_dist: rq.LengthDist,
+    slo: dict[str, float],
+    *,
+    requests: int = SEARCH_REQUESTS,
+    probes: int = SEARCH_PROBES,
+    seed: int = 0,
+) -> RateSearch:
+    """The highest Poisson rate an xPyD fleet serves within ``slo``: the same bisection as one
+    replica's (:func:`bisect_rate`), each probe a :func:`disaggregated_run`, bracketed by 1.5x
+    the smaller pool's capacity (``x`` prefill replicas' prompts/s, ``y`` decode replicas'
+    requests/s)."""
+    i, o = input_dist.mean, output_dist.mean
+    hi = 1.5 * min(x * prefill_capacity_rate_per_s(prefill, i), y * decode_capacity_rate_per_s(decode, i, o))
+
+    def simulate_at(rate: float) -> SimulationResult:
+        reqs = rq.poisson_requests(rate, requests, input_dist, output_dist, seed)
+        return disaggregated_run(prefill, decode, x, y, reqs, rate)[0]
+
+    return bisect_rate(simulate_at, hi, slo, probes)

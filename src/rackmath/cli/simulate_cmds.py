@@ -116,29 +116,48 @@ def simulate_command(
     rep = sim.replica(dep, profile, max_context=i_max + o_max, mean_context=i_mean + o_mean)
     payload: dict[str, object] = {"model": spec.id, **rep.describe()}
     if disaggregated is not None:
-        if slo is not None:
-            raise InputError(
-                "--slo", slo, "a single replica (the rate search does not run an xPyD fleet yet)"
-            )
         x, y = sim.parse_xpyd(disaggregated)
         pre_dep = dep
         if prefill_plan is not None:
             pre_dep = plan_deployment(spec, system, prefill_plan, efficiency=efficiency)
         pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)
-        if dists is None:
-            reqs_, r_ = reqs, None
+        fleet_search = None
+        if slo is not None:
+            if dists is None:
+                raise InputError(
+                    "--slo", slo, "a Poisson workload (--rate with --input/--output), not --trace"
+                )
+            fleet_search = sim.max_rate_disaggregated(
+                pre,
+                rep,
+                x,
+                y,
+                *dists,
+                sim.parse_slo(slo),
+                requests=min(int(requests), sim.SEARCH_REQUESTS),
+                seed=seed,
+            )
+            fleet_result = fleet_search.best
+            _, tier = sim.kv_transfer_times_s(pre, rep, x, y, [i_mean])
         else:
-            r_ = parse_rate(rate)
-            reqs_ = sim.poisson_requests(r_, int(requests), *dists, seed)
-        fleet_result, tier = sim.disaggregated_run(pre, rep, x, y, reqs_, r_)
+            if dists is None:
+                reqs_, r_ = reqs, None
+            else:
+                r_ = parse_rate(rate)
+                reqs_ = sim.poisson_requests(r_, int(requests), *dists, seed)
+            fleet_result, tier = sim.disaggregated_run(pre, rep, x, y, reqs_, r_)
         payload = {
             "model": spec.id,
             "disaggregated": f"{x}P{y}D",
             "kv_tier": tier,
             "prefill": pre.describe(),
             "decode": rep.describe(),
-            "result": fleet_result.to_dict(),
         }
+        if fleet_search is not None:
+            payload["rate_search"] = fleet_search.to_dict()
+        else:
+            assert fleet_result is not None
+            payload["result"] = fleet_result.to_dict()
         if as_json:
             typer.echo(dump_json(payload))
         else:
@@ -148,7 +167,17 @@ def simulate_command(
                 f"{x} x {pre_dep.chips} chips ({pre_dep.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
                 f"KV over {tier}, as {profile.name} {profile.version} ran each replica"
             )
-            _render_result(fleet_result, c)
+            _render_search(fleet_search, c)
+            if fleet_result is not None:
+                _render_result(fleet_result, c)
+                if fleet_search is not None:
+                    c.print(
+                        f"[bold]Answer[/]: at most {fleet_result.rate_per_s:.3g} requests/s meet the SLOs"
+                    )
+        if fleet_search is not None and fleet_search.best is None:
+            _slo_unmet(
+                fleet_search, slo, f"{x}P{y}D of {dep.chips} x {system.chip.id} ({dep.plan})", profile.id
+            )
         return
     search = None
     if slo is not None:
@@ -172,12 +201,15 @@ def simulate_command(
     else:
         _render(rep, result, search, Console(highlight=False, width=140))
     if search is not None and search.best is None:
-        reached = ", ".join(f"{k} {fmt.seconds(v)}" for k, v in search.best_reached.items() if v is not None)
-        raise SloUnmetError(
-            f"--slo: no arrival rate meets {slo} on {dep.chips} x {system.chip.id} ({dep.plan}) under "
-            f"{profile.id}; the best reached at the lightest load is {reached} "
-            "(loosen the SLO or use a bigger plan)"
-        )
+        _slo_unmet(search, slo, f"{dep.chips} x {system.chip.id} ({dep.plan})", profile.id)
+
+
+def _slo_unmet(search: sim.RateSearch, slo: str | None, what: str, runtime: str) -> None:
+    reached = ", ".join(f"{k} {fmt.seconds(v)}" for k, v in search.best_reached.items() if v is not None)
+    raise SloUnmetError(
+        f"--slo: no arrival rate meets {slo} on {what} under {runtime}; the best reached at the "
+        f"lightest load is {reached} (loosen the SLO or use a bigger plan)"
+    )
 
 
 def _render(
@@ -194,15 +226,19 @@ def _render(
         f"{p.kv_memory_basis} memory); "
         f"policy {p.policy}"
     )
-    if search is not None:
-        rates = ", ".join(f"{x.rate_per_s:.3g}" for x in search.probes if x.rate_per_s)
-        limits = ", ".join(f"{k} <= {fmt.seconds(v)}" for k, v in search.slo.items())
-        c.print(f"  rate search under {limits}: probed {rates} requests/s")
+    _render_search(search, c)
     if r is None:
         return
     _render_result(r, c)
     if search is not None and search.best is not None:
         c.print(f"[bold]Answer[/]: at most {r.rate_per_s:.3g} requests/s meet the SLOs")
+
+
+def _render_search(search: sim.RateSearch | None, c: Console) -> None:
+    if search is not None:
+        rates = ", ".join(f"{x.rate_per_s:.3g}" for x in search.probes if x.rate_per_s)
+        limits = ", ".join(f"{k} <= {fmt.seconds(v)}" for k, v in search.slo.items())
+        c.print(f"  rate search under {limits}: probed {rates} requests/s")
 
 
 def _render_result(r: sim.SimulationResult, c: Console) -> None:
