@@ -427,9 +427,13 @@ def plan_step(
             )
             use = (with_tbo < stage) & (o > 0)
             operators = _either(use, halves, operators)
-            tp_comm = np.where(use, 2.0 * tp_half, tp_comm)
-            ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
-            stage = np.where(use, with_tbo, stage)
+            if np.ndim(use) == 0:
+                if use:
+                    tp_comm, ep_comm, stage = 2.0 * tp_half, 2.0 * ep_half, with_tbo
+            else:
+                tp_comm = np.where(use, 2.0 * tp_half, tp_comm)
+                ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
+                stage = np.where(use, with_tbo, stage)
     else:  # nothing to combine: the stage is the pass (the fields broadcast below, as views)
         combine_comm_s(0.0, 0.0, comm_overlap_frac)  # the overlap fraction is checked all the same
         tp_comm = ep_comm = 0.0 * p
@@ -466,6 +470,10 @@ def _either(
 ) -> tuple[ops.Operator, ...]:
     """Per point, the two half micro-batches' operators (each quantity twice one half's) where
     ``use``, else the whole micro-batch's; the bandwidth is the half's where used."""
+    if np.ndim(use) == 0:  # one point: one tuple or the other, NumPy scalars kept
+        if not use:
+            return whole
+        return tuple(h._replace(**{f: 2.0 * getattr(h, f) for f in _OPERATOR_TOTALS}) for h in halves)
     out = []
     for h, w in zip(halves, whole, strict=True):
         numbers = [np.where(use, 2.0 * getattr(h, f), getattr(w, f)) for f in _OPERATOR_TOTALS]
