@@ -88,16 +88,7 @@ def _hash(df: Any, cols: list[str]) -> np.ndarray:
     return pd.util.hash_pandas_object(df[cols].astype(str), index=False).to_numpy(np.uint64)
 
 
-MOE_SHAPE = [
-    "moe_dtype",
-    "num_tokens",
-    "hidden_size",
-    "inter_size",
-    "topk",
-    "num_experts",
-    "moe_tp_size",
-    "moe_ep_size",
-]
+MOE_SHAPE = [c for c in kt.REQUIRED["moe"] if c not in ("distribution", "latency")]  # one MoE call's shape
 
 
 def _fastest_kernel(df: Any) -> Any:

@@ -344,18 +344,22 @@ def plan_step(
     chips_per_stage = d * t
     mb_tokens = load.tokens / p
     imbalance = p / p if stage_frac is None else p * ops.num(stage_frac)
-    operators = ops.pass_operators(
-        m.operators,
-        load,
-        rates,
-        tp=t,
-        pp=p,
-        dp=d,
-        ep=e,
-        moe_tp=moe_tp,
-        redundant_experts=redundant_experts,
-        skew=skew,
-    )
+
+    def operators_of(step_load: ops.StepLoad) -> tuple[ops.Operator, ...]:
+        return ops.pass_operators(
+            m.operators,
+            step_load,
+            rates,
+            tp=t,
+            pp=p,
+            dp=d,
+            ep=e,
+            moe_tp=moe_tp,
+            redundant_experts=redundant_experts,
+            skew=skew,
+        )
+
+    operators = operators_of(load)
     pass_s = _sum_over(operators, lambda op: op.time_s)
     zero = 0.0 * pass_s  # broadcasts every term to the pass's shape
     if communication:
@@ -408,18 +412,7 @@ def plan_step(
             # two micro-batches of half the tokens: each runs every operator (weights read twice,
             # GEMMs at half the rows) and its own collectives; one's all-to-all hides under the
             # other's operators
-            halves = ops.pass_operators(
-                m.operators,
-                load.halved(),
-                rates,
-                tp=t,
-                pp=p,
-                dp=d,
-                ep=e,
-                moe_tp=moe_tp,
-                redundant_experts=redundant_experts,
-                skew=skew,
-            )
+            halves = operators_of(load.halved())
             tbo_pass = 2.0 * _sum_over(halves, lambda op: op.time_s)
             tp_half, ep_half = comms(mb_tokens / 2.0)
             with_tbo = combine_comm_s(tbo_pass, 2.0 * tp_half, comm_overlap_frac) + two_batch_overlap_s(
