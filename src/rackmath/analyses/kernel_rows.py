@@ -226,16 +226,7 @@ def _attention_rows(df: Any, cls: OpClass) -> OpRows:
     kv_bytes = np.array([kt.DTYPE_BYTES[d][1] for d in df["kv_cache_dtype"].astype(str)])
     a_bytes = np.array([kt.DTYPE_BYTES[d][1] for d in df["attn_dtype"].astype(str)])
     latency = _f(df, "latency") * 1e-3
-    cols = [
-        "batch_size",
-        "isl",
-        "num_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "window_size",
-        "attn_dtype",
-        "kv_cache_dtype",
-    ]
+    cols = [c for c in kt.REQUIRED["context_attention"] if c != "latency"]  # one call's shape
     if cls is OpClass.ATTENTION_DECODE:
         ctx = isl + (_f(df, "step") if "step" in df else 0.0)
         ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
