@@ -11,6 +11,7 @@ roofline so the numbers do not depend on the default efficiency.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -461,3 +462,17 @@ def test_any_plan_text_parses_or_says_why_in_one_line(parts) -> None:
         return
     assert ParallelPlan.parse(str(plan)) == plan
     assert plan.dp * plan.tp % plan.ep == 0 and 1.0 <= plan.skew <= max(plan.ep, 1) and 0 <= plan.tbo <= 1
+
+
+def test_explain_says_where_two_batch_overlap_split_the_step(cli) -> None:
+    """64 sequences a chip: no split (reading the weights twice costs more); 256: split."""
+    args = ("explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "72", "--kv", "fp8", "--batch", "4608,18432",
+            "--context", "4096", "--plan", "dp=72,ep=72,redundant_experts=32,skew=1.3,tbo=on", "--pure")  # fmt: skip
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    points = json.loads(out)["plan"]["points"]
+    assert [p["two_batch_split"] for p in points] == [False, True]
+    code, out, err = cli(*args)
+    assert code == 0 and "splits the step into two half micro-batches at 1 of 2 points" in out.replace(
+        "\n", " "
+    )

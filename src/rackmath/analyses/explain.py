@@ -45,6 +45,12 @@ def cheapest_fitting(grid: Any, context_index: int = 0) -> int | None:
     return int(np.argmin(cost))
 
 
+def two_batch_split_points(grid: Any) -> tuple[int, int]:
+    """(points where two-batch overlap split the step, points) of a planned grid."""
+    split = np.broadcast_to(grid.step.two_batch_split, grid.step_s.shape)
+    return int(np.count_nonzero(split)), int(split.size)
+
+
 def cheapest_fitting_point(grid: Any) -> tuple[int, int] | None:
     """(batch index, context index) of the cheapest point that fits over the whole grid."""
     cost = np.where(grid.fits, grid.usd_per_million_output_tokens, np.inf)
@@ -247,6 +253,7 @@ class Explanation(Tabular):
                         "tp_comm_s": float(s.tp_comm_s[i, j]),
                         "ep_comm_s": float(s.ep_comm_s[i, j]),
                         "hops_s": float(s.hops_s[i, j]),
+                        "two_batch_split": bool(np.broadcast_to(s.two_batch_split, p.step_s.shape)[i, j]),
                         "bottleneck": str(s.bottleneck[i, j]),
                         "tokens_per_s_per_chip": float(p.tokens_per_s_per_chip[i, j]),
                         "usd_per_million_output_tokens": float(p.usd_per_million_output_tokens[i, j]),

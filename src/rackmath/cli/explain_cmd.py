@@ -13,7 +13,7 @@ from rich.table import Table
 from rackmath import fmt
 from rackmath.analyses.derivation import Section
 from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
-from rackmath.analyses.explain import Explanation, cheapest_fitting_point
+from rackmath.analyses.explain import Explanation, cheapest_fitting_point, two_batch_split_points
 from rackmath.analyses.speculative import MAX_SPEC_DEPTH
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
@@ -292,6 +292,12 @@ def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
                 "yes" if p.fits[i, j] else "no",
             )
     out(table)
+    if dep.plan.tbo:
+        n, total = two_batch_split_points(p)
+        out(
+            f"  Two-batch overlap splits the step into two half micro-batches at {n:,} of {total:,} points, "
+            "where that is faster than one pass plus its all-to-all (each half reads the weights again)."
+        )
     best = cheapest_fitting_point(p)
     if best is not None:
         bi, bj = best

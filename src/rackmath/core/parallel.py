@@ -135,6 +135,8 @@ class PlanStep:
     pp: FloatArray
     imbalance: FloatArray
     overhead_s: float = 0.0
+    #: where two-batch overlap split the step into two half micro-batches (it does only where faster)
+    two_batch_split: ArrayLike = False
 
     @property
     def _scale(self) -> FloatArray:
@@ -341,6 +343,7 @@ def plan_step(
     shape of the answer's arrays: a one-point load given as scalars is computed on scalars.
     """
     t, p, d, e = (ops.num(x) for x in (tp, pp, dp, ep))
+    split: ArrayLike = False
     chips_per_stage = d * t
     mb_tokens = load.tokens / p
     imbalance = p / p if stage_frac is None else p * ops.num(stage_frac)
@@ -419,6 +422,7 @@ def plan_step(
                 2.0 * ep_half, tbo_pass, o
             )
             use = (with_tbo < stage) & (o > 0)
+            split = use
             operators = _either(use, halves, operators)
             if np.ndim(use) == 0:
                 if use:
@@ -455,6 +459,7 @@ def plan_step(
         pp=p,
         imbalance=imbalance,
         overhead_s=rates.efficiency.overhead_s,
+        two_batch_split=split,
     )
 
 
