@@ -466,8 +466,9 @@ def test_any_plan_text_parses_or_says_why_in_one_line(parts) -> None:
 
 def test_explain_says_where_two_batch_overlap_split_the_step(cli) -> None:
     """64 sequences a chip: no split (reading the weights twice costs more); 256: split."""
-    args = ("explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "72", "--kv", "fp8", "--batch", "4608,18432",
-            "--context", "4096", "--plan", "dp=72,ep=72,redundant_experts=32,skew=1.3,tbo=on", "--pure")  # fmt: skip
+    plan = "dp=72,ep=72,redundant_experts=32,skew=1.3,tbo=on"
+    args = ("explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "72", "--kv", "fp8",
+            "--batch", "4608,18432", "--context", "4096", "--plan", plan, "--pure")  # fmt: skip
     code, out, err = cli(*args, "--json")
     assert code == 0, err
     points = json.loads(out)["plan"]["points"]
