@@ -199,7 +199,7 @@ def operator_timing(
     token-expert pairs into expert order and finalizes them back (gather, weight, sum), a pass
     of its own: ``routed`` elements (pairs x hidden) moving ``routing_bytes_per_element`` bytes
     each at the chip's bandwidth. Fitted on TensorRT-LLM's MoE tables, where every EP rank
-    permutes the group's pairs: 1.1-2.3 bytes per element for bf16 and fp8 on Hopper and
+    permutes the group's pairs: 0.6-1.8 bytes per element for bf16 and fp8 on Hopper and
     Blackwell. Worked number: 1e9 elements x 2 B at 8 TB/s -> 0.25 ms. ``pure`` may pass
     :func:`is_pure` of ``e`` when the caller knows it.
     Arrays in give arrays out; single values give NumPy scalars (:mod:`rackmath.core.numeric`).
