@@ -270,3 +270,28 @@ def test_experts_and_attention_hand_their_kernel_shapes_to_the_curves() -> None:
     assert float(att.memory_s) == pytest.approx(moved / (bw * bw_frac), rel=1e-12)
     # the shapes matter: the rows-only form would give a different compute time
     assert float(achieved_compute_frac(e_moe, 1.0)) > moe_frac * 1.01
+
+
+def test_a_non_gated_moe_runs_on_the_non_gated_kernels_curve() -> None:
+    """Mixtral's experts made non-gated (up and down only) on one B200: the grouped expert GEMM
+    takes the fitted non-gated curve (a kernel of its own in TensorRT-LLM's tables), the other
+    classes stay as they were, and the expert activations count 2 intermediate widths, not 3."""
+    from dataclasses import replace
+
+    gated = rm.deployment("mixtral-8x7b", "b200-hgx", chips=1)
+    m = gated.model
+    assert m.moe is not None
+    plain = rm.deployment(replace(m, moe=replace(m.moe, gated=False)), "b200-hgx", chips=1)
+    entry = next(
+        o
+        for o in ke.op_entries("b200")
+        if o["op_class"] == "moe" and o["dtype"] == "bfloat16" and o.get("gated", True) is False
+    )
+    assert plain.efficiency_table.of(OpClass.MOE) == et.op_from_entry(entry)
+    assert gated.efficiency_table.of(OpClass.MOE) == et.op_from_entry(_entry("b200", "moe", "bfloat16"))
+    assert plain.efficiency_table.of(OpClass.GEMM) == gated.efficiency_table.of(OpClass.GEMM)
+    load = ops.decode_load(m, 64.0, 1000.0, 2.0)
+    a_plain = float(_op(plain.ideal_step(load), "routed_experts").activation_bytes)
+    a_gated = float(_op(gated.ideal_step(load), "routed_experts").activation_bytes)
+    h, i = 4096.0, 14336.0
+    assert a_plain / a_gated == pytest.approx((2 * h + 2 * i) / (2 * h + 3 * i), rel=1e-9)

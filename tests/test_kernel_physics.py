@@ -135,3 +135,28 @@ def test_a_row_faster_than_hbm_allows_is_rejected_before_the_fastest_kernel_is_c
     kept = kr.table_rows(both, hbm_bytes_per_s=3.35e12)[kr.OpClass.MOE]
     assert kept.latency_s.tolist() == pytest.approx([1.0e-3])
     assert kr.table_rows(both)[kr.OpClass.MOE].latency_s.tolist() == pytest.approx([0.05e-3])
+
+
+def test_a_kernel_whose_ep1_rows_repeat_its_ep2_work_loses_its_ep1_rows() -> None:
+    """At 256 and 1,024 tokens every expert is hit, so EP 1 streams twice the weights of EP 2:
+    the cutlass kernel takes 1.8x as long and keeps its EP-1 rows; a kernel timing EP 1 at the
+    EP-2 time (B200 NVFP4 min-latency: median ratio 1.00) loses them, and only them."""
+    cutlass = _moe_table([(256, 1, 1, 1.8), (256, 1, 2, 1.0), (1024, 1, 1, 3.6), (1024, 1, 2, 2.0)])
+    same = cutlass.assign(kernel_source="moe_torch_flow_min_latency", latency=[1.0, 1.0, 2.0, 2.0])
+    both = pd.concat([cutlass, same], ignore_index=True)
+    flagged = kr._moe_ep1_not_scaling(both)
+    assert flagged.tolist() == [False] * 4 + [True, False, True, False]
+
+
+def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
+    """A non-gated kernel (2 matrices: FLOPs and weights are 2/3 of the gated call's) is its own
+    fit group beside the gated rows of the same dtype."""
+    gated = _moe_table([(64, 1, 1, 1.0)])
+    plain = gated.assign(kernel_source="moe_torch_flow_nongated")
+    both = pd.concat([gated, plain], ignore_index=True)
+    both.attrs["kind"] = "moe"
+    r = kr.table_rows(both)[kr.OpClass.MOE]
+    assert r.gated is not None and sorted(r.gated.tolist()) == [False, True]
+    assert r.flops[~r.gated][0] == pytest.approx(r.flops[r.gated][0] * 2 / 3)
+    groups = [(dt, g, int(m.sum())) for dt, g, m in kr.fit_groups(r)]
+    assert groups == [("bfloat16", True, 1), ("bfloat16", False, 1)]

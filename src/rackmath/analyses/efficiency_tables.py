@@ -80,7 +80,11 @@ def _known(chip_id: str) -> tuple[str, bool]:
 
 @lru_cache(maxsize=256)
 def efficiency_table(
-    chip_id: str, precision: str = "bf16", kv_precision: str | None = None, weights: str | None = None
+    chip_id: str,
+    precision: str = "bf16",
+    kv_precision: str | None = None,
+    weights: str | None = None,
+    moe_gated: bool = True,
 ) -> EfficiencyTable:
     """The chip's fitted :class:`EfficiencyTable` for operators computing at ``precision``.
 
@@ -88,7 +92,9 @@ def efficiency_table(
     fp8 -> fp8, fp4 -> nvfp4), else the bfloat16 fit; decode attention picks by the KV-cache
     precision (``kv_precision``, default ``precision``); weight-only formats (``weights`` int8,
     int4 or mxfp4 under a bf16/fp16 matmul) take the dequantizing kernels' GEMM and MoE fits
-    where measured (:data:`WEIGHT_ONLY_DTYPE`); NCCL all-reduce is the scale-up tier.
+    where measured (:data:`WEIGHT_ONLY_DTYPE`); NCCL all-reduce is the scale-up tier. The
+    grouped expert GEMM takes the non-gated kernel's curve when ``moe_gated`` is False and the
+    chip has one for the dtype (the gated curve otherwise).
     Chips without tables carry ``transferred=True`` and ``source="transferred from <chip>: ..."``.
     """
     from rackmath.catalog import kernel_efficiency as ke
@@ -103,8 +109,9 @@ def efficiency_table(
         if cls in (OpClass.GEMM, OpClass.MOE) and precision in ("bf16", "fp16") and weights:
             want = WEIGHT_ONLY_DTYPE.get(weights, want)
         rows = [o for o in entries if o["op_class"] == cls.value]
-        pick = next((o for o in rows if o["dtype"] == want), None) or next(
-            (o for o in rows if o["dtype"] == "bfloat16"), None
+        variant = [o for o in rows if o.get("gated", True) == moe_gated]
+        pick = next((o for o in [*variant, *rows] if o["dtype"] == want), None) or next(
+            (o for o in [*variant, *rows] if o["dtype"] == "bfloat16"), None
         )
         if pick is not None:
             by_class.append((cls, op_from_entry(pick)))
@@ -142,7 +149,12 @@ def _scaled(e: OpEfficiency, compute: float, bandwidth: float) -> OpEfficiency:
 
 
 def grounded_table(
-    chip_id: str, precision: str, kv_precision: str | None, scalars: Efficiency, weights: str | None = None
+    chip_id: str,
+    precision: str,
+    kv_precision: str | None,
+    scalars: Efficiency,
+    weights: str | None = None,
+    moe_gated: bool = True,
 ) -> EfficiencyTable:
     """The table a deployment runs on. ``scalars.kernel_grounded`` False: the scalars on the
     pure roofline (``Efficiency.table``). True: the chip's fitted kernel curves with the
@@ -151,7 +163,7 @@ def grounded_table(
     ``bandwidth_frac * kv_bandwidth_frac``) and ``overhead_s`` added once per step."""
     if not scalars.kernel_grounded:
         return scalars.table()
-    table = efficiency_table(chip_id, precision, kv_precision, weights)
+    table = efficiency_table(chip_id, precision, kv_precision, weights, moe_gated)
     if scalars == Efficiency(kernel_grounded=True):
         return table
     weight_bw = scalars.bandwidth_frac * scalars.weight_bandwidth_frac

@@ -25,6 +25,7 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             {
                 "op_class": f.op_class.value,
                 "dtype": f.dtype,
+                **({} if f.gated else {"gated": False}),  # absent: gated (every class but MoE)
                 "precision": f.precision.value,
                 "compute_frac": round(e.compute_frac, 4),
                 "compute_half_rows": round(e.compute_half_rows, 3),

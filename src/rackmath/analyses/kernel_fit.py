@@ -27,6 +27,7 @@ from rackmath.analyses.kernel_rows import OpRows as OpRows
 from rackmath.analyses.kernel_rows import _fastest_kernel as _fastest_kernel
 from rackmath.analyses.kernel_rows import _hash as _hash
 from rackmath.analyses.kernel_rows import comm_rows as comm_rows
+from rackmath.analyses.kernel_rows import fit_groups as fit_groups
 from rackmath.analyses.kernel_rows import table_rows as table_rows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import (
@@ -288,6 +289,7 @@ def _concat(a: OpRows, b: OpRows) -> OpRows:
         np.concatenate([a.latency_s, b.latency_s]),
         np.concatenate([a.key, b.key]),
         cat(a.routed, b.routed),
+        cat(a.gated, b.gated),
     )
 
 
@@ -323,6 +325,7 @@ class OpFit:
     efficiency: OpEfficiency
     rows_used: int
     source: str
+    gated: bool = True  # MoE: the gated (3-matrix) kernel's curve, or the non-gated one's
 
 
 @dataclass
@@ -339,7 +342,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
     fits: list[OpFit] = []
     for cls, allr in sorted(data.ops.items(), key=lambda kv: kv[0].value):
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
-        for dt in sorted(set(r_all.dtype.tolist())):
+        for dt, gated, rows in fit_groups(r_all):
             prec = (
                 COMPUTE_PRECISION[dt]
                 if cls in (OpClass.GEMM, OpClass.MOE, OpClass.ATTENTION_PREFILL)
@@ -348,11 +351,11 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             peak = peaks.peak_flops_per_s.get(prec)
             if peak is None:
                 continue  # the chip has no such tensor cores (fp8 on an A100): nothing to fit against
-            r = r_all.take(r_all.dtype == dt)
+            r = r_all.take(rows)
             if len(r.latency_s) < MIN_FIT_ROWS:
                 continue
             eff = fit_op(r, peak, peaks.hbm_bytes_per_s)
-            fits.append(OpFit(cls, dt, prec, eff, len(r.latency_s), data.sources.get(cls.value, "")))
+            fits.append(OpFit(cls, dt, prec, eff, len(r.latency_s), data.sources.get(cls.value, ""), gated))
     comm: dict[str, CollectiveEfficiency] = {}
     counts: dict[str, int] = {}
     for name, c_all in sorted(data.comm.items()):

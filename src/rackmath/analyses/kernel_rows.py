@@ -66,6 +66,7 @@ class OpRows:
     latency_s: np.ndarray
     key: np.ndarray  # shape hash (uint64) for the deterministic hold-out split
     routed: np.ndarray | None = None  # elements the call routes (MoE: EP group's pairs x hidden)
+    gated: np.ndarray | None = None  # MoE: gated (3 matrices) or not (2), a kernel of its own
 
     def take(self, mask: np.ndarray) -> OpRows:
         return OpRows(
@@ -79,7 +80,22 @@ class OpRows:
             self.latency_s[mask],
             self.key[mask],
             None if self.routed is None else self.routed[mask],
+            None if self.gated is None else self.gated[mask],
         )
+
+
+def fit_groups(r: OpRows) -> list[tuple[str, bool, np.ndarray]]:
+    """``(dtype, gated, mask)`` of each curve the rows are fitted as: one per dtype, and for the
+    grouped expert GEMM gated (gate, up and down: 3 matrices) and non-gated (2) kernels apart.
+    A non-gated table kernel (TensorRT-LLM's ``nongated`` MoE) runs at its own efficiency: fitted
+    with the gated rows of its dtype it is 23% slower than that curve at the median (B200 NVFP4)."""
+    gated = np.ones(len(r.latency_s), bool) if r.gated is None else r.gated
+    return [
+        (dt, g, m)
+        for dt in sorted(set(r.dtype.tolist()))
+        for g in (True, False)
+        if (m := (r.dtype == dt) & (gated == g)).any()
+    ]
 
 
 def _hash(df: Any, cols: list[str]) -> np.ndarray:
@@ -126,7 +142,10 @@ def _moe_rows(df: Any) -> OpRows:
     key = _hash(df, MOE_SHAPE)
     routed = tok * topk * h  # every rank permutes and finalizes the EP group's pairs
     latency_s = _f(df, "latency") * 1e-3
-    return OpRows(OpClass.MOE, dt, tok * topk / e, inter_local, h, flops, bytes_, latency_s, key, routed)
+    gated = mats == 3.0
+    return OpRows(
+        OpClass.MOE, dt, tok * topk / e, inter_local, h, flops, bytes_, latency_s, key, routed, gated
+    )
 
 
 SUPERSET_TOLERANCE = 1.3  # x the fastest superset's latency ...
@@ -157,6 +176,35 @@ def _moe_slower_than_superset(df: Any) -> np.ndarray:
     return out
 
 
+EP_SCALING_MIN = (
+    1.2  # median t(EP 1) / t(EP 2) at >= EP_SCALING_TOKENS tokens a kernel's EP-1 rows must reach
+)
+EP_SCALING_TOKENS = 256.0  # every expert hit and the weights or FLOPs dominate the floor
+
+
+def _moe_ep1_not_scaling(df: Any) -> np.ndarray:
+    """EP-1 rows of a kernel whose EP-1 timings do not measure EP-1 work: at >= 256 tokens
+    every expert is hit, so EP 1 streams twice the weights and runs twice the pairs of EP 2,
+    and a kernel that does its work takes ~1.75x as long (every kernel of the Blackwell tables:
+    median 1.74-1.81). A kernel whose median ratio over its shapes is below
+    :data:`EP_SCALING_MIN` timed the EP-2 work at EP 1 (TensorRT-LLM 1.3's NVFP4 min-latency
+    kernel on B200 and GB200: 1.00 over 1,944 shape pairs), so its EP-1 rows are not the
+    operator's timing."""
+    out = np.zeros(len(df), bool)
+    if df.empty or "kernel_source" not in df:
+        return out
+    shape = [c for c in MOE_SHAPE if c != "moe_ep_size"]
+    d = df.assign(_i=np.arange(len(df)))
+    for _, g in d.groupby(["kernel_source", "moe_dtype"], sort=False, observed=True):
+        big = g[_f(g, "num_tokens") >= EP_SCALING_TOKENS]
+        ep1 = big[_f(big, "moe_ep_size") == 1].set_index(shape)["latency"]
+        ep2 = big[_f(big, "moe_ep_size") == 2].set_index(shape)["latency"]
+        ratio = (ep1 / ep2).dropna()
+        if len(ratio) and float(np.median(ratio)) < EP_SCALING_MIN:
+            out[g["_i"].to_numpy()[_f(g, "moe_ep_size") == 1]] = True
+    return out
+
+
 def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> dict[OpClass, OpRows]:
     """Turn a checked table (see :func:`kernel_tables.read_table`) into operator rows.
 
@@ -184,6 +232,8 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
         )
     elif kind == "moe":
         df = df[df["distribution"].astype(str) == "balanced"]
+        if physical:
+            df = df[~_moe_ep1_not_scaling(df)]
         if hbm_bytes_per_s and physical:  # an impossible timing must not win the fastest-kernel choice
             df = df[_moe_rows(df).latency_s >= _moe_rows(df).bytes / hbm_bytes_per_s]
         df = _fastest_kernel(df)

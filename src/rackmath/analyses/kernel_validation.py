@@ -21,6 +21,7 @@ from rackmath.analyses.kernel_fit import (
     ChipFit,
     ChipPeaks,
     fit_chip,
+    fit_groups,
     load_package_chip,
     predict,
 )
@@ -50,14 +51,14 @@ def _errors(
     """Relative errors (predicted / measured - 1) per class of ``data``'s rows under ``fit``
     (of its rejected rows, and no collectives, with ``rejected``)."""
     out: dict[str, list[np.ndarray]] = {}
-    by = {(f.op_class, f.dtype): f for f in fit.ops}
+    by = {(f.op_class, f.dtype, f.gated): f for f in fit.ops}
     for cls, allr in (data.rejected if rejected else data.ops).items():
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
-        for dt in set(r_all.dtype.tolist()):
-            f = by.get((cls, dt))
+        for dt, gated, rows in fit_groups(r_all):
+            f = by.get((cls, dt, gated))
             if f is None or f.precision not in peaks.peak_flops_per_s:
                 continue
-            r = r_all.take(r_all.dtype == dt)
+            r = r_all.take(rows)
             pred = predict(f.efficiency, r, peaks.peak_flops_per_s[f.precision], peaks.hbm_bytes_per_s)
             out.setdefault(cls.value, []).append(pred / r.latency_s - 1)
     for name, c_all in ({} if rejected else data.comm).items():

@@ -182,6 +182,7 @@ class Deployment:
             self.precisions.kv.compute_class.value,
             self.efficiency,
             self.precisions.weights.value,
+            self.model.moe.gated if self.model.moe else True,
         )
 
     @property

@@ -94,6 +94,9 @@ class OperatorModel:
     attention_heads: tuple[float, float] = (0.0, 0.0)
     #: decode attention reads one latent shared by every query head (MLA absorbed): a dense kernel
     latent_decode: bool = False
+    #: an expert's and a dense MLP's weight matrices: 3 gated (gate, up, down), 2 non-gated (up, down)
+    expert_matrices: float = 3.0
+    dense_matrices: float = 3.0
 
 
 def operator_model(model: ModelSpec, weight_bytes_per_param: Mapping[str, float] | float) -> OperatorModel:
@@ -144,6 +147,8 @@ def operator_model(model: ModelSpec, weight_bytes_per_param: Mapping[str, float]
         ),
         attention_heads=(float(a.num_heads), float(q_width / a.num_heads)),
         latent_decode=attn.rule(a).latent_decode,
+        expert_matrices=3.0 if (moe is None or moe.gated) else 2.0,
+        dense_matrices=3.0 if (dense is None or dense.gated) else 2.0,
     )
 
 
@@ -443,7 +448,7 @@ def pass_operators(
                 P["shared_experts"],
                 W["shared_experts"],
                 moe_layers,
-                2 * h + 3 * shared_i / t,
+                2 * h + m.expert_matrices * shared_i / t,
                 t,
                 shared_i / t,
                 h,
@@ -460,7 +465,11 @@ def pass_operators(
                 cols=expert_i / expert_tp,
                 depth=h,
                 weight_bytes=W["routed_experts"] * distinct * slots / (p * shards),
-                activation_bytes=routed_tokens / shards * moe_layers * (2 * h + 3 * expert_i) * act,
+                activation_bytes=routed_tokens
+                / shards
+                * moe_layers
+                * (2 * h + m.expert_matrices * expert_i)
+                * act,
                 # the permute and finalize passes over the pairs this rank receives (the
                 # all-to-all dispatch the network model uses), at full hidden width
                 routed=routed_tokens * expert_tp / shards * h * moe_layers,
@@ -469,7 +478,16 @@ def pass_operators(
     if m.num_dense_layers:
         di = m.mlp_widths[0] / t  # the dense MLP's intermediate width on one chip
         table.append(
-            gemm("dense_mlp", P["dense_mlp"], W["dense_mlp"], dense_layers, 2 * h + 3 * di, t, di, h)
+            gemm(
+                "dense_mlp",
+                P["dense_mlp"],
+                W["dense_mlp"],
+                dense_layers,
+                2 * h + m.dense_matrices * di,
+                t,
+                di,
+                h,
+            )
         )
     table += [
         _operator(
