@@ -190,18 +190,35 @@ def test_shipped_catalog_loads_with_fractions_in_range_and_transfers_marked() ->
     assert kf.efficiency_table("rubin").transferred and "gb300" in kf.efficiency_table("rubin").source
 
 
+def _same_curve(loaded: OpEfficiency, fitted: OpEfficiency) -> None:
+    for name in OpEfficiency.__dataclass_fields__:
+        a, b = getattr(loaded, name), getattr(fitted, name)
+        if name == "alternative":
+            assert (a is None) == (b is None)
+            if a is not None:
+                _same_curve(a, b)
+        elif name == "kernel":
+            assert a == b
+        else:
+            assert a == pytest.approx(b, rel=2e-3, abs=2e-3), name
+
+
 def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
-    """The YAML holds every OpEfficiency field the fit sets (rounded to 4 significant digits)."""
+    """The YAML holds every OpEfficiency field the fit sets (rounded to 4 significant digits),
+    the B200 NVFP4 MoE's second kernel (its own curve, nested) and the non-gated curves too."""
     if kt.package_data_dir() is None:
         pytest.skip("aiconfigurator-core is not installed")
-    data = kf.load_package_chip("h200")
-    fit = kf.fit_chip(data, kf.ChipPeaks.of("h200"))
+    data = kf.load_package_chip("b200")
+    fit = kf.fit_chip(data, kf.ChipPeaks.of("b200"))
     doc = kf.fit_to_dict(fit, "2026-01-01")
     for f, entry in zip(fit.ops, doc["ops"], strict=True):
-        loaded = kf.op_from_entry(entry)
-        for name in OpEfficiency.__dataclass_fields__:
-            fitted = getattr(f.efficiency, name)
-            assert getattr(loaded, name) == pytest.approx(fitted, rel=2e-3, abs=2e-3), name
+        _same_curve(kf.op_from_entry(entry), f.efficiency)
+        assert entry.get("gated", True) == f.gated
+    moe_fp4 = [f for f in fit.ops if f.op_class is OpClass.MOE and f.dtype == "nvfp4"]
+    assert sorted(f.gated for f in moe_fp4) == [False, True]
+    chained = next(f.efficiency for f in moe_fp4 if f.gated)
+    assert chained.kernel == "moe_torch_flow_cutlass"
+    assert chained.alternative is not None and chained.alternative.kernel == "moe_torch_flow_min_latency"
 
 
 def test_precision_picks_the_matching_dtype_fit() -> None:

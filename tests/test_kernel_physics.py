@@ -15,6 +15,7 @@ from rackmath.core.efficiency import (
     OpEfficiency,
     achieved_bandwidth_frac,
     operator_time_s,
+    operator_timing,
     overlapped_s,
 )
 from rackmath.errors import InputError
@@ -160,3 +161,26 @@ def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
     assert r.flops[~r.gated][0] == pytest.approx(r.flops[r.gated][0] * 2 / 3)
     groups = [(dt, g, int(m.sum())) for dt, g, m in kr.fit_groups(r)]
     assert groups == [("bfloat16", True, 1), ("bfloat16", False, 1)]
+
+
+def test_an_operator_with_two_kernels_takes_the_faster_at_each_shape() -> None:
+    """A throughput kernel with a 100 us floor and a min-latency kernel at a tenth of the
+    bandwidth with a 10 us floor, on 1 MB and 1 GB at 1 TB/s: the small call takes the
+    min-latency kernel (10 us + 10 us = 20 us, not 101 us), the large one the throughput kernel
+    (1.1 ms, not 10 ms); the compute and memory times reported are the winner's."""
+    fast_small = OpEfficiency(bandwidth_frac=0.1, floor_s=10e-6, kernel="min_latency")
+    e = OpEfficiency(floor_s=100e-6, kernel="throughput", alternative=fast_small)
+    compute_s, memory_s, time_s, _ = operator_timing(e, np.zeros(2), np.array([1e6, 1e9]), 1e15, 1e12, 1.0)
+    assert time_s.tolist() == pytest.approx([20e-6, 1.1e-3])
+    assert memory_s.tolist() == pytest.approx([10e-6, 1e-3])
+    one = operator_timing(e, 0.0, 1e6, 1e15, 1e12, 1.0)[2]
+    assert type(one) is np.float64 and one == pytest.approx(20e-6)
+
+
+def test_blackwell_nvfp4_moe_runs_two_kernels_and_hopper_one() -> None:
+    from rackmath.analyses.efficiency_tables import efficiency_table
+    from rackmath.core.efficiency import OpClass
+
+    b200 = efficiency_table("b200", "fp4").of(OpClass.MOE)
+    assert b200.alternative is not None and b200.alternative.kernel.endswith("min_latency")
+    assert efficiency_table("h100-sxm", "fp8").of(OpClass.MOE).alternative is None

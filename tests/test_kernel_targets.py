@@ -2,7 +2,7 @@
 GEMM and MoE median <= 10% and p90 <= 25%, attention median <= 15%, collectives median <= 20%,
 on the 20% held-out shapes of all seven chips. One full validation (about 30 s on two cores).
 
-Figures of 2026-11-24 (docs/validation.md): GEMM 5.6% / 17.9%, MoE 6.7% / 28.1%, decode
+Figures of 2026-11-24 (docs/validation.md): GEMM 5.6% / 17.9%, MoE 6.6% / 26.8%, decode
 attention 10.6%, prefill attention 13.2%, NCCL all-reduce 11.8%. The MoE p90 misses its target;
 a strict xfail records it rather than loosening what is measured.
 """
@@ -46,10 +46,10 @@ def test_the_met_kernel_targets_hold(by_op: dict[str, Any]) -> None:
 
 
 def test_the_moe_p90_gate(by_op: dict[str, Any]) -> None:
-    """Just above today's 28.1%: lower it when the model improves."""
-    assert by_op["moe"]["p90_abs_error"] <= 0.30
+    """Just above today's 26.8%: lower it when the model improves."""
+    assert by_op["moe"]["p90_abs_error"] <= 0.28
 
 
-@pytest.mark.xfail(strict=True, reason="MoE kernel p90 28.1% > 25% on 2026-11-24 (B200/GB200 NVFP4, A100)")
+@pytest.mark.xfail(strict=True, reason="MoE kernel p90 26.8% > 25% on 2026-11-24 (B200/GB200 NVFP4, A100)")
 def test_the_moe_p90_target(by_op: dict[str, Any]) -> None:
     assert by_op["moe"]["p90_abs_error"] <= 0.25

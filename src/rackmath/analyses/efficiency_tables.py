@@ -60,6 +60,8 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         bandwidth_tile=entry.get("bandwidth_tile", 0.0),
         overlap_power=entry.get("overlap_power", 0.0),
         routing_bytes_per_element=entry.get("routing_bytes_per_element", 0.0),
+        kernel=entry.get("kernel", ""),
+        alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 
 
@@ -145,7 +147,13 @@ def donor_of(chip_id: str) -> str | None:
 
 
 def _scaled(e: OpEfficiency, compute: float, bandwidth: float) -> OpEfficiency:
-    return replace(e, compute_frac=e.compute_frac * compute, bandwidth_frac=e.bandwidth_frac * bandwidth)
+    alternative = None if e.alternative is None else _scaled(e.alternative, compute, bandwidth)
+    return replace(
+        e,
+        compute_frac=e.compute_frac * compute,
+        bandwidth_frac=e.bandwidth_frac * bandwidth,
+        alternative=alternative,
+    )
 
 
 def grounded_table(

@@ -14,35 +14,44 @@ from typing import Any
 
 from rackmath.analyses.kernel_fit import TRANSFER, ChipData, ChipFit, ChipPeaks, fit_chip, load_package_chip
 from rackmath.catalog import kernel_tables as kt
+from rackmath.core.efficiency import OpEfficiency
 from rackmath.errors import InputError
 
 
+def _params(e: OpEfficiency) -> dict[str, Any]:
+    """One fitted curve's parameters as catalog data; a second kernel's curve nests under
+    ``alternative`` with its ``kernel`` name."""
+    return {
+        **({"kernel": e.kernel} if e.kernel else {}),
+        "compute_frac": round(e.compute_frac, 4),
+        "compute_half_rows": round(e.compute_half_rows, 3),
+        "compute_half_cols": round(e.compute_half_cols, 3),
+        "compute_half_depth": round(e.compute_half_depth, 3),
+        "bandwidth_frac": round(e.bandwidth_frac, 4),
+        "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
+        "bandwidth_tile_depth": e.bandwidth_tile_depth,
+        "compute_tile_rows": e.compute_tile_rows,
+        "bandwidth_tile": e.bandwidth_tile,
+        "overlap_power": round(e.overlap_power, 3),
+        "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
+        "floor_s": float(f"{e.floor_s:.4g}"),
+        **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
+    }
+
+
 def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
-    ops = []
-    for f in fit.ops:
-        e = f.efficiency
-        ops.append(
-            {
-                "op_class": f.op_class.value,
-                "dtype": f.dtype,
-                **({} if f.gated else {"gated": False}),  # absent: gated (every class but MoE)
-                "precision": f.precision.value,
-                "compute_frac": round(e.compute_frac, 4),
-                "compute_half_rows": round(e.compute_half_rows, 3),
-                "compute_half_cols": round(e.compute_half_cols, 3),
-                "compute_half_depth": round(e.compute_half_depth, 3),
-                "bandwidth_frac": round(e.bandwidth_frac, 4),
-                "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
-                "bandwidth_tile_depth": e.bandwidth_tile_depth,
-                "compute_tile_rows": e.compute_tile_rows,
-                "bandwidth_tile": e.bandwidth_tile,
-                "overlap_power": round(e.overlap_power, 3),
-                "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
-                "floor_s": float(f"{e.floor_s:.4g}"),
-                "rows_used": f.rows_used,
-                "source": f.source,
-            }
-        )
+    ops = [
+        {
+            "op_class": f.op_class.value,
+            "dtype": f.dtype,
+            **({} if f.gated else {"gated": False}),  # absent: gated (every class but MoE)
+            "precision": f.precision.value,
+            **_params(f.efficiency),
+            "rows_used": f.rows_used,
+            "source": f.source,
+        }
+        for f in fit.ops
+    ]
     comm = {
         name: {
             "latency_s": float(f"{c.latency_s:.4g}"),

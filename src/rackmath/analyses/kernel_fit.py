@@ -13,7 +13,7 @@ How each table row becomes an operator row (FLOPs, bytes, shape) is in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from rackmath.analyses.kernel_rows import _fastest_kernel as _fastest_kernel
 from rackmath.analyses.kernel_rows import _hash as _hash
 from rackmath.analyses.kernel_rows import comm_rows as comm_rows
 from rackmath.analyses.kernel_rows import fit_groups as fit_groups
+from rackmath.analyses.kernel_rows import moe_kernels as moe_kernels
 from rackmath.analyses.kernel_rows import table_rows as table_rows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import (
@@ -254,9 +255,12 @@ class ChipData:
     # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
     # skipped work), or MoE rows slower than a superset of their work.
     rejected: dict[OpClass, OpRows] = field(default_factory=dict)
+    # MoE dtypes timed with several gated kernels: each kernel's own rows (dtype -> kernel -> rows)
+    moe_kernels: dict[str, dict[str, OpRows]] = field(default_factory=dict)
 
     def add(self, df: Any, source: str) -> None:
         bw = ChipPeaks.of(self.chip_id).hbm_bytes_per_s
+        self.moe_kernels.update(moe_kernels(df, bw))
         kept = table_rows(df, bw)
         for cls, every in table_rows(df, physical=False).items():
             r = kept.get(cls, every.take(np.zeros(len(every.key), bool)))
@@ -337,6 +341,22 @@ class ChipFit:
     sources: dict[str, str]
 
 
+def _kernel_chain(
+    kernels: dict[str, OpRows], shapes: set[int], peak: float, bw: float
+) -> OpEfficiency | None:
+    """Each kernel fitted on its own rows of the shapes in ``shapes`` (the fit's split), chained
+    as alternatives: the kernel with the most rows first, the operator taking the fastest."""
+    order = sorted(kernels, key=lambda k: (-len(kernels[k].key), k))
+    chain: OpEfficiency | None = None  # None when no kernel has rows enough: the caller fits one curve
+    for source in reversed(order):
+        r = kernels[source]
+        r = r.take(np.isin(r.key, np.fromiter(shapes, np.uint64, len(shapes))))
+        if len(r.latency_s) < MIN_FIT_ROWS:
+            continue
+        chain = replace(fit_op(r, peak, bw), kernel=source, alternative=chain)
+    return chain
+
+
 def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None) -> ChipFit:
     """Fit every class x dtype of one chip (``mask`` keeps only some rows per class/comm name)."""
     fits: list[OpFit] = []
@@ -354,7 +374,12 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             r = r_all.take(rows)
             if len(r.latency_s) < MIN_FIT_ROWS:
                 continue
-            eff = fit_op(r, peak, peaks.hbm_bytes_per_s)
+            kernels = data.moe_kernels.get(dt, {}) if (cls is OpClass.MOE and gated) else {}
+            # several kernels: one curve each, the operator runs the faster
+            chain = (
+                _kernel_chain(kernels, set(r.key.tolist()), peak, peaks.hbm_bytes_per_s) if kernels else None
+            )
+            eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
             fits.append(OpFit(cls, dt, prec, eff, len(r.latency_s), data.sources.get(cls.value, ""), gated))
     comm: dict[str, CollectiveEfficiency] = {}
     counts: dict[str, int] = {}

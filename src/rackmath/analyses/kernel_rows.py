@@ -265,6 +265,28 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
     return out
 
 
+def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]:
+    """Gated grouped-GEMM rows per kernel, for each MoE dtype timed with two or more gated
+    kernels: ``{dtype: {kernel_source: rows}}``, each kernel's own physically possible rows (the
+    rules of :func:`table_rows`, applied per kernel). The fit gives each kernel its curve and
+    the operator runs the faster (:attr:`OpEfficiency.alternative`)."""
+    if df.attrs.get("kind") != "moe" or "kernel_source" not in df:
+        return {}
+    df = df[df["distribution"].astype(str) == "balanced"]
+    df = df[~_moe_ep1_not_scaling(df) & ~df["kernel_source"].astype(str).str.contains("nongated")]
+    out: dict[str, dict[str, OpRows]] = {}
+    for dt, by_dtype in df.groupby("moe_dtype", sort=True, observed=True):
+        sources = sorted(by_dtype["kernel_source"].astype(str).unique())
+        if len(sources) < 2:
+            continue
+        for source in sources:
+            k = by_dtype[by_dtype["kernel_source"].astype(str) == source]
+            k = k[_moe_rows(k).latency_s >= _moe_rows(k).bytes / hbm_bytes_per_s]
+            k = k[~_moe_slower_than_superset(k)]
+            out.setdefault(str(dt), {})[source] = _moe_rows(k)
+    return out
+
+
 def _attention_rows(df: Any, cls: OpClass) -> OpRows:
     b, isl = _f(df, "batch_size"), _f(df, "isl")
     heads, kvh, hd, win = (

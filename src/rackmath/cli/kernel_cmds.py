@@ -55,10 +55,13 @@ def calibrate_kernels_command(
         table.add_column(col)
     for chip_id, entry in doc["chips"].items():
         for o in entry["ops"]:
+            variant = ("" if o.get("gated", True) else " non-gated") + (
+                " 2 kernels" if "alternative" in o else ""
+            )
             table.add_row(
                 chip_id,
                 o["op_class"],
-                o["dtype"],
+                o["dtype"] + variant,
                 f"{o['compute_frac']:.2f}",
                 f"{o['compute_half_rows']:.3g}",
                 f"{o['bandwidth_frac']:.2f}",

@@ -44,6 +44,10 @@ class OpEfficiency:
     ``routing_bytes_per_element`` (0: none) is the HBM traffic per routed element (token-expert
     pair x hidden) of a grouped expert GEMM's permute and finalize passes, timed at the chip's
     full bandwidth (see :func:`rackmath.core.efficiency.operator_timing`).
+    ``alternative`` (None: one kernel) is a second kernel the framework can run the same
+    operator with, on its own fitted curve (``kernel`` names it); the operator takes the faster
+    of the two at each shape, as an autotuner does (TensorRT-LLM's NVFP4 MoE on B200/GB200: a
+    throughput and a min-latency kernel).
     """
 
     compute_frac: float = 1.0
@@ -58,6 +62,8 @@ class OpEfficiency:
     bandwidth_tile: float = 0.0
     overlap_power: float = 0.0
     routing_bytes_per_element: float = 0.0
+    kernel: str = ""
+    alternative: OpEfficiency | None = None
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
