@@ -342,15 +342,16 @@ class ChipFit:
 
 
 def _kernel_chain(
-    kernels: dict[str, OpRows], shapes: set[int], peak: float, bw: float
+    kernels: dict[str, OpRows], shapes: np.ndarray, peak: float, bw: float
 ) -> OpEfficiency | None:
-    """Each kernel fitted on its own rows of the shapes in ``shapes`` (the fit's split), chained
-    as alternatives: the kernel with the most rows first, the operator taking the fastest."""
+    """Each kernel fitted on its own rows of the shapes whose keys are ``shapes`` (the fit's
+    split), chained as alternatives: the kernel with the most rows first, the operator taking
+    the fastest."""
     order = sorted(kernels, key=lambda k: (-len(kernels[k].key), k))
     chain: OpEfficiency | None = None  # None when no kernel has rows enough: the caller fits one curve
     for source in reversed(order):
         r = kernels[source]
-        r = r.take(np.isin(r.key, np.fromiter(shapes, np.uint64, len(shapes))))
+        r = r.take(np.isin(r.key, shapes))
         if len(r.latency_s) < MIN_FIT_ROWS:
             continue
         chain = replace(fit_op(r, peak, bw), kernel=source, alternative=chain)
@@ -376,9 +377,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
                 continue
             kernels = data.moe_kernels.get(dt, {}) if (cls is OpClass.MOE and gated) else {}
             # several kernels: one curve each, the operator runs the faster
-            chain = (
-                _kernel_chain(kernels, set(r.key.tolist()), peak, peaks.hbm_bytes_per_s) if kernels else None
-            )
+            chain = _kernel_chain(kernels, r.key, peak, peaks.hbm_bytes_per_s) if kernels else None
             eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
             fits.append(OpFit(cls, dt, prec, eff, len(r.latency_s), data.sources.get(cls.value, ""), gated))
     comm: dict[str, CollectiveEfficiency] = {}

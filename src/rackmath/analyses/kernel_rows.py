@@ -35,8 +35,9 @@ What one row means, per table kind (units SI; latencies in the tables are ms):
 Rows that are not the operator's timing are recognised by physics and kept out of the fit (the
 fit scores them apart, :class:`rackmath.analyses.kernel_fit.ChipData`): a call faster than its
 bytes at the chip's HBM bandwidth did not stream them from HBM (operands L2-resident, or a kernel
-that skipped work), and a MoE call slower than a call doing a superset of its work is not the
-kernel's time (:func:`_moe_slower_than_superset`).
+that skipped work), a MoE call slower than a call doing a superset of its work is not the
+kernel's time (:func:`_moe_slower_than_superset`), and a kernel whose EP-1 rows take its EP-2
+time did not time EP-1 work (:func:`_moe_ep1_not_scaling`).
 """
 
 from __future__ import annotations
@@ -176,10 +177,22 @@ def _moe_slower_than_superset(df: Any) -> np.ndarray:
     return out
 
 
-EP_SCALING_MIN = (
-    1.2  # median t(EP 1) / t(EP 2) at >= EP_SCALING_TOKENS tokens a kernel's EP-1 rows must reach
-)
-EP_SCALING_TOKENS = 256.0  # every expert hit and the weights or FLOPs dominate the floor
+# The median t(EP 1) / t(EP 2) a kernel's EP-1 rows must reach at >= EP_SCALING_TOKENS tokens
+# (every expert hit, so the weights or FLOPs dominate the floor).
+EP_SCALING_MIN = 1.2
+EP_SCALING_TOKENS = 256.0
+
+
+def _moe_candidates(df: Any, hbm_bytes_per_s: float) -> Any:
+    """The balanced-routing rows a MoE timing may come from: without the EP-1 rows of a kernel
+    that timed EP-2 work, and (with a bandwidth) without calls faster than HBM allows, so that an
+    impossible timing never wins the fastest-kernel choice."""
+    df = df[df["distribution"].astype(str) == "balanced"]
+    df = df[~_moe_ep1_not_scaling(df)]
+    if hbm_bytes_per_s:
+        r = _moe_rows(df)
+        df = df[r.latency_s >= r.bytes / hbm_bytes_per_s]
+    return df
 
 
 def _moe_ep1_not_scaling(df: Any) -> np.ndarray:
@@ -210,7 +223,8 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
 
     With ``hbm_bytes_per_s``, MoE timings faster than their bytes at that bandwidth are dropped
     before the fastest kernel of each shape is chosen (:class:`ChipData` drops them for every
-    class); MoE timings slower than a superset of their work are too
+    class); so are the EP-1 rows of a kernel that timed EP-2 work (:func:`_moe_ep1_not_scaling`)
+    and, after the choice, MoE timings slower than a superset of their work
     (:func:`_moe_slower_than_superset`). ``physical=False`` keeps every row."""
     kind = df.attrs.get("kind")
     out: dict[OpClass, OpRows] = {}
@@ -231,11 +245,10 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             _hash(df, ["gemm_dtype", "m", "n", "k"]),
         )
     elif kind == "moe":
-        df = df[df["distribution"].astype(str) == "balanced"]
         if physical:
-            df = df[~_moe_ep1_not_scaling(df)]
-        if hbm_bytes_per_s and physical:  # an impossible timing must not win the fastest-kernel choice
-            df = df[_moe_rows(df).latency_s >= _moe_rows(df).bytes / hbm_bytes_per_s]
+            df = _moe_candidates(df, hbm_bytes_per_s)
+        else:
+            df = df[df["distribution"].astype(str) == "balanced"]
         df = _fastest_kernel(df)
         if physical:
             df = df[~_moe_slower_than_superset(df)]
@@ -272,8 +285,8 @@ def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]
     the operator runs the faster (:attr:`OpEfficiency.alternative`)."""
     if df.attrs.get("kind") != "moe" or "kernel_source" not in df:
         return {}
-    df = df[df["distribution"].astype(str) == "balanced"]
-    df = df[~_moe_ep1_not_scaling(df) & ~df["kernel_source"].astype(str).str.contains("nongated")]
+    df = _moe_candidates(df, hbm_bytes_per_s)
+    df = df[~df["kernel_source"].astype(str).str.contains("nongated")]
     out: dict[str, dict[str, OpRows]] = {}
     for dt, by_dtype in df.groupby("moe_dtype", sort=True, observed=True):
         sources = sorted(by_dtype["kernel_source"].astype(str).unique())
@@ -281,9 +294,7 @@ def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]
             continue
         for source in sources:
             k = by_dtype[by_dtype["kernel_source"].astype(str) == source]
-            k = k[_moe_rows(k).latency_s >= _moe_rows(k).bytes / hbm_bytes_per_s]
-            k = k[~_moe_slower_than_superset(k)]
-            out.setdefault(str(dt), {})[source] = _moe_rows(k)
+            out.setdefault(str(dt), {})[source] = _moe_rows(k[~_moe_slower_than_superset(k)])
     return out
 
 
