@@ -267,6 +267,44 @@ def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
     assert np.median(np.abs(errs["moe"])) < 0.25
 
 
+def test_sglang_0510_moe_tables_follow_the_min_ep_topk_law() -> None:
+    """The data fact behind ``kernel_rows._pairs_factor``, on the installed A100 table: at >=
+    4,096 tokens the median t(ep) / t(2 ep) of each (kernel, dtype, experts, top-k) group is
+    (min(ep, k) / ep) / (min(2 ep, k) / 2 ep): flat (1.00-1.18) while 2 ep <= k, and at least
+    0.9 of the law after in all but one group step of ~50 (1.6 for top-10 from EP 8 to 16, 2
+    beyond k; 8 experts fall faster, 2.5 from EP 4 to 8; the one-shape top-22 group is noisy,
+    1.27 from EP 32 to 64); a TensorRT-LLM table falls more than 1.5x from EP 1 to 2."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (the `kernels` extra)")
+    refs = kt.discover()
+    shape = ["num_tokens", "hidden_size", "inter_size", "moe_tp_size"]
+
+    def ratios(ref: kt.TableRef):
+        df = kt.read_table(ref.path, "moe")
+        df = df[(df["distribution"] == "balanced") & (df["num_tokens"] >= 4096)]
+        for (_, _, _, k), g in df.groupby(["kernel_source", "moe_dtype", "num_experts", "topk"]):
+            for ep in (1, 2, 4, 8, 16, 32):
+                a = g[g["moe_ep_size"] == ep].set_index(shape)["latency"]
+                b = g[g["moe_ep_size"] == 2 * ep].set_index(shape)["latency"]
+                r = (a / b).dropna()
+                if len(r) >= 3:
+                    yield ep, int(k), float(np.median(r))
+
+    sglang = next(r for r in refs if r.chip_id == "a100-80gb" and r.kind == "moe" and r.version == "0.5.10")
+    checked = list(ratios(sglang))
+    assert len(checked) >= 40
+    short = []
+    for ep, k, measured in checked:
+        law = (min(ep, k) / ep) / (min(2 * ep, k) / (2 * ep))
+        if law == 1:
+            assert 0.95 <= measured <= 1.2, (ep, k, measured)
+        elif measured < 0.9 * law:
+            short.append((ep, k, measured, law))
+    assert len(short) <= 1, short
+    trt = next(r for r in refs if r.chip_id == "h100-sxm" and r.kind == "moe" and r.version == "1.3.0rc20")
+    assert min(m for ep, _, m in ratios(trt) if ep == 1) > 1.5
+
+
 def test_validate_kernels_report_shape_and_held_out_chip() -> None:
     """Hopper only (fast): the report has the documented keys, and H200 predicted from the
     H100's fit stays within the GEMM target (median <= 10%)."""

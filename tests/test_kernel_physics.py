@@ -149,6 +149,30 @@ def test_a_kernel_whose_ep1_rows_repeat_its_ep2_work_loses_its_ep1_rows() -> Non
     assert flagged.tolist() == [False] * 4 + [True, False, True, False]
 
 
+def test_an_sglang_0510_row_runs_min_ep_topk_times_the_ranks_share_of_pairs() -> None:
+    """16,384 tokens, top-2 of 8 experts, EP 8: the rank's share is 16384 x 2 / 8 = 4,096 pairs;
+    an SGLang 0.5.10 timing ran min(8, 2) = 2 times that, 8,192 pairs of 3 x 4096 x 14336
+    (1.44e15 FLOPs), while the weights stay those of its one local expert."""
+    trt = _moe_table([(16384, 1, 8, 14.1)])
+    sgl = trt.assign(framework="SGLang", version="0.5.10")
+    sgl.attrs["kind"] = "moe"
+    r_trt, r_sgl = (kr.table_rows(t)[kr.OpClass.MOE] for t in (trt, sgl))
+    assert r_trt.flops[0] == pytest.approx(2 * 3 * 4096 * 14336 * 4096)
+    assert r_sgl.flops[0] == pytest.approx(2 * 3 * 4096 * 14336 * 8192)
+    weights = 3 * 4096 * 14336 * 2.0  # one local expert, bf16
+    assert r_sgl.bytes[0] - 8192 * 4096 * 4.0 == pytest.approx(weights)
+    assert r_sgl.rows[0] == pytest.approx(2 * r_trt.rows[0])  # 8,192 pairs on the one expert
+
+
+def test_the_ep1_rule_keeps_a_kernel_whose_ep1_and_ep2_do_the_same_work() -> None:
+    """In an SGLang 0.5.10 table EP 1 and EP 2 run the same pairs (min(ep, topk) / ep = 1), so
+    EP 1 taking the EP-2 time is the operator's time and its rows stay."""
+    flat = _moe_table([(4096, 1, 1, 25.7), (4096, 1, 2, 25.7), (8192, 1, 1, 50.0), (8192, 1, 2, 49.0)])
+    flat = flat.assign(framework="SGLang", version="0.5.10")
+    assert not kr._moe_ep1_not_scaling(flat).any()
+    assert kr._moe_ep1_not_scaling(flat.assign(framework="TensorRT-LLM")).tolist() == [True, False] * 2
+
+
 def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
     """A non-gated kernel (2 matrices: FLOPs and weights are 2/3 of the gated call's) is its own
     fit group beside the gated rows of the same dtype."""
