@@ -295,3 +295,40 @@ def test_a_non_gated_moe_runs_on_the_non_gated_kernels_curve() -> None:
     a_gated = float(_op(gated.ideal_step(load), "routed_experts").activation_bytes)
     h, i = 4096.0, 14336.0
     assert a_plain / a_gated == pytest.approx((2 * h + 2 * i) / (2 * h + 3 * i), rel=1e-9)
+
+
+def test_the_min_latency_moe_kernel_runs_only_where_its_table_timed_it() -> None:
+    """DeepSeek-V3 in NVFP4 on B200 x 8, decode. TensorRT-LLM runs its min-latency MoE kernel at
+    <= 128 tokens per call, and its table has no EP-1 timing of it: 64 tokens over EP 8 take the
+    faster min-latency curve; 512 tokens over EP 8, and 64 tokens with every rank holding every
+    expert (EP 1), take the throughput kernel's time exactly."""
+    from dataclasses import replace
+
+    from rackmath.core import parallel as par
+
+    d = rm.deployment("deepseek-v3", "b200-hgx", chips=8, weights="fp4", compute="fp4")
+    table = d.efficiency_table
+    moe = table.of(OpClass.MOE)
+    assert moe.alternative is not None
+    assert (moe.alternative.max_tokens, moe.alternative.min_ep) == (128.0, 2.0)
+    by_class = tuple((c, replace(e, alternative=None) if c is OpClass.MOE else e) for c, e in table.by_class)
+    one_kernel = replace(table, by_class=by_class)
+    rates = d.chip_rates(1)
+
+    def expert_time_s(batch: float, ep: int, t: object = table) -> float:
+        step = par.plan_step(
+            d.shardable,
+            tp=1,
+            pp=1,
+            dp=8,
+            ep=ep,
+            load=ops.decode_load(d.model, batch, 2000.0, 2.0),
+            rates=replace(rates, efficiency=t),
+            topo=None,
+            communication=False,
+        )
+        return float(_op(step, "routed_experts").time_s)
+
+    assert expert_time_s(64, 8) < 0.9 * expert_time_s(64, 8, one_kernel)
+    assert expert_time_s(512, 8) == expert_time_s(512, 8, one_kernel)
+    assert expert_time_s(64, 1) == expert_time_s(64, 1, one_kernel)

@@ -219,6 +219,9 @@ def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
     chained = next(f.efficiency for f in moe_fp4 if f.gated)
     assert chained.kernel == "moe_torch_flow_cutlass"
     assert chained.alternative is not None and chained.alternative.kernel == "moe_torch_flow_min_latency"
+    # the region its rows cover: TensorRT-LLM's <= 128-token dispatch, no EP-1 timing
+    assert (chained.alternative.max_tokens, chained.alternative.min_ep) == (128.0, 2.0)
+    assert (chained.max_tokens, chained.min_ep) == (float("inf"), 1.0)
 
 
 def test_precision_picks_the_matching_dtype_fit() -> None:

@@ -201,10 +201,42 @@ def test_an_operator_with_two_kernels_takes_the_faster_at_each_shape() -> None:
     assert type(one) is np.float64 and one == pytest.approx(20e-6)
 
 
+def test_a_second_kernel_runs_only_in_its_region() -> None:
+    """The min-latency kernel of the test above bounded to <= 128 tokens on >= 2 EP ranks: the
+    1 MB call of 64 tokens on EP 8 takes it (20 us); of 256 tokens, or on EP 1, the throughput
+    kernel (101 us); a caller that states neither gets the throughput kernel."""
+    fast_small = OpEfficiency(bandwidth_frac=0.1, floor_s=10e-6, max_tokens=128.0, min_ep=2.0)
+    e = OpEfficiency(floor_s=100e-6, alternative=fast_small)
+    tokens, ep = np.array([64.0, 256.0, 64.0]), np.array([8.0, 8.0, 1.0])
+    time_s = operator_timing(e, np.zeros(3), np.full(3, 1e6), 1e15, 1e12, 1.0, tokens=tokens, ep=ep)[2]
+    assert time_s.tolist() == pytest.approx([20e-6, 101e-6, 101e-6])
+    assert operator_timing(e, 0.0, 1e6, 1e15, 1e12, 1.0)[2] == pytest.approx(101e-6)
+
+
+@pytest.mark.parametrize(("field", "value"), [("max_tokens", 0.0), ("min_ep", 0.5), ("min_ep", float("inf"))])
+def test_a_kernel_region_outside_its_range_is_refused(field: str, value: float) -> None:
+    with pytest.raises(InputError, match=field):
+        OpEfficiency(**{field: value})
+
+
+def test_min_latency_rows_beyond_its_dispatch_range_are_not_candidates() -> None:
+    """TensorRT-LLM dispatches its min-latency MoE at <= 128 tokens: at 256 tokens the cutlass
+    timing is the operator's even where the min-latency row is faster; at 128 the faster stays."""
+    cutlass = _moe_table([(128, 1, 2, 0.30), (256, 1, 2, 0.50)])
+    fast = cutlass.assign(kernel_source="moe_torch_flow_min_latency", latency=[0.20, 0.40])
+    both = pd.concat([cutlass, fast], ignore_index=True)
+    both.attrs["kind"] = "moe"
+    assert kr._dispatched(both).tolist() == [True, True, True, False]
+    r = kr.table_rows(both)[kr.OpClass.MOE]
+    assert sorted(r.latency_s.tolist()) == pytest.approx([0.20e-3, 0.50e-3])
+    assert r.tokens is not None and sorted(r.tokens.tolist()) == [128.0, 256.0]
+
+
 def test_blackwell_nvfp4_moe_runs_two_kernels_and_hopper_one() -> None:
     from rackmath.analyses.efficiency_tables import efficiency_table
     from rackmath.core.efficiency import OpClass
 
     b200 = efficiency_table("b200", "fp4").of(OpClass.MOE)
     assert b200.alternative is not None and b200.alternative.kernel.endswith("min_latency")
+    assert (b200.alternative.max_tokens, b200.alternative.min_ep) == (128.0, 2.0)
     assert efficiency_table("h100-sxm", "fp8").of(OpClass.MOE).alternative is None

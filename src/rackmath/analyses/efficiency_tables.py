@@ -61,6 +61,8 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         overlap_power=entry.get("overlap_power", 0.0),
         routing_bytes_per_element=entry.get("routing_bytes_per_element", 0.0),
         kernel=entry.get("kernel", ""),
+        max_tokens=entry.get("max_tokens", float("inf")),
+        min_ep=entry.get("min_ep", 1.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 

@@ -35,6 +35,8 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         "overlap_power": round(e.overlap_power, 3),
         "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
         "floor_s": float(f"{e.floor_s:.4g}"),
+        **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
+        **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
     }
 

@@ -140,7 +140,9 @@ def _eff(
 
 
 def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
-    return operator_time_s(e, r.flops, r.bytes, peak, bw, r.rows, r.cols, r.depth, routed=r.routed)
+    return operator_time_s(
+        e, r.flops, r.bytes, peak, bw, r.rows, r.cols, r.depth, routed=r.routed, tokens=r.tokens, ep=r.ep
+    )
 
 
 def _subsample(r: OpRows) -> OpRows:
@@ -294,6 +296,8 @@ def _concat(a: OpRows, b: OpRows) -> OpRows:
         np.concatenate([a.key, b.key]),
         cat(a.routed, b.routed),
         cat(a.gated, b.gated),
+        cat(a.tokens, b.tokens),
+        cat(a.ep, b.ep),
     )
 
 
@@ -346,7 +350,8 @@ def _kernel_chain(
 ) -> OpEfficiency | None:
     """Each kernel fitted on its own rows of the shapes whose keys are ``shapes`` (the fit's
     split), chained as alternatives: the kernel with the most rows first, the operator taking
-    the fastest."""
+    the fastest. An alternative runs only in the region its rows cover (most tokens, fewest EP
+    ranks: ``OpEfficiency.max_tokens`` and ``min_ep``)."""
     order = sorted(kernels, key=lambda k: (-len(kernels[k].key), k))
     chain: OpEfficiency | None = None  # None when no kernel has rows enough: the caller fits one curve
     for source in reversed(order):
@@ -354,7 +359,10 @@ def _kernel_chain(
         r = r.take(np.isin(r.key, shapes))
         if len(r.latency_s) < MIN_FIT_ROWS:
             continue
-        chain = replace(fit_op(r, peak, bw), kernel=source, alternative=chain)
+        region = {}
+        if source != order[0] and r.tokens is not None and r.ep is not None:
+            region = {"max_tokens": float(r.tokens.max()), "min_ep": float(r.ep.min())}
+        chain = replace(fit_op(r, peak, bw), kernel=source, alternative=chain, **region)
     return chain
 
 

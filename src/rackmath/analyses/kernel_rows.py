@@ -69,6 +69,8 @@ class OpRows:
     key: np.ndarray  # shape hash (uint64) for the deterministic hold-out split
     routed: np.ndarray | None = None  # elements the call routes (MoE: EP group's pairs x hidden)
     gated: np.ndarray | None = None  # MoE: gated (3 matrices) or not (2), a kernel of its own
+    tokens: np.ndarray | None = None  # MoE: the EP group's tokens per call
+    ep: np.ndarray | None = None  # MoE: expert-parallel ranks
 
     def take(self, mask: np.ndarray) -> OpRows:
         return OpRows(
@@ -83,6 +85,8 @@ class OpRows:
             self.key[mask],
             None if self.routed is None else self.routed[mask],
             None if self.gated is None else self.gated[mask],
+            None if self.tokens is None else self.tokens[mask],
+            None if self.ep is None else self.ep[mask],
         )
 
 
@@ -145,9 +149,11 @@ def _moe_rows(df: Any) -> OpRows:
     routed = pairs_local * ep * h  # every rank permutes and finalizes the EP group's pairs
     latency_s = _f(df, "latency") * 1e-3
     gated = mats == 3.0
+    tokens = pairs_local * ep / topk  # the EP group's tokens the rank's pairs come from
     return OpRows(
-        OpClass.MOE, dt, pairs_local * ep / e, inter_local, h, flops, bytes_, latency_s, key, routed, gated
-    )
+        OpClass.MOE, dt, pairs_local * ep / e, inter_local, h, flops, bytes_, latency_s, key, routed, gated,
+        tokens, ep,
+    )  # fmt: skip
 
 
 # Tables whose one-GPU timing runs every token's top-k pairs on the rank's experts while
@@ -214,10 +220,30 @@ def _moe_candidates(df: Any, hbm_bytes_per_s: float) -> Any:
     impossible timing never wins the fastest-kernel choice."""
     df = df[df["distribution"].astype(str) == "balanced"]
     df = df[~_moe_ep1_not_scaling(df)]
+    df = df[_dispatched(df)]
     if hbm_bytes_per_s:
         r = _moe_rows(df)
         df = df[r.latency_s >= r.bytes / hbm_bytes_per_s]
     return df
+
+
+# Kernels a framework dispatches only up to a number of tokens per call (an EP group's, after
+# attention-DP gathering): TensorRT-LLM takes its NVFP4 min-latency MoE at <= 128 tokens
+# (``DeepseekV3DecoderLayer._enable_min_latency_mode``); its tables time it up to 16,384.
+DISPATCH_MAX_TOKENS = {"min_latency": 128.0}
+
+
+def _dispatched(df: Any) -> np.ndarray:
+    """Rows of a kernel the framework runs at the row's token count (:data:`DISPATCH_MAX_TOKENS`).
+    A kernel timed beyond its dispatch range is not what the operator runs there: kept, it
+    wins the fastest-kernel choice at shapes where the framework runs the other kernel."""
+    keep = np.ones(len(df), bool)
+    if df.empty or "kernel_source" not in df:
+        return keep
+    src = df["kernel_source"].astype(str)
+    for name, most in DISPATCH_MAX_TOKENS.items():
+        keep &= ~(src.str.contains(name).to_numpy() & (_f(df, "num_tokens") > most))
+    return keep
 
 
 def _moe_ep1_not_scaling(df: Any) -> np.ndarray:

@@ -190,6 +190,8 @@ def operator_timing(
     calls: ArrayLike = 1.0,
     pure: bool | None = None,
     routed: ArrayLike | None = None,
+    tokens: ArrayLike | None = None,
+    ep: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
     """``(compute_s, memory_s, time_s, bandwidth_frac)`` of an operator making ``calls``
     kernel calls: the compute and memory times combined by ``overlap_power`` (``max`` when it
@@ -202,8 +204,11 @@ def operator_timing(
     permutes the group's pairs: 0.6-1.8 bytes per element for bf16 and fp8 on Hopper and
     Blackwell. Worked number: 1e9 elements x 2 B at 8 TB/s -> 0.25 ms. ``pure`` may pass
     :func:`is_pure` of ``e`` when the caller knows it. With ``e.alternative`` (a second kernel
-    on its own curve) every returned value is the faster kernel's, shape by shape. Worked
-    number: kernels of 0.30 and 0.12 ms at one shape -> 0.12 ms.
+    on its own curve) every returned value is the faster kernel's, shape by shape, where the
+    call's ``tokens`` (an EP group's) and ``ep`` lie in the alternative's region
+    (``max_tokens``, ``min_ep``; a caller that passes neither gets the first kernel wherever
+    the region is bounded). Worked number: kernels of 0.30 and 0.12 ms at one shape -> 0.12 ms;
+    the same call of 256 tokens with the second kernel bounded at 128 -> 0.30 ms.
     Arrays in give arrays out; single values give NumPy scalars (:mod:`rackmath.core.numeric`).
 
     Worked number: 1 GFLOP and 1 MB at 1 PFLOP/s and 1 TB/s with the pure roofline -> 1 us
@@ -226,11 +231,17 @@ def operator_timing(
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
         time_s = time_s + (num(calls) * e.floor_s) * (time_s > 0)
     if e.alternative is not None:  # a second kernel: the faster of the two at each shape
+        alt = e.alternative
         other = operator_timing(
-            e.alternative, flops, bytes_moved, peak_flops_per_s, bandwidth_bytes_per_s,
-            rows, cols, depth, calls, False, routed,
+            alt, flops, bytes_moved, peak_flops_per_s, bandwidth_bytes_per_s,
+            rows, cols, depth, calls, False, routed, tokens, ep,
         )  # fmt: skip
         faster = other[2] < time_s
+        if alt.max_tokens < np.inf or alt.min_ep > 1.0:
+            if tokens is None or ep is None:
+                faster = np.zeros_like(faster)
+            else:
+                faster = faster & (num(tokens) <= alt.max_tokens) & (num(ep) >= alt.min_ep)
         return tuple(  # type: ignore[return-value]
             np.where(faster, b, a)[()]
             for a, b in zip((compute_s, memory_s, time_s, bandwidth_frac), other, strict=True)

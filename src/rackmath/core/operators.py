@@ -273,6 +273,8 @@ def _operator(
     kv_write_bytes: ArrayLike = _NONE,
     latent: bool = False,
     routed: ArrayLike | None = None,
+    tokens: ArrayLike | None = None,
+    ep: ArrayLike | None = None,
 ) -> Operator:
     e, pure = rates.latent_decode if latent else rates.of(op_class)
     attention = op_class is eff.OpClass.ATTENTION_DECODE or op_class is eff.OpClass.ATTENTION_PREFILL
@@ -286,7 +288,7 @@ def _operator(
     moved = w + a + kr + kw
     r = rows if pure else maximum(num(rows), 1e-30)  # the pure roofline ignores rows
     compute, memory, time, bandwidth_frac = eff.operator_timing(
-        e, f, moved, peak, rates.bandwidth_bytes_per_s, r, cols, depth, calls, pure, routed
+        e, f, moved, peak, rates.bandwidth_bytes_per_s, r, cols, depth, calls, pure, routed, tokens, ep
     )
     bandwidth = rates.bandwidth_bytes_per_s * bandwidth_frac
     return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time, bandwidth)
@@ -473,6 +475,9 @@ def pass_operators(
                 # the permute and finalize passes over the pairs this rank receives (the
                 # all-to-all dispatch the network model uses), at full hidden width
                 routed=routed_tokens * expert_tp / shards * h * moe_layers,
+                # where a second kernel may run: the group's tokens per call, over ep ranks
+                tokens=group_tokens,
+                ep=e,
             ),
         ]
     if m.num_dense_layers:

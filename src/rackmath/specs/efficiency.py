@@ -48,6 +48,13 @@ class OpEfficiency:
     operator with, on its own fitted curve (``kernel`` names it); the operator takes the faster
     of the two at each shape, as an autotuner does (TensorRT-LLM's NVFP4 MoE on B200/GB200: a
     throughput and a min-latency kernel).
+    ``max_tokens`` (inf) and ``min_ep`` (1) bound where an alternative kernel runs: calls of at
+    most ``max_tokens`` tokens (an EP group's, per call) on at least ``min_ep`` expert-parallel
+    ranks, the region its table timed it in. Outside it the operator runs the first kernel.
+    TensorRT-LLM dispatches its NVFP4 min-latency MoE at <= 128 tokens only
+    (``DeepseekV3DecoderLayer._enable_min_latency_mode``, NVIDIA/TensorRT-LLM 2025), and its
+    tables hold no EP-1 timing of that kernel (:func:`rackmath.analyses.kernel_rows.
+    _moe_ep1_not_scaling`).
     """
 
     compute_frac: float = 1.0
@@ -64,6 +71,8 @@ class OpEfficiency:
     routing_bytes_per_element: float = 0.0
     kernel: str = ""
     alternative: OpEfficiency | None = None
+    max_tokens: float = float("inf")
+    min_ep: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -84,6 +93,10 @@ class OpEfficiency:
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
                 raise InputError(name, value, "a finite number >= 0")
+        if not self.max_tokens > 0.0:  # inf allowed: no bound
+            raise InputError("max_tokens", self.max_tokens, "tokens > 0 (inf: no bound)")
+        if not (np.isfinite(self.min_ep) and self.min_ep >= 1.0):
+            raise InputError("min_ep", self.min_ep, "a finite number of ranks >= 1")
         if not (self.overlap_power == 0.0 or 1.0 <= self.overlap_power <= MAX_OVERLAP_POWER):
             raise InputError(
                 "overlap_power",
