@@ -321,6 +321,35 @@ def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transfe
     assert "transferred" in T.estimate(tpu).to_dict()["efficiency_source"]
 
 
+def test_a_non_gated_moe_trains_on_the_non_gated_kernels_curve():
+    """Mixtral's experts made non-gated: the training step's grouped expert GEMM takes the B200
+    bf16 non-gated curve, the gated model the gated one; the dense GEMMs are the same."""
+    from dataclasses import replace
+
+    from rackmath.analyses import kernel_fit
+    from rackmath.specs.efficiency import OpClass
+
+    gated = rm.model("mixtral-8x7b")
+    assert gated.moe is not None
+    plain = replace(gated, moe=replace(gated.moe, gated=False))
+
+    def table(model):
+        return T.make_training(
+            model,
+            rm.system("b200-hgx"),
+            ParallelPlan.parse("tp=1,dp=8,ep=8"),
+            tokens=1e12,
+            seq_len=4096,
+            global_batch=64,
+            efficiency_table="kernel",
+        ).table
+
+    g, p = table(gated), table(plain)
+    assert g.of(OpClass.MOE) == kernel_fit.efficiency_table("b200", "bf16").of(OpClass.MOE)
+    assert p.of(OpClass.MOE) == kernel_fit.efficiency_table("b200", "bf16", moe_gated=False).of(OpClass.MOE)
+    assert p.of(OpClass.MOE) != g.of(OpClass.MOE) and p.of(OpClass.GEMM) == g.of(OpClass.GEMM)
+
+
 def test_the_slowest_stage_runs_the_whole_lm_head():
     # Llama 3.1 8B, 32 layers over P = 4: every stage has 8 layers, the last also the LM head
     # (2 x 4096 tokens x 4096 x 128,256 FLOPs, compute-bound at the BF16 peak) and so sets the pace

@@ -235,7 +235,7 @@ def make_training(
     if isinstance(efficiency_table, str):
         if efficiency_table != "kernel":
             raise InputError("efficiency", efficiency_table, "pure, calibrated or kernel")
-        efficiency_table = kernel_table(system.chip.id, recipe)
+        efficiency_table = kernel_table(system.chip.id, recipe, model.moe.gated if model.moe else True)
     overlap = (1.0 if sched is pl.Schedule.DUALPIPE else 0.0) if ep_overlap_frac is None else ep_overlap_frac
     if not (isinstance(overlap, int | float) and 0.0 <= overlap <= 1.0):
         raise InputError("ep overlap", overlap, "a fraction in [0, 1] (DualPipe hides all: 1)")
@@ -293,17 +293,20 @@ def make_training(
     )
 
 
-def kernel_table(chip_id: str, recipe: GemmRecipe | str = GemmRecipe.BF16) -> EfficiencyTable:
+def kernel_table(
+    chip_id: str, recipe: GemmRecipe | str = GemmRecipe.BF16, moe_gated: bool = True
+) -> EfficiencyTable:
     """The chip's kernel-fitted efficiency for a training step: GEMM and grouped-expert
-    classes from the fit at the recipe's dtype (fp8, nvfp4; bfloat16 where none), attention
-    and element-wise classes from the bfloat16 fit (they stay in BF16). Chips without kernel
+    classes from the fit at the recipe's dtype (fp8, nvfp4; bfloat16 where none; the experts'
+    gated or non-gated curve by ``moe_gated``), attention and element-wise classes from the
+    bfloat16 fit (they stay in BF16). Chips without kernel
     tables get the nearest chip's, with ``transferred=True`` and a ``source`` that says so
     (:func:`rackmath.analyses.kernel_fit.efficiency_table`)."""
     from rackmath.analyses import kernel_fit
 
     recipe = GemmRecipe.parse(recipe)
     bf16 = kernel_fit.efficiency_table(chip_id, "bf16")
-    low = kernel_fit.efficiency_table(chip_id, recipe.precision.value)
+    low = kernel_fit.efficiency_table(chip_id, recipe.precision.value, moe_gated=moe_gated)
     gemm_classes = (eff.OpClass.GEMM, eff.OpClass.MOE)
     by_class = tuple((c, low.of(c)) for c in gemm_classes) + tuple(
         (c, e) for c, e in bf16.by_class if c not in gemm_classes
