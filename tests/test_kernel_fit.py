@@ -365,3 +365,10 @@ def test_an_empty_operator_takes_no_time_not_nan() -> None:
     assert frac == pytest.approx(0.7 * (1 / 65) * (1 / 513))
     compute_s, memory_s, time_s = ceff.operator_times(e, 0.0, 0.0, 1e15, 1e12, 8.0, 0.0, 0.0)
     assert compute_s == 0.0 and memory_s == 0.0 and time_s == 0.0
+
+
+def test_the_calibrate_table_names_a_second_kernels_region() -> None:
+    from rackmath.cli.kernel_cmds import _second_kernel
+
+    assert _second_kernel({"max_tokens": 128.0, "min_ep": 2.0}) == " 2 kernels (2nd: <= 128 tok, EP >= 2)"
+    assert _second_kernel({}) == " 2 kernels"

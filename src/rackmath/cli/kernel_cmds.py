@@ -56,7 +56,7 @@ def calibrate_kernels_command(
     for chip_id, entry in doc["chips"].items():
         for o in entry["ops"]:
             variant = ("" if o.get("gated", True) else " non-gated") + (
-                " 2 kernels" if "alternative" in o else ""
+                _second_kernel(o["alternative"]) if "alternative" in o else ""
             )
             table.add_row(
                 chip_id,
@@ -80,6 +80,13 @@ def calibrate_kernels_command(
                 str(c["rows_used"]),
             )
     Console().print(table)
+
+
+def _second_kernel(alt: dict) -> str:
+    """`` 2 kernels`` and the region the second runs in (``<= 128 tok, EP >= 2``)."""
+    region = [f"<= {alt['max_tokens']:g} tok"] if "max_tokens" in alt else []
+    region += [f"EP >= {alt['min_ep']:g}"] if "min_ep" in alt else []
+    return " 2 kernels" + (f" (2nd: {', '.join(region)})" if region else "")
 
 
 def validate_kernels_command(as_json: bool) -> None:
