@@ -308,6 +308,33 @@ def test_sglang_0510_moe_tables_follow_the_min_ep_topk_law() -> None:
     assert min(m for ep, _, m in ratios(trt) if ep == 1) > 1.5
 
 
+def test_trtllm_decode_attention_shares_a_kv_head_over_at_most_32_query_heads() -> None:
+    """The data fact behind ``kernel_rows._unshared_group``, on the installed tables (head dim
+    128, bf16 KV, no window, >= 8 sequences at >= 1,023 tokens, where the cache read dominates):
+    on 1 KV head, 32 query heads take within 1.6x of 1, and 64 take at least 3x (median >= 10x)
+    of 32: what 64 heads on 64 KV heads (full multi-head attention) take on B200 (within 20%), and
+    0.45-0.75 of it on Hopper, where part of the repeated reads come from L2."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (the `kernels` extra)")
+    refs = kt.discover()
+    for chip_id, low, high in (("b200", 0.8, 1.2), ("h100-sxm", 0.45, 0.75), ("h200", 0.45, 0.75)):
+        ref = kt.primary(refs, chip_id, "generation_attention")
+        assert ref is not None
+        df = kt.read_table(ref.path, "generation_attention")
+        df = df[(df["head_dim"] == 128) & (df["window_size"] == 0) & (df["kv_cache_dtype"] == "bfloat16")]
+        df = df[(df["step"] >= 1023) & (df["batch_size"] >= 8)].set_index(["batch_size", "step"])
+        heads = ((1, 1), (32, 1), (64, 1), (64, 64))
+        lat = [df[(df["num_heads"] == q) & (df["num_key_value_heads"] == kv)]["latency"] for q, kv in heads]
+        both = lat[0].index
+        for x in lat[1:]:
+            both = both.intersection(x.index)
+        assert len(both) >= 10, chip_id
+        one, shared, unshared, mha = (x.loc[both] for x in lat)
+        assert (shared <= 1.6 * one).all(), chip_id
+        assert (unshared >= 3 * shared).all() and (unshared / shared).median() >= 10, chip_id
+        assert (unshared / mha).between(low, high).all(), chip_id
+
+
 def test_validate_kernels_report_shape_and_held_out_chip() -> None:
     """Hopper only (fast): the report has the documented keys, and H200 predicted from the
     H100's fit stays within the GEMM target (median <= 10%)."""

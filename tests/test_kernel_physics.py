@@ -173,6 +173,33 @@ def test_the_ep1_rule_keeps_a_kernel_whose_ep1_and_ep2_do_the_same_work() -> Non
     assert kr._moe_ep1_not_scaling(flat.assign(framework="TensorRT-LLM")).tolist() == [True, False] * 2
 
 
+def test_trtllm_decode_attention_beyond_32_query_heads_per_kv_head_reads_per_query_head() -> None:
+    """32 sequences at 2,048 tokens, head dim 128, bf16 KV: 32 query heads on 1 KV head read the
+    cache once (32 x 2048 x 2 x 128 x 2 B = 33.6 MB); 64 on 1 read it 64 times in a TensorRT-LLM
+    table (2.15 GB, a group of 1), once in another framework's."""
+    df = pd.DataFrame(
+        {
+            "framework": ["TRTLLM", "TRTLLM", "SGLang"],
+            "batch_size": 32,
+            "isl": 1,
+            "num_heads": [32, 64, 64],
+            "num_key_value_heads": 1,
+            "head_dim": 128,
+            "window_size": 0,
+            "attn_dtype": "bfloat16",
+            "kv_cache_dtype": "bfloat16",
+            "step": 2047,
+            "latency": [0.015, 0.300, 0.030],
+        }
+    )
+    df.attrs["kind"] = "generation_attention"
+    r = kr.table_rows(df)[kr.OpClass.ATTENTION_DECODE]
+    cache = 32 * 2048 * 2 * 128 * 2.0
+    queries = 4 * 32 * 128 * np.array([32, 64, 64])
+    assert (r.bytes - queries).tolist() == pytest.approx([cache, 64 * cache, cache])
+    assert r.cols is not None and r.cols.tolist() == [32.0, 1.0, 64.0]
+
+
 def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
     """A non-gated kernel (2 matrices: FLOPs and weights are 2/3 of the gated call's) is its own
     fit group beside the gated rows of the same dtype."""
