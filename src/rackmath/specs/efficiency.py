@@ -53,8 +53,8 @@ class OpEfficiency:
     ranks, the region its table timed it in. Outside it the operator runs the first kernel.
     TensorRT-LLM dispatches its NVFP4 min-latency MoE at <= 128 tokens only
     (``DeepseekV3DecoderLayer._enable_min_latency_mode``, NVIDIA/TensorRT-LLM 2025), and its
-    tables hold no EP-1 timing of that kernel (:func:`rackmath.analyses.kernel_rows.
-    _moe_ep1_not_scaling`).
+    tables hold no EP-1 timing of that kernel
+    (:func:`rackmath.analyses.kernel_rows._moe_ep1_not_scaling`).
     """
 
     compute_frac: float = 1.0
