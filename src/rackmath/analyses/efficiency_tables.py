@@ -1,9 +1,13 @@
 """The catalog's fitted kernel efficiencies as the typed tables the operator model uses.
 
-:func:`efficiency_table` turns ``catalog/data/kernel_efficiency.yaml`` (written by
-``rackmath calibrate kernels``) into an :class:`~rackmath.core.efficiency.EfficiencyTable`
-for one chip and precision; :func:`grounded_table` is what a deployment runs on: the pure
-roofline, or the fitted kernel curves with any end-to-end scalars multiplied in.
+:func:`efficiency_table` turns one chip's entries of ``catalog/data/kernel_efficiency.yaml``
+(written by ``rackmath calibrate kernels``) into an
+:class:`~rackmath.core.efficiency.EfficiencyTable` holding every curve the chip has (each
+class x kernel format x kernel family, with the precision its compute fraction is a fraction
+of, its source and its held-out error band) and every fitted collective. The operators pick
+their curve from it (:meth:`rackmath.core.operators.ChipRates.curve`); :func:`grounded_table`
+is what a deployment runs on: the pure roofline, or the fitted curves with any end-to-end
+scalars multiplied in.
 
 Transfer rule (chips without measured tables: Rubin, AMD, TPUs, ...): a chip takes the
 curves of the chip the catalog's ``transferred`` map names (its generation's nearest measured
@@ -11,7 +15,8 @@ part; H100 for non-NVIDIA parts), and since every curve is a *fraction* of peak,
 apply to the chip's own peaks and bandwidth: a transferred chip is scaled by its own peaks.
 Only the absolute launch floors (``floor_s``) and collective latencies carry over as seconds.
 A chip the catalog does not know at all (a user's own spec) transfers from
-:data:`DEFAULT_DONOR`. Every table says where it came from (``source``, ``transferred``).
+:data:`DEFAULT_DONOR`. Every table says where it came from (``source``, ``chip``,
+``transferred``), and every operator's kernel says so again.
 
 Worked number (a test): on a transferred chip, an operator's compute time is
 ``flops / (own_peak * compute_frac(rows))`` with the donor's fitted ``compute_frac``.
@@ -25,6 +30,8 @@ from typing import Any
 
 from rackmath.core.efficiency import (
     CollectiveEfficiency,
+    Curve,
+    CurveKey,
     EfficiencyTable,
     OpClass,
     OpEfficiency,
@@ -32,17 +39,19 @@ from rackmath.core.efficiency import (
 )
 from rackmath.core.roofline import Efficiency
 from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs.efficiency import CollectiveCurve, ErrorBand
 
 #: The chip whose curves a chip unknown to the kernel catalog takes (the best-characterised
 #: mature HBM3 part, as for non-NVIDIA chips in the catalog's ``transferred`` map).
 DEFAULT_DONOR = "h100-sxm"
-#: Precision name -> the dtype key of the fitted rows that compute at it.
-PREFERRED_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4", "nvfp4": "nvfp4"}
-#: Weight-only formats (weights narrower than a bf16/fp16 matmul) -> the fitted rows of the
-#: dequantizing kernels that run them (GEMM and grouped MoE GEMM).
-WEIGHT_ONLY_DTYPE = {"int8": "int8_wo", "int4": "int4_wo", "mxfp4": "w4a16_mxfp4"}
 #: What the user may ask for: the fitted kernel curves, or the pure roofline.
 MODES = ("kernel", "pure")
+#: Collective names of catalogs written before collectives named their implementation.
+_LEGACY_COLLECTIVES = {
+    "all_reduce": "all_reduce:nccl",
+    "dispatch": "dispatch:deepep_ll",
+    "combine": "combine:deepep_ll",
+}
 
 
 def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
@@ -63,12 +72,45 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         kernel=entry.get("kernel", ""),
         max_tokens=entry.get("max_tokens", float("inf")),
         min_ep=entry.get("min_ep", 1.0),
+        split_tokens=entry.get("split_tokens", 0.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 
 
+def curve_key(entry: dict[str, Any]) -> CurveKey:
+    """The curve a catalog row fits: class, format and family (attention ``gqa`` and grouped
+    experts ``gated`` where a row names none)."""
+    cls = OpClass(entry["op_class"])
+    kind = entry.get("kind")
+    if kind is None:
+        if cls is OpClass.MOE:
+            kind = "gated" if entry.get("gated", True) else "nongated"
+        elif cls in (OpClass.ATTENTION_DECODE, OpClass.ATTENTION_PREFILL):
+            kind = "gqa"
+        else:
+            kind = ""
+    return CurveKey(cls, entry["dtype"], kind)
+
+
+def band_from_entry(entry: dict[str, Any] | None) -> ErrorBand:
+    if not entry:
+        return ErrorBand()
+    return ErrorBand(entry["p10"], entry["p90"], int(entry.get("rows", 0)), entry.get("how", ""))
+
+
 def collective_from_entry(entry: dict[str, Any]) -> CollectiveEfficiency:
     return CollectiveEfficiency(entry["latency_s"], entry["bandwidth_frac"], entry.get("hop_latency_s", 0.0))
+
+
+def collective_curve(entry: dict[str, Any]) -> CollectiveCurve:
+    return CollectiveCurve(
+        collective_from_entry(entry),
+        entry.get("source", ""),
+        max_ranks=float(entry.get("max_ranks", float("inf"))),
+        min_message_bytes=float(entry.get("min_message_bytes", 0.0)),
+        max_message_bytes=float(entry.get("max_message_bytes", float("inf"))),
+        band=band_from_entry(entry.get("band")),
+    )
 
 
 def _known(chip_id: str) -> tuple[str, bool]:
@@ -82,61 +124,41 @@ def _known(chip_id: str) -> tuple[str, bool]:
         return DEFAULT_DONOR, True
 
 
-@lru_cache(maxsize=256)
-def efficiency_table(
-    chip_id: str,
-    precision: str = "bf16",
-    kv_precision: str | None = None,
-    weights: str | None = None,
-    moe_gated: bool = True,
-) -> EfficiencyTable:
-    """The chip's fitted :class:`EfficiencyTable` for operators computing at ``precision``.
+@lru_cache(maxsize=64)
+def efficiency_table(chip_id: str) -> EfficiencyTable:
+    """Every fitted curve and collective of ``chip_id`` (or of the chip it transfers from).
 
-    Each class takes the fit of the dtype that computes at ``precision`` (bf16 -> bfloat16,
-    fp8 -> fp8, fp4 -> nvfp4), else the bfloat16 fit; decode attention picks by the KV-cache
-    precision (``kv_precision``, default ``precision``); weight-only formats (``weights`` int8,
-    int4 or mxfp4 under a bf16/fp16 matmul) take the dequantizing kernels' GEMM and MoE fits
-    where measured (:data:`WEIGHT_ONLY_DTYPE`); NCCL all-reduce is the scale-up tier. The
-    grouped expert GEMM takes the non-gated kernel's curve when ``moe_gated`` is False and the
-    chip has one for the dtype (the gated curve otherwise).
-    Chips without tables carry ``transferred=True`` and ``source="transferred from <chip>: ..."``.
+    Chips without tables carry ``transferred=True``, ``chip`` = the donor and
+    ``source="transferred from <chip>: ..."``.
     """
     from rackmath.catalog import kernel_efficiency as ke
 
     looked_up, by_default = _known(chip_id)
     donor, transferred = ke.resolve(looked_up)
-    entries = ke.op_entries(looked_up)
-    by_class: list[tuple[OpClass, OpEfficiency]] = []
-    for cls in OpClass:
-        key = kv_precision if cls is OpClass.ATTENTION_DECODE and kv_precision else precision
-        want = PREFERRED_DTYPE.get(key, "bfloat16")
-        if cls in (OpClass.GEMM, OpClass.MOE) and precision in ("bf16", "fp16") and weights:
-            want = WEIGHT_ONLY_DTYPE.get(weights, want)
-        rows = [o for o in entries if o["op_class"] == cls.value]
-        variant = [o for o in rows if o.get("gated", True) == moe_gated]
-        pick = next((o for o in [*variant, *rows] if o["dtype"] == want), None) or next(
-            (o for o in [*variant, *rows] if o["dtype"] == "bfloat16"), None
-        )
-        if pick is not None:
-            by_class.append((cls, op_from_entry(pick)))
-    ar = ke.collective_entries(looked_up).get("all_reduce")
+    curves: dict[CurveKey, Curve] = {}
+    for entry in ke.op_entries(looked_up):
+        key = curve_key(entry)
+        if key not in curves:  # the first row of a key is the fit (rows are unique per key)
+            curves[key] = Curve(
+                op_from_entry(entry),
+                entry["precision"],
+                entry.get("source", ""),
+                band_from_entry(entry.get("band")),
+            )
+    collectives = {
+        _LEGACY_COLLECTIVES.get(name, name): collective_curve(entry)
+        for name, entry in sorted(ke.collective_entries(looked_up).items())
+    }
     source = ke.origin(looked_up)
     if by_default:
         source = f"transferred from {donor} (default for chips the kernel catalog lacks): {source}"
     return EfficiencyTable(
-        by_class=tuple(by_class),
-        scale_up=collective_from_entry(ar) if ar else CollectiveEfficiency(),
+        curves=tuple(curves.items()),
+        collectives=tuple(collectives.items()),
         source=source,
+        chip=donor,
         transferred=transferred or by_default,
     )
-
-
-def all_to_all(chip_id: str) -> dict[str, CollectiveEfficiency]:
-    """DeepEP low-latency dispatch / combine as fitted (one NVLink domain of 8 GPUs)."""
-    from rackmath.catalog import kernel_efficiency as ke
-
-    comm = ke.collective_entries(_known(chip_id)[0])
-    return {n: collective_from_entry(comm[n]) for n in ("dispatch", "combine") if n in comm}
 
 
 def donor_of(chip_id: str) -> str | None:
@@ -158,14 +180,7 @@ def _scaled(e: OpEfficiency, compute: float, bandwidth: float) -> OpEfficiency:
     )
 
 
-def grounded_table(
-    chip_id: str,
-    precision: str,
-    kv_precision: str | None,
-    scalars: Efficiency,
-    weights: str | None = None,
-    moe_gated: bool = True,
-) -> EfficiencyTable:
+def grounded_table(chip_id: str, scalars: Efficiency) -> EfficiencyTable:
     """The table a deployment runs on. ``scalars.kernel_grounded`` False: the scalars on the
     pure roofline (``Efficiency.table``). True: the chip's fitted kernel curves with the
     scalars multiplied in (compute fractions by ``flops_frac``, GEMM/MoE bandwidth by
@@ -173,16 +188,25 @@ def grounded_table(
     ``bandwidth_frac * kv_bandwidth_frac``) and ``overhead_s`` added once per step."""
     if not scalars.kernel_grounded:
         return scalars.table()
-    table = efficiency_table(chip_id, precision, kv_precision, weights, moe_gated)
+    table = efficiency_table(chip_id)
     if scalars == Efficiency(kernel_grounded=True):
         return table
     weight_bw = scalars.bandwidth_frac * scalars.weight_bandwidth_frac
     kv_bw = scalars.bandwidth_frac * scalars.kv_bandwidth_frac
     attention = (OpClass.ATTENTION_DECODE, OpClass.ATTENTION_PREFILL)
-    by_class = tuple(
-        (c, _scaled(e, scalars.flops_frac, kv_bw if c in attention else weight_bw)) for c, e in table.by_class
+    curves = tuple(
+        (
+            k,
+            replace(
+                c,
+                efficiency=_scaled(
+                    c.efficiency, scalars.flops_frac, kv_bw if k.op_class in attention else weight_bw
+                ),
+            ),
+        )
+        for k, c in table.curves
     )
-    return replace(table, by_class=by_class, overhead_s=table.overhead_s + scalars.overhead_s)
+    return replace(table, curves=curves, overhead_s=table.overhead_s + scalars.overhead_s)
 
 
 def parse_mode(value: object) -> Efficiency:
@@ -209,14 +233,14 @@ def describe(chip_id: str, mode: str) -> dict[str, Any]:
     return {
         "mode": "kernel",
         "transferred_from": donor_of(chip_id),
-        "source": efficiency_table(chip_id, "bf16").source,
+        "source": efficiency_table(chip_id).source,
     }
 
 
-def gemm_compute_frac(chip_id: str, precision: str, rows: float, cols: float, depth: float) -> float:
+def gemm_compute_frac(chip_id: str, fmt: str, rows: float, cols: float, depth: float) -> float:
     """The fitted GEMM curve's fraction of peak at one shape (``rows x depth`` times
-    ``depth x cols``): what a training step's large GEMMs reach on the chip
-    (:func:`rackmath.core.efficiency.achieved_compute_frac`). Worked number: the pure
-    roofline's curve gives 1 at every shape."""
-    e = efficiency_table(chip_id, precision).of(OpClass.GEMM)
+    ``depth x cols``) in kernel format ``fmt`` (``"bfloat16"``, ``"fp8"``, ...): what a training
+    step's large GEMMs reach on the chip (:func:`rackmath.core.efficiency.achieved_compute_frac`).
+    Worked number: the pure roofline's curve gives 1 at every shape."""
+    e, _, _ = efficiency_table(chip_id).curve(OpClass.GEMM, (fmt,))
     return float(achieved_compute_frac(e, rows, cols, depth))

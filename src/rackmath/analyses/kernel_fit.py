@@ -404,7 +404,6 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
 # (rackmath.analyses.kernel_validation: held-out shapes, chips and framework versions; re-exported)
 # ------------------------------------------------------------------ the catalog as EfficiencyTables
 # (moved to rackmath.analyses.efficiency_tables; re-exported for callers of this module)
-from rackmath.analyses.efficiency_tables import all_to_all as all_to_all  # noqa: E402
 from rackmath.analyses.efficiency_tables import efficiency_table as efficiency_table  # noqa: E402
 from rackmath.analyses.efficiency_tables import op_from_entry as op_from_entry  # noqa: E402
 from rackmath.analyses.kernel_calibrate import calibrate_kernels as calibrate_kernels  # noqa: E402

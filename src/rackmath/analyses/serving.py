@@ -176,14 +176,7 @@ class Deployment:
         """The per-operator efficiencies the step runs on: the chip's fitted kernel curves
         (scalars multiplied in) when ``efficiency.kernel_grounded``, else the scalars on the
         pure roofline (:func:`rackmath.analyses.efficiency_tables.grounded_table`)."""
-        return et.grounded_table(
-            self.system.chip.id,
-            self.precisions.compute.compute_class.value,
-            self.precisions.kv.compute_class.value,
-            self.efficiency,
-            self.precisions.weights.value,
-            self.model.moe.gated if self.model.moe else True,
-        )
+        return et.grounded_table(self.system.chip.id, self.efficiency)
 
     @property
     def efficiency_mode(self) -> str:
@@ -211,13 +204,15 @@ class Deployment:
         return replace(self, efficiency=rl.PURE_ROOFLINE)
 
     def chip_rates(self, chips: float = 1.0) -> ops.ChipRates:
-        """What ``chips`` chips pooled offer the operators (peaks, bandwidth, efficiency)."""
+        """What ``chips`` chips pooled offer the operators (peaks, bandwidth, efficiency, and
+        the compute and KV precisions that pick each operator's kernel format)."""
         chip = self.system.chip
         return ops.ChipRates(
-            gemm_flops_per_s=chips * chip.peak_flops(self.precisions.compute),
-            attention_flops_per_s=chips * chip.peak_flops(self.attention_precision),
+            peak_flops_per_s={p.value: chips * f for p, f in chip.peak_flops_per_s.items()},
             bandwidth_bytes_per_s=chips * chip.hbm_bandwidth_bytes_per_s,
             efficiency=self.efficiency_table,
+            compute=self.precisions.compute,
+            kv=self.precisions.kv,
         )
 
     @cached_property

@@ -296,25 +296,13 @@ def make_training(
 def kernel_table(
     chip_id: str, recipe: GemmRecipe | str = GemmRecipe.BF16, moe_gated: bool = True
 ) -> EfficiencyTable:
-    """The chip's kernel-fitted efficiency for a training step: GEMM and grouped-expert
-    classes from the fit at the recipe's dtype (fp8, nvfp4; bfloat16 where none; the experts'
-    gated or non-gated curve by ``moe_gated``), attention and element-wise classes from the
-    bfloat16 fit (they stay in BF16). Chips without kernel
-    tables get the nearest chip's, with ``transferred=True`` and a ``source`` that says so
-    (:func:`rackmath.analyses.kernel_fit.efficiency_table`)."""
-    from rackmath.analyses import kernel_fit
+    """The chip's kernel-fitted curves for a training step: every operator picks its curve by
+    its own format (the GEMMs the recipe's, the head, router and attention 16-bit) and the
+    experts by their gating (:meth:`rackmath.core.operators.ChipRates.curve`). Chips without
+    kernel tables get the nearest chip's, with ``transferred=True`` and a ``source`` that says
+    so (:func:`rackmath.analyses.efficiency_tables.efficiency_table`). ``recipe`` and
+    ``moe_gated`` are checked and otherwise chosen per operator."""
+    from rackmath.analyses import efficiency_tables as et
 
-    recipe = GemmRecipe.parse(recipe)
-    bf16 = kernel_fit.efficiency_table(chip_id, "bf16")
-    low = kernel_fit.efficiency_table(chip_id, recipe.precision.value, moe_gated=moe_gated)
-    gemm_classes = (eff.OpClass.GEMM, eff.OpClass.MOE)
-    by_class = tuple((c, low.of(c)) for c in gemm_classes) + tuple(
-        (c, e) for c, e in bf16.by_class if c not in gemm_classes
-    )
-    return EfficiencyTable(
-        by_class=by_class,
-        scale_up=bf16.scale_up,
-        scale_out=bf16.scale_out,
-        source=f"kernel fit ({recipe.value} GEMMs, bf16 attention): {bf16.source}",
-        transferred=bf16.transferred,
-    )
+    GemmRecipe.parse(recipe)
+    return et.efficiency_table(chip_id)

@@ -272,13 +272,15 @@ def links(s: TrainingSetup) -> dict[str, net.Group]:
 
 
 def chip_rates(s: TrainingSetup) -> ops.ChipRates:
-    """GEMMs at the recipe's peak, attention at the BF16 peak, the setup's efficiency table."""
+    """The chip's peaks, the setup's efficiency table, GEMMs computing in the recipe's format
+    and attention in 16 bits (:attr:`TrainingSetup.attention_precision`)."""
     chip = s.system.chip
     return ops.ChipRates(
-        gemm_flops_per_s=s.peak_flops_per_s,
-        attention_flops_per_s=s.bf16_peak_flops_per_s,
+        peak_flops_per_s={p.value: f for p, f in chip.peak_flops_per_s.items()},
         bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
         efficiency=s.table,
+        compute=s.recipe.precision,
+        kv=s.attention_precision,
     )
 
 
@@ -292,21 +294,16 @@ def microbatch_operators(
     plan, model = s.plan, s.model
     mode = s.recompute if recompute is None else recompute
     # GEMM weights are read in the recipe's format (the quantised copy); norms, router, the
-    # output head and the embedding table stay 16-bit
-    low = min(s.recipe.precision.bytes_per_element, 2.0)
+    # output head and the embedding table stay 16-bit, so their GEMMs run in 16 bits
+    low = s.recipe.precision if not s.recipe.precision.is_wide else s.attention_precision
     gemm_classes = ("attention", "dense_mlp", "routed_experts", "shared_experts")
-    m_ops = ops.operator_model(model, {c: (low if c in gemm_classes else 2.0) for c in WEIGHT_CLASSES})
+    m_ops = ops.operator_model(
+        model, {c: (low if c in gemm_classes else s.attention_precision) for c in WEIGHT_CLASSES}
+    )
     load = ops.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
     rates = chip_rates(s)
     split = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp * plan.cp, "ep": plan.ep}
     forward = ops.pass_operators(m_ops, load, rates, **split)
-    if rates.gemm_flops_per_s != s.bf16_peak_flops_per_s:  # the head and the gate stay BF16
-        high = ops.pass_operators(
-            m_ops, load, replace(rates, gemm_flops_per_s=s.bf16_peak_flops_per_s), **split
-        )
-        forward = tuple(
-            h if o.name in ts.HIGH_PRECISION_GEMMS else o for o, h in zip(forward, high, strict=True)
-        )
     train_ops = ts.training_operators(
         forward,
         rates,

@@ -87,22 +87,30 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core.numeric import ceil, maximum, num
 from rackmath.specs.efficiency import (  # the data classes live in specs; re-exported here
+    ANY,
     PURE,
     PURE_NETWORK,
     PURE_TABLE,
     CollectiveEfficiency,
+    Curve,
+    CurveKey,
     EfficiencyTable,
     OpClass,
     OpEfficiency,
 )
 
 FloatArray = NDArray[np.float64]
+_ONE = np.float64(1.0)
+_ZERO = np.float64(0.0)
 
 __all__ = [
+    "ANY",
     "PURE",
     "PURE_NETWORK",
     "PURE_TABLE",
     "CollectiveEfficiency",
+    "Curve",
+    "CurveKey",
     "EfficiencyTable",
     "OpClass",
     "OpEfficiency",
@@ -127,7 +135,7 @@ def achieved_compute_frac(
 
     Worked number: compute_frac 0.8, half at 64 rows, 64 rows -> 0.4.
     """
-    r = num(rows)  # a NumPy scalar on the one-point path (no array boxing)
+    r = _split_rows(e, num(rows), depth)  # a NumPy scalar on the one-point path (no array boxing)
     if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
         rr = maximum(r, 1.0)
         padded = ceil(rr / e.compute_tile_rows) * e.compute_tile_rows
@@ -154,7 +162,7 @@ def achieved_bandwidth_frac(
     ``depth`` is given and ``bandwidth_tile_depth`` is set."""
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
-    r = maximum(num(rows), 1.0)
+    r = _split_rows(e, maximum(num(rows), 1.0), depth)
     if cols is not None and e.bandwidth_tile > 0.0:
         edge = e.bandwidth_tile
         r = ceil(r / edge) * ceil(maximum(num(cols), 1.0) / edge)
@@ -164,6 +172,15 @@ def achieved_bandwidth_frac(
         tile = e.bandwidth_tile_depth
         frac = frac * d / (ceil(d / tile) * tile)
     return frac
+
+
+def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> FloatArray:
+    """The parallel work a decode kernel spreads: ``rows x ceil(depth / split_tokens)`` when it
+    splits the context over thread blocks (split-KV, flash-decoding) every ``split_tokens``
+    tokens; ``rows`` otherwise. Worked number: 8 rows, 131,072 tokens, split 16,384 -> 64."""
+    if e.split_tokens <= 0.0 or depth is None:
+        return rows
+    return rows * ceil(maximum(num(depth), 1.0) / e.split_tokens)
 
 
 def _saturating(frac: float, half_rows: float, r: FloatArray) -> FloatArray:
@@ -192,10 +209,10 @@ def operator_timing(
     routed: ArrayLike | None = None,
     tokens: ArrayLike | None = None,
     ep: ArrayLike | None = None,
-) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
-    """``(compute_s, memory_s, time_s, bandwidth_frac)`` of an operator making ``calls``
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``(compute_s, memory_s, time_s, bandwidth_frac, latency_s)`` of an operator making ``calls``
     kernel calls: the compute and memory times combined by ``overlap_power`` (``max`` when it
-    is 0), plus ``calls * floor_s`` (no floor for an operator with no work). The per-operator
+    is 0), plus ``latency_s = calls * floor_s`` (no floor for an operator with no work). The per-operator
     step and the kernel fit both time operators through this one function
     (:func:`operator_times` drops the fraction). A grouped expert GEMM also permutes its
     token-expert pairs into expert order and finalizes them back (gather, weight, sum), a pass
@@ -219,7 +236,7 @@ def operator_timing(
     if is_pure(e) if pure is None else pure:
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
-        return compute_s, memory_s, maximum(compute_s, memory_s), np.float64(1.0)  # type: ignore[return-value]
+        return compute_s, memory_s, maximum(compute_s, memory_s), _ONE, _ZERO  # type: ignore[return-value]
     bandwidth_frac = achieved_bandwidth_frac(e, rows, depth, cols)
     compute_s = f / (peak_flops_per_s * achieved_compute_frac(e, rows, cols, depth))
     memory_s = moved / (bandwidth_bytes_per_s * bandwidth_frac)
@@ -228,8 +245,10 @@ def operator_timing(
         time_s = overlapped_s(compute_s, memory_s, time_s, e.overlap_power)
     if e.routing_bytes_per_element and routed is not None:
         time_s = time_s + num(routed) * e.routing_bytes_per_element / bandwidth_bytes_per_s
+    latency_s: FloatArray = _ZERO  # type: ignore[assignment]
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
-        time_s = time_s + (num(calls) * e.floor_s) * (time_s > 0)
+        latency_s = (num(calls) * e.floor_s) * (time_s > 0)
+        time_s = time_s + latency_s
     if e.alternative is not None:  # a second kernel: the faster of the two at each shape
         alt = e.alternative
         other = operator_timing(
@@ -244,9 +263,9 @@ def operator_timing(
                 faster = faster & (num(tokens) <= alt.max_tokens) & (num(ep) >= alt.min_ep)
         return tuple(  # type: ignore[return-value]
             np.where(faster, b, a)[()]
-            for a, b in zip((compute_s, memory_s, time_s, bandwidth_frac), other, strict=True)
+            for a, b in zip((compute_s, memory_s, time_s, bandwidth_frac, latency_s), other, strict=True)
         )
-    return compute_s, memory_s, time_s, bandwidth_frac
+    return compute_s, memory_s, time_s, bandwidth_frac, latency_s
 
 
 def overlapped_s(
@@ -268,7 +287,7 @@ def overlapped_s(
 def operator_times(*args: Any, **kwargs: Any) -> tuple[FloatArray, FloatArray, FloatArray]:
     """``(compute_s, memory_s, time_s)``: :func:`operator_timing` (the same arguments)
     without the bandwidth fraction."""
-    compute_s, memory_s, time_s, _ = operator_timing(*args, **kwargs)
+    compute_s, memory_s, time_s, _, _ = operator_timing(*args, **kwargs)
     return compute_s, memory_s, time_s
 
 
@@ -311,20 +330,22 @@ def table_from_fractions(
 ) -> EfficiencyTable:
     """A flat table: the same fraction of peak FLOP/s for every operator, HBM bandwidth at
     ``bandwidth_frac`` (times ``weight_bandwidth_frac`` for GEMMs, ``kv_bandwidth_frac`` for
-    attention), no saturation in rows. The end-to-end calibration's few scalars in operator form."""
+    attention), no saturation in rows. The end-to-end calibration's few scalars in operator
+    form: one curve per class for every format and family (:data:`ANY`)."""
     gemm = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * weight_bandwidth_frac)
     attention = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * kv_bandwidth_frac)
     flat = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac)
     if gemm == PURE and attention == PURE and overhead_s == 0.0:
         return PURE_TABLE
+    by_class = (
+        (OpClass.GEMM, gemm),
+        (OpClass.MOE, gemm),
+        (OpClass.ATTENTION_DECODE, attention),
+        (OpClass.ATTENTION_PREFILL, attention),
+        (OpClass.ELEMENTWISE, flat),
+    )
     return EfficiencyTable(
-        by_class=(
-            (OpClass.GEMM, gemm),
-            (OpClass.MOE, gemm),
-            (OpClass.ATTENTION_DECODE, attention),
-            (OpClass.ATTENTION_PREFILL, attention),
-            (OpClass.ELEMENTWISE, flat),
-        ),
+        curves=tuple((CurveKey(c, ANY, ANY), Curve(e, "", source)) for c, e in by_class),
         overhead_s=overhead_s,
         source=source,
     )

@@ -27,7 +27,6 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core import efficiency as eff
 from rackmath.core import operators as ops
 
 FloatArray = NDArray[np.float64]
@@ -37,9 +36,6 @@ FloatArray = NDArray[np.float64]
 #: average over all data centres is about 1.56. Pass your own.
 DEFAULT_PUE = 1.2
 
-_ATTENTION = (eff.OpClass.ATTENTION_DECODE, eff.OpClass.ATTENTION_PREFILL)
-
-
 def power_w(idle_w: float, max_w: float, utilisation: ArrayLike) -> FloatArray:
     """``P_idle + (P_max - P_idle) u`` with ``u`` clipped to [0, 1]."""
     u = np.clip(np.asarray(utilisation, float), 0.0, 1.0)
@@ -47,10 +43,9 @@ def power_w(idle_w: float, max_w: float, utilisation: ArrayLike) -> FloatArray:
 
 
 def operator_utilisation(op: ops.Operator, rates: ops.ChipRates) -> FloatArray:
-    """How busy ``op`` keeps its bound resource over its time, against peak (0 when idle).
-    Attention runs at the attention precision's peak, the rest at the GEMMs' (as
-    :func:`rackmath.core.operators.pass_operators` times them)."""
-    peak = rates.attention_flops_per_s if op.op_class in _ATTENTION else rates.gemm_flops_per_s
+    """How busy ``op`` keeps its bound resource over its time, against the peak its curve
+    runs at (0 when idle)."""
+    peak = op.peak_flops_per_s
     moved = op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
     t = np.asarray(op.time_s, float)
     safe = np.where(t > 0, t, 1.0)

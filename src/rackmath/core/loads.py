@@ -44,6 +44,9 @@ class StepLoad:
     prefill_kv_read_bytes: FloatArray = field(default_factory=lambda: np.zeros(()))
     #: each decoding sequence's context (the attention kernel's depth); 0 = not stated
     decode_context: FloatArray = field(default_factory=lambda: np.zeros(()))
+    #: query rows per decoding sequence (``q = k + 1`` in a speculative verify step, else 1):
+    #: ``decode_sequences / decode_queries`` sequences, whole ones per rank
+    decode_queries: FloatArray = field(default_factory=lambda: cast(FloatArray, np.float64(1.0)))
 
     def halved(self) -> StepLoad:
         """Half of this step's sequences (a two-batch-overlap micro-batch); per-sequence work,
@@ -119,6 +122,7 @@ def decode_load(
         prefill_attention_flops=_NONE,
         prefill_kv_write_bytes=_NONE,
         decode_context=c,
+        decode_queries=q,
     )
 
 

@@ -1,38 +1,52 @@
 """A step as a list of operators, each with its own roofline: where the time goes.
 
-One chip of a stage runs, per micro-batch pass, these operators over the stage's layers
-(tensor classes: weights ``W``, activations ``A``, KV read ``K_r``, KV written ``K_w``):
+One chip of a stage runs, per micro-batch pass, these operators over the stage's layers. Each
+operator's work (FLOPs, bytes by tensor class, the kernel's shape) is described once, in
+:mod:`rackmath.core.work`, the description the kernel fit reads the measured tables through:
 
 =================  ===================  ====================================================
-operator           class                work per chip and pass (``t`` tokens of a DP replica)
+operator           class                work per chip and pass (``t`` tokens of a DP rank)
 =================  ===================  ====================================================
-embedding          elementwise          lookup: ``A = t h b_emb`` (rows read), no FLOPs
-attention_qkv      gemm                 ``2 t P_qkv / tp`` FLOPs, ``W = P_qkv b / tp``
-attention          attention_decode     ``t_dec f_dec`` FLOPs / tp, ``K_r``, ``K_w`` / min(tp, H_kv)
-                   (attention_prefill   in a prompt-only pass: ``s_pre f_pre``, the prompts' K)
+embedding          elementwise          lookup: ``t h b_emb`` bytes (rows read), no FLOPs
+attention_qkv      gemm                 ``2 t P_qkv / tp``; weights ``P_qkv w / tp``
+attention          attention_decode     the registry's FLOPs and KV read per sequence (/ tp
+                   (attention_prefill   and / the KV heads tp splits); queries in, outputs out
+                   in a prompt pass)
 attention_prefill  attention_prefill    a mixed step's prompt chunk, beside the decode rows
-attention_out      gemm                 ``2 t P_out / tp``, ``W = P_out b / tp``
-router             gemm                 ``2 t h E`` (replicated), ``W = h E b``
+attention_out      gemm                 ``2 t P_out / tp``
+router             gemm                 ``2 t h E`` (replicated)
 dense_mlp          gemm                 ``2 t P_mlp / tp`` over the dense layers
 shared_experts     gemm                 ``2 t P_shared / tp`` over the MoE layers
-routed_experts     moe                  ``2 T k P_e / C`` with ``T`` the stage's tokens,
-                                        ``W = P_e b E(1-(1-k/E)^n) / max(ep, tp)``
+routed_experts     moe                  the busiest rank's pairs through its experts
+                                        (:func:`rackmath.core.work.grouped_gemm`)
 norms              elementwise          ``W`` = norm scales; ``A = 2 x 2 t h`` per layer
-lm_head            gemm                 ``2 t h V / tp``, ``W = h V b / tp``
+lm_head            gemm                 ``2 t h V / tp``
 =================  ===================  ====================================================
 
-Each operator's time is its own roofline, with the chip's efficiency for its class
+**Which curve.** Each operator names the curve it runs on (:meth:`ChipRates.curve`): its
+class, the kernel format its operands run in and, for attention, the kernel family (``gqa``,
+``mla``, ``dsa``). A GEMM's format follows its weight class's storage and the deployment's
+compute precision (:func:`rackmath.specs.precision.gemm_formats`: bf16 attention beside
+mxfp4 experts runs a bf16 GEMM; block-scaled FP8 weights run the ``fp8_block`` kernel);
+attention's follows the KV cache (:func:`~rackmath.specs.precision.attention_format`). The peak
+an operator runs at is the one its curve was fitted against. Every operator carries its
+:class:`~rackmath.specs.efficiency.Kernel` (table, format, chip, fallback reason, error band).
+
+**Whole sequences.** A DP rank (and a pipeline micro-batch) holds whole sequences: the busiest
+of ``dp`` ranks decodes ``ceil(B / dp)`` of a batch of ``B`` (one sequence on 64 attention-DP
+ranks is one rank's work, not 1/64 of it on each). The rank the step waits for reads at
+least one expert per MoE layer once a token reaches the EP group.
+
+Each operator's time is its own roofline, with the chip's efficiency for its curve
 (:mod:`rackmath.core.efficiency`; the pure roofline by default)::
 
-    compute_s = flops / (peak(precision) * compute_frac(rows))
-    memory_s  = (W + A + K_r + K_w) / (BW * bandwidth_frac(rows))
+    compute_s = flops / (peak(curve) * compute_frac(shape))
+    memory_s  = (W + A + K_r + K_w) / (BW * bandwidth_frac(shape))
     time_s    = max(compute_s, memory_s) + calls * floor_s
 
 and the pass is the **sum** of the operators' times. The lecture's blackboard form,
 ``max(sum compute_s, sum memory_s)``, is the lower bound (every operator overlapping every
-other); the sum is at most twice it (each term ``max(c, m) <= c + m``). GEMM activation
-traffic counts the input rows and the output rows (``t (K + N) a``): the matmul reads its
-input and writes its output once (tiles stay on chip).
+other); the sum is at most twice it (each term ``max(c, m) <= c + m``).
 
 Assumptions: uniform expert routing by default; a plan's ``skew`` (busiest EP rank's load
 over the mean) scales the routed-expert GEMM of the rank the step waits for; the
@@ -45,9 +59,8 @@ Williams, Waterman & Patterson 2009 (the roofline per kernel); Korthikanti et al
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from functools import cached_property
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -56,22 +69,31 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
-from rackmath.core.loads import _NONE, StepLoad
+from rackmath.core import work as wk
+from rackmath.core.loads import StepLoad
 from rackmath.core.loads import decode_load as decode_load  # re-exported: callers build loads here
 from rackmath.core.loads import mixed_load as mixed_load
 from rackmath.core.loads import prefill_attention_flops_per_sequence as prefill_attention_flops_per_sequence
 from rackmath.core.loads import prefill_load as prefill_load
-from rackmath.core.numeric import maximum, minimum, num
+from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.core.roofline import expected_distinct_experts
-from rackmath.specs.model import WEIGHT_CLASSES, MlpKind, ModelSpec
+from rackmath.specs.efficiency import Kernel
+from rackmath.specs.model import WEIGHT_CLASSES, AttentionKind, MlpKind, ModelSpec
+from rackmath.specs.precision import FORMATS, Precision, attention_format, gemm_formats
 
 FloatArray = NDArray[np.float64]
 
-#: Bytes per activation value in the GEMMs' inputs and outputs and in the norms: bf16.
+#: Bytes per activation value in the norms and the residual stream: bf16.
 ACTIVATION_BYTES = 2.0
 
 #: Activation values a norm moves per token: it reads ``h`` and writes ``h``; two norms per layer.
 NORM_VALUES_PER_HIDDEN_PER_LAYER = 4.0
+
+#: The kernel family each attention kind's decode and prefill run on (its curves' ``kind``).
+ATTENTION_FAMILY: dict[AttentionKind, str] = {
+    AttentionKind.MLA: "mla",
+    AttentionKind.DSA: "dsa",
+}
 
 
 @dataclass(frozen=True)
@@ -90,26 +112,26 @@ class OperatorModel:
     weight_bytes: Mapping[str, float]  # same keys, bytes
     qkv_out_widths: tuple[float, float]  # output widths of the QKV and output projections
     mlp_widths: tuple[float, float, float]  # intermediate width of dense MLP, shared, one expert
-    #: query heads and the Q K^T head dimension (the attention kernels' shape); 0 = unknown
-    attention_heads: tuple[float, float] = (0.0, 0.0)
-    #: decode attention reads one latent shared by every query head (MLA absorbed): a dense kernel
-    latent_decode: bool = False
+    #: every operator's weight storage format, by the keys of ``params`` (it picks the kernel format)
+    weight_precision: Mapping[str, Precision] = field(default_factory=dict)
+    #: query heads; a decode query's and output's width per head (MLA absorbed: 576 and 512)
+    heads: float = 0.0
+    decode_dims: tuple[float, float] = (0.0, 0.0)
+    #: a prompt's query and output width per head, and the KV heads its kernel reads
+    prefill_dims: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    #: the attention kernel family (``gqa``, ``mla``, ``dsa``: :data:`ATTENTION_FAMILY`)
+    attention_kind: str = "gqa"
     #: an expert's and a dense MLP's weight matrices: 3 gated (gate, up, down), 2 non-gated (up, down)
     expert_matrices: float = 3.0
     dense_matrices: float = 3.0
 
 
-def operator_model(model: ModelSpec, weight_bytes_per_param: Mapping[str, float] | float) -> OperatorModel:
-    """Parameters and bytes by weight class (:data:`WEIGHT_CLASSES`).
-
-    ``weight_bytes_per_param`` is one number for every class or a mapping per class
-    (gpt-oss keeps attention, router, embedding and head in bf16 beside mxfp4 experts).
-    """
+def operator_model(model: ModelSpec, weights: Mapping[str, Precision] | Precision) -> OperatorModel:
+    """Parameters and bytes by weight class (:data:`WEIGHT_CLASSES`), each class stored in
+    ``weights`` (one format for every class, or a mapping per class: gpt-oss keeps attention,
+    router, embedding and head in bf16 beside mxfp4 experts)."""
     p = arch.param_counts(model)
-    if isinstance(weight_bytes_per_param, Mapping):
-        per = {c: float(weight_bytes_per_param[c]) for c in WEIGHT_CLASSES}
-    else:
-        per = dict.fromkeys(WEIGHT_CLASSES, float(weight_bytes_per_param))
+    per = dict(weights) if isinstance(weights, Mapping) else dict.fromkeys(WEIGHT_CLASSES, weights)
     a = model.attention
     out_params = arch.attention_out_params(model)  # per layer kind (hybrid and NAS models)
     params = {
@@ -123,12 +145,23 @@ def operator_model(model: ModelSpec, weight_bytes_per_param: Mapping[str, float]
         "router": float(p.router),
         "norms": float(p.norms),
     }
-    klass = {"attention_qkv": "attention", "attention_out": "attention"}
-    weight_bytes = {name: count * per[klass.get(name, name)] for name, count in params.items()}
+    precision = {name: per[weight_class(name)] for name in params}
+    weight_bytes = {name: count * precision[name].bytes_per_element for name, count in params.items()}
     moe = model.moe if model.is_moe else None
     dense = model.dense_mlp
+    latent = attn.rule(a).latent_decode
     q_width = a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim if a.kv_lora_rank else a.head_dim)
     qkv_width = q_width + attn.kv_elements_per_token_per_layer(a)
+    heads = float(a.num_heads)
+    decode = (
+        (float(a.kv_lora_rank + a.qk_rope_head_dim), float(a.kv_lora_rank))
+        if latent
+        else (
+            float(a.head_dim),
+            float(a.v_head_dim),
+        )
+    )
+    prefill_kv = heads if latent else float(a.num_kv_heads)  # MLA prefill runs decompressed
     return OperatorModel(
         hidden=model.hidden_size,
         num_layers=model.num_layers,
@@ -145,11 +178,19 @@ def operator_model(model: ModelSpec, weight_bytes_per_param: Mapping[str, float]
             float(moe.shared_intermediate_size if moe else 0),
             float(moe.expert_intermediate_size if moe else 0),
         ),
-        attention_heads=(float(a.num_heads), float(q_width / a.num_heads)),
-        latent_decode=attn.rule(a).latent_decode,
+        weight_precision=precision,
+        heads=heads,
+        decode_dims=decode,
+        prefill_dims=(float(q_width / a.num_heads), float(a.v_head_dim), prefill_kv),
+        attention_kind=ATTENTION_FAMILY.get(a.kind, "gqa"),
         expert_matrices=3.0 if (moe is None or moe.gated) else 2.0,
         dense_matrices=3.0 if (dense is None or dense.gated) else 2.0,
     )
+
+
+def weight_class(operator: str) -> str:
+    """The weight class (:data:`WEIGHT_CLASSES`) an operator's weights belong to."""
+    return "attention" if operator in ("attention_qkv", "attention_out") else operator
 
 
 def expert_shards(tp: ArrayLike, ep: ArrayLike, moe_tp: ArrayLike = 0) -> FloatArray:
@@ -181,7 +222,9 @@ def layer_kinds(model: ModelSpec) -> tuple[bool, ...]:
 class Operator(NamedTuple):
     """One operator of a pass on one chip: work, traffic by tensor class, and its times (s).
 
-    Immutable (a named tuple: a pass builds ten of them, so construction must be cheap)."""
+    Immutable (a named tuple: a pass builds ten of them, so construction must be cheap).
+    ``latency_s`` is the part of ``time_s`` that is launch floors (``calls x floor_s``);
+    ``kernel`` names the curve the time comes from."""
 
     name: str
     op_class: eff.OpClass
@@ -195,6 +238,10 @@ class Operator(NamedTuple):
     time_s: FloatArray
     #: the bandwidth this operator's traffic moves at (peak x its achieved fraction)
     bandwidth_bytes_per_s: FloatArray
+    latency_s: FloatArray
+    #: the peak FLOP/s its curve runs at (the curve's precision)
+    peak_flops_per_s: float
+    kernel: Kernel
 
     def moving_s(self, tensor_bytes: ArrayLike) -> FloatArray:
         """Seconds this operator spends moving ``tensor_bytes`` of its traffic."""
@@ -211,92 +258,140 @@ class Operator(NamedTuple):
 
     @property
     def bound(self) -> NDArray[np.str_]:
-        return np.where(self.compute_s >= self.memory_s, "compute", "memory")
+        """What takes most of this operator's time: ``compute``, ``memory`` or ``latency``
+        (its launch floors, when they exceed both)."""
+        code = np.where(self.compute_s >= self.memory_s, 0, 1)
+        code = np.where(self.latency_s > np.maximum(self.compute_s, self.memory_s), 2, code)
+        return _BOUNDS[code]
+
+
+_BOUNDS = np.array(["compute", "memory", "latency"])
+
+
+class _Choice(NamedTuple):
+    efficiency: eff.OpEfficiency
+    pure: bool
+    peak_flops_per_s: float
+    kernel: Kernel
 
 
 @dataclass(frozen=True)
 class ChipRates:
-    """What one chip offers the operators: peak FLOP/s of the GEMMs' and of attention's
-    precision, HBM bandwidth, and the efficiency of each operator class."""
+    """What one chip (or ``chips`` pooled) offers the operators: peak FLOP/s by precision,
+    HBM bandwidth, the fitted curves, and the deployment's compute and KV precision (they
+    pick each operator's kernel format)."""
 
-    gemm_flops_per_s: float
-    attention_flops_per_s: float
+    peak_flops_per_s: Mapping[str, float]
     bandwidth_bytes_per_s: float
     efficiency: eff.EfficiencyTable = eff.PURE_TABLE
+    compute: Precision = Precision.BF16
+    kv: Precision = Precision.BF16
 
-    @cached_property
-    def _by_class(self) -> dict[eff.OpClass, tuple[eff.OpEfficiency, bool]]:
-        return {c: (e, eff.is_pure(e)) for c in eff.OpClass for e in (self.efficiency.of(c),)}
-
-    def of(self, op_class: eff.OpClass) -> tuple[eff.OpEfficiency, bool]:
-        """The efficiency of ``op_class`` and whether it is the pure roofline (looked up once per chip)."""
-        return self._by_class[op_class]
-
-    @cached_property
-    def latent_decode(self) -> tuple[eff.OpEfficiency, bool]:
-        """Decode attention over a shared latent (MLA absorbed): the decode kernel's bandwidth
-        and floor with the prefill-attention kernel's compute terms. All query heads of a
-        sequence meet one cached latent, so the kernel is a dense tensor-core product like
-        prefill attention, not the per-head GQA decode kernels the decode curve is fitted on
-        (FlashMLA, deepseek-ai/FlashMLA 2025-04-22: 660 TFLOP/s of 990 and 3,000 GB/s of
-        3.35 TB/s on an H800 SXM5, about 0.67 and 0.90)."""
-        dec, pure = self.of(eff.OpClass.ATTENTION_DECODE)
-        if pure:
-            return dec, pure
-        pre, _ = self.of(eff.OpClass.ATTENTION_PREFILL)
-        return (
-            replace(
-                dec,
-                compute_frac=pre.compute_frac,
-                compute_half_rows=pre.compute_half_rows,
-                compute_half_cols=pre.compute_half_cols,
-                compute_half_depth=pre.compute_half_depth,
-                compute_tile_rows=pre.compute_tile_rows,
-            ),
-            False,
+    @classmethod
+    def uniform(
+        cls,
+        flops_per_s: float,
+        bandwidth_bytes_per_s: float,
+        efficiency: eff.EfficiencyTable = eff.PURE_TABLE,
+    ) -> ChipRates:
+        """Every precision at one peak (a chip for tests and hand derivations)."""
+        return cls(
+            dict.fromkeys((p.value for p in Precision), flops_per_s), bandwidth_bytes_per_s, efficiency
         )
 
+    def peak(self, precision: str) -> float:
+        """Peak FLOP/s at ``precision`` (its element class, else bf16, when the chip lists none)."""
+        peaks = self.peak_flops_per_s
+        if precision in peaks:
+            return float(peaks[precision])
+        cls = Precision(precision).compute_class.value
+        return float(peaks.get(cls) or peaks.get("bf16") or max(peaks.values()))
 
-def _operator(
+    def curve(self, op_class: eff.OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
+        """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
+        cache: dict[tuple[eff.OpClass, tuple[str, ...], str], _Choice] = self.__dict__.setdefault(
+            "_curves", {}
+        )
+        hit = cache.get((op_class, formats, kind))
+        if hit is None:
+            compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
+            e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute)
+            hit = _Choice(e, eff.is_pure(e), self.peak(precision), kernel)
+            cache[(op_class, formats, kind)] = hit
+        return hit
+
+    def gemm_formats(self, weights: Precision) -> tuple[str, ...]:
+        """The kernel formats a GEMM of weights stored as ``weights`` runs in (at least one:
+        bf16 where no kernel runs them, the curve lookup then saying so)."""
+        return gemm_formats(weights, self.compute) or ("bfloat16",)
+
+    @property
+    def attention_formats(self) -> tuple[str, ...]:
+        return attention_format(self.kv) or ("bfloat16",)
+
+
+def timed(
     name: str,
     op_class: eff.OpClass,
     rates: ChipRates,
-    *,
-    flops: ArrayLike,
-    rows: ArrayLike,
-    calls: ArrayLike,
-    cols: ArrayLike | None = None,
-    depth: ArrayLike | None = None,
-    weight_bytes: ArrayLike = _NONE,
-    activation_bytes: ArrayLike = _NONE,
-    kv_read_bytes: ArrayLike = _NONE,
-    kv_write_bytes: ArrayLike = _NONE,
-    latent: bool = False,
-    routed: ArrayLike | None = None,
-    tokens: ArrayLike | None = None,
-    ep: ArrayLike | None = None,
+    work: wk.Work,
+    formats: tuple[str, ...],
+    kind: str = "",
 ) -> Operator:
-    e, pure = rates.latent_decode if latent else rates.of(op_class)
-    attention = op_class is eff.OpClass.ATTENTION_DECODE or op_class is eff.OpClass.ATTENTION_PREFILL
-    peak = rates.attention_flops_per_s if attention else rates.gemm_flops_per_s
-    f = num(flops)
-    # the absent terms are already NumPy zeros: skip their conversion on the one-point path
-    w = weight_bytes if weight_bytes is _NONE else num(weight_bytes)
-    a = activation_bytes if activation_bytes is _NONE else num(activation_bytes)
-    kr = kv_read_bytes if kv_read_bytes is _NONE else num(kv_read_bytes)
-    kw = kv_write_bytes if kv_write_bytes is _NONE else num(kv_write_bytes)
-    moved = w + a + kr + kw
-    r = rows if pure else maximum(num(rows), 1e-30)  # the pure roofline ignores rows
-    compute, memory, time, bandwidth_frac = eff.operator_timing(
-        e, f, moved, peak, rates.bandwidth_bytes_per_s, r, cols, depth, calls, pure, routed, tokens, ep
+    """An operator's times: its work on the curve it names (:meth:`ChipRates.curve`)."""
+    choice = rates.curve(op_class, formats, kind)
+    e, pure = choice.efficiency, choice.pure
+    r = work.rows if pure else maximum(work.rows, 1e-30)  # the pure roofline ignores rows
+    compute, memory, time, bandwidth_frac, latency = eff.operator_timing(
+        e,
+        work.flops,
+        work.bytes,
+        choice.peak_flops_per_s,
+        rates.bandwidth_bytes_per_s,
+        r,
+        work.cols,
+        work.depth,
+        work.calls,
+        pure,
+        work.routed,
+        work.tokens,
+        work.ep,
     )
-    bandwidth = rates.bandwidth_bytes_per_s * bandwidth_frac
-    return Operator(name, op_class, f, w, a, kr, kw, compute, memory, time, bandwidth)
+    return Operator(
+        name,
+        op_class,
+        work.flops,
+        work.weight_bytes,
+        work.activation_bytes,
+        work.kv_read_bytes,
+        work.kv_write_bytes,
+        compute,
+        memory,
+        time,
+        rates.bandwidth_bytes_per_s * bandwidth_frac,
+        latency,
+        choice.peak_flops_per_s,
+        choice.kernel,
+    )
+
+
+_ZERO = np.float64(0.0)
 
 
 def _has(x: FloatArray) -> bool:
     """Whether any point carries this term (``np.any`` without its dispatch on one value)."""
     return bool(x.any()) if type(x) is np.ndarray else bool(x)
+
+
+def whole(sequences: FloatArray, ways: FloatArray) -> FloatArray:
+    """Sequences the busiest of ``ways`` ranks holds: ``ceil(sequences / ways)`` (whole
+    sequences; a fractional count, an average load, is split as it is)."""
+    share = sequences / ways
+    if type(ways) is not np.ndarray and ways == 1.0:
+        return share
+    if type(sequences) is not np.ndarray and type(ways) is not np.ndarray:  # one point
+        return ceil(share) if sequences == float(np.floor(sequences)) else share
+    return np.asarray(np.where(sequences == np.floor(sequences), np.ceil(share), share))
 
 
 def pass_operators(
@@ -312,199 +407,221 @@ def pass_operators(
     redundant_experts: ArrayLike = 0,
     skew: ArrayLike = 1.0,
 ) -> tuple[Operator, ...]:
-    """The operators one chip runs for one micro-batch through one (average) stage.
+    """The operators the busiest chip runs for one micro-batch through one (average) stage.
 
     ``P = pp`` micro-batches of ``1/P`` of the load each; a stage holds ``1/P`` of the
-    layers; a DP replica of ``tp`` chips (the attention's TP x DP) takes ``1/dp`` of a
-    micro-batch's tokens; the routed experts are spread over the stage's ``C = dp tp`` chips
-    in ``shards`` = :func:`expert_shards` (MoE TP x EP), so ``C / shards`` groups each see
-    ``1/groups`` of the tokens. The busiest EP rank (the one the step waits for) gets
-    ``skew`` times the mean routed load (FLOPs, rows and activations) and reads its
-    :func:`expert_slot_factor` share of slots (redundant experts).
+    layers; a DP rank of ``tp`` chips (the attention's TP x DP) takes whole decode sequences,
+    ``ceil(B / (P dp))`` at most (:func:`whole`), and ``1/(P dp)`` of a step's prompt tokens;
+    the routed experts are spread over the stage's ``C = dp tp`` chips in ``shards`` =
+    :func:`expert_shards` (MoE TP x EP), so ``C / shards`` groups each see ``1/groups`` of the
+    tokens. The busiest EP rank (the one the step waits for) gets ``skew`` times the mean routed
+    load and reads its :func:`expert_slot_factor` share of slots, one expert at least.
     Kernel shapes (rows, cols, depth) for the efficiency curves: QKV (t, qkv/tp, h), output
     (t, h, heads d_v/tp), MLPs (t, I/tp, h), router (t, E, h), LM head (t, V/tp, h), experts
-    (tokens per expert over the EP group, I_e/expert-TP, h), decode attention (sequences, query
-    heads per KV head, context), prefill attention (tokens, d_qk, prompt length).
+    (tokens per expert over the EP group, I_e/expert-TP, h), decode attention (sequences x KV
+    heads on the chip, query heads per KV head, context), prefill attention (tokens, d_qk,
+    prompt length).
     """
     t, p, d, e = (num(x) for x in (tp, pp, dp, ep))
-    per_pass = 1.0 / (p * p)  # 1/P of the tokens, over 1/P of the layers
-    tokens = load.tokens / (p * d)  # tokens a chip's replica sees per micro-batch
+    queries = load.decode_queries
+    decode_rows = whole(load.decode_sequences / queries, p * d) * queries  # a rank's decode rows
+    prompt_tokens = load.prefill_sequences * load.prefill_length / (p * d)
+    tokens = decode_rows + prompt_tokens  # tokens a chip's rank sees per micro-batch
     layers = m.num_layers / p
-    moe_layers = m.num_moe_layers / p
     dense_layers = m.num_dense_layers / p
     h = float(m.hidden)
-    act = ACTIVATION_BYTES
     W, P = m.weight_bytes, m.params
     qkv_w, out_w = m.qkv_out_widths
     vocab = P["lm_head"] / h  # the LM head's output width
 
     def gemm(
-        name: str,
-        params: float,
-        bytes_: float,
-        n_layers: FloatArray,
-        act_values: FloatArray,
-        split: FloatArray,
-        cols: ArrayLike,
-        depth: ArrayLike,
-    ) -> Operator:
-        """A dense projection over ``n_layers`` layers: ``act_values`` activation values
-        per token per layer move (inputs read plus outputs written, per chip)."""
-        return _operator(
-            name,
-            eff.OpClass.GEMM,
-            rates,
-            flops=2.0 * tokens * params / (p * split),
-            rows=tokens,
+        name: str, n_layers: FloatArray, in_values: ArrayLike, out_values: ArrayLike, split: FloatArray,
+        cols: ArrayLike, depth: ArrayLike,
+    ) -> Operator:  # fmt: skip
+        """A dense projection over ``n_layers`` layers: ``in_values`` read and ``out_values``
+        written per token per layer (per chip)."""
+        weights = m.weight_precision[name]
+        formats = rates.gemm_formats(weights)
+        work = wk.gemm(
+            tokens,
+            P[name] / (p * split),
+            cols,
+            depth,
+            weight_bytes_per_param=W[name] / max(P[name], 1.0),
+            activation_bytes=_activation_bytes(formats[0]),
+            in_values=in_values,
+            out_values=out_values,
             calls=n_layers,
-            cols=cols,
-            depth=depth,
-            weight_bytes=bytes_ / (p * split),
-            activation_bytes=tokens * n_layers * act_values * act,
         )
+        return timed(name, eff.OpClass.GEMM, rates, work, formats)
 
     kv_split = minimum(t, float(m.kv_heads))
-    heads, head_dim = m.attention_heads
-    share = per_pass / d  # of the load's sequences, on one chip (before the head split)
+    heads = m.heads / t  # query heads on one chip
+    kv_local = float(m.kv_heads) / kv_split  # KV heads on one chip (replicated once tp exceeds them)
     decode = _has(load.decode_sequences)
     prefill = _has(load.prefill_sequences)
+    kind = m.attention_kind
+    att_formats = rates.attention_formats
     attention: list[Operator] = []
     # A mixed step runs two attention kernels, each at its own efficiency: decode rows read
     # their caches, the prompt chunk computes; one operator would cost the chunk's FLOPs at the
     # few decode rows' efficiency.
     if decode or not prefill:
-        ctx = load.decode_context
-        attention.append(
-            _operator(
-                "attention",
-                eff.OpClass.ATTENTION_DECODE,
-                rates,
-                flops=load.decode_sequences * load.decode_attention_flops * share / t,
-                rows=load.decode_sequences / (p * d),
-                calls=layers,
-                # query heads per KV head on one chip (KV heads replicate once tp exceeds them);
-                # a shared latent is a dense kernel of head dimension ``head_dim`` instead
-                cols=(head_dim or None)
-                if m.latent_decode
-                else (heads * kv_split / (t * m.kv_heads) if heads else None),
-                depth=None if (np.ndim(ctx) == 0 and ctx == 0) else ctx,
-                latent=m.latent_decode,
-                kv_read_bytes=load.decode_sequences * load.decode_kv_read_bytes * share / kv_split,
-                kv_write_bytes=load.decode_sequences * load.decode_kv_write_bytes * share / kv_split,
-            )
+        qk, v = m.decode_dims
+        work = wk.decode_attention(
+            decode_rows / queries,
+            heads * queries,
+            kv_local,
+            qk,
+            v,
+            load.decode_context,
+            flops=decode_rows * load.decode_attention_flops / t,
+            kv_read_bytes=decode_rows * load.decode_kv_read_bytes / kv_split,
+            kv_write_bytes=decode_rows * load.decode_kv_write_bytes / kv_split,
+            calls=layers,
         )
+        attention.append(timed("attention", eff.OpClass.ATTENTION_DECODE, rates, work, att_formats, kind))
     if prefill:
-        attention.append(
-            _operator(
-                "attention_prefill" if decode else "attention",
-                eff.OpClass.ATTENTION_PREFILL,
-                rates,
-                flops=load.prefill_sequences * load.prefill_attention_flops * share / t,
-                rows=load.prefill_sequences * load.prefill_length / (p * d),
-                calls=layers,
-                cols=head_dim if head_dim else None,
-                depth=load.prefill_length,
-                kv_read_bytes=load.prefill_sequences * load.prefill_kv_read_bytes * share / kv_split,
-                kv_write_bytes=load.prefill_sequences * load.prefill_kv_write_bytes * share / kv_split,
-            )
+        qk, v, kv_heads = m.prefill_dims
+        prompts = load.prefill_sequences / (p * d)  # a rank's prompts
+        work = wk.prefill_attention(
+            prompt_tokens,
+            heads,
+            kv_heads / minimum(t, kv_heads),
+            qk,
+            v,
+            load.prefill_length,
+            flops=prompts * load.prefill_attention_flops / t,
+            kv_read_bytes=prompts * load.prefill_kv_read_bytes / kv_split,
+            kv_write_bytes=prompts * load.prefill_kv_write_bytes / kv_split,
+            input_bytes=_activation_bytes(att_formats[0]),
+            calls=layers,
         )
+        name = "attention_prefill" if decode else "attention"
+        attention.append(timed(name, eff.OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))
+    emb_bytes = W["embedding"] / max(P["embedding"], 1.0)
     table: list[Operator | None] = [
-        _operator(
+        timed(
             "embedding",
             eff.OpClass.ELEMENTWISE,
             rates,
-            flops=_NONE,
-            rows=tokens,
-            calls=1.0 / p,
-            activation_bytes=tokens * h * (W["embedding"] / max(P["embedding"], 1.0)) / p,
+            wk.elementwise(tokens * h * emb_bytes / p, tokens, calls=1.0 / p),
+            _ELEMENTWISE,
         ),
-        gemm("attention_qkv", P["attention_qkv"], W["attention_qkv"], layers, h + qkv_w / t, t, qkv_w / t, h),
+        gemm("attention_qkv", layers, h, qkv_w / t, t, qkv_w / t, h),
         *attention,
-        gemm("attention_out", P["attention_out"], W["attention_out"], layers, out_w / t + h, t, h, out_w / t),
+        gemm("attention_out", layers, out_w / t, h, t, h, out_w / t),
     ]
     if m.num_moe_layers:
-        shards = expert_shards(t, e, moe_tp)
-        groups = d * t / shards
-        group_tokens = load.tokens / p / groups
-        distinct = expected_distinct_experts(group_tokens, m.experts, m.experts_per_token)
-        slots = expert_slot_factor(e, m.experts, redundant_experts)
-        # token-expert pairs the busiest rank's group processes (skew x the mean)
-        routed_tokens = group_tokens * m.experts_per_token * num(skew)
-        per_expert_rows = routed_tokens / m.experts
-        _, shared_i, expert_i = m.mlp_widths
-        expert_tp = maximum(shards / minimum(e, float(m.experts)), 1.0)  # ways one expert is split
-        table += [
-            _operator(
-                "router",
-                eff.OpClass.GEMM,
-                rates,
-                flops=2.0 * tokens * P["router"] / p,
-                rows=tokens,
-                calls=moe_layers,
-                cols=float(m.experts),
-                depth=h,
-                weight_bytes=W["router"] / p,
-            ),
-            gemm(
-                "shared_experts",
-                P["shared_experts"],
-                W["shared_experts"],
-                moe_layers,
-                2 * h + m.expert_matrices * shared_i / t,
-                t,
-                shared_i / t,
-                h,
-            )
-            if P["shared_experts"]
-            else None,
-            _operator(
-                "routed_experts",
-                eff.OpClass.MOE,
-                rates,
-                flops=2.0 * routed_tokens * P["routed_experts"] / (p * shards),
-                rows=per_expert_rows,
-                calls=moe_layers,
-                cols=expert_i / expert_tp,
-                depth=h,
-                weight_bytes=W["routed_experts"] * distinct * slots / (p * shards),
-                activation_bytes=routed_tokens
-                / shards
-                * moe_layers
-                * (2 * h + m.expert_matrices * expert_i)
-                * act,
-                # the permute and finalize passes over the pairs this rank receives (the
-                # all-to-all dispatch the network model uses), at full hidden width
-                routed=routed_tokens * expert_tp / shards * h * moe_layers,
-                # where a second kernel may run: the group's tokens per call, over ep ranks
-                tokens=group_tokens,
-                ep=e,
-            ),
-        ]
+        table += _moe_operators(m, load, rates, gemm, tokens, t, p, d, e, moe_tp, redundant_experts, skew)
     if m.num_dense_layers:
         di = m.mlp_widths[0] / t  # the dense MLP's intermediate width on one chip
-        table.append(
-            gemm(
-                "dense_mlp",
-                P["dense_mlp"],
-                W["dense_mlp"],
-                dense_layers,
-                2 * h + m.dense_matrices * di,
-                t,
-                di,
-                h,
-            )
-        )
+        table.append(gemm("dense_mlp", dense_layers, h + di, (m.dense_matrices - 1) * di + h, t, di, h))
     table += [
-        _operator(
+        timed(
             "norms",
             eff.OpClass.ELEMENTWISE,
             rates,
-            flops=_NONE,
-            rows=tokens,
-            calls=layers,
-            weight_bytes=W["norms"] / p,
-            activation_bytes=tokens * layers * NORM_VALUES_PER_HIDDEN_PER_LAYER * h * act,
+            wk.elementwise(
+                tokens * layers * NORM_VALUES_PER_HIDDEN_PER_LAYER * h * ACTIVATION_BYTES,
+                tokens,
+                calls=layers,
+                weight_bytes=W["norms"] / p,
+            ),
+            _ELEMENTWISE,
         ),
-        gemm("lm_head", P["lm_head"], W["lm_head"], 1.0 / p, h + vocab / t, t, vocab / t, h),
+        gemm("lm_head", 1.0 / p, h, vocab / t, t, vocab / t, h),
     ]
     return tuple(op for op in table if op is not None)
+
+
+_ELEMENTWISE = ("bfloat16",)
+
+
+def _activation_bytes(fmt: str) -> float:
+    f = FORMATS.get(fmt)
+    return f.activation_bytes if f is not None else ACTIVATION_BYTES
+
+
+def _moe_operators(
+    m: OperatorModel,
+    load: StepLoad,
+    rates: ChipRates,
+    gemm: Callable[..., Operator],
+    tokens: FloatArray,
+    t: FloatArray,
+    p: FloatArray,
+    d: FloatArray,
+    e: FloatArray,
+    moe_tp: ArrayLike,
+    redundant_experts: ArrayLike,
+    skew: ArrayLike,
+) -> list[Operator | None]:
+    """The router, shared experts and routed experts of one pass (see :func:`pass_operators`)."""
+    h = float(m.hidden)
+    moe_layers = m.num_moe_layers / p
+    P, W = m.params, m.weight_bytes
+    shards = expert_shards(t, e, moe_tp)
+    groups = d * t / shards
+    group_tokens = load.tokens / p / groups
+    distinct = expected_distinct_experts(group_tokens, m.experts, m.experts_per_token)
+    slots = expert_slot_factor(e, m.experts, redundant_experts)
+    # token-expert pairs the busiest rank's group processes (skew x the mean)
+    routed_tokens = group_tokens * m.experts_per_token * num(skew)
+    _, shared_i, expert_i = m.mlp_widths
+    expert_tp = maximum(shards / minimum(e, float(m.experts)), 1.0)  # ways one expert is split
+    # experts the busiest rank reads per layer: its share of the distinct ones, one at least
+    hit = distinct * slots * expert_tp / shards
+    if type(shards) is np.ndarray or shards > 1.0:
+        hit = maximum(hit, minimum(routed_tokens, 1.0))
+    expert_precision = m.weight_precision["routed_experts"]
+    formats = rates.gemm_formats(expert_precision)
+    kind = "gated" if m.expert_matrices == 3.0 else "nongated"
+    work = wk.grouped_gemm(
+        routed_tokens * expert_tp / shards * moe_layers,
+        hit * moe_layers,
+        h,
+        expert_i / expert_tp,
+        matrices=m.expert_matrices,
+        weight_bytes_per_param=expert_precision.bytes_per_element,
+        activation_bytes=_activation_bytes(formats[0]),
+        tokens_per_expert=routed_tokens / m.experts,
+        # the permute and finalize passes over the pairs this rank receives (the all-to-all
+        # dispatch the network model uses), at full hidden width
+        routed=routed_tokens * expert_tp / shards * h * moe_layers,
+        group_tokens=group_tokens,
+        ep=e,
+        calls=moe_layers,
+    )
+    router = timed(
+        "router",
+        eff.OpClass.GEMM,
+        rates,
+        wk.gemm(
+            tokens,
+            P["router"] / p,
+            float(m.experts),
+            h,
+            weight_bytes_per_param=W["router"] / max(P["router"], 1.0),
+            activation_bytes=_activation_bytes(rates.gemm_formats(m.weight_precision["router"])[0]),
+            in_values=h,
+            out_values=float(m.experts),
+            calls=moe_layers,
+        ),
+        rates.gemm_formats(m.weight_precision["router"]),
+    )
+    shared = (
+        gemm(
+            "shared_experts",
+            moe_layers,
+            h + shared_i / t,
+            (m.expert_matrices - 1) * shared_i / t + h,
+            t,
+            shared_i / t,
+            h,
+        )
+        if P["shared_experts"]
+        else None
+    )
+    routed = timed("routed_experts", eff.OpClass.MOE, rates, work, formats, kind)
+    return [router, shared, routed]

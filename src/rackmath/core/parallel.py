@@ -474,9 +474,9 @@ def _either(
         return tuple(h._replace(**{f: 2.0 * getattr(h, f) for f in _OPERATOR_TOTALS}) for h in halves)
     out = []
     for h, w in zip(halves, whole, strict=True):
-        numbers = [np.where(use, 2.0 * getattr(h, f), getattr(w, f)) for f in _OPERATOR_TOTALS]
+        numbers = {f: np.where(use, 2.0 * getattr(h, f), getattr(w, f)) for f in _OPERATOR_TOTALS}
         bandwidth = np.where(use, h.bandwidth_bytes_per_s, w.bandwidth_bytes_per_s)
-        out.append(ops.Operator._make([w.name, w.op_class, *numbers, bandwidth]))
+        out.append(w._replace(bandwidth_bytes_per_s=bandwidth, **numbers))
     return tuple(out)
 
 
@@ -489,6 +489,7 @@ _OPERATOR_TOTALS = (
     "compute_s",
     "memory_s",
     "time_s",
+    "latency_s",
 )
 
 

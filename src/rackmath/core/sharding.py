@@ -21,7 +21,7 @@ from rackmath.core import attention as attn
 from rackmath.core import operators as ops
 from rackmath.errors import InputError
 from rackmath.specs.model import WEIGHT_CLASSES, MlpKind, ModelSpec
-from rackmath.specs.precision import Precision
+from rackmath.specs.precision import Precision, plain_precision
 
 FloatArray = NDArray[np.float64]
 
@@ -74,13 +74,16 @@ def shardable(model: ModelSpec, precision: Precision | float) -> ShardableModel:
     ``precision``: the weights' storage format, each class at its own precision where the
     checkpoint keeps some classes unconverted (:meth:`ModelSpec.weight_precision`; gpt-oss
     keeps attention, router, embedding and head in bf16 beside mxfp4 experts), or a uniform
-    number of bytes per parameter.
+    number of bytes per parameter standing for that width's plain format
+    (:func:`~rackmath.specs.precision.plain_precision`: 2 is bf16, 1 is fp8).
     """
     p = arch.param_counts(model)
+    plain = precision if isinstance(precision, Precision) else plain_precision(precision)
     if isinstance(precision, Precision):
-        b = {c: model.weight_precision(c, precision).bytes_per_element for c in WEIGHT_CLASSES}
+        formats = {c: model.weight_precision(c, precision) for c in WEIGHT_CLASSES}
     else:
-        b = dict.fromkeys(WEIGHT_CLASSES, float(precision))
+        formats = dict.fromkeys(WEIGHT_CLASSES, plain)
+    b = {c: f.bytes_per_element for c, f in formats.items()}
     n_layers = model.num_layers
     n_moe = model.num_moe_layers
     moe_layer = (
@@ -121,7 +124,7 @@ def shardable(model: ModelSpec, precision: Precision | float) -> ShardableModel:
         head_bytes=(p.lm_head * b["lm_head"]) if p.lm_head else p.embedding * b["embedding"],
         tied_embeddings=p.lm_head == 0,
         layer_bytes=layer_bytes,
-        operators=ops.operator_model(model, b),
+        operators=ops.operator_model(model, formats),
     )
 
 

@@ -58,8 +58,9 @@ from numpy.typing import NDArray
 
 from rackmath.core import efficiency as eff
 from rackmath.core import operators as ops
+from rackmath.core import work as wk
 from rackmath.errors import UnknownIdError
-from rackmath.specs.precision import Precision
+from rackmath.specs.precision import FORMATS, Precision, gemm_formats
 
 FloatArray = NDArray[np.float64]
 
@@ -108,29 +109,22 @@ class GemmRecipe(StrEnum):
 
     @property
     def precision(self) -> Precision:
-        """The peak-FLOP/s row the GEMMs run at."""
-        return {
-            GemmRecipe.BF16: Precision.BF16,
-            GemmRecipe.FP16: Precision.FP16,
-            GemmRecipe.NVFP4: Precision.NVFP4,
-        }.get(self, Precision.FP8)
+        """The GEMMs' operand format (its compute class is the peak they run at)."""
+        return Precision(self.value)
 
     @property
     def cast_bytes_per_value(self) -> float:
-        """HBM bytes one quantised value costs: read 2 (bf16) + write the element + its
-        share of a scale. 0 for 16-bit GEMMs (nothing to cast).
+        """HBM bytes one quantised value costs: read 2 (bf16) + write the element and its
+        share of a scale, as the recipe's kernel format reads it
+        (:data:`rackmath.specs.precision.FORMATS`). 0 for 16-bit GEMMs (nothing to cast).
 
         fp8: 2 + 1 = 3; fp8-block: 2 + 1 + 4/128 = 3.03125; mxfp8: 2 + 1 + 1/32 = 3.03125;
         nvfp4: 2 + 0.5 + 1/16 = 2.5625.
         """
-        return {
-            GemmRecipe.BF16: 0.0,
-            GemmRecipe.FP16: 0.0,
-            GemmRecipe.FP8: 3.0,
-            GemmRecipe.FP8_BLOCK: 2.0 + 1.0 + 4.0 / 128.0,
-            GemmRecipe.MXFP8: 2.0 + 1.0 + 1.0 / 32.0,
-            GemmRecipe.NVFP4: 2.0 + 0.5 + 1.0 / 16.0,
-        }[self]
+        if self.precision.is_wide:
+            return 0.0
+        fmt = gemm_formats(self.precision, self.precision)[0]
+        return ops.ACTIVATION_BYTES + FORMATS[fmt].activation_bytes
 
 
 @dataclass(frozen=True)
@@ -166,16 +160,10 @@ def _backward_shares(op_class: eff.OpClass) -> tuple[float, float]:
 def _elementwise(
     bytes_moved: FloatArray, rows: FloatArray, calls: float, rates: ops.ChipRates
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    e = rates.efficiency.of(eff.OpClass.ELEMENTWISE)
-    return eff.operator_times(
-        e,
-        0.0,
-        bytes_moved,
-        rates.gemm_flops_per_s,
-        rates.bandwidth_bytes_per_s,
-        np.maximum(rows, 1e-30),
-        calls=calls,
+    op = ops.timed(
+        "cast", eff.OpClass.ELEMENTWISE, rates, wk.elementwise(bytes_moved, rows, calls), ("bfloat16",)
     )
+    return op.compute_s, op.memory_s, op.time_s
 
 
 def training_operators(

@@ -13,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from rackmath.errors import InputError
+from rackmath.specs.precision import FORMATS
 
 #: Largest fitted ``overlap_power``: at 20 the combination is within 3.5% of ``max``
 #: (``2 ** (1 / 20) = 1.035`` where the two terms are equal), so larger values add nothing.
@@ -55,6 +56,9 @@ class OpEfficiency:
     (``DeepseekV3DecoderLayer._enable_min_latency_mode``, NVIDIA/TensorRT-LLM 2025), and its
     tables hold no EP-1 timing of that kernel
     (:func:`rackmath.analyses.kernel_rows._moe_ep1_not_scaling`).
+    ``split_tokens`` (0: none) is the context a decode kernel gives each thread block when it
+    splits a long context (split-KV, flash-decoding): the rows both saturations see become
+    ``rows x ceil(depth / split_tokens)`` (a batch of one at 128K tokens is many blocks).
     """
 
     compute_frac: float = 1.0
@@ -73,6 +77,7 @@ class OpEfficiency:
     alternative: OpEfficiency | None = None
     max_tokens: float = float("inf")
     min_ep: float = 1.0
+    split_tokens: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -89,6 +94,7 @@ class OpEfficiency:
             "compute_tile_rows",
             "bandwidth_tile",
             "routing_bytes_per_element",
+            "split_tokens",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):
@@ -136,40 +142,212 @@ PURE_NETWORK = CollectiveEfficiency()
 
 
 @dataclass(frozen=True)
-class EfficiencyTable:
-    """Every operator class's efficiency on one chip, plus a per-step fixed overhead.
+class CurveKey:
+    """Which fitted curve an operator runs on: its class, the kernel format (the measured
+    tables' dtype name, :data:`rackmath.specs.precision.FORMATS`; for attention the KV cache's
+    format) and the kernel family (attention: ``gqa``, ``mla``, ``dsa``; grouped experts:
+    ``gated``, ``nongated``; ``""`` where the class has one family)."""
 
-    ``by_class`` maps an operator class to its efficiency (missing classes: pure);
-    ``scale_up`` / ``scale_out`` describe the two network tiers; ``overhead_s`` is added
-    once per step (scheduler, sampling, launch of the step's graph). ``source`` says where
-    the numbers come from (``"pure roofline"``, a fitted table, or ``"transferred from ..."``).
+    op_class: OpClass
+    fmt: str
+    kind: str = ""
+
+    def __str__(self) -> str:
+        return "/".join(x for x in (self.op_class.value, self.kind, self.fmt) if x)
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """How far measurements fall from a curve's prediction: the 10th and 90th percentiles of
+    ``measured / predicted`` over held-out rows (1, 1: unknown or exact), and how it was
+    measured. A time ``t`` lies in ``[p10 t, p90 t]`` for 80% of held-out kernel calls."""
+
+    p10: float = 1.0
+    p90: float = 1.0
+    rows: int = 0
+    how: str = ""
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.p10 <= 1.0 <= self.p90 and np.isfinite(self.p90)):
+            raise InputError("error band", (self.p10, self.p90), "0 < p10 <= 1 <= p90, finite")
+
+
+NO_BAND = ErrorBand()
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One fitted curve: the efficiency, the precision whose peak its compute fraction is a
+    fraction of, the measured table it comes from, and its held-out error."""
+
+    efficiency: OpEfficiency
+    precision: str
+    source: str
+    band: ErrorBand = NO_BAND
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """What an operator's time was computed on, as a report states it.
+
+    ``table``: the measured table (or ``"pure roofline"``, ``"link model"``); ``fmt`` and
+    ``kind``: the curve's format and family; ``chip``: the chip whose table it is (the donor
+    when ``transferred``); ``fallback``: why a curve other than the one the operator asked
+    for was used ("" when it is that one); ``band``: the curve's held-out error.
     """
 
-    by_class: tuple[tuple[OpClass, OpEfficiency], ...] = ()
-    scale_up: CollectiveEfficiency = PURE_NETWORK
-    scale_out: CollectiveEfficiency = PURE_NETWORK
+    table: str
+    fmt: str
+    kind: str = ""
+    chip: str = ""
+    transferred: bool = False
+    fallback: str = ""
+    band: ErrorBand = NO_BAND
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "format": self.fmt,
+            "kind": self.kind,
+            "chip": self.chip,
+            "transferred": self.transferred,
+            "fallback": self.fallback or None,
+            "error_p10": self.band.p10,
+            "error_p90": self.band.p90,
+        }
+
+
+@dataclass(frozen=True)
+class CollectiveCurve:
+    """A collective as one library implementation runs it on a chip: the alpha-beta fit,
+    the group sizes and message sizes it was measured over, its source and error."""
+
+    efficiency: CollectiveEfficiency
+    source: str
+    max_ranks: float = float("inf")
+    min_message_bytes: float = 0.0
+    max_message_bytes: float = float("inf")
+    band: ErrorBand = NO_BAND
+
+
+#: The flat table's key: a curve for every format and family of a class.
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class EfficiencyTable:
+    """Every fitted curve of one chip, and its collectives, plus a per-step fixed overhead.
+
+    ``curves`` maps a :class:`CurveKey` to a :class:`Curve` (a key with format ``"*"`` applies
+    to every format and family of its class: the flat tables of the end-to-end calibration);
+    ``collectives`` maps ``"<collective>:<implementation>"`` (``all_reduce:nccl``,
+    ``all_reduce:custom``, ``dispatch:deepep_ll``, ...) to a :class:`CollectiveCurve`.
+    ``chip`` is the chip whose tables the curves come from, ``transferred`` whether the
+    deployment's chip borrows them; ``source`` says where the numbers come from
+    (``"pure roofline"`` for the empty table). :meth:`curve` picks an operator's curve and
+    says when it had to fall back.
+    """
+
+    curves: tuple[tuple[CurveKey, Curve], ...] = ()
+    collectives: tuple[tuple[str, CollectiveCurve], ...] = ()
     overhead_s: float = 0.0
     source: str = "pure roofline"
+    chip: str = ""
     transferred: bool = False
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.overhead_s) and self.overhead_s >= 0):
             raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
 
-    def of(self, op_class: OpClass) -> OpEfficiency:
-        for cls, eff in self.by_class:
-            if cls is op_class:
-                return eff
-        return PURE
-
     @property
     def is_pure(self) -> bool:
+        return not self.curves and not self.collectives and self.overhead_s == 0.0
+
+    def _lookup(self) -> dict[CurveKey, Curve]:
+        cached: dict[CurveKey, Curve] | None = self.__dict__.get("_by_key")
+        if cached is None:
+            cached = dict(self.curves)
+            object.__setattr__(self, "_by_key", cached)
+        return cached
+
+    def collective(self, name: str) -> CollectiveCurve | None:
+        """The fitted curve of ``"<collective>:<implementation>"``, or None."""
+        return dict(self.collectives).get(name)
+
+    def curve(
+        self, op_class: OpClass, formats: tuple[str, ...], kind: str = "", compute: str = ""
+    ) -> tuple[OpEfficiency, str, Kernel]:
+        """``(efficiency, peak precision, kernel)`` of an operator of ``op_class`` that runs in
+        the first of ``formats`` the chip has a curve for (``kind``: its kernel family).
+
+        Without such a curve the operator falls back, visibly (``kernel.fallback`` says why):
+        to a curve of the same family in a format computing at the same precision (fp8-block
+        on the per-tensor fp8 curve), then in bf16, then to another family's curve of the same
+        class (MLA decode on the GQA curve), and to the pure roofline when the class has no
+        curve at all. ``compute`` is the peak the operator runs at on the pure roofline
+        (default: the first format's own).
+        """
+        wanted = formats[0] if formats else ""
+        by_key = self._lookup()
+        pure_peak = compute or _format_compute(wanted)
+        if not by_key:
+            return PURE, pure_peak, Kernel("pure roofline", wanted, kind, self.chip)
+        for fmt in formats:
+            hit = by_key.get(CurveKey(op_class, fmt, kind))
+            if hit is not None:
+                return hit.efficiency, hit.precision, self._kernel(hit, fmt, kind, "")
+        flat = by_key.get(CurveKey(op_class, ANY, ANY))
+        if flat is not None:
+            return flat.efficiency, pure_peak, self._kernel(flat, wanted, kind, "")
+        same_kind = [k for k in by_key if k.op_class is op_class and k.kind == kind]
+        other_kind = [k for k in by_key if k.op_class is op_class and k.kind != kind]
+        for pool, why in ((same_kind, ""), (other_kind, "family")):
+            key = _nearest(pool, wanted)
+            if key is not None:
+                hit = by_key[key]
+                asked = f"{kind} {wanted}".strip() if why else (wanted or "any format")
+                reason = (
+                    f"no {op_class.value} curve for {asked} on {self.chip or 'this chip'}: "
+                    f"runs on the {key!s} curve"
+                )
+                return hit.efficiency, hit.precision, self._kernel(hit, key.fmt, key.kind, reason)
         return (
-            all(e == PURE for _, e in self.by_class)
-            and self.scale_up == PURE_NETWORK
-            and self.scale_out == PURE_NETWORK
-            and self.overhead_s == 0.0
+            PURE,
+            pure_peak,
+            Kernel(
+                "pure roofline",
+                wanted,
+                kind,
+                self.chip,
+                self.transferred,
+                f"no {op_class.value} curve on {self.chip or 'this chip'}: pure roofline",
+            ),
         )
+
+    def _kernel(self, c: Curve, fmt: str, kind: str, fallback: str) -> Kernel:
+        return Kernel(c.source, fmt, kind, self.chip, self.transferred, fallback, c.band)
+
+
+def _format_compute(fmt: str) -> str:
+    f = FORMATS.get(fmt)
+    return f.compute.value if f is not None else "bf16"
+
+
+def _nearest(keys: list[CurveKey], fmt: str) -> CurveKey | None:
+    """The key whose format computes at ``fmt``'s precision (bf16 next, then any), deterministic."""
+    if not keys:
+        return None
+    compute = _format_compute(fmt)
+    ranked = sorted(
+        keys,
+        key=lambda k: (
+            _format_compute(k.fmt) != compute,
+            k.fmt != "bfloat16",
+            k.fmt,
+            k.kind,
+        ),
+    )
+    return ranked[0]
 
 
 PURE_TABLE = EfficiencyTable()

@@ -36,13 +36,34 @@ HUB_TIMEOUT_S = 4.0
 
 
 def _native_precision(config: Config) -> Precision:
-    """Weight storage format as shipped: a quantization_config wins over torch_dtype."""
+    """Weight storage format as shipped: a quantization_config wins over torch_dtype.
+
+    ``quant_method: fp8`` with a ``weight_block_size`` is block-scaled FP8 (DeepSeek-V3,
+    Kimi K2: 128 x 128 blocks), without one per-tensor FP8; ``mxfp4`` is OCP MXFP4 (gpt-oss);
+    ``modelopt`` names its algorithm in ``quant_algo`` (``NVFP4``, ``FP8``, ``W4A8_MXFP4_FP8``
+    ...: NVIDIA TensorRT Model Optimizer's ``hf_quant_config``), the checkpoints NVIDIA
+    publishes as ``*-FP4`` and ``*-FP8``.
+    """
     quant = config.get("quantization_config") or {}
+    if not isinstance(quant, Mapping):
+        return _unquantized_precision(config)
     method = str(quant.get("quant_method", "")).lower()
     if method == "mxfp4":
         return Precision.MXFP4
+    if method == "modelopt":
+        algo = str(quant.get("quant_algo", "")).upper()
+        if "NVFP4" in algo:
+            return Precision.NVFP4
+        if "MXFP4" in algo:
+            return Precision.MXFP4
+        if "FP8" in algo:
+            return Precision.FP8_BLOCK if "BLOCK" in algo else Precision.FP8
+        raise ConfigError(
+            f"config.json: quantization_config.quant_algo {quant.get('quant_algo')!r} is not a format "
+            "rackmath reads (NVFP4, FP8, FP8_BLOCKWISE, W4A8_MXFP4_FP8)"
+        )
     if method == "fp8" or str(quant.get("fmt", "")).lower().startswith("e4m3"):
-        return Precision.FP8
+        return Precision.FP8_BLOCK if quant.get("weight_block_size") else Precision.FP8
     return _unquantized_precision(config)
 
 

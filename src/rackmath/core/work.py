@@ -1,0 +1,293 @@
+"""Each operator's work, described once: FLOPs, bytes by tensor class, and its kernel's shape.
+
+The per-operator step (:mod:`rackmath.core.operators`) and the kernel fit
+(:mod:`rackmath.analyses.kernel_rows`, which reads the measured tables as operator calls)
+both describe an operator through these functions, so a fitted curve is a fraction of exactly
+the FLOPs and bytes the step charges (``tests/test_work_parity.py`` walks every kept table
+row through them). A :class:`Work` is one chip's share of an operator over ``calls`` kernel
+launches; its shape key (``rows``, ``cols``, ``depth``) is what the efficiency curves
+saturate in (:mod:`rackmath.core.efficiency`):
+
+=========================  ===========================  =========================================
+operator                   rows / cols / depth          FLOPs; bytes
+=========================  ===========================  =========================================
+GEMM (:func:`gemm`)        m / n / k                    ``2 m P``; weights ``P w``, activations
+                                                        ``m (in a + out o)`` per call
+grouped experts            tokens per expert / I / h    ``2 mats h I pairs``; weights of the
+(:func:`grouped_gemm`)                                  experts hit, activations per pair
+decode attention           see :func:`decode_attention` ``2 q H (d_qk + d_v) L``; the KV read,
+                                                        queries in and outputs out
+prefill attention          tokens / d_qk / length       ``2 H (d_qk + d_v) pairs``; Q, K, V, O
+elementwise                rows / - / -                 no FLOPs; bytes read and written
+=========================  ===========================  =========================================
+
+Units: FLOPs (2 per multiply-accumulate), bytes, counts. ``w`` and ``a`` are the stored bytes
+per weight and per input activation element of the operator's format, scales included
+(:mod:`rackmath.specs.precision`); outputs are written in bf16 (:data:`OUTPUT_BYTES`).
+Arrays broadcast; single values give NumPy scalars (:mod:`rackmath.core.numeric`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, cast
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core.numeric import num
+
+FloatArray = NDArray[np.float64]
+
+#: Bytes per output value a matmul or an attention kernel writes: bf16 (TensorRT-LLM, vLLM
+#: and SGLang keep the residual stream in bf16 whatever the GEMM's input format).
+OUTPUT_BYTES = 2.0
+
+_ZERO = cast(FloatArray, np.float64(0.0))  # a term the operator lacks; broadcasts anywhere
+
+
+class Work(NamedTuple):
+    """One operator's work on one chip over ``calls`` kernel launches (see the module table).
+
+    ``routed`` (grouped experts: token-expert pairs x hidden the permute and finalize passes
+    move), ``tokens`` (the EP group's tokens per call) and ``ep`` bound where a second kernel
+    may run (:attr:`rackmath.specs.efficiency.OpEfficiency.max_tokens`); ``None`` elsewhere.
+    """
+
+    flops: FloatArray
+    weight_bytes: FloatArray
+    activation_bytes: FloatArray
+    kv_read_bytes: FloatArray
+    kv_write_bytes: FloatArray
+    rows: FloatArray
+    cols: FloatArray | None
+    depth: FloatArray | None
+    calls: FloatArray
+    routed: FloatArray | None = None
+    tokens: FloatArray | None = None
+    ep: FloatArray | None = None
+
+    @property
+    def bytes(self) -> FloatArray:
+        """Every byte the operator moves through HBM."""
+        return np.asarray(
+            self.weight_bytes + self.activation_bytes + self.kv_read_bytes + self.kv_write_bytes
+        )
+
+
+def gemm(
+    rows: ArrayLike,
+    params: ArrayLike,
+    cols: ArrayLike,
+    depth: ArrayLike,
+    *,
+    weight_bytes_per_param: float,
+    activation_bytes: float,
+    in_values: ArrayLike,
+    out_values: ArrayLike,
+    calls: ArrayLike = 1.0,
+) -> Work:
+    """``rows`` tokens through ``params`` weights over ``calls`` launches (one per layer):
+    ``flops = 2 rows params``, weights ``params w``, activations ``rows calls (in a + out o)``
+    with ``in_values`` values read and ``out_values`` written per token and call.
+
+    A measured GEMM of ``m x n x k`` is ``gemm(m, n k, n, k, in_values=k, out_values=n)``;
+    a gated MLP block of width ``I`` is one operator of ``params = 3 h I``, reading ``h + I``
+    values (the up/gate input, the down input) and writing ``2 I + h`` (their outputs).
+    Worked number: 16 x 7168 x 2048 in bf16 -> 0.470 GFLOP, 29.36 MB of weights, 0.295 MB of
+    activations (16 (2048 x 2 + 7168 x 2) bytes).
+    """
+    m, p = num(rows), num(params)
+    return Work(
+        flops=2.0 * m * p,
+        weight_bytes=p * weight_bytes_per_param,
+        activation_bytes=m
+        * num(calls)
+        * (num(in_values) * activation_bytes + num(out_values) * OUTPUT_BYTES),
+        kv_read_bytes=_ZERO,
+        kv_write_bytes=_ZERO,
+        rows=m,
+        cols=num(cols),
+        depth=num(depth),
+        calls=num(calls),
+    )
+
+
+def grouped_gemm(
+    pairs: ArrayLike,
+    experts_hit: ArrayLike,
+    hidden: float,
+    width: ArrayLike,
+    *,
+    matrices: float,
+    weight_bytes_per_param: float,
+    activation_bytes: float,
+    tokens_per_expert: ArrayLike,
+    routed: ArrayLike,
+    group_tokens: ArrayLike,
+    ep: ArrayLike,
+    calls: ArrayLike = 1.0,
+) -> Work:
+    """Routed experts as one grouped GEMM on one chip: ``pairs`` token-expert pairs (all
+    ``calls`` together) through ``experts_hit`` local experts of ``matrices`` matrices of
+    ``hidden x width`` (3 gated, 2 non-gated; ``width`` the expert's intermediate size per
+    expert-TP shard):
+
+        flops       = 2 matrices hidden width pairs
+        weights     = experts_hit matrices hidden width w
+        activations = pairs ((hidden + width) a + ((matrices - 1) width + hidden) o)
+
+    (the first GEMM reads ``hidden`` and writes its ``matrices - 1`` outputs of ``width``; the
+    second reads ``width`` and writes ``hidden``). ``experts_hit`` is the caller's routing model
+    (uniform random in serving, dealt evenly in the measured tables); rows are
+    ``tokens_per_expert`` over the EP group. Worked number: 1,024 pairs, 8 experts hit,
+    h = 7168, I = 2048, gated, fp8 (w = a = 1): 90.2 GFLOP, 352 MB of weights, 32.5 MB of
+    activations (1,024 (9,216 x 1 + 11,264 x 2) bytes).
+    """
+    q, w = num(pairs), num(width)
+    return Work(
+        flops=2.0 * matrices * hidden * w * q,
+        weight_bytes=num(experts_hit) * matrices * hidden * w * weight_bytes_per_param,
+        activation_bytes=q
+        * ((hidden + w) * activation_bytes + ((matrices - 1.0) * w + hidden) * OUTPUT_BYTES),
+        kv_read_bytes=_ZERO,
+        kv_write_bytes=_ZERO,
+        rows=num(tokens_per_expert),
+        cols=w,
+        depth=num(hidden),
+        calls=num(calls),
+        routed=num(routed),
+        tokens=num(group_tokens),
+        ep=num(ep),
+    )
+
+
+def decode_attention(
+    sequences: ArrayLike,
+    query_heads: ArrayLike,
+    kv_heads: ArrayLike,
+    query_width: float,
+    output_width: float,
+    context: ArrayLike,
+    *,
+    flops: ArrayLike,
+    kv_read_bytes: ArrayLike,
+    kv_write_bytes: ArrayLike = 0.0,
+    calls: ArrayLike = 1.0,
+) -> Work:
+    """Decode attention on one chip: ``sequences`` queries (one per sequence, or ``q`` per
+    sequence in a verify step: ``query_heads`` then counts them) of ``query_heads`` heads
+    against ``kv_heads`` KV heads over ``calls`` layers. ``flops`` and ``kv_read_bytes`` are
+    the attention registry's (:mod:`rackmath.core.attention`: ``2 H (d_qk + d_v)`` per
+    visible key, the cache bytes each kind reads); the queries are read and the outputs
+    written in bf16, ``sequences x query_heads x (query_width + output_width) x 2`` per call.
+
+    Shape: rows = ``sequences x kv_heads`` (the kernel's thread blocks, one per sequence and
+    KV head before any split of the context), cols = query heads per KV head (the rows a
+    KV head's tile serves; MLA, whose one latent every head reads, has ``kv_heads = 1`` and
+    cols = its heads), depth = the context. Worked number (GB200, MLA, 128 sequences of 4,096
+    tokens, 128 heads): 146.0 GFLOP and 604 MB of latent read in one call
+    (``tests/test_work_parity.py``).
+    """
+    n, hq, hk = num(sequences), num(query_heads), num(kv_heads)
+    c = num(calls)
+    return Work(
+        flops=num(flops),
+        weight_bytes=_ZERO,
+        activation_bytes=n * hq * (query_width + output_width) * OUTPUT_BYTES * c,
+        kv_read_bytes=num(kv_read_bytes),
+        kv_write_bytes=num(kv_write_bytes),
+        rows=n * hk,
+        cols=hq / hk,
+        depth=num(context),
+        calls=c,
+    )
+
+
+def prefill_attention(
+    tokens: ArrayLike,
+    query_heads: ArrayLike,
+    kv_heads: ArrayLike,
+    query_width: float,
+    output_width: float,
+    length: ArrayLike,
+    *,
+    flops: ArrayLike,
+    kv_read_bytes: ArrayLike = 0.0,
+    kv_write_bytes: ArrayLike = 0.0,
+    input_bytes: float = OUTPUT_BYTES,
+    calls: ArrayLike = 1.0,
+) -> Work:
+    """Causal attention over prompts of ``length`` (``tokens`` of them on the chip): the
+    registry's ``flops``; Q, K and V read at ``input_bytes`` each (``query_heads`` queries of
+    ``query_width`` and ``kv_heads`` keys and values of ``query_width + output_width`` per
+    token; MLA's prefill runs decompressed, ``kv_heads = query_heads``) and O written in bf16;
+    a cached prefix's ``kv_read_bytes`` and the new cache's ``kv_write_bytes``. Shape: rows =
+    tokens, cols = ``query_width`` (the inner dimension of ``Q K^T``), depth = ``length``.
+    """
+    m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
+    c = num(calls)
+    values_in = hq * query_width + hk * (query_width + output_width)
+    return Work(
+        flops=num(flops),
+        weight_bytes=_ZERO,
+        activation_bytes=m * c * (values_in * input_bytes + hq * output_width * OUTPUT_BYTES),
+        kv_read_bytes=num(kv_read_bytes),
+        kv_write_bytes=num(kv_write_bytes),
+        rows=m,
+        cols=num(query_width),
+        depth=num(length),
+        calls=c,
+    )
+
+
+def elementwise(
+    bytes_moved: ArrayLike, rows: ArrayLike, calls: ArrayLike = 1.0, weight_bytes: ArrayLike = 0.0
+) -> Work:
+    """A memory-bound pass (norms, casts, an embedding lookup): ``bytes_moved`` activation bytes
+    read and written plus ``weight_bytes`` of parameters, no FLOPs counted."""
+    return Work(
+        flops=_ZERO,
+        weight_bytes=num(weight_bytes),
+        activation_bytes=num(bytes_moved),
+        kv_read_bytes=_ZERO,
+        kv_write_bytes=_ZERO,
+        rows=num(rows),
+        cols=None,
+        depth=None,
+        calls=num(calls),
+    )
+
+
+# ----------------------------------------------------------------------------- collectives
+
+
+class CommWork(NamedTuple):
+    """One collective's work per chip: the bytes each chip puts on its link per call
+    (``wire_bytes``), the message each rank contributes (``message_bytes``), the group size
+    and the number of calls."""
+
+    wire_bytes: FloatArray
+    message_bytes: FloatArray
+    ranks: FloatArray
+    calls: FloatArray
+
+
+def all_reduce(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+    """A ring all-reduce of an ``S``-byte buffer over ``n`` ranks sends ``2 (n - 1)/n S`` per
+    chip (reduce-scatter then all-gather; Thakur, Rabenseifner & Gropp 2005). Worked number:
+    16 MiB over 8 GPUs -> 29.36 MB on the wire per chip."""
+    s, n = num(message_bytes), num(ranks)
+    return CommWork(2.0 * (n - 1.0) / np.maximum(n, 1.0) * s, s, n, num(calls))
+
+
+def all_gather(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+    """An all-gather (or reduce-scatter) of an ``S``-byte result: ``(n - 1)/n S`` per chip."""
+    s, n = num(message_bytes), num(ranks)
+    return CommWork((n - 1.0) / np.maximum(n, 1.0) * s, s, n, num(calls))
+
+
+def all_to_all(bytes_per_chip: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+    """Each chip spreads ``M`` bytes evenly over the group: ``(n - 1)/n M`` leave it (an EP
+    dispatch or combine of ``tokens x destinations x hidden`` values)."""
+    m, n = num(bytes_per_chip), num(ranks)
+    return CommWork((n - 1.0) / np.maximum(n, 1.0) * m, m, n, num(calls))
