@@ -8,9 +8,10 @@ date, fit time). Split from ``kernel_fit`` by responsibility (fitting vs writing
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rackmath.analyses.kernel_fit import TRANSFER, ChipData, ChipFit, ChipPeaks, fit_chip, load_package_chip
 from rackmath.catalog import kernel_tables as kt
@@ -35,6 +36,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         "overlap_power": round(e.overlap_power, 3),
         "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
         "floor_s": float(f"{e.floor_s:.4g}"),
+        **({"split_tokens": round(e.split_tokens, 1)} if e.split_tokens else {}),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
@@ -46,7 +48,7 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
         {
             "op_class": f.op_class.value,
             "dtype": f.dtype,
-            **({} if f.gated else {"gated": False}),  # absent: gated (every class but MoE)
+            **({"kind": f.kind} if f.kind else {}),
             "precision": f.precision.value,
             **_params(f.efficiency),
             "rows_used": f.rows_used,
@@ -67,16 +69,19 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
     return {"ops": ops, "collectives": comm, "date": date}
 
 
-def calibrate_kernels(chips: list[str] | None = None, from_files: list[Path] | None = None) -> dict[str, Any]:
+def calibrate_kernels(
+    chips: list[str] | None = None, from_files: list[Path] | None = None, date: str | None = None
+) -> dict[str, Any]:
     """Fit the chips' efficiency parameters; returns the YAML document (``chips`` + ``meta``).
 
     Without ``from_files`` the installed package's tables are used; with them, each file's
-    rows are fitted for the one chip named in ``chips``.
+    rows are fitted for the one chip named in ``chips``. The document is a function of the
+    tables and ``date`` alone (default today; the fit is deterministic and its time is not
+    written), so a refit with the shipped file's date reproduces it byte for byte.
     """
     from rackmath.catalog.loader import chips as catalog_chips
 
-    t0 = time.perf_counter()
-    date = _dt.date.today().isoformat()
+    date = date or _dt.date.today().isoformat()
     out: dict[str, Any] = {}
     if from_files:
         if not chips or len(chips) != 1:
@@ -115,6 +120,18 @@ def calibrate_kernels(chips: list[str] | None = None, from_files: list[Path] | N
             "package": kt.PACKAGE,
             "package_version": kt.PACKAGE_VERSION,
             "date": date,
-            "fit_seconds": round(time.perf_counter() - t0, 2),
         },
     }
+
+
+#: The shipped catalog's header (``catalog/data/kernel_efficiency.yaml``).
+HEADER = (
+    "# kernel_efficiency.yaml -- per-operator efficiencies fitted by `rackmath calibrate kernels`\n"
+    "# on measured kernel latency tables (see docs/calibration.md). Data, not code: refit, do not edit.\n"
+)
+
+
+def catalog_text(doc: dict[str, Any]) -> str:
+    """The catalog file's text for a fitted document (the one serialization: a refit compares
+    byte for byte)."""
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=200)

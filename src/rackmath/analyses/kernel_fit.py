@@ -24,8 +24,6 @@ from rackmath.analyses.kernel_rows import (  # the table -> operator rows step, 
 from rackmath.analyses.kernel_rows import MOE_SHAPE as MOE_SHAPE
 from rackmath.analyses.kernel_rows import CommRows as CommRows
 from rackmath.analyses.kernel_rows import OpRows as OpRows
-from rackmath.analyses.kernel_rows import _fastest_kernel as _fastest_kernel
-from rackmath.analyses.kernel_rows import _hash as _hash
 from rackmath.analyses.kernel_rows import comm_rows as comm_rows
 from rackmath.analyses.kernel_rows import fit_groups as fit_groups
 from rackmath.analyses.kernel_rows import moe_kernels as moe_kernels
@@ -39,24 +37,8 @@ from rackmath.core.efficiency import (
 )
 from rackmath.errors import PrecisionUnavailableError
 from rackmath.specs.efficiency import MAX_OVERLAP_POWER
-from rackmath.specs.precision import Precision
+from rackmath.specs.precision import Precision, kernel_format
 
-# Dtype -> the compute precision whose peak the compute fraction is a fraction of.
-COMPUTE_PRECISION: dict[str, Precision] = {
-    "bfloat16": Precision.BF16,
-    "float16": Precision.FP16,
-    "half": Precision.FP16,
-    "float32": Precision.FP32,
-    "fp8": Precision.FP8,
-    "fp8_block": Precision.FP8,
-    "int8": Precision.INT8,
-    "sq": Precision.INT8,
-    "nvfp4": Precision.FP4,
-    "int8_wo": Precision.BF16,
-    "int4_wo": Precision.BF16,
-    "w4a16_mxfp4": Precision.BF16,
-    "w4a8_mxfp4_mxfp8": Precision.FP8,
-}
 MAX_FIT_ROWS = 6000  # rows per fit (a fixed hash-ordered subsample): keeps the full fit < 60 s
 MIN_FIT_ROWS = 3  # fewer rows than this leave the class unfitted (pure roofline)
 HOLDOUT_MOD = 5  # shape hash % 5 == 0 -> held out (20%)
@@ -108,10 +90,13 @@ class ChipPeaks:
 
 # Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
 # bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
-# routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0])
+# routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed),
+# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0])
+#: A fitted split above this is no split at any context the tables hold (128K tokens).
+NO_SPLIT_TOKENS = 1e6
 
 
 def _eff(
@@ -121,8 +106,10 @@ def _eff(
     row_tile: float = 0.0,
     bandwidth_tile: float = 0.0,
     with_routing: bool = False,
+    with_split: bool = False,
 ) -> OpEfficiency:
-    c, h, b, hb, fl, hn, hk, power, routing = np.exp(p)
+    c, h, b, hb, fl, hn, hk, power, routing, split = np.exp(p)
+    split = float(split) if with_split and split < NO_SPLIT_TOKENS else 0.0
     return OpEfficiency(
         compute_frac=float(min(c, 1.0)),
         compute_half_rows=float(h),
@@ -136,12 +123,28 @@ def _eff(
         bandwidth_tile=float(bandwidth_tile),
         overlap_power=float(min(max(power, 1.0), MAX_OVERLAP_POWER)),
         routing_bytes_per_element=float(routing) if with_routing else 0.0,
+        split_tokens=split,
     )
 
 
 def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
+    """The time of each measured call on curve ``e``: its work through
+    :func:`rackmath.core.efficiency.operator_time_s`, as the step times an operator
+    (:func:`rackmath.core.operators.timed`)."""
+    w = r.work
     return operator_time_s(
-        e, r.flops, r.bytes, peak, bw, r.rows, r.cols, r.depth, routed=r.routed, tokens=r.tokens, ep=r.ep
+        e,
+        w.flops,
+        w.bytes,
+        peak,
+        bw,
+        w.rows,
+        w.cols,
+        w.depth,
+        w.calls,
+        routed=w.routed,
+        tokens=w.tokens,
+        ep=w.ep,
     )
 
 
@@ -163,8 +166,9 @@ GEMM_BANDWIDTH_TILES = (0.0, 128.0)
 def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     """Least-squares fit of one operator class and dtype on one chip (deterministic).
 
-    Every class fits the fractions, half counts, floor and ``overlap_power``; GEMM and MoE also
-    the column and depth half counts, MoE the routing bytes per element. Discrete choices are
+    Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a
+    shape also the column and depth half counts, MoE the routing bytes per element, decode
+    attention the context a split-KV thread block takes (``split_tokens``). Discrete choices are
     tried and the lowest loss wins: the KV tile of decode attention (:data:`DECODE_TILES`), the
     row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`) and a dense GEMM's output tile
     (:data:`GEMM_BANDWIDTH_TILES`). The residual times each row through
@@ -175,7 +179,8 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     r = _subsample(r)
     with_cols = r.cols is not None
     with_routing = r.routed is not None
-    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing])
+    with_split = r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None
+    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing, with_split])
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
@@ -191,7 +196,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
         ) -> np.ndarray:
             p = start.copy()
             p[free] = q
-            e = _eff(p, with_cols, *shape, with_routing=with_routing)
+            e = _eff(p, with_cols, *shape, with_routing=with_routing, with_split=with_split)
             return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
         sol = least_squares(
@@ -207,7 +212,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             p[free] = sol.x
             best = (float(sol.cost), p, shape)
     assert best is not None
-    return _eff(best[1], with_cols, *best[2], with_routing=with_routing)
+    return _eff(best[1], with_cols, *best[2], with_routing=with_routing, with_split=with_split)
 
 
 def fit_comm(r: CommRows) -> tuple[float, float, float]:
@@ -247,12 +252,13 @@ def comm_efficiency(r: CommRows, link_bytes_per_s: float) -> CollectiveEfficienc
 
 @dataclass
 class ChipData:
-    """Every measured row of one chip, grouped by class (and dtype inside), with sources."""
+    """Every measured row of one chip, grouped by class (formats and kernel families inside),
+    with sources."""
 
     chip_id: str
     ops: dict[OpClass, OpRows] = field(default_factory=dict)
     comm: dict[str, CommRows] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)  # class / comm name -> table source
+    sources: dict[str, str] = field(default_factory=dict)  # "class/kind" or comm name -> table source
     # Rows that are not the operator's timing (kept out of the fit, scored apart):
     # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
     # skipped work), or MoE rows slower than a superset of their work.
@@ -270,42 +276,40 @@ class ChipData:
             _append(self.ops, cls, r.take(possible))
             _append(self.rejected, cls, r.take(~possible))
             _append(self.rejected, cls, every.take(~np.isin(every.key, r.key)))
-            self.sources[cls.value] = source
+            for kind in sorted(set(every.kind.tolist())):
+                self.sources[source_key(cls, kind)] = source
         for name, c in comm_rows(df).items():
             self.comm[name] = c
             self.sources[name] = source
 
 
+def source_key(cls: OpClass, kind: str) -> str:
+    """The key a class and kernel family's table source is kept under (``attention_decode/mla``)."""
+    return f"{cls.value}/{kind}" if kind else cls.value
+
+
 def _append(into: dict[OpClass, OpRows], cls: OpClass, r: OpRows) -> None:
-    into[cls] = r if cls not in into else _concat(into[cls], r)
+    into[cls] = r if cls not in into else OpRows.concat(into[cls], r)
 
 
-def _concat(a: OpRows, b: OpRows) -> OpRows:
-    def cat(x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
-        return None if x is None or y is None else np.concatenate([x, y])
-
-    return OpRows(
-        a.op_class,
-        np.concatenate([a.dtype, b.dtype]),
-        np.concatenate([a.rows, b.rows]),
-        cat(a.cols, b.cols),
-        cat(a.depth, b.depth),
-        np.concatenate([a.flops, b.flops]),
-        np.concatenate([a.bytes, b.bytes]),
-        np.concatenate([a.latency_s, b.latency_s]),
-        np.concatenate([a.key, b.key]),
-        cat(a.routed, b.routed),
-        cat(a.gated, b.gated),
-        cat(a.tokens, b.tokens),
-        cat(a.ep, b.ep),
-    )
+#: The table kinds a chip's fit reads, in order.
+FIT_KINDS = (
+    "gemm",
+    "moe",
+    "generation_attention",
+    "context_attention",
+    "generation_mla",
+    "context_mla",
+    "nccl",
+    "deepep_ll",
+)
 
 
 def load_package_chip(chip_id: str, refs: list[kt.TableRef] | None = None) -> ChipData:
     """The primary tables of one chip from the installed package."""
     refs = kt.discover() if refs is None else refs
     data = ChipData(chip_id)
-    for kind in ("gemm", "moe", "generation_attention", "context_attention", "nccl", "deepep_ll"):
+    for kind in FIT_KINDS:
         ref = kt.primary(refs, chip_id, kind)
         if ref is None:
             continue
@@ -327,13 +331,16 @@ def load_package_chip(chip_id: str, refs: list[kt.TableRef] | None = None) -> Ch
 
 @dataclass
 class OpFit:
+    """One fitted curve: class, format (``dtype``) and kernel family (``kind``), the precision
+    whose peak its compute fraction is a fraction of, the rows it used and their source."""
+
     op_class: OpClass
     dtype: str
+    kind: str
     precision: Precision
     efficiency: OpEfficiency
     rows_used: int
     source: str
-    gated: bool = True  # MoE: the gated (3-matrix) kernel's curve, or the non-gated one's
 
 
 @dataclass
@@ -366,28 +373,40 @@ def _kernel_chain(
     return chain
 
 
+def curve_precision(dtype: str, peaks: ChipPeaks) -> Precision | None:
+    """The peak a curve of format ``dtype`` is a fraction of: the format's compute precision
+    (:data:`rackmath.specs.precision.FORMATS`: an fp8 KV cache's attention runs fp8 math on
+    Blackwell, up to 1.3x the bf16 peak in the MLA tables), bf16 on a chip without that peak
+    (an A100's fp8-KV attention), None when the chip has neither."""
+    compute = kernel_format(dtype).compute
+    for p in (compute, Precision.BF16):
+        if p in peaks.peak_flops_per_s:
+            return p
+    return None
+
+
 def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None) -> ChipFit:
-    """Fit every class x dtype of one chip (``mask`` keeps only some rows per class/comm name)."""
+    """Fit every class x format x family of one chip (``mask`` keeps only some rows per
+    class/comm name)."""
     fits: list[OpFit] = []
     for cls, allr in sorted(data.ops.items(), key=lambda kv: kv[0].value):
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
-        for dt, gated, rows in fit_groups(r_all):
-            prec = (
-                COMPUTE_PRECISION[dt]
-                if cls in (OpClass.GEMM, OpClass.MOE, OpClass.ATTENTION_PREFILL)
-                else Precision.BF16
-            )
-            peak = peaks.peak_flops_per_s.get(prec)
-            if peak is None:
-                continue  # the chip has no such tensor cores (fp8 on an A100): nothing to fit against
+        for dt, kind, rows in fit_groups(r_all):
+            prec = curve_precision(dt, peaks)
+            if prec is None or (
+                cls is OpClass.GEMM and kernel_format(dt).compute not in peaks.peak_flops_per_s
+            ):
+                continue  # the chip has no such tensor cores (fp8 GEMMs on an A100): nothing to fit
+            peak = peaks.peak_flops_per_s[prec]
             r = r_all.take(rows)
             if len(r.latency_s) < MIN_FIT_ROWS:
                 continue
-            kernels = data.moe_kernels.get(dt, {}) if (cls is OpClass.MOE and gated) else {}
+            kernels = data.moe_kernels.get(dt, {}) if (cls is OpClass.MOE and kind == "gated") else {}
             # several kernels: one curve each, the operator runs the faster
             chain = _kernel_chain(kernels, r.key, peak, peaks.hbm_bytes_per_s) if kernels else None
             eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
-            fits.append(OpFit(cls, dt, prec, eff, len(r.latency_s), data.sources.get(cls.value, ""), gated))
+            source = data.sources.get(source_key(cls, kind), "")
+            fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source))
     comm: dict[str, CollectiveEfficiency] = {}
     counts: dict[str, int] = {}
     for name, c_all in sorted(data.comm.items()):
@@ -398,17 +417,6 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
     return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources))
 
 
-# ------------------------------------------------------------------ catalog YAML
-# (rackmath.analyses.kernel_calibrate: fit_to_dict, calibrate_kernels; re-exported below)
-# ------------------------------------------------------------------ validation
-# (rackmath.analyses.kernel_validation: held-out shapes, chips and framework versions; re-exported)
-# ------------------------------------------------------------------ the catalog as EfficiencyTables
-# (moved to rackmath.analyses.efficiency_tables; re-exported for callers of this module)
-from rackmath.analyses.efficiency_tables import efficiency_table as efficiency_table  # noqa: E402
-from rackmath.analyses.efficiency_tables import op_from_entry as op_from_entry  # noqa: E402
-from rackmath.analyses.kernel_calibrate import calibrate_kernels as calibrate_kernels  # noqa: E402
-from rackmath.analyses.kernel_calibrate import fit_to_dict as fit_to_dict  # noqa: E402
-from rackmath.analyses.kernel_validation import CLASSES as CLASSES  # noqa: E402
-from rackmath.analyses.kernel_validation import _errors as _errors  # noqa: E402
-from rackmath.analyses.kernel_validation import _split as _split  # noqa: E402
-from rackmath.analyses.kernel_validation import validate_kernels as validate_kernels  # noqa: E402
+# The catalog YAML is written by rackmath.analyses.kernel_calibrate (fit_to_dict,
+# calibrate_kernels), validated by rackmath.analyses.kernel_validation and read as typed tables
+# by rackmath.analyses.efficiency_tables; import them from there.

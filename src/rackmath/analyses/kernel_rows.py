@@ -1,14 +1,18 @@
 """Measured kernel tables as operator rows: the physics quantities of one kernel call.
 
-What one row means, per table kind (units SI; latencies in the tables are ms):
+Every row becomes the :class:`~rackmath.core.work.Work` of one call through the functions the
+per-operator step uses (:mod:`rackmath.core.work`; attention FLOPs and cache bytes from the
+attention registry, :mod:`rackmath.core.attention`), so a fitted curve is a fraction of exactly
+the work the step charges (``tests/test_work_parity.py``). Per table kind (units SI; latencies
+in the tables are ms):
 
-* GEMM (m, n, k, dtype w/a bytes): ``flops = 2 m n k``; ``bytes = m k a + k n w + 2 m n``
-  (bf16 output); rows = m, cols = n, depth = k.
+* GEMM (m, n, k, dtype): :func:`~rackmath.core.work.gemm` of ``m`` rows through ``n k``
+  weights stored at the format's bytes, reading ``k`` values (at its activation bytes, scales
+  included) and writing ``n`` per row; rows = m, cols = n, depth = k.
 * MoE grouped GEMM: ``num_tokens`` counts the whole EP group, so one GPU computes
   ``num_tokens * topk / ep`` token-expert pairs over ``mats`` matrices (3 gated, 2 non-gated)
-  of ``hidden x inter / tp``: ``flops = 2 mats hidden inter/tp num_tokens topk / ep``; SGLang
-  0.5.10's tables timed ``min(ep, topk)`` times that many pairs (:func:`_pairs_factor`). Bytes:
-  the weights of the local experts that receive a token, plus activations in and out.
+  of ``hidden x inter / tp`` (:func:`~rackmath.core.work.grouped_gemm`); SGLang 0.5.10's
+  tables timed ``min(ep, topk)`` times that many pairs (:func:`_pairs_factor`).
   ``balanced`` routing deals the ``num_tokens topk`` pairs out evenly, so ``min(E, num_tokens
   topk) / ep`` local experts are hit (2 tokens with top-2 of 8 experts hit 4, and the H100
   table's time doubles from 1 to 2 tokens), not the ``E/ep (1 - (1 - topk/E)^num_tokens)``
@@ -18,15 +22,15 @@ What one row means, per table kind (units SI; latencies in the tables are ms):
   per-operator model does not describe, and the GB200 power-law rows run faster than the
   balanced ones, which a skewed load cannot do); where a shape is timed with several kernels
   only the fastest is kept (what the framework dispatches).
-* Decode attention: one query per sequence against ``L = step + isl`` cached tokens (or the
-  window): ``bytes = batch L 2 kv_heads head_dim kv_bytes + 4 batch heads head_dim``,
-  ``flops = 4 batch heads head_dim L``; rows = batch; cols = query heads per KV head (the
-  GQA group fills the rows of a tensor-core tile); depth = L (read in KV blocks, see
-  ``bandwidth_tile_depth``). The dtype key is the KV-cache dtype.
-* Prefill attention: causal over ``isl`` tokens (window-limited when set):
-  ``flops = 4 batch heads head_dim sum_i min(i, window)``; bytes = Q, K, V in and O out;
-  rows = batch x isl; cols = head_dim (the inner dimension of Q K^T); depth = isl (the
-  key length each query row reduces over). The dtype key is the attention (compute) dtype.
+* Decode attention, GQA (``generation_attention``) and MLA (``generation_mla``, DeepSeek's
+  latent of 512 + 64 read by every head): ``batch`` queries of ``num_heads`` local heads
+  against ``L = isl + step`` cached tokens (or the window), through
+  :func:`~rackmath.core.work.decode_attention`; rows = batch x KV heads (MLA: 1), cols = query
+  heads per KV head, depth = L. The dtype key is the KV-cache dtype.
+* Prefill attention, GQA (``context_attention``) and MLA (``context_mla``, decompressed:
+  192-wide queries and keys, 128-wide values, a KV head per head): causal over ``isl`` tokens
+  through :func:`~rackmath.core.work.prefill_attention`; rows = batch x isl, cols = the query
+  width, depth = isl. The dtype key is the attention (compute) dtype.
 * NCCL all-reduce on n GPUs of S = message_size x element bytes: ring wire bytes
   ``2 (n-1)/n S`` over the chip's scale-up link -> ``latency_s`` + ``bandwidth_frac``.
 * DeepEP low-latency dispatch (fp8: 1 byte) / combine (bf16: 2 bytes) of
@@ -49,58 +53,115 @@ from typing import Any
 import numpy as np
 
 from rackmath.catalog import kernel_tables as kt
+from rackmath.core import attention as attn
+from rackmath.core import work as wk
 from rackmath.core.efficiency import OpClass
+from rackmath.specs.model import AttentionKind, AttentionSpec
+from rackmath.specs.precision import kernel_format
 
 DEEPEP_EP = 8  # DeepEP low-latency tables are one node (node_num 1) of 8 GPUs
 
 
 @dataclass
 class OpRows:
-    """Measured kernel calls of one operator class, as physics quantities (SI)."""
+    """Measured kernel calls of one operator class: each call's work (every field an array over
+    the rows, :class:`~rackmath.core.work.Work`), its format (``dtype``, a table dtype name) and
+    kernel family (``kind``: ``gqa``/``mla`` attention, ``gated``/``nongated`` experts), its
+    latency and a shape hash for the deterministic hold-out split."""
 
     op_class: OpClass
     dtype: np.ndarray
-    rows: np.ndarray
-    cols: np.ndarray | None
-    depth: np.ndarray | None
-    flops: np.ndarray
-    bytes: np.ndarray
+    kind: np.ndarray
+    work: wk.Work
     latency_s: np.ndarray
-    key: np.ndarray  # shape hash (uint64) for the deterministic hold-out split
-    routed: np.ndarray | None = None  # elements the call routes (MoE: EP group's pairs x hidden)
-    gated: np.ndarray | None = None  # MoE: gated (3 matrices) or not (2), a kernel of its own
-    tokens: np.ndarray | None = None  # MoE: the EP group's tokens per call
-    ep: np.ndarray | None = None  # MoE: expert-parallel ranks
+    key: np.ndarray  # shape hash (uint64)
 
     def take(self, mask: np.ndarray) -> OpRows:
+        parts = [None if x is None else np.asarray(x)[mask] for x in self.work]
         return OpRows(
             self.op_class,
             self.dtype[mask],
-            self.rows[mask],
-            None if self.cols is None else self.cols[mask],
-            None if self.depth is None else self.depth[mask],
-            self.flops[mask],
-            self.bytes[mask],
+            self.kind[mask],
+            wk.Work(*parts),  # type: ignore[arg-type]  # optional fields stay None
             self.latency_s[mask],
             self.key[mask],
-            None if self.routed is None else self.routed[mask],
-            None if self.gated is None else self.gated[mask],
-            None if self.tokens is None else self.tokens[mask],
-            None if self.ep is None else self.ep[mask],
         )
 
+    @staticmethod
+    def concat(a: OpRows, b: OpRows) -> OpRows:
+        def cat(x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
+            return None if x is None or y is None else np.concatenate([x, y])
 
-def fit_groups(r: OpRows) -> list[tuple[str, bool, np.ndarray]]:
-    """``(dtype, gated, mask)`` of each curve the rows are fitted as: one per dtype, and for the
-    grouped expert GEMM gated (gate, up and down: 3 matrices) and non-gated (2) kernels apart.
-    A non-gated table kernel (TensorRT-LLM's ``nongated`` MoE) runs at its own efficiency: fitted
-    with the gated rows of its dtype it is 23% slower than that curve at the median (B200 NVFP4)."""
-    gated = np.ones(len(r.latency_s), bool) if r.gated is None else r.gated
+        return OpRows(
+            a.op_class,
+            np.concatenate([a.dtype, b.dtype]),
+            np.concatenate([a.kind, b.kind]),
+            wk.Work(*(cat(x, y) for x, y in zip(a.work, b.work, strict=True))),  # type: ignore[arg-type]
+            np.concatenate([a.latency_s, b.latency_s]),
+            np.concatenate([a.key, b.key]),
+        )
+
+    def __len__(self) -> int:
+        return len(self.latency_s)
+
+    # the work's fields, for readers of a row
+    @property
+    def rows(self) -> np.ndarray:
+        return self.work.rows
+
+    @property
+    def cols(self) -> np.ndarray | None:
+        return self.work.cols
+
+    @property
+    def depth(self) -> np.ndarray | None:
+        return self.work.depth
+
+    @property
+    def flops(self) -> np.ndarray:
+        return self.work.flops
+
+    @property
+    def bytes(self) -> np.ndarray:
+        return self.work.bytes
+
+    @property
+    def routed(self) -> np.ndarray | None:
+        return self.work.routed
+
+    @property
+    def tokens(self) -> np.ndarray | None:
+        return self.work.tokens
+
+    @property
+    def ep(self) -> np.ndarray | None:
+        return self.work.ep
+
+
+def _rows_of(n: int, w: wk.Work) -> wk.Work:
+    """``w`` with every field an array of ``n`` rows (scalars broadcast), so rows can be taken."""
+    parts = (None if x is None else np.broadcast_to(np.asarray(x, float), (n,)).copy() for x in w)
+    return wk.Work(*parts)  # type: ignore[arg-type]  # the optional fields stay None
+
+
+def _op_rows(
+    cls: OpClass, dtype: np.ndarray, kind: str | np.ndarray, w: wk.Work, df: Any, key: np.ndarray
+) -> OpRows:
+    n = len(dtype)
+    kinds = np.broadcast_to(np.asarray(kind, dtype=object), (n,)).astype(str)
+    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key)
+
+
+def fit_groups(r: OpRows) -> list[tuple[str, str, np.ndarray]]:
+    """``(dtype, kind, mask)`` of each curve the rows are fitted as: one per format and kernel
+    family (GQA and MLA attention apart; gated and non-gated grouped expert GEMMs apart: a
+    non-gated table kernel, TensorRT-LLM's ``nongated`` MoE, fitted with the gated rows of its
+    dtype is 23% slower than that curve at the median on B200 NVFP4)."""
     return [
-        (dt, g, m)
+        (dt, k, m)
         for dt in sorted(set(r.dtype.tolist()))
-        for g in (True, False)
-        if (m := (r.dtype == dt) & (gated == g)).any()
+        for k in sorted(set(r.kind.tolist()))
+        if (m := (r.dtype == dt) & (r.kind == k)).any()
     ]
 
 
@@ -137,23 +198,31 @@ def _moe_rows(df: Any) -> OpRows:
     src = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df else np.full(len(df), "")
     mats = np.where(np.char.find(src.astype(str), "nongated") >= 0, 2.0, 3.0)
     dt = df["moe_dtype"].astype(str).to_numpy()
-    w = np.array([kt.DTYPE_BYTES[d][0] for d in dt])
-    a = np.array([kt.DTYPE_BYTES[d][1] for d in dt])
-    inter_local = inter / tp
+    w, a = _format_bytes(dt)
     pairs_local = tok * topk * _pairs_factor(df, ep, topk) / ep
     # balanced routing deals the pairs out evenly, so min(E, pairs) distinct experts are hit
-    experts_hit = np.minimum(e, tok * topk) / ep
-    flops = 2 * mats * h * inter_local * pairs_local
-    bytes_ = experts_hit * mats * h * inter_local * w + pairs_local * h * (a + 2.0)
-    key = _hash(df, MOE_SHAPE)
-    routed = pairs_local * ep * h  # every rank permutes and finalizes the EP group's pairs
-    latency_s = _f(df, "latency") * 1e-3
-    gated = mats == 3.0
-    tokens = pairs_local * ep / topk  # the EP group's tokens the rank's pairs come from
-    return OpRows(
-        OpClass.MOE, dt, pairs_local * ep / e, inter_local, h, flops, bytes_, latency_s, key, routed, gated,
-        tokens, ep,
-    )  # fmt: skip
+    work = wk.grouped_gemm(
+        pairs_local,
+        np.minimum(e, tok * topk) / ep,
+        h,
+        inter / tp,
+        matrices=mats,
+        weight_bytes_per_param=w,
+        activation_bytes=a,
+        tokens_per_expert=pairs_local * ep / e,
+        routed=pairs_local * ep * h,  # every rank permutes and finalizes the EP group's pairs
+        group_tokens=pairs_local * ep / topk,  # the EP group's tokens the rank's pairs come from
+        ep=ep,
+    )
+    kind = np.where(mats == 3.0, "gated", "nongated")
+    return _op_rows(OpClass.MOE, dt, kind, work, df, _hash(df, MOE_SHAPE))
+
+
+def _format_bytes(dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes per weight and per input activation element of each row's format (scales included,
+    :data:`rackmath.specs.precision.FORMATS`)."""
+    fmts = [kernel_format(str(d)) for d in dtypes]
+    return np.array([f.weight_bytes for f in fmts]), np.array([f.activation_bytes for f in fmts])
 
 
 # Tables whose one-GPU timing runs every token's top-k pairs on the rank's experts while
@@ -285,19 +354,18 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
     if kind == "gemm":
         m, n, k = _f(df, "m"), _f(df, "n"), _f(df, "k")
         dt = df["gemm_dtype"].astype(str).to_numpy()
-        w = np.array([kt.DTYPE_BYTES[d][0] for d in dt])
-        a = np.array([kt.DTYPE_BYTES[d][1] for d in dt])
-        out[OpClass.GEMM] = OpRows(
-            OpClass.GEMM,
-            dt,
+        w, a = _format_bytes(dt)
+        work = wk.gemm(
             m,
+            n * k,
             n,
             k,
-            2 * m * n * k,
-            m * k * a + k * n * w + 2 * m * n,
-            _f(df, "latency") * 1e-3,
-            _hash(df, ["gemm_dtype", "m", "n", "k"]),
+            weight_bytes_per_param=w,
+            activation_bytes=a,
+            in_values=k,
+            out_values=n,
         )
+        out[OpClass.GEMM] = _op_rows(OpClass.GEMM, dt, "", work, df, _hash(df, ["gemm_dtype", "m", "n", "k"]))
     elif kind == "moe":
         if physical:
             df = _moe_candidates(df, hbm_bytes_per_s)
@@ -309,17 +377,9 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
         out[OpClass.MOE] = _moe_rows(df)
     elif kind == "memcpy":
         nbytes = _f(df, "bytes")
-        out[OpClass.ELEMENTWISE] = OpRows(
-            OpClass.ELEMENTWISE,
-            np.full(len(df), "bfloat16"),
-            nbytes / 2,
-            None,
-            None,
-            np.zeros(len(df)),
-            2 * nbytes,
-            _f(df, "latency") * 1e-3,
-            _hash(df, ["bytes"]),
-        )
+        work = wk.elementwise(2 * nbytes, nbytes / 2)
+        dt = np.full(len(df), "bfloat16")
+        out[OpClass.ELEMENTWISE] = _op_rows(OpClass.ELEMENTWISE, dt, "", work, df, _hash(df, ["bytes"]))
     elif kind in ("generation_attention", "context_attention", "attention"):
         names = df["op_name"].astype(str).to_numpy() if "op_name" in df else None
         for name, cls in (
@@ -329,6 +389,21 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             sub = df if kind == name else (df[names == name] if names is not None else df.iloc[:0])
             if len(sub):
                 out[cls] = _attention_rows(sub, cls)
+    elif kind in ("generation_mla", "context_mla", "mla"):
+        names = (
+            df["op_name"].astype(str).to_numpy() if "op_name" in df else np.full(len(df), "mla_generation")
+        )
+        for name, cls in (
+            ("generation_mla", OpClass.ATTENTION_DECODE),
+            ("context_mla", OpClass.ATTENTION_PREFILL),
+        ):
+            sub = (
+                df
+                if kind == name
+                else df[names == {"generation_mla": "mla_generation"}.get(name, "mla_context")]
+            )
+            if len(sub):
+                out[cls] = _mla_rows(sub, cls)
     return out
 
 
@@ -353,6 +428,8 @@ def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]
 
 
 def _attention_rows(df: Any, cls: OpClass) -> OpRows:
+    """GQA/MHA rows: each distinct (heads, KV heads, head dim) is an attention spec of the
+    registry, whose FLOPs per visible key and cache values per token the rows use."""
     b, isl = _f(df, "batch_size"), _f(df, "isl")
     heads, kvh, hd, win = (
         _f(df, "num_heads"),
@@ -360,27 +437,129 @@ def _attention_rows(df: Any, cls: OpClass) -> OpRows:
         _f(df, "head_dim"),
         _f(df, "window_size"),
     )
-    kv_bytes = np.array([kt.DTYPE_BYTES[d][1] for d in df["kv_cache_dtype"].astype(str)])
-    a_bytes = np.array([kt.DTYPE_BYTES[d][1] for d in df["attn_dtype"].astype(str)])
-    latency = _f(df, "latency") * 1e-3
+    kv_bytes = np.array([kernel_format(d).activation_bytes for d in df["kv_cache_dtype"].astype(str)])
     cols = [c for c in kt.REQUIRED["context_attention"] if c != "latency"]  # one call's shape
-    if cls is OpClass.ATTENTION_DECODE:
+    decode = cls is OpClass.ATTENTION_DECODE
+    # beyond the group the kernel shares a KV head over, every query head reads its own
+    read_heads = np.where(_unshared_group(df, heads / kvh), heads, kvh) if decode else kvh
+    per_key_flops, per_key_values = _per_key(heads, read_heads, hd, decode)
+    if decode:
         ctx = isl + (_f(df, "step") if "step" in df else 0.0)
         ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
-        flops = 4 * b * heads * hd * ctx
-        # beyond the group the kernel shares a KV head over, every query head reads its own
-        read_heads = np.where(_unshared_group(df, heads / kvh), heads, kvh)
-        bytes_ = b * ctx * 2 * read_heads * hd * kv_bytes + 4 * b * heads * hd
+        work = wk.decode_attention(
+            b,
+            heads,
+            read_heads,
+            hd,
+            hd,
+            ctx,
+            flops=b * ctx * per_key_flops,
+            kv_read_bytes=b * ctx * per_key_values * kv_bytes,
+        )
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        group = heads / read_heads
-        return OpRows(cls, dt, b, group, ctx, flops, bytes_, latency, _hash(df, [*cols, "step"]))
+        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]))
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w
-    flops = 4 * b * heads * hd * pairs
-    bytes_ = b * isl * hd * ((2 * heads) * a_bytes + 2 * kvh * kv_bytes)
+    a_bytes = np.array([kernel_format(d).activation_bytes for d in df["attn_dtype"].astype(str)])
+    work = wk.prefill_attention(
+        b * isl,
+        heads,
+        kvh,
+        hd,
+        hd,
+        isl,
+        flops=b * pairs * per_key_flops,
+        input_bytes=a_bytes,
+    )
     dt = df["attn_dtype"].astype(str).to_numpy()
-    return OpRows(cls, dt, b * isl, hd, isl, flops, bytes_, latency, _hash(df, cols))
+    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols))
+
+
+def _per_key(
+    heads: np.ndarray, kv_heads: np.ndarray, head_dim: np.ndarray, decode: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """FLOPs per visible key and cache values per token of each row's attention, from the
+    registry (:func:`rackmath.core.attention.flops_per_visible_token`,
+    :func:`~rackmath.core.attention.kv_elements_per_token_per_layer`) of a GQA spec per distinct shape."""
+    shapes = np.stack([heads, kv_heads, head_dim], axis=1)
+    flops, values = np.empty(len(heads)), np.empty(len(heads))
+    for shape in np.unique(shapes, axis=0):
+        h, k, d = (int(x) for x in shape)
+        a = AttentionSpec(AttentionKind.GQA, h, k, d, d)
+        at = (shapes == shape).all(axis=1)
+        flops[at] = attn.flops_per_visible_token(a, decode=decode)
+        values[at] = attn.kv_elements_per_token_per_layer(a)
+    return flops, values
+
+
+#: DeepSeek's MLA, the shape the MLA tables time (aiconfigurator-core's collector, with the
+#: DeepSeek-V3 config): a 512-wide latent, 64-wide RoPE key, 128-wide nope and value heads,
+#: a 1,536-wide query latent.
+MLA_TABLE_SHAPE = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+
+
+def mla_spec(heads: int) -> AttentionSpec:
+    """The MLA attention the tables time, with ``heads`` local query heads."""
+    s = MLA_TABLE_SHAPE
+    return AttentionSpec(
+        AttentionKind.MLA,
+        heads,
+        heads,
+        s["qk_nope_head_dim"] + s["qk_rope_head_dim"],
+        s["v_head_dim"],
+        q_lora_rank=1536,
+        kv_lora_rank=s["kv_lora_rank"],
+        qk_nope_head_dim=s["qk_nope_head_dim"],
+        qk_rope_head_dim=s["qk_rope_head_dim"],
+    )
+
+
+def _mla_rows(df: Any, cls: OpClass) -> OpRows:
+    """MLA rows (``generation_mla``, ``context_mla``): ``num_heads`` is the local head count
+    (``tp_size`` only labels the row), the attended context ``isl + step``. Decode is absorbed:
+    every head scores the 576-wide cached latent and sums 512-wide values, one latent read per
+    sequence (:func:`rackmath.core.attention.flops_per_visible_token`); prefill runs
+    decompressed (192-wide queries and keys, 128-wide values, one KV head per head)."""
+    b, isl, heads = _f(df, "batch_size"), _f(df, "isl"), _f(df, "num_heads")
+    step = _f(df, "step")
+    kv_bytes = np.array([kernel_format(d).activation_bytes for d in df["kv_cache_dtype"].astype(str)])
+    decode = cls is OpClass.ATTENTION_DECODE
+    flops_per_key, latent = np.empty(len(b)), 0.0
+    for h in np.unique(heads):
+        a = mla_spec(int(h))
+        flops_per_key[heads == h] = attn.flops_per_visible_token(a, decode=decode)
+        latent = float(attn.kv_elements_per_token_per_layer(a))
+    cols = ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"]
+    dt = df["kv_cache_dtype"].astype(str).to_numpy()
+    s = MLA_TABLE_SHAPE
+    if decode:
+        ctx = isl + step
+        work = wk.decode_attention(
+            b,
+            heads,
+            1.0,
+            float(s["kv_lora_rank"] + s["qk_rope_head_dim"]),
+            float(s["kv_lora_rank"]),
+            ctx,
+            flops=b * ctx * flops_per_key,
+            kv_read_bytes=b * ctx * latent * kv_bytes,
+        )
+        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols))
+    pairs = isl * (isl + 1) / 2 + step * isl  # a cached prefix of ``step`` tokens
+    qk = float(s["qk_nope_head_dim"] + s["qk_rope_head_dim"])
+    work = wk.prefill_attention(
+        b * isl,
+        heads,
+        heads,
+        qk,
+        float(s["v_head_dim"]),
+        isl + step,
+        flops=b * pairs * flops_per_key,
+        kv_write_bytes=b * isl * latent * kv_bytes,
+        input_bytes=2.0,
+    )
+    return _op_rows(cls, df["mla_dtype"].astype(str).to_numpy(), "mla", work, df, _hash(df, cols))
 
 
 # The most query heads per KV head TensorRT-LLM's decode attention reads one KV head for

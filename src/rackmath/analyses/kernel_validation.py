@@ -51,11 +51,11 @@ def _errors(
     """Relative errors (predicted / measured - 1) per class of ``data``'s rows under ``fit``
     (of its rejected rows, and no collectives, with ``rejected``)."""
     out: dict[str, list[np.ndarray]] = {}
-    by = {(f.op_class, f.dtype, f.gated): f for f in fit.ops}
+    by = {(f.op_class, f.dtype, f.kind): f for f in fit.ops}
     for cls, allr in (data.rejected if rejected else data.ops).items():
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
-        for dt, gated, rows in fit_groups(r_all):
-            f = by.get((cls, dt, gated))
+        for dt, kind, rows in fit_groups(r_all):
+            f = by.get((cls, dt, kind))
             if f is None or f.precision not in peaks.peak_flops_per_s:
                 continue
             r = r_all.take(rows)

@@ -5,7 +5,7 @@
 memory per chip, :mod:`rackmath.analyses.training` into an estimate.
 
 Efficiency: ``efficiency_table`` (an :class:`~rackmath.specs.efficiency.EfficiencyTable`, e.g.
-the kernel fit's :func:`rackmath.analyses.kernel_fit.efficiency_table`) when the caller gives
+the kernel fit's :func:`rackmath.analyses.efficiency_tables.efficiency_table`) when the caller gives
 one; otherwise the flat table of ``efficiency.flops_frac`` (1.0 = pure roofline;
 :data:`CALIBRATED_TRAINING` is the one LOSO-scored value fitted over the published runs).
 """

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.errors import RackmathError
+from rackmath.specs.precision import ALIASES, FORMATS, kernel_format
 
 PACKAGE = "aiconfigurator-core"
 PACKAGE_VERSION = "0.12.0"  # the version the shipped catalog was fitted on
@@ -83,6 +84,8 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "kv_cache_dtype",
         "latency",
     ),
+    "generation_mla": ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"),
+    "context_mla": ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"),
     "nccl": ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"),
     "deepep_ll": (
         "node_num",
@@ -103,23 +106,15 @@ DTYPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "moe": ("moe_dtype",),
     "generation_attention": ("attn_dtype", "kv_cache_dtype"),
     "context_attention": ("attn_dtype", "kv_cache_dtype"),
+    "generation_mla": ("mla_dtype", "kv_cache_dtype"),
+    "context_mla": ("mla_dtype", "kv_cache_dtype"),
     "nccl": ("nccl_dtype",),
 }
-# Dtype name -> bytes per element of (weights, activations). Every name the package uses.
+# Dtype name -> bytes per element of (weights, activations), scales included: the one format
+# table (:data:`rackmath.specs.precision.FORMATS`, aliases included).
 DTYPE_BYTES: dict[str, tuple[float, float]] = {
-    "bfloat16": (2.0, 2.0),
-    "float16": (2.0, 2.0),
-    "half": (2.0, 2.0),
-    "float32": (4.0, 4.0),
-    "fp8": (1.0, 1.0),
-    "fp8_block": (1.0, 1.0),
-    "int8": (1.0, 1.0),
-    "nvfp4": (0.5, 0.5),
-    "int8_wo": (1.0, 2.0),
-    "int4_wo": (0.5, 2.0),
-    "sq": (1.0, 1.0),
-    "w4a16_mxfp4": (0.5, 2.0),
-    "w4a8_mxfp4_mxfp8": (0.5, 1.0),
+    name: (kernel_format(name).weight_bytes, kernel_format(name).activation_bytes)
+    for name in [*FORMATS, *ALIASES]
 }
 
 # The primary table per chip and kind: (op dir, framework, version, file stem).
@@ -169,6 +164,8 @@ def _kind_of_stem(stem: str) -> str | None:
         "moe_perf": "moe",
         "generation_attention_perf": "generation_attention",
         "context_attention_perf": "context_attention",
+        "generation_mla_perf": "generation_mla",
+        "context_mla_perf": "context_mla",
         "nccl_perf": "nccl",
         "wideep_deepep_ll_perf": "deepep_ll",
     }.get(stem)
@@ -224,6 +221,8 @@ def detect_kind(columns: list[str]) -> str | None:
     for kind in ("deepep_ll", "moe", "gemm", "nccl", "memcpy"):
         if set(REQUIRED[kind]) <= cols:
             return kind
+    if set(REQUIRED["generation_mla"]) <= cols:
+        return "mla"  # generation or context, resolved per row by op_name
     if set(REQUIRED["context_attention"]) <= cols:
         if "op_name" in cols:
             return "attention"  # resolved per row by op_name
@@ -252,7 +251,7 @@ def read_table(path: Path, kind: str | None = None) -> Any:
         best = min(REQUIRED, key=lambda k: len(set(REQUIRED[k]) - set(df.columns)))
         missing = [c for c in REQUIRED[best] if c not in df.columns]
         raise KernelTableError(str(path), missing[0], None, f"missing (a {best} table needs {missing})")
-    check_kind = "context_attention" if kind == "attention" else kind
+    check_kind = {"attention": "context_attention", "mla": "generation_mla"}.get(kind, kind)
     for col in REQUIRED[check_kind]:
         if col not in df.columns:
             raise KernelTableError(str(path), col, None, f"missing (a {check_kind} table needs it)")

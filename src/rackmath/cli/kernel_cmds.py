@@ -25,37 +25,59 @@ def _pct(s: dict[str, Any] | None) -> str:
 
 
 def calibrate_kernels_command(
-    target: str, from_file: list[Path], chips: str | None, out: Path | None, as_json: bool
+    target: str,
+    from_file: list[Path],
+    chips: str | None,
+    out: Path | None,
+    as_json: bool,
+    *,
+    install: bool = False,
+    check: bool = False,
 ) -> None:
-    from rackmath.analyses.kernel_fit import calibrate_kernels
+    from rackmath.analyses.kernel_calibrate import calibrate_kernels, catalog_text
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
         raise InputError("calibrate TARGET", target, "'kernels' (or no argument for the step calibration)")
+    if install and out is not None:
+        raise InputError("--install", "with --out", "one destination: --out FILE or --install")
+    if out is not None and not out.parent.is_dir():
+        raise InputError("--out", str(out), "a file in an existing folder")
     chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
-    doc = calibrate_kernels(chip_list, list(from_file) or None)
-    path = out or DATA_PATH
-    if out is None and (from_file or chip_list):
+    shipped = yaml.safe_load(DATA_PATH.read_text(encoding="utf-8")) if DATA_PATH.exists() else {"chips": {}}
+    date = shipped.get("meta", {}).get("date") if check else None
+    doc = calibrate_kernels(chip_list, list(from_file) or None, date=date)
+    if check:
+        if from_file or chip_list:
+            raise InputError("--check", "with --from or --chips", "a full refit of the package tables")
+        same = catalog_text(doc) == DATA_PATH.read_text(encoding="utf-8")
+        typer.echo(f"refit {'reproduces' if same else 'differs from'} {DATA_PATH.name} ({date})")
+        if not same:
+            raise typer.Exit(1)
+        return
+    if install and (from_file or chip_list):
         # A partial refit updates only its chips in the shipped catalog.
-        old = yaml.safe_load(DATA_PATH.read_text(encoding="utf-8")) if DATA_PATH.exists() else {"chips": {}}
-        old["chips"].update(doc["chips"])
-        old["meta"] = doc["meta"]
-        old["transferred"] = doc["transferred"]
-        doc = old
-    header = (
-        "# kernel_efficiency.yaml -- per-operator efficiencies fitted by `rackmath calibrate kernels`\n"
-        "# on measured kernel latency tables (see docs/calibration.md). Data, not code: refit, do not edit.\n"
-    )
-    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=200), encoding="utf-8")
+        shipped["chips"].update(doc["chips"])
+        shipped["meta"] = doc["meta"]
+        shipped["transferred"] = doc["transferred"]
+        doc = shipped
+    path = DATA_PATH if install else out
+    if path is not None:
+        path.write_text(catalog_text(doc), encoding="utf-8")
     if as_json:
         typer.echo(dump_json(doc))
         return
-    table = Table(title=f"Fitted kernel efficiencies ({doc['meta']['fit_seconds']} s) -> {path}")
-    for col in ("chip", "class", "dtype", "compute", "half rows", "bandwidth", "floor", "rows"):
+    where = (
+        f"-> {path}"
+        if path is not None
+        else "(not written: --out FILE, or --install for the shipped catalog)"
+    )
+    table = Table(title=f"Fitted kernel efficiencies {where}")
+    for col in ("chip", "class", "format", "compute", "half rows", "bandwidth", "floor", "rows"):
         table.add_column(col)
     for chip_id, entry in doc["chips"].items():
         for o in entry["ops"]:
-            variant = ("" if o.get("gated", True) else " non-gated") + (
+            variant = (f" {o['kind']}" if o.get("kind") not in (None, "", "gqa", "gated") else "") + (
                 _second_kernel(o["alternative"]) if "alternative" in o else ""
             )
             table.add_row(
@@ -90,7 +112,7 @@ def _second_kernel(alt: dict) -> str:
 
 
 def validate_kernels_command(as_json: bool) -> None:
-    from rackmath.analyses.kernel_fit import CLASSES, validate_kernels
+    from rackmath.analyses.kernel_validation import CLASSES, validate_kernels
 
     report = validate_kernels()
     if as_json:

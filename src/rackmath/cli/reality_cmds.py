@@ -123,12 +123,20 @@ def calibrate_command(
     from_file: list[Path] = typer.Option([], "--from", help="kernels: fit this parquet/CSV table."),
     chips: str | None = typer.Option(None, "--chips", help="kernels: comma-separated chip ids."),
     out: Path | None = typer.Option(None, "--out", help="kernels: write the YAML here."),
+    install: bool = typer.Option(
+        False, "--install", help="kernels: replace the shipped catalog (catalog/data/kernel_efficiency.yaml)."
+    ),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="kernels: refit and compare with the shipped catalog byte for byte (exit 1 if not).",
+    ),
 ) -> None:
     """Fit the physical parameters per chip family, and report leave-one-source-out error."""
     if target is not None:
         from rackmath.cli.kernel_cmds import calibrate_kernels_command
 
-        return calibrate_kernels_command(target, from_file, chips, out, as_json)
+        return calibrate_kernels_command(target, from_file, chips, out, as_json, install=install, check=check)
     from rackmath.analyses.calibration import calibrate
 
     result = calibrate(tuple(exclude_source))

@@ -175,12 +175,13 @@ def achieved_bandwidth_frac(
 
 
 def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> FloatArray:
-    """The parallel work a decode kernel spreads: ``rows x ceil(depth / split_tokens)`` when it
-    splits the context over thread blocks (split-KV, flash-decoding) every ``split_tokens``
-    tokens; ``rows`` otherwise. Worked number: 8 rows, 131,072 tokens, split 16,384 -> 64."""
+    """The parallel work a decode kernel spreads: ``rows x max(1, depth / split_tokens)`` when it
+    splits the context over thread blocks (split-KV, flash-decoding) about every
+    ``split_tokens`` tokens; ``rows`` otherwise (a smooth form of the kernels' whole splits,
+    so the fit can place it). Worked number: 8 rows, 131,072 tokens, split 16,384 -> 64."""
     if e.split_tokens <= 0.0 or depth is None:
         return rows
-    return rows * ceil(maximum(num(depth), 1.0) / e.split_tokens)
+    return rows * maximum(num(depth) / e.split_tokens, 1.0)
 
 
 def _saturating(frac: float, half_rows: float, r: FloatArray) -> FloatArray:

@@ -80,8 +80,8 @@ def gemm(
     cols: ArrayLike,
     depth: ArrayLike,
     *,
-    weight_bytes_per_param: float,
-    activation_bytes: float,
+    weight_bytes_per_param: ArrayLike,
+    activation_bytes: ArrayLike,
     in_values: ArrayLike,
     out_values: ArrayLike,
     calls: ArrayLike = 1.0,
@@ -99,10 +99,10 @@ def gemm(
     m, p = num(rows), num(params)
     return Work(
         flops=2.0 * m * p,
-        weight_bytes=p * weight_bytes_per_param,
+        weight_bytes=p * num(weight_bytes_per_param),
         activation_bytes=m
         * num(calls)
-        * (num(in_values) * activation_bytes + num(out_values) * OUTPUT_BYTES),
+        * (num(in_values) * num(activation_bytes) + num(out_values) * OUTPUT_BYTES),
         kv_read_bytes=_ZERO,
         kv_write_bytes=_ZERO,
         rows=m,
@@ -115,12 +115,12 @@ def gemm(
 def grouped_gemm(
     pairs: ArrayLike,
     experts_hit: ArrayLike,
-    hidden: float,
+    hidden: ArrayLike,
     width: ArrayLike,
     *,
-    matrices: float,
-    weight_bytes_per_param: float,
-    activation_bytes: float,
+    matrices: ArrayLike,
+    weight_bytes_per_param: ArrayLike,
+    activation_bytes: ArrayLike,
     tokens_per_expert: ArrayLike,
     routed: ArrayLike,
     group_tokens: ArrayLike,
@@ -143,17 +143,16 @@ def grouped_gemm(
     h = 7168, I = 2048, gated, fp8 (w = a = 1): 90.2 GFLOP, 352 MB of weights, 32.5 MB of
     activations (1,024 (9,216 x 1 + 11,264 x 2) bytes).
     """
-    q, w = num(pairs), num(width)
+    q, w, h, mats = num(pairs), num(width), num(hidden), num(matrices)
     return Work(
-        flops=2.0 * matrices * hidden * w * q,
-        weight_bytes=num(experts_hit) * matrices * hidden * w * weight_bytes_per_param,
-        activation_bytes=q
-        * ((hidden + w) * activation_bytes + ((matrices - 1.0) * w + hidden) * OUTPUT_BYTES),
+        flops=2.0 * mats * h * w * q,
+        weight_bytes=num(experts_hit) * mats * h * w * num(weight_bytes_per_param),
+        activation_bytes=q * ((h + w) * num(activation_bytes) + ((mats - 1.0) * w + h) * OUTPUT_BYTES),
         kv_read_bytes=_ZERO,
         kv_write_bytes=_ZERO,
         rows=num(tokens_per_expert),
         cols=w,
-        depth=num(hidden),
+        depth=h,
         calls=num(calls),
         routed=num(routed),
         tokens=num(group_tokens),
@@ -165,8 +164,8 @@ def decode_attention(
     sequences: ArrayLike,
     query_heads: ArrayLike,
     kv_heads: ArrayLike,
-    query_width: float,
-    output_width: float,
+    query_width: ArrayLike,
+    output_width: ArrayLike,
     context: ArrayLike,
     *,
     flops: ArrayLike,
@@ -193,7 +192,7 @@ def decode_attention(
     return Work(
         flops=num(flops),
         weight_bytes=_ZERO,
-        activation_bytes=n * hq * (query_width + output_width) * OUTPUT_BYTES * c,
+        activation_bytes=n * hq * (num(query_width) + num(output_width)) * OUTPUT_BYTES * c,
         kv_read_bytes=num(kv_read_bytes),
         kv_write_bytes=num(kv_write_bytes),
         rows=n * hk,
@@ -207,14 +206,14 @@ def prefill_attention(
     tokens: ArrayLike,
     query_heads: ArrayLike,
     kv_heads: ArrayLike,
-    query_width: float,
-    output_width: float,
+    query_width: ArrayLike,
+    output_width: ArrayLike,
     length: ArrayLike,
     *,
     flops: ArrayLike,
     kv_read_bytes: ArrayLike = 0.0,
     kv_write_bytes: ArrayLike = 0.0,
-    input_bytes: float = OUTPUT_BYTES,
+    input_bytes: ArrayLike = OUTPUT_BYTES,
     calls: ArrayLike = 1.0,
 ) -> Work:
     """Causal attention over prompts of ``length`` (``tokens`` of them on the chip): the
@@ -225,12 +224,12 @@ def prefill_attention(
     tokens, cols = ``query_width`` (the inner dimension of ``Q K^T``), depth = ``length``.
     """
     m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
-    c = num(calls)
-    values_in = hq * query_width + hk * (query_width + output_width)
+    c, qw, ow = num(calls), num(query_width), num(output_width)
+    values_in = hq * qw + hk * (qw + ow)
     return Work(
         flops=num(flops),
         weight_bytes=_ZERO,
-        activation_bytes=m * c * (values_in * input_bytes + hq * output_width * OUTPUT_BYTES),
+        activation_bytes=m * c * (values_in * num(input_bytes) + hq * ow * OUTPUT_BYTES),
         kv_read_bytes=num(kv_read_bytes),
         kv_write_bytes=num(kv_write_bytes),
         rows=m,

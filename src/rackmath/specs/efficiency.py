@@ -58,7 +58,7 @@ class OpEfficiency:
     (:func:`rackmath.analyses.kernel_rows._moe_ep1_not_scaling`).
     ``split_tokens`` (0: none) is the context a decode kernel gives each thread block when it
     splits a long context (split-KV, flash-decoding): the rows both saturations see become
-    ``rows x ceil(depth / split_tokens)`` (a batch of one at 128K tokens is many blocks).
+    ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks).
     """
 
     compute_frac: float = 1.0

@@ -257,4 +257,6 @@ def plain_precision(bytes_per_element: float) -> Precision:
     try:
         return _PLAIN[float(bytes_per_element)]
     except KeyError:
-        raise UnknownIdError("bytes per weight", f"{bytes_per_element:g}", [f"{b:g}" for b in _PLAIN]) from None
+        raise UnknownIdError(
+            "bytes per weight", f"{bytes_per_element:g}", [f"{b:g}" for b in _PLAIN]
+        ) from None
