@@ -107,8 +107,10 @@ def _sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator]
     return out
 
 
-#: What bounds a step, by the index :attr:`PlanStep.bottleneck` computes.
-BOTTLENECKS = np.array(["compute", "weights", "kv", "comm", "hops"])
+#: What bounds a step, by the index :attr:`PlanStep.bottleneck` computes: the operators' time
+#: bound by compute, by moving weights and activations, by moving the KV cache, their launch
+#: floors (``latency``), exposed communication, pipeline hops, and the host's per-step overhead.
+BOTTLENECKS = np.array(["compute", "weights", "kv", "latency", "comm", "hops", "host"])
 
 
 # ----------------------------------------------------------------------------- the step
@@ -233,22 +235,49 @@ class PlanStep:
     def step_s(self) -> FloatArray:
         return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
 
+    def time_shares(self) -> dict[str, FloatArray]:
+        """Where the cycle's time goes, in seconds that add up to :attr:`step_s`:
+
+        * ``latency``: every operator's launch floors (``calls x floor_s``);
+        * ``compute``: the rest of the time of operators bound by compute;
+        * ``weights`` / ``kv``: the rest of the time of operators bound by memory, split by the
+          bytes they move (weights and activations against KV read and written);
+        * ``comm``: communication the roofline does not hide; ``hops``: pipeline hops;
+          ``host``: the per-step overhead.
+        """
+        scale = self._scale
+
+        def memory_part(op: ops.Operator, kv: bool) -> FloatArray:
+            moved = op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
+            share = (op.kv_read_bytes + op.kv_write_bytes) / np.maximum(moved, 1e-300)
+            rest = (op.time_s - op.latency_s) * (op.compute_s < op.memory_s)
+            return np.asarray(rest * (share if kv else 1.0 - share))
+
+        compute = _sum_over(
+            self.operators, lambda op: (op.time_s - op.latency_s) * (op.compute_s >= op.memory_s)
+        )
+        shares = {
+            "compute": scale * compute,
+            "weights": scale * _sum_over(self.operators, lambda op: memory_part(op, False)),
+            "kv": scale * _sum_over(self.operators, lambda op: memory_part(op, True)),
+            "latency": scale * _sum_over(self.operators, lambda op: op.latency_s),
+            "comm": self.step_s - self.roofline_s - self.overhead_s - self.hops_s,
+            "hops": self.hops_s + 0.0 * self.step_s,
+            "host": self.overhead_s + 0.0 * self.step_s,
+        }
+        return {k: np.asarray(v) for k, v in shares.items()}
+
+    @property
+    def latency_share(self) -> FloatArray:
+        """The share of the cycle spent in launch floors (the kernels' fixed cost per call)."""
+        return np.asarray(self.time_shares()["latency"] / self.step_s)
+
     @property
     def bottleneck(self) -> NDArray[np.str_]:
-        """'compute', 'weights', 'kv' (which share of the operator time is largest),
-        'comm' (its time exceeds the pass) or 'hops'."""
-        bound_compute = _sum_over(
-            self.operators, lambda op: np.where(op.compute_s >= op.memory_s, op.time_s, 0.0)
-        )
-        compute = self._scale * bound_compute
-        weights = self.weight_fetch_s + self.activation_s
-        kv = self.kv_fetch_s
-        # an index into BOTTLENECKS per point (small integers: far cheaper than string arrays)
-        code = np.where(weights >= kv, np.int8(1), np.int8(2))
-        code = np.where(compute >= np.maximum(weights, kv), np.int8(0), code)
-        code = np.where(self.tp_comm_pass_s + self.ep_comm_pass_s > self.pass_s, np.int8(3), code)
-        code = np.where(self.hops_s > self.pp * self.stage_s * self.imbalance, np.int8(4), code)
-        return BOTTLENECKS[code]
+        """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
+        shares = self.time_shares()
+        stacked = np.stack(np.broadcast_arrays(*(shares[k] for k in BOTTLENECKS)))
+        return BOTTLENECKS[np.argmax(stacked, axis=0)]
 
     def breakdown_at(self, index: tuple[int, ...]) -> dict[str, Any]:
         """One point of the grid, operator by operator, as plain numbers:
@@ -264,12 +293,18 @@ class PlanStep:
                 "compute_s": scale * float(np.broadcast_to(op.compute_s, self.stage_s.shape)[index]),
                 "memory_s": scale * float(np.broadcast_to(op.memory_s, self.stage_s.shape)[index]),
                 "time_s": scale * float(np.broadcast_to(op.time_s, self.stage_s.shape)[index]),
+                "latency_s": scale * float(np.broadcast_to(op.latency_s, self.stage_s.shape)[index]),
                 "bound": str(np.broadcast_to(op.bound, self.stage_s.shape)[index]),
+                "kernel": op.kernel.to_dict(),
             }
             for op in self.operators
         ]
+        shares = self.time_shares()
         return {
             "operators": operators,
+            "time_shares_s": {
+                k: float(np.broadcast_to(v, self.stage_s.shape)[index]) for k, v in shares.items()
+            },
             "communication_s": float(self.communication_s[index]),
             "exposed_communication_s": float(self.exposed_communication_s[index]),
             "overhead_s": float(self.overhead_s),
@@ -278,8 +313,8 @@ class PlanStep:
 
     def operator_table(self) -> list[dict[str, Any]]:
         """Each operator over the whole cycle: ``{name, class, flops, bytes_read,
-        bytes_written, compute_s, memory_s, time_s, bound}`` (work per chip, times scaled
-        like :attr:`step_s`)."""
+        bytes_written, compute_s, memory_s, time_s, latency_s, bound, kernel}`` (work per chip,
+        times scaled like :attr:`step_s`; ``kernel`` the curve it ran on)."""
         scale = self._scale
         return [
             {
@@ -291,7 +326,9 @@ class PlanStep:
                 "compute_s": np.asarray(scale * op.compute_s),
                 "memory_s": np.asarray(scale * op.memory_s),
                 "time_s": np.asarray(scale * op.time_s),
+                "latency_s": np.asarray(scale * op.latency_s),
                 "bound": op.bound,
+                "kernel": op.kernel.to_dict(),
             }
             for op in self.operators
         ]
