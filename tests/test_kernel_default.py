@@ -25,8 +25,12 @@ def _op(step, name):
     return next(o for o in step.operators if o.name == name)
 
 
-def _entry(chip_id: str, op_class: str, dtype: str) -> dict:
-    return next(o for o in ke.op_entries(chip_id) if o["op_class"] == op_class and o["dtype"] == dtype)
+def _entry(chip_id: str, op_class: str, dtype: str, kind: str | None = None) -> dict:
+    return next(
+        o
+        for o in ke.op_entries(chip_id)
+        if o["op_class"] == op_class and o["dtype"] == dtype and (kind is None or o.get("kind") == kind)
+    )
 
 
 def test_the_default_is_kernel_grounded_and_pure_is_asked_for() -> None:
@@ -83,7 +87,10 @@ def test_a_kernel_grounded_gemm_is_the_fitted_formula_by_hand() -> None:
 def test_weight_only_formats_take_the_dequantizing_kernels_fit() -> None:
     d = rm.deployment("llama-3.1-8b", "a100-hgx", chips=1, weights="int4", compute="bf16")
     e = _entry("a100-80gb", "gemm", "int4_wo")
-    assert d.efficiency_table.of(OpClass.GEMM) == et.op_from_entry(e)
+    load = ops.decode_load(d.model, 8.0, 1024.0, 2.0)
+    mlp = _op(d.ideal_step(load), "dense_mlp")
+    assert mlp.kernel.fmt == "int4_wo" and not mlp.kernel.fallback
+    assert d.efficiency_table.of(OpClass.GEMM, "int4_wo") == et.op_from_entry(e)
 
 
 @pytest.mark.parametrize(
@@ -96,11 +103,12 @@ def test_chips_without_tables_are_transferred_and_scaled_by_their_own_peaks(
     donor, transferred = ke.resolve(far.system.chip.id)
     assert transferred and far.transferred_from == donor and far.efficiency_table.transferred
     assert "transferred from" in far.efficiency_label and "own peaks" in far.efficiency_label
-    donor_table = et.efficiency_table(donor, far.precisions.compute.value, far.precisions.kv.value)
-    assert far.efficiency_table.by_class == donor_table.by_class  # the donor's fractions ...
+    donor_table = et.efficiency_table(donor)
+    assert far.efficiency_table.curves == donor_table.curves  # the donor's fractions ...
     load = ops.decode_load(far.model, 256.0, 4096.0, 2.0)
     gemm = _op(far.ideal_step(load), "dense_mlp")
-    e = far.efficiency_table.of(OpClass.GEMM)
+    assert gemm.kernel.chip == donor and gemm.kernel.transferred
+    e = far.efficiency_table.of(OpClass.GEMM, gemm.kernel.fmt)
     chip = far.system.chip
     frac = e.compute_frac * 256.0 / (256.0 + e.compute_half_rows)
     if e.compute_tile_rows:
@@ -122,21 +130,21 @@ def test_chips_without_tables_are_transferred_and_scaled_by_their_own_peaks(
 
 
 def test_a_chip_the_kernel_catalog_does_not_know_takes_the_default_donor() -> None:
-    t = et.efficiency_table("my-own-chip", "bf16")
-    assert t.transferred and et.DEFAULT_DONOR in t.source
-    assert t.by_class == et.efficiency_table(et.DEFAULT_DONOR, "bf16").by_class
+    t = et.efficiency_table("my-own-chip")
+    assert t.transferred and et.DEFAULT_DONOR in t.source and t.chip == et.DEFAULT_DONOR
+    assert t.curves == et.efficiency_table(et.DEFAULT_DONOR).curves
     assert et.donor_of("my-own-chip") == et.DEFAULT_DONOR and et.donor_of("h100-sxm") is None
 
 
 def test_scalars_multiply_the_kernel_curves() -> None:
     scalars = rl.Efficiency(flops_frac=0.5, bandwidth_frac=0.8, overhead_s=1e-3, kernel_grounded=True)
-    t = et.grounded_table("h100-sxm", "bf16", "bf16", scalars)
-    base = et.efficiency_table("h100-sxm", "bf16", "bf16")
-    g, g0 = t.of(OpClass.GEMM), base.of(OpClass.GEMM)
+    t = et.grounded_table("h100-sxm", scalars)
+    base = et.efficiency_table("h100-sxm")
+    g, g0 = t.of(OpClass.GEMM, "bfloat16"), base.of(OpClass.GEMM, "bfloat16")
     assert g.compute_frac == pytest.approx(0.5 * g0.compute_frac)
     assert g.bandwidth_frac == pytest.approx(0.8 * g0.bandwidth_frac)
     assert t.overhead_s == pytest.approx(base.overhead_s + 1e-3)
-    assert et.grounded_table("h100-sxm", "bf16", "bf16", rl.PURE_ROOFLINE).is_pure
+    assert et.grounded_table("h100-sxm", rl.PURE_ROOFLINE).is_pure
 
 
 def test_explain_pure_reproduces_the_lecture_and_kernel_shows_both(cli) -> None:
@@ -160,7 +168,7 @@ def test_explain_pure_reproduces_the_lecture_and_kernel_shows_both(cli) -> None:
         "mode": "kernel",
         "transferred": False,
         "transferred_from": None,
-        "source": et.efficiency_table("h100-sxm", "bf16").source,
+        "source": et.efficiency_table("h100-sxm").source,
     }
     for k, p in zip(kernel["points"], pure["points"], strict=True):
         assert k["pure_step_s"] == pytest.approx(p["step_s"], rel=1e-12)
@@ -222,7 +230,7 @@ def test_a_moe_shape_timed_by_two_kernels_keeps_the_faster() -> None:
     framework dispatches the faster, so the fit sees one row per shape (gated and non-gated
     kernels are different operators and both stay)."""
     pd = pytest.importorskip("pandas")
-    from rackmath.analyses import kernel_fit as kf
+    from rackmath.analyses import kernel_rows as kr
 
     shape = {
         "moe_dtype": "nvfp4",
@@ -242,15 +250,15 @@ def test_a_moe_shape_timed_by_two_kernels_keeps_the_faster() -> None:
             {**shape, "num_tokens": 128, "kernel_source": "moe_torch_flow_cutlass", "latency": 0.35},
         ]
     )
-    kept = kf._fastest_kernel(df)
+    kept = kr._fastest_kernel(df)
     assert sorted(kept["latency"].tolist()) == [0.12, 0.20, 0.35]
 
 
 def test_experts_and_attention_hand_their_kernel_shapes_to_the_curves() -> None:
     """Mixtral 8x7B (bf16) on one H200, decode at batch 4 and 1,000 tokens of context. The
     grouped expert GEMM runs 4 x 2 / 8 = 1 token per expert, 14,336 columns (no expert TP) over
-    the 4,096-wide hidden; decode attention runs 4 sequences, 32 / 8 = 4 query heads per KV
-    head, over 1,000 cached tokens (read in the fitted KV blocks)."""
+    the 4,096-wide hidden; decode attention runs 4 sequences x 8 KV heads = 32 thread blocks,
+    32 / 8 = 4 query heads per KV head, over 1,000 cached tokens."""
     from rackmath.core.efficiency import achieved_bandwidth_frac, achieved_compute_frac
 
     d = rm.deployment("mixtral-8x7b", "h200-hgx", chips=1)
@@ -259,14 +267,14 @@ def test_experts_and_attention_hand_their_kernel_shapes_to_the_curves() -> None:
     peak = d.system.chip.peak_flops(Precision.BF16)
     bw = d.system.chip.hbm_bandwidth_bytes_per_s
     moe, att = _op(step, "routed_experts"), _op(step, "attention")
-    e_moe = d.efficiency_table.of(OpClass.MOE)
+    e_moe = d.efficiency_table.of(OpClass.MOE, "bfloat16", "gated")
     moe_frac = float(achieved_compute_frac(e_moe, 1.0, 14336.0, 4096.0))
     assert float(moe.compute_s) == pytest.approx(float(moe.flops) / (peak * moe_frac), rel=1e-12)
-    e_att = d.efficiency_table.of(OpClass.ATTENTION_DECODE)
-    frac = achieved_compute_frac(e_att, 4.0, 4.0, 1000.0)
+    e_att = d.efficiency_table.of(OpClass.ATTENTION_DECODE, "bfloat16", "gqa")
+    frac = achieved_compute_frac(e_att, 32.0, 4.0, 1000.0)
     assert float(att.compute_s) == pytest.approx(float(att.flops) / (peak * float(frac)), rel=1e-12)
-    moved = float(att.kv_read_bytes + att.kv_write_bytes)
-    bw_frac = float(achieved_bandwidth_frac(e_att, 4.0, 1000.0))
+    moved = float(att.kv_read_bytes + att.kv_write_bytes + att.activation_bytes)
+    bw_frac = float(achieved_bandwidth_frac(e_att, 32.0, 1000.0))
     assert float(att.memory_s) == pytest.approx(moved / (bw * bw_frac), rel=1e-12)
     # the shapes matter: the rows-only form would give a different compute time
     assert float(achieved_compute_frac(e_moe, 1.0)) > moe_frac * 1.01
@@ -282,15 +290,16 @@ def test_a_non_gated_moe_runs_on_the_non_gated_kernels_curve() -> None:
     m = gated.model
     assert m.moe is not None
     plain = rm.deployment(replace(m, moe=replace(m.moe, gated=False)), "b200-hgx", chips=1)
-    entry = next(
-        o
-        for o in ke.op_entries("b200")
-        if o["op_class"] == "moe" and o["dtype"] == "bfloat16" and o.get("gated", True) is False
-    )
-    assert plain.efficiency_table.of(OpClass.MOE) == et.op_from_entry(entry)
-    assert gated.efficiency_table.of(OpClass.MOE) == et.op_from_entry(_entry("b200", "moe", "bfloat16"))
-    assert plain.efficiency_table.of(OpClass.GEMM) == gated.efficiency_table.of(OpClass.GEMM)
     load = ops.decode_load(m, 64.0, 1000.0, 2.0)
+    plain_op = _op(plain.ideal_step(load), "routed_experts")
+    gated_op = _op(gated.ideal_step(load), "routed_experts")
+    assert (plain_op.kernel.kind, gated_op.kernel.kind) == ("nongated", "gated")
+    e_plain = plain.efficiency_table.of(OpClass.MOE, "bfloat16", "nongated")
+    assert e_plain == et.op_from_entry(_entry("b200", "moe", "bfloat16", "nongated"))
+    assert e_plain != et.op_from_entry(_entry("b200", "moe", "bfloat16", "gated"))
+    assert _op(plain.ideal_step(load), "dense_mlp" if m.num_dense_mlp_layers else "attention_qkv").time_s == (
+        _op(gated.ideal_step(load), "dense_mlp" if m.num_dense_mlp_layers else "attention_qkv").time_s
+    )
     a_plain = float(_op(plain.ideal_step(load), "routed_experts").activation_bytes)
     a_gated = float(_op(gated.ideal_step(load), "routed_experts").activation_bytes)
     h, i = 4096.0, 14336.0
@@ -308,11 +317,14 @@ def test_the_min_latency_moe_kernel_runs_only_where_its_table_timed_it() -> None
 
     d = rm.deployment("deepseek-v3", "b200-hgx", chips=8, weights="fp4", compute="fp4")
     table = d.efficiency_table
-    moe = table.of(OpClass.MOE)
+    moe = table.of(OpClass.MOE, "nvfp4", "gated")
     assert moe.alternative is not None
     assert (moe.alternative.max_tokens, moe.alternative.min_ep) == (128.0, 2.0)
-    by_class = tuple((c, replace(e, alternative=None) if c is OpClass.MOE else e) for c, e in table.by_class)
-    one_kernel = replace(table, by_class=by_class)
+    curves = tuple(
+        (k, replace(c, efficiency=replace(c.efficiency, alternative=None)) if k.op_class is OpClass.MOE else c)
+        for k, c in table.curves
+    )
+    one_kernel = replace(table, curves=curves)
     rates = d.chip_rates(1)
 
     def expert_time_s(batch: float, ep: int, t: object = table) -> float:

@@ -20,7 +20,10 @@ pytest.importorskip("scipy")
 
 import pandas as pd
 
+from rackmath.analyses import efficiency_tables as et
+from rackmath.analyses import kernel_calibrate as kc
 from rackmath.analyses import kernel_fit as kf
+from rackmath.analyses import kernel_validation as kv
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import chip, chips
@@ -96,13 +99,13 @@ def test_worked_numbers_of_the_efficiency_formulas() -> None:
 def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
     path = tmp_path / "gemm_perf.csv"
     df = _synthetic_gemm(path)
-    doc = kf.calibrate_kernels(["h100-sxm"], [path])
+    doc = kc.calibrate_kernels(["h100-sxm"], [path])
     (op,) = doc["chips"]["h100-sxm"]["ops"]
     assert op["op_class"] == "gemm" and op["rows_used"] == len(df)
     assert op["compute_frac"] == pytest.approx(0.8, rel=0.03)
     assert op["bandwidth_frac"] == pytest.approx(0.7, rel=0.03)
     assert op["floor_s"] == pytest.approx(5e-6, rel=0.1)
-    e = kf.op_from_entry(op)
+    e = et.op_from_entry(op)
     m, n, k = (df[c].to_numpy(float) for c in "mnk")
     pred = operator_time_s(
         e,
@@ -133,7 +136,7 @@ def test_fit_recovers_collective_latency_hop_and_bandwidth(tmp_path: Path) -> No
             "latency": t * 1e3,
         }
     ).to_csv(path, index=False)
-    coll = kf.calibrate_kernels(["h100-sxm"], [path])["chips"]["h100-sxm"]["collectives"]["all_reduce"]
+    coll = kc.calibrate_kernels(["h100-sxm"], [path])["chips"]["h100-sxm"]["collectives"]["all_reduce"]
     assert coll["latency_s"] == pytest.approx(5e-6, rel=0.02)
     assert coll["hop_latency_s"] == pytest.approx(2e-6, rel=0.02)
     assert coll["bandwidth_frac"] == pytest.approx(0.6, rel=0.02)
@@ -153,7 +156,7 @@ def test_bad_tables_are_refused_naming_file_column_row(tmp_path: Path, change, c
     bad = tmp_path / "bad_gemm.csv"
     change(good).to_csv(bad, index=False)
     with pytest.raises(kt.KernelTableError) as info:
-        kf.calibrate_kernels(["h100-sxm"], [bad])
+        kc.calibrate_kernels(["h100-sxm"], [bad])
     msg = str(info.value)
     assert "bad_gemm.csv" in msg and f"column {column!r}" in msg
     assert (f"row {row}" in msg) if row is not None else ("header" in msg)
@@ -180,14 +183,14 @@ def test_shipped_catalog_loads_with_fractions_in_range_and_transfers_marked() ->
         for c in entry["collectives"].values():
             assert 0 < c["bandwidth_frac"] <= 1 and c["latency_s"] > 0
     for chip_id in chips():
-        table = kf.efficiency_table(chip_id, "bf16")
-        assert table.of(OpClass.GEMM).compute_frac < 1.0  # a fitted, not pure, GEMM curve
+        table = et.efficiency_table(chip_id)
+        assert table.of(OpClass.GEMM, "bfloat16").compute_frac < 1.0  # a fitted, not pure, GEMM curve
         if chip_id in doc["chips"]:
             assert not table.transferred and not table.source.startswith("transferred")
         else:
             donor = doc["transferred"][chip_id]
             assert table.transferred and table.source.startswith(f"transferred from {donor}")
-    assert kf.efficiency_table("rubin").transferred and "gb300" in kf.efficiency_table("rubin").source
+    assert et.efficiency_table("rubin").transferred and "gb300" in et.efficiency_table("rubin").source
 
 
 def _same_curve(loaded: OpEfficiency, fitted: OpEfficiency) -> None:
@@ -210,13 +213,13 @@ def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
         pytest.skip("aiconfigurator-core is not installed")
     data = kf.load_package_chip("b200")
     fit = kf.fit_chip(data, kf.ChipPeaks.of("b200"))
-    doc = kf.fit_to_dict(fit, "2026-01-01")
+    doc = kc.fit_to_dict(fit, "2026-01-01")
     for f, entry in zip(fit.ops, doc["ops"], strict=True):
-        _same_curve(kf.op_from_entry(entry), f.efficiency)
-        assert entry.get("gated", True) == f.gated
+        _same_curve(et.op_from_entry(entry), f.efficiency)
+        assert entry.get("kind", "") == f.kind
     moe_fp4 = [f for f in fit.ops if f.op_class is OpClass.MOE and f.dtype == "nvfp4"]
-    assert sorted(f.gated for f in moe_fp4) == [False, True]
-    chained = next(f.efficiency for f in moe_fp4 if f.gated)
+    assert sorted(f.kind for f in moe_fp4) == ["gated", "nongated"]
+    chained = next(f.efficiency for f in moe_fp4 if f.kind == "gated")
     assert chained.kernel == "moe_torch_flow_cutlass"
     assert chained.alternative is not None and chained.alternative.kernel == "moe_torch_flow_min_latency"
     # the region its rows cover: TensorRT-LLM's <= 128-token dispatch, no EP-1 timing
@@ -224,12 +227,13 @@ def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
     assert (chained.max_tokens, chained.min_ep) == (float("inf"), 1.0)
 
 
-def test_precision_picks_the_matching_dtype_fit() -> None:
+def test_each_format_takes_its_own_fitted_curve() -> None:
     entries = {(o["op_class"], o["dtype"]): o for o in ke.op_entries("b200")}
-    fp4 = kf.efficiency_table("b200", "fp4").of(OpClass.GEMM)
-    assert fp4.compute_frac == pytest.approx(entries[("gemm", "nvfp4")]["compute_frac"])
-    bf16 = kf.efficiency_table("b200", "bf16").of(OpClass.GEMM)
-    assert bf16.compute_frac == pytest.approx(entries[("gemm", "bfloat16")]["compute_frac"])
+    table = et.efficiency_table("b200")
+    for fmt in ("nvfp4", "bfloat16", "fp8_block"):
+        e, precision, kernel = table.curve(OpClass.GEMM, (fmt,))
+        assert e.compute_frac == pytest.approx(entries[("gemm", fmt)]["compute_frac"])
+        assert precision == entries[("gemm", fmt)]["precision"] and kernel.fmt == fmt and not kernel.fallback
 
 
 @pytest.mark.torch
@@ -257,7 +261,7 @@ def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
         pytest.skip("aiconfigurator-core is not installed (pip install rackmath[kernels])")
     data = kf.load_package_chip("h100-sxm")
     peaks = kf.ChipPeaks.of("h100-sxm")
-    fit = kf.fit_chip(data, peaks, kf._split(data, held_out=False))
+    fit = kf.fit_chip(data, peaks, kv._split(data, held_out=False))
     gemm_bf16 = next(f for f in fit.ops if f.op_class is OpClass.GEMM and f.dtype == "bfloat16")
     # Large bf16 GEMMs on an H100 reach 600-800 TFLOP/s of 989: the asymptote must be in 0.6-0.95.
     assert 0.6 < gemm_bf16.efficiency.compute_frac < 0.95
@@ -265,7 +269,7 @@ def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
     ar = fit.comm["all_reduce"]
     assert ar.latency_s is not None and 2e-6 < ar.latency_s < 40e-6 and 0.3 < ar.bandwidth_frac <= 1
     assert 0.5e-6 < ar.hop_latency_s < 5e-6  # 6.0 / 9.5 / 16.0 us on 2 / 4 / 8 GPUs (H200 table)
-    errs = kf._errors(fit, data, peaks, kf._split(data, held_out=True))
+    errs = kv._errors(fit, data, peaks, kv._split(data, held_out=True))
     assert np.median(np.abs(errs["gemm"])) < 0.10
     assert np.median(np.abs(errs["moe"])) < 0.25
 
@@ -340,7 +344,7 @@ def test_validate_kernels_report_shape_and_held_out_chip() -> None:
     H100's fit stays within the GEMM target (median <= 10%)."""
     if kt.package_data_dir() is None:
         pytest.skip("aiconfigurator-core is not installed")
-    k = kf.validate_kernels(["h100-sxm", "h200"])["kernels"]
+    k = kv.validate_kernels(["h100-sxm", "h200"])["kernels"]
     for cls in ("gemm", "moe", "attention_decode", "attention_prefill", "collective"):
         st = k["by_op"][cls]
         assert st["rows"] > 0 and 0 <= st["median_abs_error"] <= st["p90_abs_error"] < 5
@@ -363,8 +367,8 @@ def test_validate_kernels_report_shape_and_held_out_chip() -> None:
 def test_validate_kernels_json_on_the_cli(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     if kt.package_data_dir() is None:
         pytest.skip("aiconfigurator-core is not installed")
-    real = kf.validate_kernels
-    monkeypatch.setattr(kf, "validate_kernels", lambda chips=None: real(["h100-sxm", "h200"]))
+    real = kv.validate_kernels
+    monkeypatch.setattr(kv, "validate_kernels", lambda chips=None: real(["h100-sxm", "h200"]))
     code, out, err = cli("validate", "--kernels", "--json")
     assert code == 0, err
     report = json.loads(out)["kernels"]

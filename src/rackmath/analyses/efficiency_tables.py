@@ -206,7 +206,12 @@ def grounded_table(chip_id: str, scalars: Efficiency) -> EfficiencyTable:
         )
         for k, c in table.curves
     )
-    return replace(table, curves=curves, overhead_s=table.overhead_s + scalars.overhead_s)
+    return replace(
+        table,
+        curves=curves,
+        overhead_s=table.overhead_s + scalars.overhead_s,
+        overhead_s_per_sequence=table.overhead_s_per_sequence + scalars.overhead_s_per_sequence,
+    )
 
 
 def parse_mode(value: object) -> Efficiency:

@@ -134,11 +134,11 @@ class FamilyParams:
         kappa = self.dequant_bytes_per_weight
         return float(reality.dequant_weight_bandwidth_frac(weight_bytes_per_element, kappa))
 
-    def decode_efficiency(
-        self, layers: int, weight_bandwidth_frac: float = 1.0, batch: float = 1.0
-    ) -> rl.Efficiency:
+    def decode_efficiency(self, layers: int, weight_bandwidth_frac: float = 1.0) -> rl.Efficiency:
+        """The decode step's efficiency; the per-sequence host time is charged by the step to
+        the busiest engine's sequences (:func:`rackmath.core.parallel.host_overhead_s`)."""
         overhead = float(reality.per_layer_overhead_s(self.overhead_decode_s_per_layer, layers))
-        overhead += self.overhead_decode_s_per_step + self.overhead_decode_s_per_sequence * batch
+        overhead += self.overhead_decode_s_per_step
         return rl.Efficiency(
             self.flops_frac_decode,
             self.bandwidth_frac,
@@ -146,6 +146,7 @@ class FamilyParams:
             weight_bandwidth_frac,
             self.kv_bandwidth_frac,
             self.kernel_grounded,
+            overhead_s_per_sequence=self.overhead_decode_s_per_sequence,
         )
 
     def prefill_efficiency(self, layers: int, weight_bandwidth_frac: float = 1.0) -> rl.Efficiency:
@@ -337,7 +338,7 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
         p_dec = replace(p, kv_bandwidth_frac=p.kv_bandwidth_frac * a.num_kv_heads / a.num_heads)
     else:
         p_dec = p
-    dec = p_dec.decode_efficiency(layers, wbw, 1.0 if s.batch is None else float(s.batch))
+    dec = p_dec.decode_efficiency(layers, wbw)
     pre = p.prefill_efficiency(layers, wbw)
     # communication is added to the step unless the source states a two-batch overlap
     overlap = p.two_batch_overlap_frac if s.two_batch_overlap else 0.0
@@ -382,8 +383,6 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
             return Prediction(
                 s.row_id, float("nan"), engine.path, error="no sequence fits beside the weights"
             )
-        if p.overhead_decode_s_per_sequence:  # the per-sequence host time at this concurrency
-            engine = engine.with_efficiency(p_dec.decode_efficiency(layers, wbw, batch), overlap)
         step = engine.mixed_step_s(batch, s.input_tokens, s.output_tokens)
         value = batch / step
         detail.update(concurrency=batch, kv_limited_concurrency=limit, step_s=step)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -230,14 +231,17 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
         f"step {fmt.seconds(step)}, blackboard bound {fmt.seconds(point['blackboard_step_s'])}"
     )
     table = Table(show_edge=False, header_style="bold")
-    for name in ("operator", "class", "time", "share", "compute", "memory", "bound by"):
-        table.add_column(name, justify="left" if name in ("operator", "class", "bound by") else "right")
+    for name in ("operator", "curve", "time", "share", "compute", "memory", "bound by"):
+        table.add_column(name, justify="left" if name in ("operator", "curve", "bound by") else "right")
+    marks: dict[str, str] = {}  # fallback reason -> its footnote mark
     for op in sorted(point["operators"], key=lambda o: -o["time_s"]):
         if op["time_s"] <= 0:
             continue
+        k = op["kernel"]
+        mark = marks.setdefault(k["fallback"], "*" * (len(marks) + 1)) if k["fallback"] else ""
         table.add_row(
             op["name"],
-            op["class"],
+            "/".join(x for x in (k["kind"], k["format"]) if x) + mark,
             fmt.seconds(op["time_s"]),
             fmt.pct(op["time_s"] / step),
             fmt.seconds(op["compute_s"]),
@@ -245,6 +249,26 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
             op["bound"],
         )
     out(table)
+    shares = point["time_shares_s"]
+    out(
+        f"  launch floors (latency): {fmt.pct(shares['latency'] / step)} of the step; "
+        f"curves: {_curve_source(point)}"
+    )
+    for why, mark in marks.items():
+        out(f"  {mark} {why}")
+
+
+def _curve_source(point: dict[str, Any]) -> str:
+    """Where the operators' curves come from: the chip whose tables they are, and whether transferred."""
+    kernels = [op["kernel"] for op in point["operators"]]
+    chips = sorted({k["chip"] for k in kernels if k["chip"]})
+    tables = sorted({k["table"] for k in kernels})
+    if tables == ["pure roofline"]:
+        return "pure roofline"
+    transferred = any(k["transferred"] for k in kernels)
+    return f"{', '.join(chips)}'s measured tables" + (
+        " (transferred, scaled by this chip's peaks)" if transferred else ""
+    )
 
 
 def _render_plan(result: Explanation, out: Callable[..., None]) -> None:

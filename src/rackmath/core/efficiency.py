@@ -328,6 +328,7 @@ def table_from_fractions(
     weight_bandwidth_frac: float = 1.0,
     kv_bandwidth_frac: float = 1.0,
     source: str = "fitted fractions",
+    overhead_s_per_sequence: float = 0.0,
 ) -> EfficiencyTable:
     """A flat table: the same fraction of peak FLOP/s for every operator, HBM bandwidth at
     ``bandwidth_frac`` (times ``weight_bandwidth_frac`` for GEMMs, ``kv_bandwidth_frac`` for
@@ -336,7 +337,7 @@ def table_from_fractions(
     gemm = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * weight_bandwidth_frac)
     attention = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * kv_bandwidth_frac)
     flat = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac)
-    if gemm == PURE and attention == PURE and overhead_s == 0.0:
+    if gemm == PURE and attention == PURE and overhead_s == 0.0 and overhead_s_per_sequence == 0.0:
         return PURE_TABLE
     by_class = (
         (OpClass.GEMM, gemm),
@@ -348,5 +349,6 @@ def table_from_fractions(
     return EfficiencyTable(
         curves=tuple((CurveKey(c, ANY, ANY), Curve(e, "", source)) for c, e in by_class),
         overhead_s=overhead_s,
+        overhead_s_per_sequence=overhead_s_per_sequence,
         source=source,
     )

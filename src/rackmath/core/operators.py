@@ -428,6 +428,7 @@ def pass_operators(
     prompt_tokens = load.prefill_sequences * load.prefill_length / (p * d)
     tokens = decode_rows + prompt_tokens  # tokens a chip's rank sees per micro-batch
     layers = m.num_layers / p
+    stage = 1.0 / p  # a stage's share of the layers (the loads' attention work is all layers')
     dense_layers = m.num_dense_layers / p
     h = float(m.hidden)
     W, P = m.weight_bytes, m.params
@@ -475,9 +476,9 @@ def pass_operators(
             qk,
             v,
             load.decode_context,
-            flops=decode_rows * load.decode_attention_flops / t,
-            kv_read_bytes=decode_rows * load.decode_kv_read_bytes / kv_split,
-            kv_write_bytes=decode_rows * load.decode_kv_write_bytes / kv_split,
+            flops=decode_rows * load.decode_attention_flops * stage / t,
+            kv_read_bytes=decode_rows * load.decode_kv_read_bytes * stage / kv_split,
+            kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
             calls=layers,
         )
         attention.append(timed("attention", eff.OpClass.ATTENTION_DECODE, rates, work, att_formats, kind))
@@ -491,9 +492,9 @@ def pass_operators(
             qk,
             v,
             load.prefill_length,
-            flops=prompts * load.prefill_attention_flops / t,
-            kv_read_bytes=prompts * load.prefill_kv_read_bytes / kv_split,
-            kv_write_bytes=prompts * load.prefill_kv_write_bytes / kv_split,
+            flops=prompts * load.prefill_attention_flops * stage / t,
+            kv_read_bytes=prompts * load.prefill_kv_read_bytes * stage / kv_split,
+            kv_write_bytes=prompts * load.prefill_kv_write_bytes * stage / kv_split,
             input_bytes=_activation_bytes(att_formats[0]),
             calls=layers,
         )

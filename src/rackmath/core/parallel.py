@@ -136,7 +136,9 @@ class PlanStep:
     hops_s: FloatArray  # all hops of a cycle together
     pp: FloatArray
     imbalance: FloatArray
-    overhead_s: float = 0.0
+    #: host time per cycle: the per-step overhead plus the per-sequence host time of the
+    #: busiest engine (an attention-DP rank or replica schedules only its own sequences)
+    overhead_s: FloatArray | float = 0.0
     #: where two-batch overlap split the step into two half micro-batches (it does only where faster)
     two_batch_split: ArrayLike = False
 
@@ -307,7 +309,7 @@ class PlanStep:
             },
             "communication_s": float(self.communication_s[index]),
             "exposed_communication_s": float(self.exposed_communication_s[index]),
-            "overhead_s": float(self.overhead_s),
+            "overhead_s": float(np.broadcast_to(self.overhead_s, self.stage_s.shape)[index]),
             "blackboard_step_s": float(self.blackboard_s[index]),
         }
 
@@ -495,9 +497,20 @@ def plan_step(
         hops_s=hops_s,
         pp=p,
         imbalance=imbalance,
-        overhead_s=rates.efficiency.overhead_s,
+        overhead_s=host_overhead_s(rates.efficiency, load, d),
         two_batch_split=split,
     )
+
+
+def host_overhead_s(table: ops.eff.EfficiencyTable, load: ops.StepLoad, dp: ArrayLike) -> FloatArray | float:
+    """Host time of one cycle: ``overhead_s`` per step plus ``overhead_s_per_sequence`` for
+    each sequence the busiest engine runs, ``ceil(B / dp)`` of a batch of ``B`` (each
+    attention-DP rank or replica schedules its own: 64 ranks running 8,192 sequences pay for
+    128 at 10 us, 1.28 ms, not 82 ms)."""
+    if not table.overhead_s_per_sequence:
+        return table.overhead_s
+    sequences = ops.whole(load.decode_sequences / load.decode_queries, ops.num(dp))
+    return np.asarray(table.overhead_s + table.overhead_s_per_sequence * sequences)
 
 
 def _either(

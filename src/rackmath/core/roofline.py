@@ -42,10 +42,12 @@ class Efficiency:
     """Achievable fractions of peak and a fixed per-step cost: the calibration hooks.
 
     ``flops_frac`` and ``bandwidth_frac`` lie in (0, 1]; ``overhead_s`` >= 0 is added to
-    every step (kernel launches, scheduling, sampling). ``weight_bandwidth_frac`` and
-    ``kv_bandwidth_frac`` in (0, 1] multiply ``bandwidth_frac`` for the weight reads and the
-    KV-cache reads only (a dequantizing weight-only GEMM, an attention kernel). The default
-    is the pure roofline.
+    every step (kernel launches, scheduling, sampling); ``overhead_s_per_sequence`` >= 0 is
+    host time per running sequence per decode step, charged per engine (each attention-DP
+    rank or replica schedules its own sequences: :func:`rackmath.core.parallel.host_overhead_s`).
+    ``weight_bandwidth_frac`` and ``kv_bandwidth_frac`` in (0, 1] multiply ``bandwidth_frac``
+    for the weight reads and the KV-cache reads only (a dequantizing weight-only GEMM, an
+    attention kernel). The default is the pure roofline.
 
     ``kernel_grounded``: each operator class reaches the fractions fitted on the chip's measured
     kernel tables (resolved by the analysis layer, :mod:`rackmath.analyses.efficiency_tables`),
@@ -58,14 +60,16 @@ class Efficiency:
     weight_bandwidth_frac: float = 1.0
     kv_bandwidth_frac: float = 1.0
     kernel_grounded: bool = False
+    overhead_s_per_sequence: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("flops_frac", "bandwidth_frac", "weight_bandwidth_frac", "kv_bandwidth_frac"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise InputError(name, value, "a fraction in (0, 1]")
-        if not self.overhead_s >= 0.0:
-            raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
+        for name in ("overhead_s", "overhead_s_per_sequence"):
+            if not getattr(self, name) >= 0.0:
+                raise InputError(name, getattr(self, name), "seconds >= 0")
 
     def table(self) -> EfficiencyTable:
         """These fractions as a per-operator table (``efficiency.table_from_fractions``)."""
@@ -73,6 +77,7 @@ class Efficiency:
             flops_frac=self.flops_frac,
             bandwidth_frac=self.bandwidth_frac,
             overhead_s=self.overhead_s,
+            overhead_s_per_sequence=self.overhead_s_per_sequence,
             weight_bandwidth_frac=self.weight_bandwidth_frac,
             kv_bandwidth_frac=self.kv_bandwidth_frac,
         )

@@ -251,17 +251,26 @@ class EfficiencyTable:
     curves: tuple[tuple[CurveKey, Curve], ...] = ()
     collectives: tuple[tuple[str, CollectiveCurve], ...] = ()
     overhead_s: float = 0.0
+    #: host time per running sequence per decode step, charged per engine (scheduler)
+    overhead_s_per_sequence: float = 0.0
     source: str = "pure roofline"
     chip: str = ""
     transferred: bool = False
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.overhead_s) and self.overhead_s >= 0):
-            raise InputError("overhead_s", self.overhead_s, "seconds >= 0")
+        for name in ("overhead_s", "overhead_s_per_sequence"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value >= 0):
+                raise InputError(name, value, "seconds >= 0")
 
     @property
     def is_pure(self) -> bool:
-        return not self.curves and not self.collectives and self.overhead_s == 0.0
+        return (
+            not self.curves
+            and not self.collectives
+            and self.overhead_s == 0.0
+            and self.overhead_s_per_sequence == 0.0
+        )
 
     def _lookup(self) -> dict[CurveKey, Curve]:
         cached: dict[CurveKey, Curve] | None = self.__dict__.get("_by_key")
@@ -269,6 +278,10 @@ class EfficiencyTable:
             cached = dict(self.curves)
             object.__setattr__(self, "_by_key", cached)
         return cached
+
+    def of(self, op_class: OpClass, fmt: str, kind: str = "") -> OpEfficiency:
+        """The efficiency an operator of ``op_class`` in format ``fmt`` runs at (:meth:`curve`)."""
+        return self.curve(op_class, (fmt,), kind)[0]
 
     def collective(self, name: str) -> CollectiveCurve | None:
         """The fitted curve of ``"<collective>:<implementation>"``, or None."""

@@ -197,6 +197,8 @@ _RUNS: dict[Precision, dict[Precision, tuple[str, ...]]] = {
     Precision.FP8_BLOCK: {Precision.FP8: ("fp8_block",)},
     Precision.MXFP8: {Precision.FP8: ("mxfp8",)},
     Precision.NVFP4: {Precision.FP4: ("nvfp4",)},
+    # "fp4" unqualified: the scaled 4-bit formats engines run (NVFP4 on NVIDIA, MXFP4 elsewhere)
+    Precision.FP4: {Precision.FP4: ("nvfp4", "mxfp4")},
     Precision.MXFP4: {
         Precision.FP4: ("mxfp4", "w4a8_mxfp4_mxfp8"),
         Precision.FP8: ("w4a8_mxfp4_mxfp8",),
