@@ -16,6 +16,8 @@ from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
+from rackmath.core import rack_rules
+from rackmath.core.chip_rates import ChipRates
 
 
 def _by_name(step: par.PlanStep, attribute: str) -> dict[str, np.ndarray]:
@@ -136,18 +138,21 @@ def test_lecture_memory_formula_kv_share_is_independent_of_p() -> None:
 def test_rack_boundary_rule() -> None:
     """D17: k = 8, L = 1, ratio 8 -> 2kL/ratio = 2; with GB200's catalog ratio 900/50 = 18 a
     one-layer stage is just short (16/18), two layers clear it (32/18)."""
-    assert float(par.pipeline_cut_advantage(8, 1, 8.0, 1.0)) == 2.0
+    assert float(rack_rules.pipeline_cut_advantage(8, 1, 8.0, 1.0)) == 2.0
     topo = topology(system("gb200-nvl72"))
     assert topo.bandwidth_ratio == 18.0
     assert float(
-        par.pipeline_cut_advantage(8, 1, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s)
+        rack_rules.pipeline_cut_advantage(8, 1, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s)
     ) == pytest.approx(16 / 18)
-    assert float(par.pipeline_cut_advantage(8, 2, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s)) > 1
+    assert (
+        float(rack_rules.pipeline_cut_advantage(8, 2, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s))
+        > 1
+    )
 
 
 def test_weight_fetch_floor_for_scale_up_sizes() -> None:
     """D23: 671 GB (fp8 DeepSeek) at 8 TB/s per chip: S = 8 -> 10.5 ms, 72 -> 1.16 ms, 576 -> 0.146 ms."""
-    got = par.weight_fetch_floor_s(671e9, np.array([8, 72, 576]), 8e12)
+    got = rack_rules.weight_fetch_floor_s(671e9, np.array([8, 72, 576]), 8e12)
     np.testing.assert_allclose(got, [671e9 / 64e12, 671e9 / 576e12, 671e9 / 4608e12], rtol=1e-12)
     assert got[0] == pytest.approx(10.48e-3, rel=1e-3)
 
@@ -244,7 +249,7 @@ def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, 
                 dp=1,
                 ep=1,
                 load=ops.decode_load(model, batch, 4096, 1.0),
-                rates=ops.ChipRates(1e15, 1e15, 3.35e12),
+                rates=ChipRates(1e15, 1e15, 3.35e12),
                 topo=topo,
                 extra_hop_latency_s=h,
             ).step_s

@@ -321,7 +321,12 @@ def test_the_min_latency_moe_kernel_runs_only_where_its_table_timed_it() -> None
     assert moe.alternative is not None
     assert (moe.alternative.max_tokens, moe.alternative.min_ep) == (128.0, 2.0)
     curves = tuple(
-        (k, replace(c, efficiency=replace(c.efficiency, alternative=None)) if k.op_class is OpClass.MOE else c)
+        (
+            k,
+            replace(c, efficiency=replace(c.efficiency, alternative=None))
+            if k.op_class is OpClass.MOE
+            else c,
+        )
         for k, c in table.curves
     )
     one_kernel = replace(table, curves=curves)

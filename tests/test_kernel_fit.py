@@ -313,7 +313,7 @@ def test_sglang_0510_moe_tables_follow_the_min_ep_topk_law() -> None:
 
 
 def test_trtllm_decode_attention_shares_a_kv_head_over_at_most_32_query_heads() -> None:
-    """The data fact behind ``kernel_rows._unshared_group``, on the installed tables (head dim
+    """The data fact behind ``kernel_attention_rows.unshared_group``, on the installed tables (head dim
     128, bf16 KV, no window, >= 8 sequences at >= 1,023 tokens, where the cache read dominates):
     on 1 KV head, 32 query heads take within 1.6x of 1, and 64 take at least 3x (median >= 10x)
     of 32: what 64 heads on 64 KV heads (full multi-head attention) take on B200 (within 20%), and

@@ -19,6 +19,7 @@ from rackmath import catalog
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import operators as ops
+from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import ConfigError
 from rackmath.specs import AttentionKind, MlpKind
 from rackmath.specs.hf_config import load_config_file, model_from_config
@@ -200,7 +201,7 @@ def test_dsa_prefill_flops_bound_each_query_at_top_k() -> None:
 
 
 def test_the_operator_models_attention_reads_what_the_registry_says() -> None:
-    rates = ops.ChipRates(gemm_flops_per_s=1e15, attention_flops_per_s=1e15, bandwidth_bytes_per_s=1e12)
+    rates = ChipRates(gemm_flops_per_s=1e15, attention_flops_per_s=1e15, bandwidth_bytes_per_s=1e12)
     for model_id in ("deepseek-v3.2", "llama-4-maverick", "qwen3-next-80b-a3b"):
         m = catalog.model(model_id)
         load = ops.decode_load(m, 8.0, 100_000.0, BF16)

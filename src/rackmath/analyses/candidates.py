@@ -31,6 +31,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
+from rackmath.core import rack_rules
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as spec
 from rackmath.errors import InputError
@@ -361,7 +362,7 @@ def evaluate(
     tpot = cycle / e_tok
     energy = step_energy(chip, step, base.chip_rates(), tp * pp * dp, batch * e_tok)
     if phase == "mixed":
-        ttft = par.chunked_prefill_ttft_s(cycle, batch * e_tok, o_len)
+        ttft = rack_rules.chunked_prefill_ttft_s(cycle, batch * e_tok, o_len)
     else:
         ttft = tpot if phase == "prefill" else np.zeros_like(tpot)
     return Candidates(

@@ -22,6 +22,7 @@ from rackmath.core import network as net
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import InputError
 from rackmath.frames import Col, Tabular, deployment_labels, grid_layout
 from rackmath.specs.hardware import SystemSpec
@@ -319,7 +320,7 @@ class PlannedDeployment:
         return par.max_concurrency(usable, empty.weights.total, one.total_bytes - empty.total_bytes)
 
     @cached_property
-    def _rates(self) -> ops.ChipRates:
+    def _rates(self) -> ChipRates:
         return self.base.chip_rates()
 
     def step(self, load: ops.StepLoad, *, decode: bool, shape: tuple[int, ...] | None = None) -> par.PlanStep:

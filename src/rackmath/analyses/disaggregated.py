@@ -22,6 +22,7 @@ import numpy as np
 from rackmath.analyses.deployment import PlannedDeployment
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
+from rackmath.core import rack_rules
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 
@@ -98,7 +99,7 @@ def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | 
     return ServingPoint(
         design="mixed",
         batch=b,
-        ttft_s=float(par.chunked_prefill_ttft_s(step, b, output_len)),
+        ttft_s=float(rack_rules.chunked_prefill_ttft_s(step, b, output_len)),
         tpot_s=step,
         tokens_per_s=rate,
         chips=float(dep.chips),

@@ -18,16 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.kernel_rows import (  # the table -> operator rows step, re-exported
-    DEEPEP_EP as DEEPEP_EP,
-)
-from rackmath.analyses.kernel_rows import MOE_SHAPE as MOE_SHAPE
-from rackmath.analyses.kernel_rows import CommRows as CommRows
-from rackmath.analyses.kernel_rows import OpRows as OpRows
-from rackmath.analyses.kernel_rows import comm_rows as comm_rows
-from rackmath.analyses.kernel_rows import fit_groups as fit_groups
-from rackmath.analyses.kernel_rows import moe_kernels as moe_kernels
-from rackmath.analyses.kernel_rows import table_rows as table_rows
+from rackmath.analyses.kernel_rows import CommRows, comm_rows, fit_groups, moe_kernels, table_rows
+from rackmath.analyses.op_rows import OpRows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import (
     CollectiveEfficiency,

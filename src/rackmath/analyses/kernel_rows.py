@@ -52,104 +52,14 @@ from typing import Any
 
 import numpy as np
 
+from rackmath.analyses import kernel_attention_rows
+from rackmath.analyses.op_rows import OpRows, _f, _hash, _op_rows
 from rackmath.catalog import kernel_tables as kt
-from rackmath.core import attention as attn
 from rackmath.core import work as wk
 from rackmath.core.efficiency import OpClass
-from rackmath.specs.model import AttentionKind, AttentionSpec
 from rackmath.specs.precision import kernel_format
 
 DEEPEP_EP = 8  # DeepEP low-latency tables are one node (node_num 1) of 8 GPUs
-
-
-@dataclass
-class OpRows:
-    """Measured kernel calls of one operator class: each call's work (every field an array over
-    the rows, :class:`~rackmath.core.work.Work`), its format (``dtype``, a table dtype name) and
-    kernel family (``kind``: ``gqa``/``mla`` attention, ``gated``/``nongated`` experts), its
-    latency and a shape hash for the deterministic hold-out split."""
-
-    op_class: OpClass
-    dtype: np.ndarray
-    kind: np.ndarray
-    work: wk.Work
-    latency_s: np.ndarray
-    key: np.ndarray  # shape hash (uint64)
-
-    def take(self, mask: np.ndarray) -> OpRows:
-        parts = [None if x is None else np.asarray(x)[mask] for x in self.work]
-        return OpRows(
-            self.op_class,
-            self.dtype[mask],
-            self.kind[mask],
-            wk.Work(*parts),  # type: ignore[arg-type]  # optional fields stay None
-            self.latency_s[mask],
-            self.key[mask],
-        )
-
-    @staticmethod
-    def concat(a: OpRows, b: OpRows) -> OpRows:
-        def cat(x: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
-            return None if x is None or y is None else np.concatenate([x, y])
-
-        return OpRows(
-            a.op_class,
-            np.concatenate([a.dtype, b.dtype]),
-            np.concatenate([a.kind, b.kind]),
-            wk.Work(*(cat(x, y) for x, y in zip(a.work, b.work, strict=True))),  # type: ignore[arg-type]
-            np.concatenate([a.latency_s, b.latency_s]),
-            np.concatenate([a.key, b.key]),
-        )
-
-    def __len__(self) -> int:
-        return len(self.latency_s)
-
-    # the work's fields, for readers of a row
-    @property
-    def rows(self) -> np.ndarray:
-        return self.work.rows
-
-    @property
-    def cols(self) -> np.ndarray | None:
-        return self.work.cols
-
-    @property
-    def depth(self) -> np.ndarray | None:
-        return self.work.depth
-
-    @property
-    def flops(self) -> np.ndarray:
-        return self.work.flops
-
-    @property
-    def bytes(self) -> np.ndarray:
-        return self.work.bytes
-
-    @property
-    def routed(self) -> np.ndarray | None:
-        return self.work.routed
-
-    @property
-    def tokens(self) -> np.ndarray | None:
-        return self.work.tokens
-
-    @property
-    def ep(self) -> np.ndarray | None:
-        return self.work.ep
-
-
-def _rows_of(n: int, w: wk.Work) -> wk.Work:
-    """``w`` with every field an array of ``n`` rows (scalars broadcast), so rows can be taken."""
-    parts = (None if x is None else np.broadcast_to(np.asarray(x, float), (n,)).copy() for x in w)
-    return wk.Work(*parts)  # type: ignore[arg-type]  # the optional fields stay None
-
-
-def _op_rows(
-    cls: OpClass, dtype: np.ndarray, kind: str | np.ndarray, w: wk.Work, df: Any, key: np.ndarray
-) -> OpRows:
-    n = len(dtype)
-    kinds = np.broadcast_to(np.asarray(kind, dtype=object), (n,)).astype(str)
-    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key)
 
 
 def fit_groups(r: OpRows) -> list[tuple[str, str, np.ndarray]]:
@@ -165,12 +75,6 @@ def fit_groups(r: OpRows) -> list[tuple[str, str, np.ndarray]]:
     ]
 
 
-def _hash(df: Any, cols: list[str]) -> np.ndarray:
-    import pandas as pd
-
-    return pd.util.hash_pandas_object(df[cols].astype(str), index=False).to_numpy(np.uint64)
-
-
 MOE_SHAPE = [c for c in kt.REQUIRED["moe"] if c not in ("distribution", "latency")]  # one MoE call's shape
 
 
@@ -184,10 +88,6 @@ def _fastest_kernel(df: Any) -> Any:
     gated = ~df["kernel_source"].astype(str).str.contains("nongated")
     keep = df.assign(_gated=gated).groupby([*MOE_SHAPE, "_gated"], sort=True)["latency"].idxmin()
     return df.loc[np.sort(keep.to_numpy())]
-
-
-def _f(df: Any, col: str) -> np.ndarray:
-    return df[col].to_numpy(float)
 
 
 def _moe_rows(df: Any) -> OpRows:
@@ -388,7 +288,7 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
         ):
             sub = df if kind == name else (df[names == name] if names is not None else df.iloc[:0])
             if len(sub):
-                out[cls] = _attention_rows(sub, cls)
+                out[cls] = kernel_attention_rows.attention_rows(sub, cls)
     elif kind in ("generation_mla", "context_mla", "mla"):
         names = (
             df["op_name"].astype(str).to_numpy() if "op_name" in df else np.full(len(df), "mla_generation")
@@ -403,7 +303,7 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
                 else df[names == {"generation_mla": "mla_generation"}.get(name, "mla_context")]
             )
             if len(sub):
-                out[cls] = _mla_rows(sub, cls)
+                out[cls] = kernel_attention_rows.mla_rows(sub, cls)
     return out
 
 
@@ -425,164 +325,6 @@ def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]
             k = by_dtype[by_dtype["kernel_source"].astype(str) == source]
             out.setdefault(str(dt), {})[source] = _moe_rows(k[~_moe_slower_than_superset(k)])
     return out
-
-
-def _attention_rows(df: Any, cls: OpClass) -> OpRows:
-    """GQA/MHA rows: each distinct (heads, KV heads, head dim) is an attention spec of the
-    registry, whose FLOPs per visible key and cache values per token the rows use."""
-    b, isl = _f(df, "batch_size"), _f(df, "isl")
-    heads, kvh, hd, win = (
-        _f(df, "num_heads"),
-        _f(df, "num_key_value_heads"),
-        _f(df, "head_dim"),
-        _f(df, "window_size"),
-    )
-    kv_bytes = np.array([kernel_format(d).activation_bytes for d in df["kv_cache_dtype"].astype(str)])
-    cols = [c for c in kt.REQUIRED["context_attention"] if c != "latency"]  # one call's shape
-    decode = cls is OpClass.ATTENTION_DECODE
-    # beyond the group the kernel shares a KV head over, every query head reads its own
-    read_heads = np.where(_unshared_group(df, heads / kvh), heads, kvh) if decode else kvh
-    per_key_flops, per_key_values = _per_key(heads, read_heads, hd, decode)
-    if decode:
-        ctx = isl + (_f(df, "step") if "step" in df else 0.0)
-        ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
-        work = wk.decode_attention(
-            b,
-            heads,
-            read_heads,
-            hd,
-            hd,
-            ctx,
-            flops=b * ctx * per_key_flops,
-            kv_read_bytes=b * ctx * per_key_values * kv_bytes,
-        )
-        dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]))
-    # causal pairs: sum_{i=1..isl} min(i, w)
-    w = np.where(win > 0, np.minimum(win, isl), isl)
-    pairs = w * (w + 1) / 2 + (isl - w) * w
-    a_bytes = np.array([kernel_format(d).activation_bytes for d in df["attn_dtype"].astype(str)])
-    work = wk.prefill_attention(
-        b * isl,
-        heads,
-        kvh,
-        hd,
-        hd,
-        isl,
-        flops=b * pairs * per_key_flops,
-        input_bytes=a_bytes,
-    )
-    dt = df["attn_dtype"].astype(str).to_numpy()
-    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols))
-
-
-def _per_key(
-    heads: np.ndarray, kv_heads: np.ndarray, head_dim: np.ndarray, decode: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """FLOPs per visible key and cache values per token of each row's attention, from the
-    registry (:func:`rackmath.core.attention.flops_per_visible_token`,
-    :func:`~rackmath.core.attention.kv_elements_per_token_per_layer`) of a GQA spec per distinct shape."""
-    shapes = np.stack([heads, kv_heads, head_dim], axis=1)
-    flops, values = np.empty(len(heads)), np.empty(len(heads))
-    for shape in np.unique(shapes, axis=0):
-        h, k, d = (int(x) for x in shape)
-        a = AttentionSpec(AttentionKind.GQA, h, k, d, d)
-        at = (shapes == shape).all(axis=1)
-        flops[at] = attn.flops_per_visible_token(a, decode=decode)
-        values[at] = attn.kv_elements_per_token_per_layer(a)
-    return flops, values
-
-
-#: DeepSeek's MLA, the shape the MLA tables time (aiconfigurator-core's collector, with the
-#: DeepSeek-V3 config): a 512-wide latent, 64-wide RoPE key, 128-wide nope and value heads,
-#: a 1,536-wide query latent.
-MLA_TABLE_SHAPE = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
-
-
-def mla_spec(heads: int) -> AttentionSpec:
-    """The MLA attention the tables time, with ``heads`` local query heads."""
-    s = MLA_TABLE_SHAPE
-    return AttentionSpec(
-        AttentionKind.MLA,
-        heads,
-        heads,
-        s["qk_nope_head_dim"] + s["qk_rope_head_dim"],
-        s["v_head_dim"],
-        q_lora_rank=1536,
-        kv_lora_rank=s["kv_lora_rank"],
-        qk_nope_head_dim=s["qk_nope_head_dim"],
-        qk_rope_head_dim=s["qk_rope_head_dim"],
-    )
-
-
-def _mla_rows(df: Any, cls: OpClass) -> OpRows:
-    """MLA rows (``generation_mla``, ``context_mla``): ``num_heads`` is the local head count
-    (``tp_size`` only labels the row), the attended context ``isl + step``. Decode is absorbed:
-    every head scores the 576-wide cached latent and sums 512-wide values, one latent read per
-    sequence (:func:`rackmath.core.attention.flops_per_visible_token`); prefill runs
-    decompressed (192-wide queries and keys, 128-wide values, one KV head per head)."""
-    b, isl, heads = _f(df, "batch_size"), _f(df, "isl"), _f(df, "num_heads")
-    step = _f(df, "step")
-    kv_bytes = np.array([kernel_format(d).activation_bytes for d in df["kv_cache_dtype"].astype(str)])
-    decode = cls is OpClass.ATTENTION_DECODE
-    flops_per_key, latent = np.empty(len(b)), 0.0
-    for h in np.unique(heads):
-        a = mla_spec(int(h))
-        flops_per_key[heads == h] = attn.flops_per_visible_token(a, decode=decode)
-        latent = float(attn.kv_elements_per_token_per_layer(a))
-    cols = ["mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step"]
-    dt = df["kv_cache_dtype"].astype(str).to_numpy()
-    s = MLA_TABLE_SHAPE
-    if decode:
-        ctx = isl + step
-        work = wk.decode_attention(
-            b,
-            heads,
-            1.0,
-            float(s["kv_lora_rank"] + s["qk_rope_head_dim"]),
-            float(s["kv_lora_rank"]),
-            ctx,
-            flops=b * ctx * flops_per_key,
-            kv_read_bytes=b * ctx * latent * kv_bytes,
-        )
-        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols))
-    pairs = isl * (isl + 1) / 2 + step * isl  # a cached prefix of ``step`` tokens
-    qk = float(s["qk_nope_head_dim"] + s["qk_rope_head_dim"])
-    work = wk.prefill_attention(
-        b * isl,
-        heads,
-        heads,
-        qk,
-        float(s["v_head_dim"]),
-        isl + step,
-        flops=b * pairs * flops_per_key,
-        kv_write_bytes=b * isl * latent * kv_bytes,
-        input_bytes=2.0,
-    )
-    return _op_rows(cls, df["mla_dtype"].astype(str).to_numpy(), "mla", work, df, _hash(df, cols))
-
-
-# The most query heads per KV head TensorRT-LLM's decode attention reads one KV head for
-# (:func:`_unshared_group`).
-TRTLLM_SHARED_GROUP_MAX = 32.0
-
-
-def _unshared_group(df: Any, group: np.ndarray) -> np.ndarray:
-    """Decode rows whose kernel read the KV cache once per query head, not once per KV head.
-
-    TensorRT-LLM's generation attention shares a KV head over at most 32 query heads: every
-    chip's table (A100 1.0.0, Hopper and Blackwell 1.3.0rc20) is flat in the query heads up to
-    32 per KV head and then costs what full multi-head attention of that many heads costs on
-    Blackwell (B200, 32 sequences at 2,048 tokens, head dim 128: 0.015 ms at 32 query heads on
-    1 KV head, 0.300 ms at 64 on 1, 0.302 ms at 64 on 64), and 0.45-0.75 of it on Hopper, where
-    part of the repeated reads come from L2 (``tests/test_kernel_fit.py`` checks both). Other
-    frameworks' tables are read as sharing. The serving model assumes a sharing kernel at every
-    group size (FlashInfer, FlashAttention); of the catalog's models only PaLM (48 query heads
-    on 1 KV head) lies beyond 32."""
-    if "framework" not in df:
-        return np.zeros(len(df), bool)
-    trtllm = df["framework"].astype(str).str.lower().str.replace("-", "").isin(["trtllm", "tensorrtllm"])
-    return trtllm.to_numpy() & (group > TRTLLM_SHARED_GROUP_MAX)
 
 
 @dataclass

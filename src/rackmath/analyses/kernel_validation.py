@@ -21,10 +21,10 @@ from rackmath.analyses.kernel_fit import (
     ChipFit,
     ChipPeaks,
     fit_chip,
-    fit_groups,
     load_package_chip,
     predict,
 )
+from rackmath.analyses.kernel_rows import fit_groups
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import collective_time_s
 from rackmath.errors import InputError

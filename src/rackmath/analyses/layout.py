@@ -17,6 +17,7 @@ from typing import Any
 
 from rackmath.analyses.deployment import PlannedDeployment, plan_deployment
 from rackmath.core import parallel as par
+from rackmath.core import rack_rules
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -132,7 +133,9 @@ def layout(
     rule_rows = []
     for layers in (1, 2, 4):
         adv = float(
-            par.pipeline_cut_advantage(k, layers, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s)
+            rack_rules.pipeline_cut_advantage(
+                k, layers, topo.scale_up_bytes_per_s, topo.scale_out_bytes_per_s
+            )
         )
         rule_rows.append(
             {
@@ -143,7 +146,7 @@ def layout(
             }
         )
     lecture_adv = float(
-        par.pipeline_cut_advantage(
+        rack_rules.pipeline_cut_advantage(
             LECTURE_RULE["experts_per_token"],
             LECTURE_RULE["layers_per_stage"],
             LECTURE_RULE["bandwidth_ratio"],
@@ -198,7 +201,7 @@ def layout(
     scale_rows = [
         {
             "scale_up_chips": s,
-            "weight_fetch_floor_s": float(par.weight_fetch_floor_s(all_read, s, bw)),
+            "weight_fetch_floor_s": float(rack_rules.weight_fetch_floor_s(all_read, s, bw)),
             "fits_in_domain": s * system.chip.hbm_capacity_bytes >= m.total_bytes,
         }
         for s in SCALE_UP_SIZES

@@ -29,6 +29,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core.chip_rates import ChipRates
 from rackmath.core.efficiency import EfficiencyTable
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular, deployment_labels, grid_layout
@@ -203,11 +204,11 @@ class Deployment:
         """The same deployment on the pure roofline (the lecture's numbers)."""
         return replace(self, efficiency=rl.PURE_ROOFLINE)
 
-    def chip_rates(self, chips: float = 1.0) -> ops.ChipRates:
+    def chip_rates(self, chips: float = 1.0) -> ChipRates:
         """What ``chips`` chips pooled offer the operators (peaks, bandwidth, efficiency, and
         the compute and KV precisions that pick each operator's kernel format)."""
         chip = self.system.chip
-        return ops.ChipRates(
+        return ChipRates(
             peak_flops_per_s={p.value: chips * f for p, f in chip.peak_flops_per_s.items()},
             bandwidth_bytes_per_s=chips * chip.hbm_bandwidth_bytes_per_s,
             efficiency=self.efficiency_table,

@@ -40,6 +40,7 @@ from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
 from rackmath.core import training_step as ts
+from rackmath.core.chip_rates import ChipRates
 from rackmath.specs.model import WEIGHT_CLASSES
 
 
@@ -271,11 +272,11 @@ def links(s: TrainingSetup) -> dict[str, net.Group]:
     }
 
 
-def chip_rates(s: TrainingSetup) -> ops.ChipRates:
+def chip_rates(s: TrainingSetup) -> ChipRates:
     """The chip's peaks, the setup's efficiency table, GEMMs computing in the recipe's format
     and attention in 16 bits (:attr:`TrainingSetup.attention_precision`)."""
     chip = s.system.chip
-    return ops.ChipRates(
+    return ChipRates(
         peak_flops_per_s={p.value: f for p, f in chip.peak_flops_per_s.items()},
         bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
         efficiency=s.table,

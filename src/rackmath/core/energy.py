@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import operators as ops
+from rackmath.core.chip_rates import ChipRates
 
 FloatArray = NDArray[np.float64]
 
@@ -42,7 +43,7 @@ def power_w(idle_w: float, max_w: float, utilisation: ArrayLike) -> FloatArray:
     return np.asarray(idle_w + (max_w - idle_w) * u)
 
 
-def operator_utilisation(op: ops.Operator, rates: ops.ChipRates) -> FloatArray:
+def operator_utilisation(op: ops.Operator, rates: ChipRates) -> FloatArray:
     """How busy ``op`` keeps its bound resource over its time, against the peak its curve
     runs at (0 when idle)."""
     peak = op.peak_flops_per_s
@@ -55,7 +56,7 @@ def operator_utilisation(op: ops.Operator, rates: ops.ChipRates) -> FloatArray:
 
 def step_energy_j(
     operators: tuple[ops.Operator, ...],
-    rates: ops.ChipRates,
+    rates: ChipRates,
     *,
     scale: ArrayLike,
     step_s: ArrayLike,

@@ -70,6 +70,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
 from rackmath.core import work as wk
+from rackmath.core.chip_rates import ChipRates
 from rackmath.core.loads import StepLoad
 from rackmath.core.loads import decode_load as decode_load  # re-exported: callers build loads here
 from rackmath.core.loads import mixed_load as mixed_load
@@ -79,7 +80,7 @@ from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.core.roofline import expected_distinct_experts
 from rackmath.specs.efficiency import Kernel
 from rackmath.specs.model import WEIGHT_CLASSES, AttentionKind, MlpKind, ModelSpec
-from rackmath.specs.precision import FORMATS, Precision, attention_format, gemm_formats
+from rackmath.specs.precision import FORMATS, Precision
 
 FloatArray = NDArray[np.float64]
 
@@ -266,68 +267,6 @@ class Operator(NamedTuple):
 
 
 _BOUNDS = np.array(["compute", "memory", "latency"])
-
-
-class _Choice(NamedTuple):
-    efficiency: eff.OpEfficiency
-    pure: bool
-    peak_flops_per_s: float
-    kernel: Kernel
-
-
-@dataclass(frozen=True)
-class ChipRates:
-    """What one chip (or ``chips`` pooled) offers the operators: peak FLOP/s by precision,
-    HBM bandwidth, the fitted curves, and the deployment's compute and KV precision (they
-    pick each operator's kernel format)."""
-
-    peak_flops_per_s: Mapping[str, float]
-    bandwidth_bytes_per_s: float
-    efficiency: eff.EfficiencyTable = eff.PURE_TABLE
-    compute: Precision = Precision.BF16
-    kv: Precision = Precision.BF16
-
-    @classmethod
-    def uniform(
-        cls,
-        flops_per_s: float,
-        bandwidth_bytes_per_s: float,
-        efficiency: eff.EfficiencyTable = eff.PURE_TABLE,
-    ) -> ChipRates:
-        """Every precision at one peak (a chip for tests and hand derivations)."""
-        return cls(
-            dict.fromkeys((p.value for p in Precision), flops_per_s), bandwidth_bytes_per_s, efficiency
-        )
-
-    def peak(self, precision: str) -> float:
-        """Peak FLOP/s at ``precision`` (its element class, else bf16, when the chip lists none)."""
-        peaks = self.peak_flops_per_s
-        if precision in peaks:
-            return float(peaks[precision])
-        cls = Precision(precision).compute_class.value
-        return float(peaks.get(cls) or peaks.get("bf16") or max(peaks.values()))
-
-    def curve(self, op_class: eff.OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
-        """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
-        cache: dict[tuple[eff.OpClass, tuple[str, ...], str], _Choice] = self.__dict__.setdefault(
-            "_curves", {}
-        )
-        hit = cache.get((op_class, formats, kind))
-        if hit is None:
-            compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
-            e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute)
-            hit = _Choice(e, eff.is_pure(e), self.peak(precision), kernel)
-            cache[(op_class, formats, kind)] = hit
-        return hit
-
-    def gemm_formats(self, weights: Precision) -> tuple[str, ...]:
-        """The kernel formats a GEMM of weights stored as ``weights`` runs in (at least one:
-        bf16 where no kernel runs them, the curve lookup then saying so)."""
-        return gemm_formats(weights, self.compute) or ("bfloat16",)
-
-    @property
-    def attention_formats(self) -> tuple[str, ...]:
-        return attention_format(self.kv) or ("bfloat16",)
 
 
 def timed(

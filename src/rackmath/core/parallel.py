@@ -44,6 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import collectives as coll
 from rackmath.core import operators as ops
+from rackmath.core.chip_rates import ChipRates
 from rackmath.core.memory import (  # noqa: F401  re-exported: the plan-aware API names them here
     ACTIVATION_VALUES_PER_HIDDEN,
     ChipMemory,
@@ -344,7 +345,7 @@ def plan_step(
     dp: ArrayLike,
     ep: ArrayLike,
     load: ops.StepLoad,
-    rates: ops.ChipRates,
+    rates: ChipRates,
     topo: Topology | None,
     stage_frac: ArrayLike | None = None,
     comm_overlap_frac: float = CommOverlap.ADDED,
@@ -553,54 +554,3 @@ def _destination_ranks(ep: FloatArray, experts: int, per_token: int) -> FloatArr
     if isinstance(ep, float) or np.ndim(ep) == 0:
         return _cached_ranks(float(ep), experts, per_token)
     return coll.expected_destination_ranks(ep, experts, per_token)
-
-
-# ----------------------------------------------------------------------------- serving loads
-
-
-def chunked_prefill_ttft_s(step_s: ArrayLike, batch: ArrayLike, output_len: ArrayLike) -> FloatArray:
-    """Time to first token with chunked prefill, no queueing: ``max(1, O/B)`` steps.
-
-    Each step's prefill budget is ``B I / O`` tokens; one prompt of ``I`` tokens needs
-    ``O / B`` steps of it (at least one).
-    """
-    return np.asarray(
-        np.maximum(1.0, np.asarray(output_len, float) / np.asarray(batch, float)) * np.asarray(step_s, float),
-        dtype=float,
-    )
-
-
-# ----------------------------------------------------------------------------- lecture rules
-
-
-def pipeline_cut_advantage(
-    experts_per_token: ArrayLike,
-    layers_per_stage: ArrayLike,
-    scale_up_bytes_per_s: ArrayLike,
-    scale_out_bytes_per_s: ArrayLike,
-) -> FloatArray:
-    """The rack-boundary rule (D17): scale-up EP time per stage over the cut's scale-out time.
-
-    A token's stage of ``L`` MoE layers moves ``2 k d`` bytes per layer over scale-up
-    (dispatch + combine); a pipeline cut moves ``d`` bytes once over scale-out:
-    ``(2 k L d / B_up) / (d / B_out) = 2 k L / (B_up / B_out)``. The cut costs no more
-    than the expert traffic when this is >= 1, i.e. ``2 k L >= B_up/B_out`` (the lecture's
-    ``>= 8``; with k = 8, L = 1 and a ratio of 8 it is 2).
-    """
-    ratio = np.asarray(scale_up_bytes_per_s, float) / np.asarray(scale_out_bytes_per_s, float)
-    return np.asarray(
-        2.0 * np.asarray(experts_per_token, float) * np.asarray(layers_per_stage, float) / ratio,
-        dtype=float,
-    )
-
-
-def weight_fetch_floor_s(
-    weight_bytes: ArrayLike, scale_up_chips: ArrayLike, bandwidth_bytes_per_s: ArrayLike
-) -> FloatArray:
-    """D23: ``N_total bytes / (S x BW)``: only one scale-up domain's chips read a stage's
-    weights in parallel, so the domain's size, not the pipeline's, sets the floor."""
-    return np.asarray(
-        np.asarray(weight_bytes, float)
-        / (np.asarray(scale_up_chips, float) * np.asarray(bandwidth_bytes_per_s, float)),
-        dtype=float,
-    )

@@ -59,6 +59,7 @@ from numpy.typing import NDArray
 from rackmath.core import efficiency as eff
 from rackmath.core import operators as ops
 from rackmath.core import work as wk
+from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import UnknownIdError
 from rackmath.specs.precision import FORMATS, Precision, gemm_formats
 
@@ -158,7 +159,7 @@ def _backward_shares(op_class: eff.OpClass) -> tuple[float, float]:
 
 
 def _elementwise(
-    bytes_moved: FloatArray, rows: FloatArray, calls: float, rates: ops.ChipRates
+    bytes_moved: FloatArray, rows: FloatArray, calls: float, rates: ChipRates
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     op = ops.timed(
         "cast", eff.OpClass.ELEMENTWISE, rates, wk.elementwise(bytes_moved, rows, calls), ("bfloat16",)
@@ -168,7 +169,7 @@ def _elementwise(
 
 def training_operators(
     forward: tuple[ops.Operator, ...],
-    rates: ops.ChipRates,
+    rates: ChipRates,
     *,
     recompute: str,
     recipe: GemmRecipe | str = GemmRecipe.BF16,

@@ -1,0 +1,80 @@
+"""What a chip offers the operators, and which curve each one runs on.
+
+A :class:`ChipRates` holds one chip's (or ``chips`` pooled) peak FLOP/s by precision, its HBM
+bandwidth, the fitted curves of :class:`~rackmath.specs.efficiency.EfficiencyTable` and the
+deployment's compute and KV precisions. :meth:`ChipRates.curve` is the one place an operator's
+curve is chosen (class x kernel format x kernel family, with a visible fallback) and its peak
+looked up: the peak its curve was fitted against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rackmath.core import efficiency as eff
+from rackmath.specs.efficiency import Kernel
+from rackmath.specs.precision import FORMATS, Precision, attention_format, gemm_formats
+
+
+class _Choice(NamedTuple):
+    efficiency: eff.OpEfficiency
+    pure: bool
+    peak_flops_per_s: float
+    kernel: Kernel
+
+
+@dataclass(frozen=True)
+class ChipRates:
+    """What one chip (or ``chips`` pooled) offers the operators: peak FLOP/s by precision,
+    HBM bandwidth, the fitted curves, and the deployment's compute and KV precision (they
+    pick each operator's kernel format)."""
+
+    peak_flops_per_s: Mapping[str, float]
+    bandwidth_bytes_per_s: float
+    efficiency: eff.EfficiencyTable = eff.PURE_TABLE
+    compute: Precision = Precision.BF16
+    kv: Precision = Precision.BF16
+
+    @classmethod
+    def uniform(
+        cls,
+        flops_per_s: float,
+        bandwidth_bytes_per_s: float,
+        efficiency: eff.EfficiencyTable = eff.PURE_TABLE,
+    ) -> ChipRates:
+        """Every precision at one peak (a chip for tests and hand derivations)."""
+        return cls(
+            dict.fromkeys((p.value for p in Precision), flops_per_s), bandwidth_bytes_per_s, efficiency
+        )
+
+    def peak(self, precision: str) -> float:
+        """Peak FLOP/s at ``precision`` (its element class, else bf16, when the chip lists none)."""
+        peaks = self.peak_flops_per_s
+        if precision in peaks:
+            return float(peaks[precision])
+        cls = Precision(precision).compute_class.value
+        return float(peaks.get(cls) or peaks.get("bf16") or max(peaks.values()))
+
+    def curve(self, op_class: eff.OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
+        """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
+        cache: dict[tuple[eff.OpClass, tuple[str, ...], str], _Choice] = self.__dict__.setdefault(
+            "_curves", {}
+        )
+        hit = cache.get((op_class, formats, kind))
+        if hit is None:
+            compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
+            e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute)
+            hit = _Choice(e, eff.is_pure(e), self.peak(precision), kernel)
+            cache[(op_class, formats, kind)] = hit
+        return hit
+
+    def gemm_formats(self, weights: Precision) -> tuple[str, ...]:
+        """The kernel formats a GEMM of weights stored as ``weights`` runs in (at least one:
+        bf16 where no kernel runs them, the curve lookup then saying so)."""
+        return gemm_formats(weights, self.compute) or ("bfloat16",)
+
+    @property
+    def attention_formats(self) -> tuple[str, ...]:
+        return attention_format(self.kv) or ("bfloat16",)
