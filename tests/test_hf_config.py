@@ -42,7 +42,7 @@ def test_every_family_parses(name: str) -> None:
 def test_files_and_catalog_agree_for_deepseek() -> None:
     from_file = load_config_file(HF_CONFIGS / "deepseek_v3.json")
     assert param_counts(from_file) == param_counts(catalog.model("deepseek-v3"))
-    assert from_file.native_weight_precision is Precision.FP8
+    assert from_file.native_weight_precision is Precision.FP8_BLOCK  # 128 x 128 weight blocks
     assert [layer.mlp for layer in from_file.layers[:4]] == [MlpKind.DENSE] * 3 + [MlpKind.MOE]
 
 

@@ -104,12 +104,14 @@ def _moe_table(rows: list[tuple[int, int, int, float]]) -> pd.DataFrame:
 
 def test_balanced_routing_hits_min_of_experts_and_pairs() -> None:
     """2 tokens with top-2 of 8 experts are dealt to 4 distinct experts (random routing would
-    expect 8 (1 - (3/4)^2) = 3.5): the weights of 4 experts of 3 x 4096 x 14336 bf16 values."""
+    expect 8 (1 - (3/4)^2) = 3.5): the weights of 4 experts of 3 x 4096 x 14336 bf16 values.
+    Each pair moves its hidden in and out and the gate/up outputs in and out of the down GEMM:
+    (4096 + 14336) + (2 x 14336 + 4096) = 51,200 bf16 values (core/work.grouped_gemm)."""
     r = kr.table_rows(_moe_table([(2, 1, 1, 0.5), (64, 1, 1, 1.0)]))[kr.OpClass.MOE]
     weights = 3 * 4096 * 14336 * 2.0
-    activations = 4 * 4096 * (2.0 + 2.0)  # 4 pairs, bf16 in and out
-    assert r.bytes[0] == pytest.approx(4 * weights + activations)
-    assert r.bytes[1] == pytest.approx(8 * weights + 128 * 4096 * 4.0)
+    per_pair = ((4096 + 14336) + (2 * 14336 + 4096)) * 2.0
+    assert r.bytes[0] == pytest.approx(4 * weights + 4 * per_pair)
+    assert r.bytes[1] == pytest.approx(8 * weights + 128 * per_pair)
     assert r.routed is not None and r.routed[0] == pytest.approx(2 * 2 * 4096)
 
 
@@ -160,7 +162,8 @@ def test_an_sglang_0510_row_runs_min_ep_topk_times_the_ranks_share_of_pairs() ->
     assert r_trt.flops[0] == pytest.approx(2 * 3 * 4096 * 14336 * 4096)
     assert r_sgl.flops[0] == pytest.approx(2 * 3 * 4096 * 14336 * 8192)
     weights = 3 * 4096 * 14336 * 2.0  # one local expert, bf16
-    assert r_sgl.bytes[0] - 8192 * 4096 * 4.0 == pytest.approx(weights)
+    per_pair = ((4096 + 14336) + (2 * 14336 + 4096)) * 2.0
+    assert r_sgl.bytes[0] - 8192 * per_pair == pytest.approx(weights)
     assert r_sgl.rows[0] == pytest.approx(2 * r_trt.rows[0])  # 8,192 pairs on the one expert
 
 
@@ -208,10 +211,11 @@ def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
     both = pd.concat([gated, plain], ignore_index=True)
     both.attrs["kind"] = "moe"
     r = kr.table_rows(both)[kr.OpClass.MOE]
-    assert r.gated is not None and sorted(r.gated.tolist()) == [False, True]
-    assert r.flops[~r.gated][0] == pytest.approx(r.flops[r.gated][0] * 2 / 3)
-    groups = [(dt, g, int(m.sum())) for dt, g, m in kr.fit_groups(r)]
-    assert groups == [("bfloat16", True, 1), ("bfloat16", False, 1)]
+    gated_rows = r.kind == "gated"
+    assert sorted(r.kind.tolist()) == ["gated", "nongated"]
+    assert r.flops[~gated_rows][0] == pytest.approx(r.flops[gated_rows][0] * 2 / 3)
+    groups = [(dt, k, int(m.sum())) for dt, k, m in kr.fit_groups(r)]
+    assert groups == [("bfloat16", "gated", 1), ("bfloat16", "nongated", 1)]
 
 
 def test_an_operator_with_two_kernels_takes_the_faster_at_each_shape() -> None:
@@ -221,7 +225,8 @@ def test_an_operator_with_two_kernels_takes_the_faster_at_each_shape() -> None:
     (1.1 ms, not 10 ms); the compute and memory times reported are the winner's."""
     fast_small = OpEfficiency(bandwidth_frac=0.1, floor_s=10e-6, kernel="min_latency")
     e = OpEfficiency(floor_s=100e-6, kernel="throughput", alternative=fast_small)
-    _, memory_s, time_s, _ = operator_timing(e, np.zeros(2), np.array([1e6, 1e9]), 1e15, 1e12, 1.0)
+    _, memory_s, time_s, _, latency_s = operator_timing(e, np.zeros(2), np.array([1e6, 1e9]), 1e15, 1e12, 1.0)
+    assert latency_s.tolist() == pytest.approx([10e-6, 100e-6])  # the winner's launch floor
     assert time_s.tolist() == pytest.approx([20e-6, 1.1e-3])
     assert memory_s.tolist() == pytest.approx([10e-6, 1e-3])
     one = operator_timing(e, 0.0, 1e6, 1e15, 1e12, 1.0)[2]
@@ -263,7 +268,7 @@ def test_blackwell_nvfp4_moe_runs_two_kernels_and_hopper_one() -> None:
     from rackmath.analyses.efficiency_tables import efficiency_table
     from rackmath.core.efficiency import OpClass
 
-    b200 = efficiency_table("b200", "fp4").of(OpClass.MOE)
+    b200 = efficiency_table("b200").of(OpClass.MOE, "nvfp4", "gated")
     assert b200.alternative is not None and b200.alternative.kernel.endswith("min_latency")
     assert (b200.alternative.max_tokens, b200.alternative.min_ep) == (128.0, 2.0)
-    assert efficiency_table("h100-sxm", "fp8").of(OpClass.MOE).alternative is None
+    assert efficiency_table("h100-sxm").of(OpClass.MOE, "fp8", "gated").alternative is None

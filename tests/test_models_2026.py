@@ -23,6 +23,7 @@ from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import ConfigError
 from rackmath.specs import AttentionKind, MlpKind
 from rackmath.specs.hf_config import load_config_file, model_from_config
+from rackmath.specs.precision import Precision
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 BF16 = 2.0
@@ -201,11 +202,11 @@ def test_dsa_prefill_flops_bound_each_query_at_top_k() -> None:
 
 
 def test_the_operator_models_attention_reads_what_the_registry_says() -> None:
-    rates = ChipRates(gemm_flops_per_s=1e15, attention_flops_per_s=1e15, bandwidth_bytes_per_s=1e12)
+    rates = ChipRates.uniform(1e15, 1e12)
     for model_id in ("deepseek-v3.2", "llama-4-maverick", "qwen3-next-80b-a3b"):
         m = catalog.model(model_id)
         load = ops.decode_load(m, 8.0, 100_000.0, BF16)
-        table = ops.pass_operators(ops.operator_model(m, BF16), load, rates, tp=1, pp=1, dp=1, ep=1)
+        table = ops.pass_operators(ops.operator_model(m, Precision.BF16), load, rates, tp=1, pp=1, dp=1, ep=1)
         attention = next(op for op in table if op.name == "attention")
         assert float(attention.kv_read_bytes) == 8 * float(arch.kv_bytes_read_per_sequence(m, 100_000, BF16))
         assert float(attention.flops) == 8 * float(arch.decode_attention_flops_per_token(m, 100_000))

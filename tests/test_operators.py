@@ -80,9 +80,15 @@ def test_efficiency_only_slows_operators_down() -> None:
     """A table below the pure roofline never makes a step faster, and a floor adds per call."""
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", efficiency="pure")
     slow = eff.EfficiencyTable(
-        by_class=(
-            (eff.OpClass.GEMM, eff.OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6)),
-            (eff.OpClass.ATTENTION_DECODE, eff.OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8)),
+        curves=(
+            (
+                eff.CurveKey(eff.OpClass.GEMM, eff.ANY, eff.ANY),
+                eff.Curve(eff.OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6), "", "test"),
+            ),
+            (
+                eff.CurveKey(eff.OpClass.ATTENTION_DECODE, eff.ANY, eff.ANY),
+                eff.Curve(eff.OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8), "", "test"),
+            ),
         )
     )
     load = ops.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
@@ -226,33 +232,27 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     kv_held = float(arch.kv_bytes_per_sequence(model, 8192.0, 2.0))
     assert float(pre.kv_write_bytes) == pytest.approx(kv_held, rel=1e-12)  # the chunk writes its cache
     # the chunk is costed at prefill efficiency: no slower than the decode class would make it
-    as_decode = ops._operator(
-        "x",
-        eff.OpClass.ATTENTION_DECODE,
-        dep.chip_rates(dep.chips),
-        flops=pre.flops,
-        rows=64.0,
-        calls=model.num_layers,
-    )
+    from rackmath.core import work as wk
+
+    chunk = wk.elementwise(0.0, 64.0 * 8.0, model.num_layers)._replace(flops=pre.flops)
+    rates = dep.chip_rates(dep.chips)
+    as_decode = ops.timed("x", eff.OpClass.ATTENTION_DECODE, rates, chunk, ("bfloat16",), "gqa")
     assert float(pre.compute_s) < float(as_decode.compute_s)
     assert "attention_prefill" not in {op.name for op in dep.ideal_step(decode).operators}
 
 
-def test_mla_decode_attention_is_costed_as_a_dense_kernel() -> None:
-    """DeepSeek-V3's absorbed MLA decode: 128 query heads meet one cached latent, a dense
-    product (FlashMLA: ~0.67 of peak on an H800) rather than the per-head GQA decode kernel
-    the decode curve is fitted on. Its compute fraction is the prefill-attention kernel's at
-    head dimension 192 (128 + 64) and the context; GQA models keep the decode curve."""
+def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> None:
+    """DeepSeek-V3's absorbed MLA decode: 128 query heads meet one cached latent (a dense
+    product, FlashMLA / TensorRT-LLM's MLA kernel), timed in the ``generation_mla`` tables.
+    The operator names the MLA curve and hands it one thread block per sequence (one latent
+    "KV head") with the 128 heads as the tile's rows; GQA models keep the GQA curve."""
     dep = rm.deployment("deepseek-v3", "gb200-nvl72", chips=8)
     rates = dep.chip_rates(dep.chips)
-    latent, _ = rates.latent_decode
-    decode_e, _ = rates.of(eff.OpClass.ATTENTION_DECODE)
-    prefill_e, _ = rates.of(eff.OpClass.ATTENTION_PREFILL)
-    assert latent.compute_frac == prefill_e.compute_frac and latent.floor_s == decode_e.floor_s
-    assert latent.bandwidth_frac == decode_e.bandwidth_frac
     att = next(o for o in serving.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
-    frac = float(eff.achieved_compute_frac(latent, 4096.0, cols=192.0, depth=4096.0))
-    expected = float(np.sum(att.flops)) / (rates.attention_flops_per_s * frac)
+    assert (att.kernel.kind, att.kernel.fmt, att.kernel.fallback) == ("mla", "bfloat16", "")
+    e, precision, _ = dep.efficiency_table.curve(eff.OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
+    frac = float(eff.achieved_compute_frac(e, 4096.0, cols=128.0, depth=4096.0))
+    expected = float(np.sum(att.flops)) / (rates.peak(precision) * frac)
     assert float(np.sum(att.compute_s)) == pytest.approx(expected, rel=1e-9)
     gqa = rm.deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    assert not gqa.shardable.operators.latent_decode and dep.shardable.operators.latent_decode
+    assert gqa.shardable.operators.attention_kind == "gqa" and dep.shardable.operators.attention_kind == "mla"

@@ -532,6 +532,7 @@ def _moe_operators(
         group_tokens=group_tokens,
         ep=e,
         calls=moe_layers,
+        expert_params=P["routed_experts"] / m.num_moe_layers / expert_tp,  # biases included
     )
     router = timed(
         "router",
