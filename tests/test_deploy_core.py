@@ -249,7 +249,7 @@ def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, 
                 dp=1,
                 ep=1,
                 load=ops.decode_load(model, batch, 4096, 1.0),
-                rates=ChipRates(1e15, 1e15, 3.35e12),
+                rates=ChipRates.uniform(1e15, 3.35e12),
                 topo=topo,
                 extra_hop_latency_s=h,
             ).step_s

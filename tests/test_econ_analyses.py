@@ -44,7 +44,8 @@ def test_survey_ages_and_roofline_ratio() -> None:
     # experts of all 58 MoE layers, 256 x 58 x 3 x 7168 x 2048 B = 654 GB over 512 TB/s = 1.28 ms
     pre = serving.prefill(d, [1], [8192])
     experts = next(op for op in pre.times.operators if op.name == "routed_experts")
-    expert_bytes = 256 * 58 * 3 * 7168 * 2048 * 1.0  # fp8 weights
+    # block-scaled fp8 weights: one 4-byte scale per 128 x 128 block
+    expert_bytes = 256 * 58 * 3 * 7168 * 2048 * (1.0 + 4 / (128 * 128))
     assert float(experts.weight_bytes.ravel()[0]) == pytest.approx(expert_bytes, rel=1e-6)
     assert float(experts.memory_s.ravel()[0]) > float(experts.compute_s.ravel()[0])
     f_attn = float(ops.prefill_attention_flops_per_sequence(d.model, 8192))
@@ -164,7 +165,8 @@ def test_fast_mode_on_a_dense_deployment() -> None:
 def test_sparsity_is_a_pure_win_until_users_run_out() -> None:
     study = sparsity.sparsity_study(dsv3(), sparsities=[1, 4, 16, 64], users=2000)
     rows = study.rows
-    r = dsv3().params.active and 312.5  # GB200 fp8: 5e15 x 1 / (2 x 8e12)
+    # GB200 fp8: 5e15 x 1.000244 / (2 x 8e12) (block-scaled fp8 holds a 4-byte scale per 128 x 128)
+    r = dsv3().params.active and 312.5 * (1.0 + 4 / (128 * 128))
     assert [row.balance_batch for row in rows] == pytest.approx([r * s for s in (1, 4, 16, 64)])
     # at the balance batch the cost per token is the same for every sparsity
     at_balance = [row.usd_per_million_tokens_at_balance for row in rows]

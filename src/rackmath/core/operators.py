@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -220,6 +220,9 @@ def layer_kinds(model: ModelSpec) -> tuple[bool, ...]:
     return tuple(layer.mlp is MlpKind.MOE for layer in model.layers)
 
 
+_ZERO_INPUTS = cast(FloatArray, np.float64(0.0))
+
+
 class Operator(NamedTuple):
     """One operator of a pass on one chip: work, traffic by tensor class, and its times (s).
 
@@ -243,6 +246,8 @@ class Operator(NamedTuple):
     #: the peak FLOP/s its curve runs at (the curve's precision)
     peak_flops_per_s: float
     kernel: Kernel
+    #: activation values read as matmul inputs (what a low-precision recipe casts; 0 elsewhere)
+    input_values: FloatArray = _ZERO_INPUTS
 
     def moving_s(self, tensor_bytes: ArrayLike) -> FloatArray:
         """Seconds this operator spends moving ``tensor_bytes`` of its traffic."""
@@ -311,6 +316,7 @@ def timed(
         latency,
         choice.peak_flops_per_s,
         choice.kernel,
+        _ZERO_INPUTS if work.input_values is None else work.input_values,
     )
 
 

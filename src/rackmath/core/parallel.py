@@ -541,6 +541,7 @@ _OPERATOR_TOTALS = (
     "memory_s",
     "time_s",
     "latency_s",
+    "input_values",
 )
 
 

@@ -61,6 +61,7 @@ from rackmath.core import operators as ops
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import UnknownIdError
+from rackmath.specs.efficiency import Kernel
 from rackmath.specs.precision import FORMATS, Precision, gemm_formats
 
 FloatArray = NDArray[np.float64]
@@ -141,6 +142,9 @@ class TrainingOperator:
     weight_grad_s: FloatArray
     recompute_s: FloatArray
     bound: str
+    #: the curve the forward ran on (:class:`~rackmath.specs.efficiency.Kernel`; None for the
+    #: training-only passes: casts, router losses)
+    kernel: Kernel | None = None
 
     @property
     def backward_s(self) -> FloatArray:
@@ -197,7 +201,7 @@ def training_operators(
         attention = op.op_class in (eff.OpClass.ATTENTION_PREFILL, eff.OpClass.ATTENTION_DECODE)
         share = rec[0] if attention else rec[1]
         if op.op_class in (eff.OpClass.GEMM, eff.OpClass.MOE) and op.name not in HIGH_PRECISION_GEMMS:
-            gemm_input_values = gemm_input_values + 0.5 * op.activation_bytes / ops.ACTIVATION_BYTES
+            gemm_input_values = gemm_input_values + op.input_values
             precision = recipe.value
         else:
             precision = attention_precision
@@ -212,6 +216,7 @@ def training_operators(
                 weight_grad_s=b_w * f,
                 recompute_s=share * f,
                 bound=str(np.asarray(op.bound).flat[0]),
+                kernel=op.kernel,
             )
         )
         if op.name == "router":

@@ -51,6 +51,7 @@ class Work(NamedTuple):
     ``routed`` (grouped experts: token-expert pairs x hidden the permute and finalize passes
     move), ``tokens`` (the EP group's tokens per call) and ``ep`` bound where a second kernel
     may run (:attr:`rackmath.specs.efficiency.OpEfficiency.max_tokens`); ``None`` elsewhere.
+    ``input_values`` counts the values a matmul reads as inputs (0 where none).
     """
 
     flops: FloatArray
@@ -65,6 +66,8 @@ class Work(NamedTuple):
     routed: FloatArray | None = None
     tokens: FloatArray | None = None
     ep: FloatArray | None = None
+    #: activation values the operator reads as matmul inputs (what a low-precision recipe casts)
+    input_values: FloatArray | None = None
 
     @property
     def bytes(self) -> FloatArray:
@@ -109,6 +112,7 @@ def gemm(
         cols=num(cols),
         depth=num(depth),
         calls=num(calls),
+        input_values=m * num(calls) * num(in_values),
     )
 
 
@@ -161,6 +165,7 @@ def grouped_gemm(
         routed=num(routed),
         tokens=num(group_tokens),
         ep=num(ep),
+        input_values=q * (h + w),
     )
 
 
