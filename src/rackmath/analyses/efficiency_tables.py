@@ -73,6 +73,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         max_tokens=entry.get("max_tokens", float("inf")),
         min_ep=entry.get("min_ep", 1.0),
         split_tokens=entry.get("split_tokens", 0.0),
+        split_max=entry.get("split_max", 0.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 

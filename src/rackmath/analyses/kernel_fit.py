@@ -83,12 +83,15 @@ class ChipPeaks:
 # Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
 # bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
 # routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed),
-# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0])
+# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context) and
+# split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0])
 #: A fitted split above this is no split at any context the tables hold (128K tokens).
 NO_SPLIT_TOKENS = 1e6
+#: A fitted cap above this many splits a row is no cap at any context the tables hold.
+NO_SPLIT_MAX = 5e3
 
 
 def _eff(
@@ -100,8 +103,10 @@ def _eff(
     with_routing: bool = False,
     with_split: bool = False,
 ) -> OpEfficiency:
-    c, h, b, hb, fl, hn, hk, power, routing, split = np.exp(p)
-    split = float(split) if with_split and split < NO_SPLIT_TOKENS else 0.0
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max = np.exp(p)
+    splitting = with_split and split < NO_SPLIT_TOKENS
+    split = float(split) if splitting else 0.0
+    split_max = float(split_max) if splitting and split_max < NO_SPLIT_MAX else 0.0
     return OpEfficiency(
         compute_frac=float(min(c, 1.0)),
         compute_half_rows=float(h),
@@ -116,6 +121,7 @@ def _eff(
         overlap_power=float(min(max(power, 1.0), MAX_OVERLAP_POWER)),
         routing_bytes_per_element=float(routing) if with_routing else 0.0,
         split_tokens=split,
+        split_max=split_max,
     )
 
 
@@ -172,7 +178,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     with_cols = r.cols is not None
     with_routing = r.routed is not None
     with_split = r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None
-    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing, with_split])
+    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing, with_split, with_split])
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)

@@ -85,7 +85,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core.numeric import ceil, maximum, num
+from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.specs.efficiency import (  # the data classes live in specs; re-exported here
     ANY,
     PURE,
@@ -177,11 +177,13 @@ def achieved_bandwidth_frac(
 def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> FloatArray:
     """The parallel work a decode kernel spreads: ``rows x max(1, depth / split_tokens)`` when it
     splits the context over thread blocks (split-KV, flash-decoding) about every
-    ``split_tokens`` tokens; ``rows`` otherwise (a smooth form of the kernels' whole splits,
-    so the fit can place it). Worked number: 8 rows, 131,072 tokens, split 16,384 -> 64."""
+    ``split_tokens`` tokens, at most ``split_max`` splits a row when that is set; ``rows``
+    otherwise (a smooth form of the kernels' whole splits, so the fit can place it). Worked
+    number: 8 rows, 131,072 tokens, split 16,384 -> 64; with at most 4 splits a row -> 32."""
     if e.split_tokens <= 0.0 or depth is None:
         return rows
-    return rows * maximum(num(depth) / e.split_tokens, 1.0)
+    splits = maximum(num(depth) / e.split_tokens, 1.0)
+    return rows * (minimum(splits, e.split_max) if e.split_max > 0.0 else splits)
 
 
 def _saturating(frac: float, half_rows: float, r: FloatArray) -> FloatArray:

@@ -58,7 +58,9 @@ class OpEfficiency:
     (:func:`rackmath.analyses.kernel_rows._moe_ep1_not_scaling`).
     ``split_tokens`` (0: none) is the context a decode kernel gives each thread block when it
     splits a long context (split-KV, flash-decoding): the rows both saturations see become
-    ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks).
+    ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks),
+    at most ``rows x split_max`` when ``split_max`` is set (kernels cap the blocks a sequence
+    is split into: TensorRT-LLM's multi-block mode, FlashInfer's split-KV scheduler).
     """
 
     compute_frac: float = 1.0
@@ -78,6 +80,7 @@ class OpEfficiency:
     max_tokens: float = float("inf")
     min_ep: float = 1.0
     split_tokens: float = 0.0
+    split_max: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -95,6 +98,7 @@ class OpEfficiency:
             "bandwidth_tile",
             "routing_bytes_per_element",
             "split_tokens",
+            "split_max",
         ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value >= 0.0):

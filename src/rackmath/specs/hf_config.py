@@ -128,9 +128,23 @@ def _weight_precision_by_class(config: Config) -> tuple[tuple[tuple[str, Precisi
                 break
         else:
             notes.append(f"modules_to_not_convert {pattern!r} names no weight class; ignored")
+    if quant.get("quant_method") and not patterns:
+        # No list: the quantizer converted the Linear layers of attention and MLPs only. The
+        # embedding, LM head, router and norms keep torch_dtype: DeepSeek-V3's FP8 checkpoint
+        # holds scales (weight_scale_inv) for its quantized Linear layers only, and its
+        # inference code builds the head and the gate in the default dtype (deepseek-ai/
+        # DeepSeek-V3 inference/model.py: ``ColumnParallelLinear(dim, vocab,
+        # dtype=torch.get_default_dtype())``, ``Gate.weight = nn.Parameter(...)``); ModelOpt
+        # excludes the LM head by default (``hf_quant_config.json`` exclude_modules).
+        classes.update(dict.fromkeys(UNQUANTIZED_BY_DEFAULT, keep))
     if quant.get("quant_method") and classes:
         classes.setdefault("norms", keep)
     return tuple(sorted(classes.items())), notes
+
+
+#: Weight classes a quantized checkpoint keeps in ``torch_dtype`` when its config lists no
+#: ``modules_to_not_convert`` (see :func:`_weight_precision_by_class`).
+UNQUANTIZED_BY_DEFAULT = ("embedding", "lm_head", "router", "norms")
 
 
 SUPPORTED_FAMILIES = tuple(sorted(FAMILY_READERS))
