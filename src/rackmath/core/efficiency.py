@@ -304,19 +304,25 @@ def collective_time_s(
     chips: ArrayLike | None = None,
 ) -> FloatArray:
     """One collective call:
-    ``latency_s + (chips - 1) hop_latency_s + wire_bytes / (link_bytes_per_s * bandwidth_frac)``.
+    ``latency_s + (chips - 1) hop_latency_s + x + 2 sqrt(pipeline_latency_s x)``, where
+    ``x = wire_bytes / (link_bytes_per_s * bandwidth_frac)``.
 
     ``wire_bytes`` is what each chip sends over its link (a ring all-reduce of S bytes on n
-    chips sends 2 (n-1)/n S). ``link_latency_s`` is used when ``c.latency_s`` is None; the hop
-    term only when ``chips`` is given.
+    chips sends 2 (n-1)/n S; :mod:`rackmath.core.work`). ``link_latency_s`` is used when
+    ``c.latency_s`` is None; the hop term only when ``chips`` is given; the pipeline term
+    (chunks streamed through a ring, :class:`CollectiveEfficiency`) only where fitted.
     Worked number: 10 us latency, 450 MB over 450 GB/s at fraction 0.9 -> 10 us + 1.111 ms;
-    with 1 us per hop on 8 chips, 7 us more.
+    with 1 us per hop on 8 chips, 7 us more; with a 4 us pipeline latency,
+    ``2 sqrt(4 us x 1.111 ms)`` = 133 us more. Single values give NumPy scalars.
     """
     latency_s = link_latency_s if c.latency_s is None else c.latency_s
-    hops = 0.0 if chips is None else np.maximum(np.asarray(chips, float) - 1.0, 0.0) * c.hop_latency_s
-    return np.asarray(
-        latency_s + hops + np.asarray(wire_bytes, float) / (link_bytes_per_s * c.bandwidth_frac)
-    )
+    x = num(wire_bytes) / (link_bytes_per_s * c.bandwidth_frac)
+    time = latency_s + x
+    if chips is not None and c.hop_latency_s:
+        time = time + maximum(num(chips) - 1.0, 0.0) * c.hop_latency_s
+    if c.pipeline_latency_s:
+        time = time + 2.0 * (c.pipeline_latency_s * x) ** 0.5
+    return time
 
 
 def table_from_fractions(
