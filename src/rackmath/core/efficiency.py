@@ -117,6 +117,7 @@ __all__ = [
     "achieved_bandwidth_frac",
     "achieved_compute_frac",
     "collective_time_s",
+    "collective_timing",
     "is_pure",
     "operator_time_s",
     "operator_times",
@@ -296,6 +297,26 @@ def operator_time_s(*args: Any, **kwargs: Any) -> FloatArray:
     return operator_timing(*args, **kwargs)[2]
 
 
+def collective_timing(
+    c: CollectiveEfficiency,
+    wire_bytes: ArrayLike,
+    link_bytes_per_s: float,
+    link_latency_s: float = 0.0,
+    chips: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """``(time_s, latency_s)`` of one collective call: the whole time and its fixed part,
+    ``latency_s + (chips - 1) hop_latency_s`` (what :attr:`rackmath.core.operators.Operator.
+    latency_s` reports). See :func:`collective_time_s`."""
+    latency_s = num(link_latency_s if c.latency_s is None else c.latency_s)
+    if chips is not None and c.hop_latency_s:
+        latency_s = latency_s + maximum(num(chips) - 1.0, 0.0) * c.hop_latency_s
+    x = num(wire_bytes) / (link_bytes_per_s * c.bandwidth_frac)
+    time = latency_s + x
+    if c.pipeline_latency_s:
+        time = time + 2.0 * (c.pipeline_latency_s * x) ** 0.5
+    return time, latency_s
+
+
 def collective_time_s(
     c: CollectiveEfficiency,
     wire_bytes: ArrayLike,
@@ -315,14 +336,7 @@ def collective_time_s(
     with 1 us per hop on 8 chips, 7 us more; with a 4 us pipeline latency,
     ``2 sqrt(4 us x 1.111 ms)`` = 133 us more. Single values give NumPy scalars.
     """
-    latency_s = link_latency_s if c.latency_s is None else c.latency_s
-    x = num(wire_bytes) / (link_bytes_per_s * c.bandwidth_frac)
-    time = latency_s + x
-    if chips is not None and c.hop_latency_s:
-        time = time + maximum(num(chips) - 1.0, 0.0) * c.hop_latency_s
-    if c.pipeline_latency_s:
-        time = time + 2.0 * (c.pipeline_latency_s * x) ** 0.5
-    return time
+    return collective_timing(c, wire_bytes, link_bytes_per_s, link_latency_s, chips)[0]
 
 
 def table_from_fractions(

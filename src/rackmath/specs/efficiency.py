@@ -283,8 +283,12 @@ class EfficiencyTable:
         return cached
 
     def collective(self, name: str) -> CollectiveCurve | None:
-        """The fitted curve of ``"<collective>:<implementation>"``, or None."""
-        return dict(self.collectives).get(name)
+        """The fitted curve of ``"<collective>:<implementation>"``, or None (looked up once)."""
+        cached: dict[str, CollectiveCurve] | None = self.__dict__.get("_collectives_by_name")
+        if cached is None:
+            cached = dict(self.collectives)
+            object.__setattr__(self, "_collectives_by_name", cached)
+        return cached.get(name)
 
     def curve(
         self, op_class: OpClass, formats: tuple[str, ...], kind: str = "", compute: str = ""
