@@ -278,3 +278,80 @@ def test_the_primary_nccl_table_is_the_newest_real_version() -> None:
     assert chosen is not None and chosen.version == "2.29.2" and kt.content_version(chosen) == "2.29.2"
     deepep = kt.primary(refs, "h100-sxm", "deepep_ll")
     assert deepep is not None and deepep.version == "0.5.12"  # 0.5.6.post2's rows say 0.5.0
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def _llama8b_training(plan: str, **kw):
+    from rackmath.analyses import training as T
+    from rackmath.specs.plan import ParallelPlan
+
+    base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
+    base.update(kw)
+    return T.make_training(
+        resolve_model("llama-3.1-8b"), system("h100-hgx"), ParallelPlan.parse(plan), **base
+    )
+
+
+def test_training_tp_all_reduce_on_the_fitted_curve_by_hand() -> None:
+    """Llama 3.1 8B, TP 8 in one HGX H100, micro-batch 1 of 4,096 tokens: each all-reduce
+    sums ``1 x 4,096 x 4,096 x 2 B = 33.6 MB``, two per layer in the forward and two in the
+    backward, 32 layers: 128 calls a micro-batch. Past the custom kernel's messages, so NCCL's
+    ring on its fitted curve; the link model (the pure table) charges
+    ``2 (7/8) S / 450 GB/s + 28 us`` a call."""
+    from rackmath.analyses import training as T
+
+    s = 1 * 4096 * 4096 * 2.0
+    nccl = efficiency_table("h100-sxm").collective("all_reduce:nccl")
+    per_call = _alpha_beta(nccl.efficiency, 2 * 7 / 8 * s, NVLINK4_BYTES_PER_S, 8)
+    kernel = T.estimate(_llama8b_training("tp=8,dp=1", efficiency_table="kernel")).step
+    tp = next(o for o in kernel.collectives if o.name == "tp_all_reduce")
+    m = kernel.microbatches
+    assert kernel.tp_mb_s == pytest.approx(128 * per_call, rel=1e-12)
+    assert float(tp.time_s) == pytest.approx(m * 128 * per_call, rel=1e-12)
+    assert tp.kernel.fmt == "nccl" and "nccl_perf" in tp.kernel.table
+    pure = T.estimate(_llama8b_training("tp=8,dp=1")).step
+    link = 2 * 7 / 8 * s / NVLINK4_BYTES_PER_S + 2 * 7 * 2e-6
+    assert pure.tp_mb_s == pytest.approx(128 * link, rel=1e-12)
+    assert next(o for o in pure.collectives if o.name == "tp_all_reduce").kernel.table == "link model"
+    assert kernel.tp_mb_s > pure.tp_mb_s  # NCCL reaches 0.83 of NVLink at this size, not all of it
+
+
+def test_training_fsdp_gathers_and_scatters_on_their_curves() -> None:
+    """ZeRO-3 over the 8 GPUs of one HGX: each bucket's parameters all-gathered twice (forward,
+    backward) and its gradients reduce-scattered once, on NCCL's all-gather and reduce-scatter
+    curves; the step lists both with their kernels, and ``dp_s`` is their sum."""
+    from rackmath.analyses import training as T
+
+    st = T.estimate(_llama8b_training("dp=8", zero=3, efficiency_table="kernel")).step
+    by = {o.name: o for o in st.collectives}
+    assert set(by) >= {"fsdp_all_gather", "fsdp_reduce_scatter"}
+    assert by["fsdp_all_gather"].kernel.kind == "all_gather" and by["fsdp_all_gather"].kernel.fmt == "nccl"
+    assert by["fsdp_reduce_scatter"].kernel.kind == "reduce_scatter"
+    assert st.dp_s == pytest.approx(float(by["fsdp_all_gather"].time_s + by["fsdp_reduce_scatter"].time_s))
+    rows = st.to_dict()["collectives"]
+    assert [r["name"] for r in rows] == [o.name for o in st.collectives]
+
+
+def test_training_expert_exchanges_run_deepep_normal_across_nodes() -> None:
+    """DeepSeek-V3 pre-training (EP 64 over 8 H800 nodes, node-limited routing, FP8
+    dispatch): training-sized calls run DeepEP's normal kernels on the fitted in-node leg
+    (the H800 transfers the H100's curves), the crossing leg on the link model; the kernel
+    says both."""
+    from rackmath.analyses import training as T
+    from rackmath.analyses import training_runs as R
+    from rackmath.catalog.training_runs import training_runs
+    from rackmath.core.roofline import PURE_ROOFLINE
+
+    run = next(r for r in training_runs() if r.id == "deepseek-v3-pretraining")
+    st = T.estimate(R.run_setup(run, PURE_ROOFLINE, efficiency_table="kernel")).step
+    by = {o.name: o for o in st.collectives}
+    for name in ("ep_dispatch", "ep_combine"):
+        k = by[name].kernel
+        assert k.fmt == "deepep_normal" and k.transferred and "spans 8 scale-up domains" in k.fallback
+    pure = T.estimate(R.run_setup(run, PURE_ROOFLINE)).step
+    assert st.ep_mb_s != pytest.approx(pure.ep_mb_s, rel=1e-3)
+    assert float(by["ep_dispatch"].time_s + by["ep_combine"].time_s) == pytest.approx(
+        st.microbatches * st.ep_mb_s, rel=1e-12
+    )

@@ -612,57 +612,68 @@ def expert_operators(
     table: EfficiencyTable,
     activation_bytes: ArrayLike = DEFAULT_ACTIVATION_BYTES,
     names: tuple[str, str] = ("ep_dispatch", "ep_combine"),
+    value_bytes: tuple[ArrayLike, ArrayLike] | None = None,
+    destination_domains: ArrayLike | None = None,
 ) -> tuple[Operator, Operator]:
     """``calls`` expert dispatches and as many combines of ``tokens_per_chip`` tokens of
     ``hidden`` values over the EP ``group``: two operators (``names``).
 
-    Link model: :func:`all_to_all_s` of ``tokens x D x hidden x activation_bytes`` each (one
-    copy per destination rank, :func:`dispatch_bytes`; the pair is :func:`ep_all_to_all_s`).
-    Fitted, by what engines run: DeepEP low-latency (``<phase>:deepep_ll``: ``k`` copies a
-    token at :data:`DEEPEP_VALUE_BYTES`) where a rank's message lies within its table's; else
-    DeepEP normal (``D`` copies, the same payload); else NCCL's all-to-all (``D`` copies at
-    ``activation_bytes``). Each runs on the ``n/R`` ranks of a domain with ``M/R`` of the
-    rank's ``M`` bytes (:func:`rackmath.core.work.expert_exchange`), plus the link model's
-    crossing leg ``(R-1)/R M / B_out + a_out`` (:func:`rackmath.core.collectives.
-    hierarchical_all_to_all_s`).
+    Link model: :func:`expert_all_to_all_s` each, at ``value_bytes`` (dispatch, combine;
+    default ``activation_bytes`` both), one copy per destination rank (the pair is
+    :func:`ep_all_to_all_s`; with ``destination_domains``, node-limited routing's crossing
+    leg). Fitted, by what engines run: DeepEP low-latency (``<phase>:deepep_ll``: ``k`` copies
+    a token) where a rank's message lies within its table's; else DeepEP normal (``D`` copies);
+    else NCCL's all-to-all (``D`` copies); DeepEP at ``value_bytes``, by default its own
+    payload (:data:`DEEPEP_VALUE_BYTES`: fp8 out, bf16 back), NCCL at ``activation_bytes``.
+    Each runs on the ``n/R`` ranks of a domain with ``M/R`` of the rank's ``M`` bytes
+    (:func:`rackmath.core.work.expert_exchange`), plus the link model's crossing leg
+    ``(R-1)/R M / B_out + a_out`` (:func:`rackmath.core.collectives.hierarchical_all_to_all_s`);
+    with ``destination_domains`` ``N`` (DeepEP's node-deduplicated path) the whole ``M`` is
+    forwarded inside the domain and ``N (R-1)/R`` copies a token cross
+    (:func:`expert_all_to_all_s`).
     """
     topo, c = group.topology, num(calls)
     tokens, d = num(tokens_per_chip), num(destination_ranks)
     curves = _expert_curves(table)
+    phases = ("dispatch", "combine")
     if not any(c for phase in curves for c in phase):
-        link = dispatch_bytes(tokens, d, hidden, activation_bytes)  # type: ignore[arg-type]
-        time = all_to_all_s(group, link) * c
-        latency = all_to_all_s(group, 0.0 * link) * c
-        return tuple(  # type: ignore[return-value]
-            collective_operator(
-                name, time, latency, _describe(table, phase, "", None, 0.0, 0.0), topo.scale_up_bytes_per_s
-            )
-            for name, phase in zip(names, ("dispatch", "combine"), strict=True)
-        )
+        payload = value_bytes or (activation_bytes, activation_bytes)
+        out = []
+        for name, phase, b in zip(names, phases, payload, strict=True):
+            time = expert_all_to_all_s(group, tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
+            latency = expert_all_to_all_s(group, 0.0 * tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
+            kernel = _describe(table, phase, "", None, 0.0, 0.0)
+            out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
+        return out[0], out[1]
     n, r = group.size, maximum(group.domains, 1.0)
-    inside = n / r
+    limited = destination_domains is not None
+    inside = group.chips_per_domain if limited else n / r
     one_domain = type(r) is not np.ndarray and r == 1.0
-    share = tokens if one_domain else tokens / r  # the in-domain share: M/R over n/R ranks
+    # the in-domain share: M/R over n/R ranks (node-limited: every copy, forwarded in the domain)
+    share = tokens if (one_domain or limited) else tokens / r
     across = 0.0 if one_domain else coll.cross_domain_fraction(r) / topo.scale_out_bytes_per_s
     across_latency = 0.0 if one_domain else topo.scale_out_latency_s * (r > 1)
+    crossing_copies = num(destination_domains) if destination_domains is not None else 0.0
     on = True if type(n) is not np.ndarray and n > 1 else n > 1
 
-    def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, value_bytes: ArrayLike) -> _Leg:
-        w = wk.expert_exchange(share, copies, hidden, value_bytes, inside)
+    def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, b: ArrayLike) -> _Leg:
+        w = wk.expert_exchange(share, copies, hidden, b, inside)
         if curve is None:
             t = coll.all_to_all_s(w.message_bytes, inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
             a = num(topo.scale_up_latency_s * (inside > 1))
         else:
             t, a = _fitted(curve, w, topo)
-        m = w.message_bytes if one_domain else w.message_bytes * r  # the rank's whole message
+        m = w.message_bytes if (one_domain or limited) else w.message_bytes * r  # the rank's whole message
         usable = True if curve is None or label != "deepep_ll" else m <= curve.max_message_bytes
         if one_domain:
             return _Leg(t, a, usable, label, curve)
-        return _Leg(t + across * m + across_latency, a + across_latency, usable, label, curve)
+        crossing = m if not limited else tokens * crossing_copies * hidden * num(b)
+        return _Leg(t + across * crossing + across_latency, a + across_latency, usable, label, curve)
 
     out = []
-    for name, phase, (ll, normal, nccl) in zip(names, ("dispatch", "combine"), curves, strict=True):
-        deepep = DEEPEP_VALUE_BYTES[phase]
+    for i, (name, phase, (ll, normal, nccl)) in enumerate(zip(names, phases, curves, strict=True)):
+        deepep = DEEPEP_VALUE_BYTES[phase] if value_bytes is None else value_bytes[i]
+        plain = activation_bytes if value_bytes is None else value_bytes[i]
         low = leg(ll, "deepep_ll", experts_per_token, deepep) if ll is not None else None
         if low is not None and type(low.usable) is not np.ndarray and low.usable:  # one decode-sized point
             time, latency, label, chosen = low.time, low.latency, low.label, low
@@ -670,9 +681,9 @@ def expert_operators(
             if normal is not None:
                 primary = leg(normal, "deepep_normal", d, deepep)
             elif nccl is not None:
-                primary = leg(nccl, "nccl", d, activation_bytes)
+                primary = leg(nccl, "nccl", d, plain)
             else:
-                primary = leg(None, LINK_MODEL, d, activation_bytes)
+                primary = leg(None, LINK_MODEL, d, plain)
             time, latency, label, chosen = _choose(primary, [low] if low is not None else [], fastest=False)
         if on is not True:
             time, latency = time * on, latency * on
