@@ -45,7 +45,7 @@ def test_tp8_all_reduce_at_batch_1_on_h100_by_hand() -> None:
     (160 calls). TensorRT-LLM's custom one-shot kernel reads the 7 peers' buffers,
     ``7 S = 114,688 B`` over NVLink; NCCL's ring sends ``2 (7/8) S = 28,672 B`` but pays its
     larger fixed cost. With the catalog's fitted constants the custom kernel takes
-    ``2.70 + 7 x 0.076 + 114,688 / (450 GB/s x 0.645) = 3.63 us`` and NCCL about 16 us, so the
+    ``2.70 + 7 x 0.076 + 114,688 / (450 GB/s x 0.645) = 3.63 us`` and NCCL about 17 us, so the
     step runs the custom kernel (as TensorRT-LLM's AUTO strategy does at this size): 0.58 ms
     a step. The TensorRT-LLM table times this call (8,192 elements on 8 GPUs) at 3.56 us.
     The link model (``--pure``) charges ``2 x 7 x 2 us + 28,672 B / 450 GB/s = 28.06 us`` a call,

@@ -507,7 +507,7 @@ def _kernel(table: EfficiencyTable, collective: str, label: str, leg: _Leg, grou
 
 
 def _largest(x: FloatArray) -> float:
-    return float(x.max()) if type(x) is np.ndarray else float(x)
+    return float(x.max(initial=0.0)) if type(x) is np.ndarray else float(x)
 
 
 def _describe(
