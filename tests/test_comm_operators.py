@@ -355,3 +355,28 @@ def test_training_expert_exchanges_run_deepep_normal_across_nodes() -> None:
     assert float(by["ep_dispatch"].time_s + by["ep_combine"].time_s) == pytest.approx(
         st.microbatches * st.ep_mb_s, rel=1e-12
     )
+
+
+def test_custom_rows_are_judged_against_nccl_whichever_table_comes_first() -> None:
+    """A custom all-reduce row no faster than 0.9x NCCL at its shape did not run the custom
+    kernel (TensorRT-LLM's AUTO handed it to NCCL): left out, whether ``--from`` reads the
+    custom table before the NCCL table or after."""
+    import pandas as pd
+
+    nccl = pd.DataFrame(
+        {"op_name": "all_reduce", "nccl_dtype": "half", "num_gpus": 8, "message_size": [8192, 2**24],
+         "latency": [0.019, 0.200]}
+    )  # fmt: skip
+    nccl.attrs["kind"] = "nccl"
+    custom = pd.DataFrame(
+        {"kernel_source": "TRTLLM", "allreduce_dtype": "bfloat16", "num_gpus": 8,
+         "message_size": [8192, 2**24], "latency": [0.0036, 0.197]}
+    )  # fmt: skip
+    custom.attrs["kind"] = "custom_allreduce"
+    kept = []
+    for first, second in ((nccl, custom), (custom, nccl)):
+        data = kf.ChipData("h100-sxm")
+        data.add(first, "first")
+        data.add(second, "second")
+        kept.append(data.comm["all_reduce:custom"].message_bytes.tolist())
+    assert kept[0] == kept[1] == [16384.0]

@@ -272,6 +272,7 @@ class ChipData:
     comm: dict[str, CommRows] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # class / comm name -> table source
     nccl: Any = None  # the chip's NCCL table: which custom all-reduce rows ran the custom kernel
+    custom: Any = None  # (table, source) of a custom all-reduce read before the NCCL table
     # Rows that are not the operator's timing (kept out of the fit, scored apart):
     # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
     # skipped work), or MoE rows slower than a superset of their work.
@@ -290,12 +291,17 @@ class ChipData:
             _append(self.rejected, cls, r.take(~possible))
             _append(self.rejected, cls, every.take(~np.isin(every.key, r.key)))
             self.sources[cls.value] = source
-        if df.attrs.get("kind") == "nccl":
-            self.nccl = df
+        kind = df.attrs.get("kind")
+        if kind == "custom_allreduce":
+            self.custom = (df, source)
         ranks = DEEPEP_RANKS.get(self.chip_id, DEEPEP_EP)
         for name, c in comm_rows(df, ranks, self.nccl).items():
             self.comm[name] = c
             self.sources[name] = source
+        if kind == "nccl":
+            self.nccl = df
+            if self.custom is not None:  # read first: keep only its rows that ran the custom kernel
+                self.add(*self.custom)
 
 
 def _append(into: dict[OpClass, OpRows], cls: OpClass, r: OpRows) -> None:
