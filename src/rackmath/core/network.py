@@ -498,8 +498,10 @@ def _choose(
 def _kernel(table: EfficiencyTable, collective: str, label: str, leg: _Leg, group: Group) -> Kernel:
     """The kernel a collective ran on, with how it was extrapolated (cached per table)."""
     k, r = _largest(group.chips_per_domain), _largest(group.domains)
-    key = (collective, label, k, r)
-    cache: dict[tuple[str, str, float, float], Kernel] = table.__dict__.setdefault("_collective_kernels", {})
+    key = (collective, label, leg.label, k, r)
+    cache: dict[tuple[str, str, str, float, float], Kernel] = table.__dict__.setdefault(
+        "_collective_kernels", {}
+    )
     hit = cache.get(key)
     if hit is None:
         hit = cache[key] = _describe(table, collective, label, leg.curve, k, r)
