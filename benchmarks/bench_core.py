@@ -56,8 +56,8 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
     from rackmath.core import operators as ops
 
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", efficiency="pure")
-    om = ops.operator_model(dep.model, dep.precisions.weights.bytes_per_element)
-    F = dep.chip_rates(dep.chips).gemm_flops_per_s
+    om = ops.operator_model(dep.model, dep.precisions.weights)
+    F = dep.chip_rates(dep.chips).peak("bf16")
     BW = dep.bandwidth_bytes_per_s
     b = np.arange(1, 1001, dtype=float)[:, None]
     c = np.linspace(128, 131072, 1000)[None, :]
@@ -78,8 +78,12 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
         (P["lm_head"], W["lm_head"], h + P["lm_head"] / h),
     )
 
+    heads = om.heads
+    qk, v = om.decode_dims
+    queries = L * heads * (qk + v) * act  # each sequence's queries read and outputs written
+
     def step() -> np.ndarray:
-        total = np.maximum(b * c * attn_flops_per_ctx / F, b * (c * kv_per_ctx + kv_write) / BW)
+        total = np.maximum(b * c * attn_flops_per_ctx / F, b * (c * kv_per_ctx + kv_write + queries) / BW)
         for params, wbytes, values in gemm:
             total = total + np.maximum(2.0 * b * params / F, (wbytes + b * values * act) / BW)
         norms = (W["norms"] + b * L * ops.NORM_VALUES_PER_HIDDEN_PER_LAYER * h * act) / BW

@@ -92,7 +92,9 @@ def test_one_rack_bounds_the_expert_layer() -> None:
     # same roofline parts, only communication changes
     for key in ("compute_s", "weight_fetch_s", "kv_fetch_s"):
         assert e["two_domains"][key] == e["one_domain"][key]
-    assert e["ep_comm_ratio"] > 5
+    # kernel-grounded, the in-rack DeepEP call keeps its ~15 us fixed cost: the crossing makes
+    # the all-to-all 2.5x longer (the link model, whose in-rack call costs ~4 us: 7.6x)
+    assert e["ep_comm_ratio"] > 2
     assert report.rack_rule["lecture"]["advantage"] == 2.0
     rows = report.pipelining["lecture_formula"]["rows"]
     assert len({r["kv_bytes_per_chip"] for r in rows}) == 1

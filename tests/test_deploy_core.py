@@ -78,9 +78,10 @@ def test_ep_all_to_all_by_hand() -> None:
     goes once to each rank holding one of its k = 8 experts (4 of 256 experts per rank):
     a rank is missed with P = prod_{j<8} (252-j)/(256-j), so D = 64 (1 - P) = 7.68 ranks,
     M = 32 x D x 7168 x 2 B; (63/64) M / 900 GB/s + 2 us, twice (dispatch, combine) in
-    each of 58 MoE layers."""
+    each of 58 MoE layers (the link model: ``--pure``; the fitted DeepEP curves are
+    ``tests/test_comm_operators.py``'s)."""
     model, sys = resolve_model("deepseek-v3"), system("gb200-nvl72")
-    dep = plan_deployment(model, sys, "dp=64,ep=64")
+    dep = plan_deployment(model, sys, "dp=64,ep=64", efficiency="pure")
     miss = float(np.prod([(252 - j) / (256 - j) for j in range(8)]))
     ranks = 64 * (1 - miss)
     assert ranks == pytest.approx(7.68, abs=0.01)
@@ -89,7 +90,7 @@ def test_ep_all_to_all_by_hand() -> None:
     assert dep.decode([2048], [4096]).step.ep_comm_s[0, 0] == pytest.approx(2 * 58 * one, rel=1e-12)
     # over two racks (32 chips each): half of M stays (31/32 of it leaves the chip over
     # NVLink), half crosses at 50 GB/s with a 5 us hop
-    two = plan_deployment(model, sys, "dp=64,ep=64", chips_per_domain=32)
+    two = plan_deployment(model, sys, "dp=64,ep=64", chips_per_domain=32, efficiency="pure")
     crossing = (31 / 32 * m_bytes / 2 / 900e9 + 2e-6) + 0.5 * m_bytes / 50e9 + 5e-6
     assert two.decode([2048], [4096]).step.ep_comm_s[0, 0] == pytest.approx(2 * 58 * crossing, rel=1e-12)
 
@@ -108,11 +109,12 @@ def test_ep2_sends_each_token_once_per_destination_rank() -> None:
 
 def test_tp_all_reduce_and_pipeline_hop_by_hand() -> None:
     """Llama-3.1-70B tp=8 on HGX H100, batch 64: two ring all-reduces per layer of
-    64 x 8192 x 2 B: 2 (7/8) M / 450 GB/s + 2 x 7 x 2 us each, 80 layers."""
+    64 x 8192 x 2 B: 2 (7/8) M / 450 GB/s + 2 x 7 x 2 us each, 80 layers (the link model:
+    ``--pure``; the fitted curves are ``tests/test_comm_operators.py``'s)."""
     model, sys = resolve_model("llama-3.1-70b"), system("h100-hgx")
     m_bytes = 64 * 8192 * 2
     one = 2 * (7 / 8) * m_bytes / 450e9 + 2 * 7 * 2e-6
-    dep = plan_deployment(model, sys, "tp=8")
+    dep = plan_deployment(model, sys, "tp=8", efficiency="pure")
     assert dep.decode([64], [4096]).step.tp_comm_s[0, 0] == pytest.approx(2 * 80 * one, rel=1e-12)
     # pp=2: stages of 8 chips fill an HGX each, so both decode hops (activations forward,
     # sampled token back) cross InfiniBand: each chip sends 32 tokens x 8192 x 2 B / 8

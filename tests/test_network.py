@@ -14,6 +14,7 @@ from rackmath.core import collectives as coll
 from rackmath.core import network as net
 from rackmath.core import parallel as par
 from rackmath.core import training as tr
+from rackmath.core import training_comm as tcomm
 
 NVL72 = topology(system("gb200-nvl72"))  # 900 GB/s NVLink, 2 us; 50 GB/s scale-out, 5 us
 LINK_KW = {
@@ -33,7 +34,7 @@ def test_tp_all_reduce_is_one_function_for_serving_and_training() -> None:
     group = net.place(NVL72, 8)
     assert float(net.all_reduce_s(group, message)) == pytest.approx(by_hand, rel=1e-12)
     serving = float(par.tp_all_reduce_s(512, 7168, 1, 8, NVL72))
-    training = tr.tp_comm_s(message, tr.group_link(8, 1, 72, **LINK_KW), layers=1, forward_passes=1)
+    training = tcomm.tp_comm_s(message, tcomm.group_link(8, 1, 72, **LINK_KW), layers=1, forward_passes=1)
     assert serving == pytest.approx(2 * by_hand, rel=1e-12)
     assert training == pytest.approx(2 * 2 * by_hand, rel=1e-12)
 
@@ -52,8 +53,8 @@ def test_expert_all_to_all_is_one_function_for_serving_and_training() -> None:
     assert dispatch == pytest.approx(message, rel=1e-12)
     assert float(net.all_to_all_s(net.place(two_racks, 64), dispatch)) == pytest.approx(by_hand, rel=1e-12)
     serving = float(par.ep_all_to_all_s(32, ranks, 7168, 1, 64, two_racks))
-    link = tr.group_link(64, 1, 32, **LINK_KW)
-    training = tr.ep_comm_s(dispatch, link, moe_layers=1)
+    link = tcomm.group_link(64, 1, 32, **LINK_KW)
+    training = tcomm.ep_comm_s(dispatch, link, moe_layers=1)
     assert serving == pytest.approx(2 * by_hand, rel=1e-12)
     assert training == pytest.approx(2 * serving, rel=1e-12)
 
@@ -67,9 +68,9 @@ def test_data_parallel_group_at_a_stride_spans_domains() -> None:
     m = 1e9
     by_hand = 2 * (15 / 16) * m / hgx.scale_out_bytes_per_s + 2 * 15 * hgx.scale_out_latency_s
     assert float(net.all_reduce_s(group, m)) == pytest.approx(by_hand, rel=1e-12)
-    assert tr.dp_sync_s(m, m, group, tr.ZeroStage.NONE) == pytest.approx(by_hand, rel=1e-12)
+    assert tcomm.dp_sync_s(m, m, group, tr.ZeroStage.NONE) == pytest.approx(by_hand, rel=1e-12)
     # FSDP: two weight all-gathers and one gradient reduce-scatter = 1.5 x the all-reduce
-    assert tr.dp_sync_s(m, m, group, tr.ZeroStage.WEIGHTS) == pytest.approx(1.5 * by_hand, rel=1e-12)
+    assert tcomm.dp_sync_s(m, m, group, tr.ZeroStage.WEIGHTS) == pytest.approx(1.5 * by_hand, rel=1e-12)
 
 
 @given(

@@ -14,7 +14,8 @@ from rackmath.analyses.training_setup import PURE_ROOFLINE
 from rackmath.catalog.training_runs import training_runs
 from rackmath.core import collectives as coll
 from rackmath.core import network as net
-from rackmath.core import training as tr
+from rackmath.core import training_comm as tcomm
+from rackmath.core import work as wk
 
 # H800 HGX by hand: 8 chips per node, NVLink 200 GB/s and IB 50 GB/s per direction
 UP, OUT, A_UP, A_OUT = 200e9, 50e9, 1e-6, 5e-6
@@ -58,15 +59,15 @@ def test_node_limited_all_to_all_by_hand():
 def test_training_traffic_two_fp8_two_bf16():
     link = net.place(TOPO, 64)
     d_ranks = float(coll.expected_destination_ranks(64, 256, 8))
-    fp8 = tr.ep_traffic_s(link, 4096, d_ranks, 7168, 4, dispatch_bytes=tr.FP8_DISPATCH_BYTES)
-    one = [float(net.expert_all_to_all_s(link, 4096, d_ranks, 7168, b)) for b in (tr.FP8_DISPATCH_BYTES, 2.0)]
+    fp8 = tcomm.ep_traffic_s(link, 4096, d_ranks, 7168, 4, dispatch_bytes=wk.FP8_DISPATCH_BYTES)
+    one = [float(net.expert_all_to_all_s(link, 4096, d_ranks, 7168, b)) for b in (wk.FP8_DISPATCH_BYTES, 2.0)]
     assert fp8 == pytest.approx(2 * 4 * sum(one), rel=1e-12)
-    bf16 = tr.ep_traffic_s(link, 4096, d_ranks, 7168, 4)
+    bf16 = tcomm.ep_traffic_s(link, 4096, d_ranks, 7168, 4)
     dispatch = float(net.expert_dispatch_bytes(4096, 64, 256, 8, 7168))
-    assert bf16 == pytest.approx(tr.ep_comm_s(dispatch, link, 4), rel=1e-12)  # the old path
+    assert bf16 == pytest.approx(tcomm.ep_comm_s(dispatch, link, 4), rel=1e-12)  # the old path
     # bandwidth terms scale with bytes: (1.03 + 2) / 4 of the BF16 exchange, latency aside
     lat = 2 * 4 * 2 * (A_UP + A_OUT)
-    assert (fp8 - lat) / (bf16 - lat) == pytest.approx((tr.FP8_DISPATCH_BYTES + 2) / 4, rel=1e-9)
+    assert (fp8 - lat) / (bf16 - lat) == pytest.approx((wk.FP8_DISPATCH_BYTES + 2) / 4, rel=1e-9)
 
 
 def test_deepseek_v3_row_runs_its_all_to_all_at_about_one_to_one():

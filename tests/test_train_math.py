@@ -14,6 +14,7 @@ from rackmath.catalog.training_runs import gpt_model
 from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
 from rackmath.core import training as tr
+from rackmath.core import training_comm as tcomm
 from rackmath.core.roofline import Efficiency
 from rackmath.errors import DoesNotFitError, InputError, UnknownIdError
 from rackmath.specs.plan import ParallelPlan
@@ -143,10 +144,10 @@ def test_group_placement_on_domains():
         "scale_out_bandwidth_bytes_per_s": 1.0,
         "scale_out_latency_s": 0.0,
     }
-    assert tr.group_link(8, 1, 8, **kw).domains == 1  # TP inside the HGX box
-    dp = tr.group_link(64, 8, 8, **kw)  # DP across boxes when TP fills one
+    assert tcomm.group_link(8, 1, 8, **kw).domains == 1  # TP inside the HGX box
+    dp = tcomm.group_link(64, 8, 8, **kw)  # DP across boxes when TP fills one
     assert (dp.chips_per_domain, dp.domains) == (1, 64)
-    dp = tr.group_link(16, 4, 8, **kw)
+    dp = tcomm.group_link(16, 4, 8, **kw)
     assert (dp.chips_per_domain, dp.domains) == (2, 8)
 
 

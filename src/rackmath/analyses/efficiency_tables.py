@@ -100,7 +100,12 @@ def band_from_entry(entry: dict[str, Any] | None) -> ErrorBand:
 
 
 def collective_from_entry(entry: dict[str, Any]) -> CollectiveEfficiency:
-    return CollectiveEfficiency(entry["latency_s"], entry["bandwidth_frac"], entry.get("hop_latency_s", 0.0))
+    return CollectiveEfficiency(
+        entry["latency_s"],
+        entry["bandwidth_frac"],
+        entry.get("hop_latency_s", 0.0),
+        entry.get("pipeline_latency_s", 0.0),
+    )
 
 
 def collective_curve(entry: dict[str, Any]) -> CollectiveCurve:

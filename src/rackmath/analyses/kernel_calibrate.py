@@ -11,9 +11,19 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
-from rackmath.analyses.kernel_fit import TRANSFER, ChipData, ChipFit, ChipPeaks, fit_chip, load_package_chip
+from rackmath.analyses.kernel_fit import (
+    COMM_KINDS,
+    TRANSFER,
+    ChipData,
+    ChipFit,
+    ChipPeaks,
+    fit_chip,
+    fit_collectives,
+    load_package_chip,
+)
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import OpEfficiency
 from rackmath.errors import InputError
@@ -44,7 +54,9 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
     }
 
 
-def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
+def fit_to_dict(
+    fit: ChipFit, date: str, comm_bands: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
     ops = [
         {
             "op_class": f.op_class.value,
@@ -57,17 +69,87 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
         }
         for f in fit.ops
     ]
-    comm = {
-        name: {
+    comm = collectives_to_dict(fit, comm_bands)
+    return {"ops": ops, "collectives": comm, "date": date}
+
+
+def collectives_to_dict(fit: ChipFit, bands: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The fitted collectives of a chip as catalog data: the curve, the rows it used, the largest
+    group and the message range they measured (outside them a step says it extrapolated), the
+    table, and (``bands``) the held-out error band."""
+    out: dict[str, Any] = {}
+    for name, c in fit.comm.items():
+        ranks, low, high = fit.comm_range.get(name, (float("inf"), 0.0, float("inf")))
+        out[name] = {
             "latency_s": float(f"{c.latency_s:.4g}"),
             "hop_latency_s": float(f"{c.hop_latency_s:.4g}"),
+            "pipeline_latency_s": float(f"{c.pipeline_latency_s:.4g}"),
             "bandwidth_frac": round(c.bandwidth_frac, 4),
             "rows_used": fit.comm_rows[name],
+            "max_ranks": ranks,
+            "min_message_bytes": low,
+            "max_message_bytes": high,
+            **({"band": bands[name]} if bands and name in bands else {}),
             "source": fit.sources.get(name, ""),
         }
-        for name, c in fit.comm.items()
-    }
-    return {"ops": ops, "collectives": comm, "date": date}
+    return out
+
+
+def collective_bands(data: ChipData, peaks: ChipPeaks) -> dict[str, dict[str, Any]]:
+    """Each collective's error band: fitted on 80% of the shapes, ``measured / predicted`` on the
+    20% held out (:data:`rackmath.analyses.kernel_fit.HOLDOUT_MOD`), its 10th and 90th
+    percentiles (:class:`rackmath.specs.efficiency.ErrorBand`, widened to contain 1)."""
+    from rackmath.analyses.kernel_validation import _split
+    from rackmath.core.efficiency import collective_time_s
+
+    comm, _, _ = fit_collectives(data, peaks, _split(data, held_out=False))
+    held = _split(data, held_out=True)
+    out: dict[str, dict[str, Any]] = {}
+    for name, e in comm.items():
+        c = data.comm[name].take(held[name])
+        if not len(c.latency_s):
+            continue
+        ratio = c.latency_s / collective_time_s(e, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
+        p10, p90 = np.quantile(ratio, [0.1, 0.9])
+        out[name] = {
+            "p10": round(float(min(p10, 1.0)), 4),
+            "p90": round(float(max(p90, 1.0)), 4),
+            "rows": len(ratio),
+            "how": "held-out shapes (hash % 5 == 0), measured / predicted",
+        }
+    return out
+
+
+def calibrate_collectives(chips: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Refit only the collectives of the chips with tables (seconds, not the minute of a full
+    fit): ``{chip: collectives}`` for :func:`with_collectives`."""
+    from rackmath.catalog import kernel_tables as kt
+
+    refs = kt.discover()
+    if not refs:
+        raise InputError(
+            "aiconfigurator-core",
+            "not installed",
+            f"pip install {kt.PACKAGE}=={kt.PACKAGE_VERSION} (the `kernels` extra)",
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for chip_id in chips or sorted(set(kt.CHIP_DIRS.values())):
+        data = load_package_chip(chip_id, refs, kinds=COMM_KINDS)
+        peaks = ChipPeaks.of(chip_id)
+        comm, counts, ranges = fit_collectives(data, peaks)
+        fit = ChipFit(chip_id, [], comm, counts, dict(data.sources), ranges)
+        out[chip_id] = collectives_to_dict(fit, collective_bands(data, peaks))
+    return out
+
+
+def with_collectives(doc: dict[str, Any], collectives: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``doc`` (the catalog document) with each chip's ``collectives`` replaced, ops kept."""
+    chips = {c: dict(entry) for c, entry in doc["chips"].items()}
+    for chip_id, comm in collectives.items():
+        if chip_id in chips:
+            entry = {k: v for k, v in chips[chip_id].items() if k != "date"}
+            chips[chip_id] = {**entry, "collectives": comm, "date": chips[chip_id].get("date")}
+    return {**doc, "chips": chips}
 
 
 def calibrate_kernels(
@@ -97,7 +179,8 @@ def calibrate_kernels(
             for p in paths:
                 data.add(kt.read_table(p), p.name)
         _ = catalog_chips()
-        out[chips[0]] = fit_to_dict(fit_chip(data, ChipPeaks.of(chips[0])), date)
+        peaks = ChipPeaks.of(chips[0])
+        out[chips[0]] = fit_to_dict(fit_chip(data, peaks), date, collective_bands(data, peaks))
     else:
         refs = kt.discover()
         if not refs:
@@ -112,8 +195,9 @@ def calibrate_kernels(
             known = ", ".join(sorted(kt.CHIP_DIRS.values()))
             raise InputError("--chips", unknown, f"chips with tables: {known}")
         for chip_id in wanted:
-            fit = fit_chip(load_package_chip(chip_id, refs), ChipPeaks.of(chip_id))
-            out[chip_id] = fit_to_dict(fit, date)
+            data = load_package_chip(chip_id, refs)
+            peaks = ChipPeaks.of(chip_id)
+            out[chip_id] = fit_to_dict(fit_chip(data, peaks), date, collective_bands(data, peaks))
     return {
         "chips": out,
         "transferred": dict(TRANSFER),

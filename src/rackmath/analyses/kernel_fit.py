@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.kernel_rows import CommRows, comm_rows, fit_groups, moe_kernels, table_rows
+from rackmath.analyses.kernel_rows import (
+    DEEPEP_EP,
+    DEEPEP_RANKS,
+    CommRows,
+    comm_rows,
+    fit_groups,
+    moe_kernels,
+    table_rows,
+)
 from rackmath.analyses.op_rows import OpRows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import (
@@ -213,36 +221,53 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     return _eff(best[1], with_cols, *best[2], with_routing=with_routing, with_split=with_split)
 
 
-def fit_comm(r: CommRows) -> tuple[float, float, float]:
-    """Fit ``t = latency + (chips - 1) hop + wire_bytes * seconds_per_byte``.
+def pipelined(name: str) -> bool:
+    """Whether a collective implementation streams chunks through a pipeline (NCCL's ring and
+    tree algorithms), so its curve fits ``pipeline_latency_s``. The custom one-shot all-reduce
+    is one step and DeepEP sends per-token messages: their tables fit the plain line (with the
+    term, held-out medians do not fall: B200 custom 3% -> 14%, H100 DeepEP 5-8% unchanged)."""
+    return name.endswith(":nccl")
 
-    Returns (latency_s, hop_latency_s, seconds per byte); the hop term is only fitted when the
-    table has more than one group size.
+
+def fit_comm(r: CommRows, pipeline: bool = False) -> tuple[float, float, float, float]:
+    """Fit ``t = latency + (chips - 1) hop + x + 2 sqrt(pipeline x)``, ``x = wire_bytes *
+    seconds_per_byte`` (:func:`rackmath.core.efficiency.collective_time_s`) on the log of the
+    latency (soft-L1 loss, fixed start: deterministic).
+
+    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s); the hop term is
+    only fitted when the table has more than one group size, the pipeline term only with
+    ``pipeline``.
     """
     from scipy.optimize import least_squares
 
     log_t = np.log(r.latency_s)
     hops = np.maximum(r.chips - 1.0, 0.0)
     with_hop = np.unique(r.chips).size > 1
+    free = np.array([True, True, with_hop, pipeline])
+    x0 = np.log([5e-6, 1e-11, 1e-6, 1e-7])[free]
+    lo = np.log([1e-8, 1e-15, 1e-10, 1e-12])[free]
+    hi = np.log([1e-2, 1e-6, 1e-3, 1e-3])[free]
+
+    def params(q: np.ndarray) -> tuple[float, float, float, float]:
+        p = np.zeros(4)
+        p[free] = np.exp(q)
+        return float(p[0]), float(p[2]), float(p[1]), float(p[3])
 
     def resid(q: np.ndarray) -> np.ndarray:
-        lat, spb = np.exp(q[0]), np.exp(q[1])
-        hop = np.exp(q[2]) if with_hop else 0.0
-        return np.asarray(np.log(lat + hops * hop + r.wire_bytes * spb) - log_t)
+        lat, hop, spb, pipe = params(q)
+        x = r.wire_bytes * spb
+        return np.asarray(np.log(lat + hops * hop + x + 2.0 * np.sqrt(pipe * x)) - log_t)
 
-    x0 = np.log([5e-6, 1e-11, 1e-6]) if with_hop else np.log([1e-5, 1e-11])
-    lo = np.log([1e-8, 1e-15, 1e-10]) if with_hop else np.log([1e-8, 1e-15])
-    hi = np.log([1e-2, 1e-6, 1e-3]) if with_hop else np.log([1e-2, 1e-6])
     sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
-    lat, spb = np.exp(sol.x[0]), np.exp(sol.x[1])
-    hop = float(np.exp(sol.x[2])) if with_hop else 0.0
-    return float(lat), hop, float(spb)
+    return params(sol.x)
 
 
 def comm_efficiency(r: CommRows, link_bytes_per_s: float) -> CollectiveEfficiency:
-    lat, hop, spb = fit_comm(r)
+    lat, hop, spb, pipe = fit_comm(r, pipelined(r.name))
     frac = float(min(1.0, 1.0 / (spb * link_bytes_per_s)))
-    return CollectiveEfficiency(latency_s=lat, bandwidth_frac=frac, hop_latency_s=hop)
+    return CollectiveEfficiency(
+        latency_s=lat, bandwidth_frac=frac, hop_latency_s=hop, pipeline_latency_s=pipe
+    )
 
 
 # ------------------------------------------------------------------ per-chip fit
@@ -257,6 +282,8 @@ class ChipData:
     ops: dict[OpClass, OpRows] = field(default_factory=dict)
     comm: dict[str, CommRows] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # "class/kind" or comm name -> table source
+    nccl: Any = None  # the chip's NCCL table: which custom all-reduce rows ran the custom kernel
+    custom: Any = None  # (table, source) of a custom all-reduce read before the NCCL table
     # Rows that are not the operator's timing (kept out of the fit, scored apart):
     # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
     # skipped work), or MoE rows slower than a superset of their work.
@@ -276,9 +303,17 @@ class ChipData:
             _append(self.rejected, cls, every.take(~np.isin(every.key, r.key)))
             for kind in sorted(set(every.kind.tolist())):
                 self.sources[source_key(cls, kind)] = source
-        for name, c in comm_rows(df).items():
+        kind = df.attrs.get("kind")
+        if kind == "custom_allreduce":
+            self.custom = (df, source)
+        ranks = DEEPEP_RANKS.get(self.chip_id, DEEPEP_EP)
+        for name, c in comm_rows(df, ranks, self.nccl).items():
             self.comm[name] = c
             self.sources[name] = source
+        if kind == "nccl":
+            self.nccl = df
+            if self.custom is not None:  # read first: keep only its rows that ran the custom kernel
+                self.add(*self.custom)
 
 
 def source_key(cls: OpClass, kind: str) -> str:
@@ -290,8 +325,8 @@ def _append(into: dict[OpClass, OpRows], cls: OpClass, r: OpRows) -> None:
     into[cls] = r if cls not in into else OpRows.concat(into[cls], r)
 
 
-#: The table kinds a chip's fit reads, in order.
-FIT_KINDS = (
+#: Every table kind the fit reads, in order (NCCL before the custom all-reduce).
+TABLE_KINDS = (
     "gemm",
     "moe",
     "generation_attention",
@@ -299,15 +334,23 @@ FIT_KINDS = (
     "generation_mla",
     "context_mla",
     "nccl",
+    "custom_allreduce",
     "deepep_ll",
+    "deepep_normal",
 )
+#: The collective tables alone (``load_package_chip(..., kinds=COMM_KINDS)``: a fit of the
+#: collectives without the compute tables, seconds instead of a minute).
+COMM_KINDS = ("nccl", "custom_allreduce", "deepep_ll", "deepep_normal")
 
 
-def load_package_chip(chip_id: str, refs: list[kt.TableRef] | None = None) -> ChipData:
-    """The primary tables of one chip from the installed package."""
+def load_package_chip(
+    chip_id: str, refs: list[kt.TableRef] | None = None, kinds: tuple[str, ...] = TABLE_KINDS
+) -> ChipData:
+    """The primary tables of one chip from the installed package (``kinds``: which)."""
     refs = kt.discover() if refs is None else refs
     data = ChipData(chip_id)
-    for kind in FIT_KINDS:
+    # NCCL before the custom all-reduce: its rows say where the custom kernel ran
+    for kind in [k for k in TABLE_KINDS if k in kinds]:
         ref = kt.primary(refs, chip_id, kind)
         if ref is None:
             continue
@@ -348,6 +391,8 @@ class ChipFit:
     comm: dict[str, CollectiveEfficiency]
     comm_rows: dict[str, int]
     sources: dict[str, str]
+    #: per collective: (largest group, smallest and largest message in bytes) its rows measured
+    comm_range: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 def _kernel_chain(
@@ -405,14 +450,25 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
             source = data.sources.get(source_key(cls, kind), "")
             fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source))
+    comm, counts, ranges = fit_collectives(data, peaks, mask)
+    return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources), ranges)
+
+
+def fit_collectives(
+    data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None
+) -> tuple[dict[str, CollectiveEfficiency], dict[str, int], dict[str, tuple[float, float, float]]]:
+    """One alpha-beta curve per ``"<collective>:<implementation>"`` of the chip (rows kept by
+    ``mask``): its efficiency, the rows it used, and the group sizes and messages they cover."""
     comm: dict[str, CollectiveEfficiency] = {}
     counts: dict[str, int] = {}
+    ranges: dict[str, tuple[float, float, float]] = {}
     for name, c_all in sorted(data.comm.items()):
         c = c_all.take(mask[name]) if mask is not None else c_all
         if len(c.latency_s) >= MIN_FIT_ROWS and peaks.scale_up_bytes_per_s > 0:
             comm[name] = comm_efficiency(c, peaks.scale_up_bytes_per_s)
             counts[name] = len(c.latency_s)
-    return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources))
+            ranges[name] = (float(c.chips.max()), float(c.message_bytes.min()), float(c.message_bytes.max()))
+    return comm, counts, ranges
 
 
 # The catalog YAML is written by rackmath.analyses.kernel_calibrate (fit_to_dict,

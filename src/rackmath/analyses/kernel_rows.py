@@ -31,11 +31,11 @@ in the tables are ms):
   192-wide queries and keys, 128-wide values, a KV head per head): causal over ``isl`` tokens
   through :func:`~rackmath.core.work.prefill_attention`; rows = batch x isl, cols = the query
   width, depth = isl. The dtype key is the attention (compute) dtype.
-* NCCL all-reduce on n GPUs of S = message_size x element bytes: ring wire bytes
-  ``2 (n-1)/n S`` over the chip's scale-up link -> ``latency_s`` + ``bandwidth_frac``.
-* DeepEP low-latency dispatch (fp8: 1 byte) / combine (bf16: 2 bytes) of
-  ``num_token x topk x hidden`` elements, ``(ep-1)/ep`` of them leave the GPU (ep = 8 in
-  one node) -> ``latency_s`` + ``bandwidth_frac`` of the scale-up link.
+* Collectives (NCCL all-reduce, all-gather, reduce-scatter and all-to-all; TensorRT-LLM's
+  custom all-reduce; DeepEP low-latency and normal dispatch and combine): each row's wire
+  bytes per chip from the step's own work functions (:mod:`rackmath.core.work`) over the
+  chip's scale-up link -> ``latency_s``, ``hop_latency_s``, ``bandwidth_frac``
+  (:func:`comm_rows` says how each table reads).
 
 Rows that are not the operator's timing are recognised by physics and kept out of the fit (the
 fit scores them apart, :class:`rackmath.analyses.kernel_fit.ChipData`): a call faster than its
@@ -55,11 +55,10 @@ import numpy as np
 from rackmath.analyses import kernel_attention_rows
 from rackmath.analyses.op_rows import OpRows, _f, _hash, _op_rows
 from rackmath.catalog import kernel_tables as kt
+from rackmath.core import collectives as coll
 from rackmath.core import work as wk
 from rackmath.core.efficiency import OpClass
 from rackmath.specs.precision import kernel_format
-
-DEEPEP_EP = 8  # DeepEP low-latency tables are one node (node_num 1) of 8 GPUs
 
 
 def fit_groups(r: OpRows) -> list[tuple[str, str, np.ndarray]]:
@@ -329,42 +328,167 @@ def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]
 
 @dataclass
 class CommRows:
-    """Measured collective calls: bytes each chip sends over its link, and the latency."""
+    """Measured calls of one collective implementation (``"<collective>:<implementation>"``):
+    the bytes each chip puts on its link, the message each rank contributes, the group size
+    and the latency (SI), one row per measured shape (repeated shapes as their median)."""
 
     name: str
     wire_bytes: np.ndarray
     latency_s: np.ndarray
     key: np.ndarray
     chips: np.ndarray
+    message_bytes: np.ndarray
 
     def take(self, mask: np.ndarray) -> CommRows:
         return CommRows(
-            self.name, self.wire_bytes[mask], self.latency_s[mask], self.key[mask], self.chips[mask]
+            self.name,
+            self.wire_bytes[mask],
+            self.latency_s[mask],
+            self.key[mask],
+            self.chips[mask],
+            self.message_bytes[mask],
         )
 
 
-def comm_rows(df: Any) -> dict[str, CommRows]:
+#: GPUs in one node of the DeepEP tables (``node_num`` 1), by chip: an 8-GPU HGX board, a
+#: 4-GPU GB200 / GB300 compute tray (the same hosts' NCCL tables stop at 4 GPUs, and the
+#: ``moe_a2a`` tables of these chips say ``ep_size`` 4).
+DEEPEP_RANKS: dict[str, float] = {"gb200": 4.0, "gb300": 4.0}
+DEEPEP_EP = 8.0  # every other chip with DeepEP tables (H100, H200, B200, B300)
+#: A custom all-reduce row slower than this fraction of NCCL's time at the same shape did not
+#: run the custom kernel: TensorRT-LLM's AUTO strategy hands large messages to NCCL, and there
+#: the two tables agree (H100, 8 GPUs, 16 Mi elements: 0.197 ms custom, 0.200 ms NCCL).
+CUSTOM_OWN_KERNEL_FRAC = 0.9
+#: NCCL's ``op_name`` -> the collective's name (and the work that describes one call).
+NCCL_OPS: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+}
+_NCCL_WORK = {
+    "all_reduce": wk.all_reduce,
+    "all_gather": wk.all_gather,
+    "reduce_scatter": wk.reduce_scatter,
+    "alltoall": wk.all_to_all,
+}
+
+
+def _median_shapes(df: Any, shape: list[str], latency: list[str]) -> Any:
+    """One row per shape, each latency column at its median over the shape's repeats (the
+    NCCL 2.29.2 tables time several shapes 2-5 times, up to 1.35x apart)."""
+    if df.empty:
+        return df
+    return df.groupby(shape, sort=True, observed=True, as_index=False)[latency].median()
+
+
+def _comm(name: str, w: wk.CommWork, latency_s: np.ndarray, key: np.ndarray) -> CommRows:
+    return CommRows(
+        name,
+        np.asarray(w.wire_bytes, float),
+        latency_s,
+        key,
+        np.asarray(w.ranks, float) + np.zeros(len(latency_s)),
+        np.asarray(w.message_bytes, float),
+    )
+
+
+def _element_bytes(dtypes: Any) -> np.ndarray:
+    return np.array([kt.DTYPE_BYTES[d][1] for d in dtypes.astype(str)])
+
+
+def custom_own_kernel(custom: Any, nccl: Any | None) -> np.ndarray:
+    """Rows of a custom all-reduce table (its AUTO strategy, ``kernel_source`` TRTLLM) that ran
+    the custom kernel: faster than :data:`CUSTOM_OWN_KERNEL_FRAC` of the NCCL all-reduce of the
+    same GPU count, element count and dtype in ``nccl`` (the chip's NCCL table). A row with no
+    NCCL twin is kept only below the largest message a twin shows the custom kernel running
+    at. Without an NCCL table every row is kept."""
+    if nccl is None or custom.empty:
+        return np.ones(len(custom), bool)
+    ref = nccl[nccl["op_name"].astype(str) == "all_reduce"]
+    shape = ["dtype", "num_gpus", "message_size"]
+    ref = _median_shapes(ref.rename(columns={"nccl_dtype": "dtype"}), shape, ["latency"])
+    dtype = custom["allreduce_dtype"].astype(str).replace({"bfloat16": "half", "float16": "half"})
+    twin = custom.assign(dtype=dtype.to_numpy()).merge(ref, on=shape, how="left", suffixes=("", "_nccl"))
+    nccl_s = twin["latency_nccl"].to_numpy(float)
+    own = twin["latency"].to_numpy(float) < CUSTOM_OWN_KERNEL_FRAC * nccl_s
+    known = np.isfinite(nccl_s)
+    size = _f(twin, "message_size")
+    largest = size[own].max() if own.any() else 0.0
+    return np.where(known, own, size <= largest)
+
+
+def _destination_ranks(ranks: float, experts: np.ndarray, topk: np.ndarray) -> np.ndarray:
+    """:func:`rackmath.core.collectives.expected_destination_ranks` per row (``k`` varies)."""
+    out = np.empty(len(experts))
+    for k in np.unique(topk):
+        at = topk == k
+        out[at] = coll.expected_destination_ranks(ranks, experts[at], int(k))
+    return out
+
+
+def comm_rows(df: Any, deepep_ranks: float = DEEPEP_EP, nccl: Any | None = None) -> dict[str, CommRows]:
+    """A checked collective table (:func:`kernel_tables.read_table`) as collective calls, one
+    :class:`CommRows` per ``"<collective>:<implementation>"``; every row's work is the step's
+    (:mod:`rackmath.core.work`), its latency in seconds.
+
+    * NCCL (``message_size`` elements of ``nccl_dtype``): ``all_reduce:nccl`` (ring),
+      ``all_gather:nccl``, ``reduce_scatter:nccl``, ``all_to_all:nccl``.
+    * TensorRT-LLM's custom all-reduce (AUTO strategy rows, ``kernel_source`` TRTLLM): the rows
+      that ran the custom kernel (:func:`custom_own_kernel`, against the chip's ``nccl`` table),
+      on one-shot bytes (:func:`rackmath.core.work.one_shot_all_reduce`): ``all_reduce:custom``.
+    * DeepEP low-latency, one node of ``deepep_ranks`` GPUs (:data:`DEEPEP_RANKS`): ``num_token``
+      tokens per rank, ``k`` copies each, an fp8 dispatch
+      (:data:`~rackmath.core.work.FP8_DISPATCH_BYTES`) and a bf16 combine (times in us):
+      ``dispatch:deepep_ll``, ``combine:deepep_ll``.
+    * DeepEP normal, the same node: one copy per destination rank (``D`` of
+      :func:`rackmath.core.collectives.expected_destination_ranks`), fp8 dispatch and bf16
+      combine, the fastest of the SM counts timed per shape (a tuned configuration; transmit
+      plus notify time): ``dispatch:deepep_normal``, ``combine:deepep_normal``.
+    """
     kind = df.attrs.get("kind")
     out: dict[str, CommRows] = {}
     if kind == "nccl":
-        ar = df[df["op_name"].astype(str) == "all_reduce"]
-        n = _f(ar, "num_gpus")
-        elem = np.array([kt.DTYPE_BYTES[d][1] for d in ar["nccl_dtype"].astype(str)])
-        s = _f(ar, "message_size") * elem
-        out["all_reduce"] = CommRows(
-            "all_reduce",
-            2 * (n - 1) / n * s,
-            _f(ar, "latency") * 1e-3,
-            _hash(ar, ["nccl_dtype", "num_gpus", "message_size"]),
-            n,
-        )
-    elif kind == "deepep_ll":
+        shape = ["op_name", "nccl_dtype", "num_gpus", "message_size"]
+        for op, name in NCCL_OPS.items():
+            rows = _median_shapes(df[df["op_name"].astype(str) == op], shape, ["latency"])
+            if rows.empty:
+                continue
+            s = _f(rows, "message_size") * _element_bytes(rows["nccl_dtype"])
+            w = _NCCL_WORK[op](s, _f(rows, "num_gpus"))
+            out[f"{name}:nccl"] = _comm(f"{name}:nccl", w, _f(rows, "latency") * 1e-3, _hash(rows, shape))
+    elif kind == "custom_allreduce":
+        auto = df[df["kernel_source"].astype(str) == "TRTLLM"]
+        shape = ["allreduce_dtype", "num_gpus", "message_size"]
+        rows = _median_shapes(auto, shape, ["latency"])
+        rows = rows[custom_own_kernel(rows, nccl)]
+        s = _f(rows, "message_size") * _element_bytes(rows["allreduce_dtype"])
+        w = wk.one_shot_all_reduce(s, _f(rows, "num_gpus"))
+        latency_s = _f(rows, "latency") * 1e-3
+        out["all_reduce:custom"] = _comm("all_reduce:custom", w, latency_s, _hash(rows, shape))
+    elif kind in ("deepep_ll", "deepep_normal"):
+        shape = ["hidden_size", "num_token", "num_topk", "num_experts"]
         one = df[_f(df, "node_num") == 1]
-        elems = _f(one, "num_token") * _f(one, "num_topk") * _f(one, "hidden_size")
-        leave = (DEEPEP_EP - 1) / DEEPEP_EP
-        key = _hash(one, ["hidden_size", "num_token", "num_topk", "num_experts"])
-        ep = np.full(len(one), float(DEEPEP_EP))
-        dispatch_s, combine_s = _f(one, "dispatch_avg_t_us") * 1e-6, _f(one, "combine_avg_t_us") * 1e-6
-        out["dispatch"] = CommRows("dispatch", elems * 1.0 * leave, dispatch_s, key, ep)  # fp8
-        out["combine"] = CommRows("combine", elems * 2.0 * leave, combine_s, key, ep)  # bf16
+        if kind == "deepep_ll":
+            impl, cols = "deepep_ll", ("dispatch_avg_t_us", "combine_avg_t_us")
+            rows = _median_shapes(one, shape, list(cols))
+            copies = _f(rows, "num_topk")  # one copy per selected expert
+        else:
+            impl, cols = "deepep_normal", ("dispatch_us", "combine_us")
+            notify = {p: one.get(f"{p}_notify_us", 0.0) for p in ("dispatch", "combine")}
+            timed = one.assign(
+                dispatch_us=_f(one, "dispatch_transmit_us") + np.asarray(notify["dispatch"], float),
+                combine_us=_f(one, "combine_transmit_us") + np.asarray(notify["combine"], float),
+            )
+            rows = timed.groupby(shape, sort=True, as_index=False)[list(cols)].min() if len(timed) else timed
+            copies = _destination_ranks(deepep_ranks, _f(rows, "num_experts"), _f(rows, "num_topk"))
+        key = _hash(rows, shape)
+        tokens, hidden = _f(rows, "num_token"), _f(rows, "hidden_size")
+        for phase, col, value_bytes in (
+            ("dispatch", cols[0], wk.FP8_DISPATCH_BYTES),
+            ("combine", cols[1], 2.0),
+        ):
+            w = wk.expert_exchange(tokens, copies, hidden, value_bytes, deepep_ranks)
+            name = f"{phase}:{impl}"
+            out[name] = _comm(name, w, _f(rows, col) * 1e-6, key)
     return out

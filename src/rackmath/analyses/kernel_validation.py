@@ -4,7 +4,8 @@ Three held-out tests of :mod:`rackmath.analyses.kernel_fit`: 20% of the shapes o
 (a fixed shape hash), whole chips (fit H100 -> test H200, fit GB200 -> test GB300), and one
 framework version (fit one TensorRT-LLM release, test the next). Errors are
 ``predicted / measured - 1`` of operator latency; aggregates are median and 90th percentile
-of their absolute values per chip x operator class.
+of their absolute values per chip x operator class, and per chip x collective curve
+(:data:`COLLECTIVES`, ``"<collective>:<implementation>"``).
 """
 
 from __future__ import annotations
@@ -67,8 +68,7 @@ def _errors(
         if eff is None:
             continue
         pred = collective_time_s(eff, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
-        key = "collective" if name == "all_reduce" else f"deepep_{name}"
-        out.setdefault(key, []).append(pred / c.latency_s - 1)
+        out.setdefault(name, []).append(pred / c.latency_s - 1)
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
@@ -79,15 +79,19 @@ def _split(data: ChipData, held_out: bool, rejected: bool = False) -> dict[str, 
     return masks
 
 
-CLASSES = (
-    "gemm",
-    "moe",
-    "attention_decode",
-    "attention_prefill",
-    "collective",
-    "deepep_dispatch",
-    "deepep_combine",
+#: The collective curves, ``"<collective>:<implementation>"`` (one per measured table kind).
+COLLECTIVES = (
+    "all_reduce:nccl",
+    "all_reduce:custom",
+    "all_gather:nccl",
+    "reduce_scatter:nccl",
+    "all_to_all:nccl",
+    "dispatch:deepep_ll",
+    "combine:deepep_ll",
+    "dispatch:deepep_normal",
+    "combine:deepep_normal",
 )
+CLASSES = ("gemm", "moe", "attention_decode", "attention_prefill", *COLLECTIVES)
 
 
 def validate_kernels(chips: list[str] | None = None) -> dict[str, Any]:

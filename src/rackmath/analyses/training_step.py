@@ -21,6 +21,12 @@ overlaps the next bucket's compute (:func:`rackmath.core.training_step.fsdp_expo
 (FSDP) gathers each bucket's parameters in the forward and again in the backward and
 reduce-scatters its gradients, every micro-batch. The optimizer streams its states once
 through HBM (read and write).
+
+Every collective (TP all-reduce, CP all-gather and reduce-scatter, EP dispatch and combine,
+PP sends, DP all-reduce or FSDP all-gather and reduce-scatter) is an operator of
+:mod:`rackmath.core.network` (:attr:`StepBreakdown.collectives`, with its kernel): on the
+chip's fitted curves when the setup's efficiency table has them (kernel-grounded), on the
+link model otherwise (the pure and flat tables).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.training_setup import TrainingSetup
+from rackmath.core import collective_ops as cops
 from rackmath.core import collectives as coll
 from rackmath.core import network as net
 from rackmath.core import operators as ops
@@ -39,7 +46,9 @@ from rackmath.core import parallel as par
 from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
+from rackmath.core import training_comm as tcomm
 from rackmath.core import training_step as ts
+from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.specs.model import WEIGHT_CLASSES
 
@@ -176,6 +185,9 @@ class StepBreakdown:
     t_b_s: float = 0.0
     t_w_s: float = 0.0
     operators: tuple[ts.TrainingOperator, ...] = ()
+    #: the step's collectives on the busiest chip, each over the whole step (every micro-batch
+    #: and bucket), hidden or not: TP, CP, EP, PP and DP/FSDP traffic, each with its kernel
+    collectives: tuple[ops.Operator, ...] = ()
 
     @property
     def step_s(self) -> float:
@@ -224,6 +236,20 @@ class StepBreakdown:
             for o in self.operators
         ]
 
+    def collective_rows(self) -> list[dict[str, Any]]:
+        """Per collective, seconds per step on the busiest chip (hidden or not), its fixed part
+        and the kernel it ran on (the fitted curve, or the link model and why)."""
+        return [
+            {
+                "name": o.name,
+                "op_class": o.op_class.value,
+                "time_s": float(o.time_s),
+                "latency_s": float(o.latency_s),
+                "kernel": o.kernel.to_dict(),
+            }
+            for o in self.collectives
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "step_s": self.step_s,
@@ -246,6 +272,7 @@ class StepBreakdown:
             "optimizer_s": self.optimizer_s,
             "lower_bound_s": self.lower_bound_s,
             "upper_bound_s": self.upper_bound_s,
+            "collectives": self.collective_rows(),
         }
 
 
@@ -263,12 +290,12 @@ def links(s: TrainingSetup) -> dict[str, net.Group]:
     domain = sysm.scale_up_domain_chips
     expert_dp = max(plan.dp * plan.tp * plan.cp // plan.ep, 1)
     return {
-        "tp": tr.group_link(plan.tp, 1, domain, **kw),
-        "cp": tr.group_link(plan.cp, plan.tp, domain, **kw),
-        "dp": tr.group_link(plan.dp * plan.cp, plan.tp, domain, **kw),
-        "expert_dp": tr.group_link(expert_dp, plan.ep, domain, **kw),
-        "ep": tr.group_link(plan.ep, 1, domain, **kw),
-        "pp": tr.group_link(plan.pp, plan.tp * plan.cp * plan.dp, domain, **kw),
+        "tp": tcomm.group_link(plan.tp, 1, domain, **kw),
+        "cp": tcomm.group_link(plan.cp, plan.tp, domain, **kw),
+        "dp": tcomm.group_link(plan.dp * plan.cp, plan.tp, domain, **kw),
+        "expert_dp": tcomm.group_link(expert_dp, plan.ep, domain, **kw),
+        "ep": tcomm.group_link(plan.ep, 1, domain, **kw),
+        "pp": tcomm.group_link(plan.pp, plan.tp * plan.cp * plan.dp, domain, **kw),
     }
 
 
@@ -360,6 +387,15 @@ def busiest_stage(
     return max((end, middle), key=lambda st: sum(float(o.time_s) for o in st))
 
 
+def _seconds(collectives: tuple[ops.Operator, ...] | list[ops.Operator]) -> float:
+    return float(sum(float(o.time_s) for o in collectives))
+
+
+def _scaled_collective(o: ops.Operator, k: float) -> ops.Operator:
+    """A collective's operator ``k`` times over (micro-batches, buckets, routing skew)."""
+    return o._replace(time_s=o.time_s * k, latency_s=o.latency_s * k)
+
+
 def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> StepBreakdown:
     plan, model = s.plan, s.model
     mode = s.recompute if recompute is None else recompute
@@ -370,13 +406,18 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     t_w = sum(float(o.weight_grad_s) for o in train_ops)
     busy = t_f + t_b + t_w
     group = links(s)
+    table = s.table
     act = tr.boundary_activation_bytes(s.microbatch, s.seq_len / plan.cp, model.hidden_size)
     layers = s.layers_per_stage
-    tp_s = tr.tp_comm_s(act, group["tp"], layers, tr.recompute_forward_passes(mode))
+    per_mb: list[ops.Operator] = []  # the collectives of one micro-batch
+    if plan.tp > 1:
+        per_mb.append(tcomm.tp_operator(act, group["tp"], layers, tr.recompute_forward_passes(mode), table))
+    tp_s = _seconds(per_mb)
     kv = tr.context_parallel_kv_bytes(s.microbatch, s.seq_len, tr.layer_shape(model).kv_width, plan.tp)
-    cp_s = tr.cp_comm_s(kv, group["cp"], layers)
-    ep_s = 0.0
-    if model.is_moe and model.moe is not None:
+    cp_ops = tcomm.cp_operators(kv, group["cp"], layers, table) if plan.cp > 1 else ()
+    cp_s = _seconds(cp_ops)
+    ep_ops: tuple[ops.Operator, ...] = ()
+    if model.is_moe and model.moe is not None and plan.ep > 1:
         moe_layers = math.ceil(model.num_moe_layers / plan.pp)
         e, k = model.moe.num_experts, model.moe.experts_per_token
         link = group["ep"]
@@ -385,20 +426,29 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
             if s.ep_max_domains is None
             else float(net.expert_destination_domains(link.domains, e, k, s.ep_max_domains))
         )
-        ep_s = s.routing_skew * tr.ep_traffic_s(
-            link,
-            s.microbatch * s.seq_len / (plan.cp * plan.tp),
-            float(coll.expected_destination_ranks(plan.ep, e, k)),
-            model.hidden_size,
-            moe_layers,
-            dispatch_bytes=tr.FP8_DISPATCH_BYTES if s.ep_dispatch_fp8 else net.DEFAULT_ACTIVATION_BYTES,
-            destination_domains=domains,
+        ep_ops = tuple(
+            _scaled_collective(o, s.routing_skew)  # the busiest rank's exchange
+            for o in tcomm.ep_operators(
+                link,
+                s.microbatch * s.seq_len / (plan.cp * plan.tp),
+                float(coll.expected_destination_ranks(plan.ep, e, k)),
+                model.hidden_size,
+                moe_layers,
+                experts_per_token=k,
+                dispatch_bytes=wk.FP8_DISPATCH_BYTES if s.ep_dispatch_fp8 else net.DEFAULT_ACTIVATION_BYTES,
+                destination_domains=domains,
+                table=table,
+            )
         )
+    ep_s = _seconds(ep_ops)
     ep_exposed = ts.exposed_overlap_s(ep_s, busy, s.ep_overlap_frac)
     pp_s = 0.0
+    pp_ops: tuple[ops.Operator, ...] = ()
     if plan.pp > 1:
         sends = 2 * (s.virtual_stages if s.schedule is pl.Schedule.INTERLEAVED else 1)
-        pp_s = sends * tr.pp_send_s(act / plan.tp, group["pp"])
+        pp_s = sends * tcomm.pp_send_s(act / plan.tp, group["pp"])
+        one_latency = tcomm.pp_send_s(0.0, group["pp"])
+        pp_ops = (cops.send_operator("pp_send", pp_s, sends * one_latency, group["pp"].topology, table),)
     # data parallel, by bucket
     dense, experts = params_per_chip(s)
     opt = tr.OPTIMIZER_BYTES[s.optimizer]
@@ -409,21 +459,30 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     dp_link = group["dp"]
     fsdp_mb = 0.0
     if s.zero >= tr.ZeroStage.WEIGHTS:
-        g = float(net.all_gather_s(dp_link, per))
-        r = float(net.reduce_scatter_s(dp_link, per * opt.grads / opt.weights))
+        gather, scatter = tcomm.dp_operators(per * opt.grads / opt.weights, per, dp_link, s.zero, table)
+        g = float(gather.time_s) / 2.0  # one bucket's all-gather (the operator holds two)
+        r = float(scatter.time_s)
         fsdp_mb = ts.fsdp_exposed_s(g, t_f / buckets, buckets) + ts.fsdp_exposed_s(
             g + r, (t_b + t_w) / buckets, buckets
         )
         dp_s = m * buckets * (2 * g + r)
         dp_exposed = 0.0
+        dp_ops = tuple(_scaled_collective(o, m * buckets) for o in (gather, scatter))
     else:
         dense_share = dense / (dense + experts) if dense + experts else 1.0
         grads = per * opt.grads / opt.weights
-        r = float(net.all_reduce_s(dp_link, grads * dense_share)) + float(
-            net.all_reduce_s(group["expert_dp"], grads * (1 - dense_share))
-        )
+        dp_ops = tcomm.dp_operators(grads * dense_share, grads * dense_share, dp_link, s.zero, table)
+        expert_share = grads * (1 - dense_share)  # the routed experts' gradients, over expert-DP
+        expert_ops = tcomm.dp_operators(expert_share, expert_share, group["expert_dp"], s.zero, table)
+        dp_ops = (*dp_ops, *(o._replace(name="expert_dp_all_reduce") for o in expert_ops))
+        r = _seconds(dp_ops)
         dp_s = buckets * r
         dp_exposed = ts.fsdp_exposed_s(r, (t_b + t_w) / buckets, buckets)
+        dp_ops = tuple(_scaled_collective(o, buckets) for o in dp_ops)
+    collectives = (
+        *(_scaled_collective(o, m) for o in (*per_mb, *cp_ops, *ep_ops, *pp_ops)),
+        *dp_ops,
+    )
     comm = tp_s + cp_s + ep_exposed + pp_s + fsdp_mb
     scale = (busy + comm) / busy
     bubble = pl.bubble_fraction(
@@ -458,4 +517,5 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         t_b_s=t_b,
         t_w_s=t_w,
         operators=train_ops,
+        collectives=collectives,
     )

@@ -14,7 +14,7 @@ Units in those tables (checked against physics, see docs/calibration.md):
 * NCCL / custom all-reduce ``message_size`` counts elements, not bytes (as elements of
   2 bytes an 8-GPU H200 all-reduce of 256 Mi elements reaches 460 GB/s bus bandwidth, the
   NVLink 4 figure; as bytes it would be half that);
-* DeepEP ``*_avg_t_us`` is microseconds.
+* DeepEP ``*_avg_t_us`` (low-latency) and ``*_transmit_us`` (normal) are microseconds.
 
 Any parquet or CSV with the same columns (``rackmath measure --kernels`` writes them) reads
 the same way. A table with a missing column, an unknown dtype, or a zero / negative / non-finite
@@ -87,6 +87,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "generation_mla": ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"),
     "context_mla": ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"),
     "nccl": ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"),
+    "custom_allreduce": ("kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency"),
     "deepep_ll": (
         "node_num",
         "hidden_size",
@@ -96,10 +97,21 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "combine_avg_t_us",
         "dispatch_avg_t_us",
     ),
+    "deepep_normal": (
+        "node_num",
+        "hidden_size",
+        "num_token",
+        "num_topk",
+        "num_experts",
+        "dispatch_sms",
+        "dispatch_transmit_us",
+        "combine_transmit_us",
+    ),
     "memcpy": ("bytes", "latency"),  # written by `rackmath measure --kernels`
 }
 LATENCY_COLUMNS: dict[str, tuple[str, ...]] = {
     "deepep_ll": ("combine_avg_t_us", "dispatch_avg_t_us"),
+    "deepep_normal": ("combine_transmit_us", "dispatch_transmit_us"),
 }
 DTYPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "gemm": ("gemm_dtype",),
@@ -109,6 +121,7 @@ DTYPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "generation_mla": ("mla_dtype", "kv_cache_dtype"),
     "context_mla": ("mla_dtype", "kv_cache_dtype"),
     "nccl": ("nccl_dtype",),
+    "custom_allreduce": ("allreduce_dtype",),
 }
 # Dtype name -> bytes per element of (weights, activations), scales included: the one format
 # table (:data:`rackmath.specs.precision.FORMATS`, aliases included).
@@ -119,7 +132,8 @@ DTYPE_BYTES: dict[str, tuple[float, float]] = {
 
 # The primary table per chip and kind: (op dir, framework, version, file stem).
 # TensorRT-LLM 1.3.0rc20 is the one framework version every Hopper/Blackwell chip has for GEMM,
-# MoE and attention; A100 only has 1.0.0. NCCL: the newest version per chip.
+# MoE, attention and its custom all-reduce; A100 only has 1.0.0. NCCL and DeepEP (SGLang): the
+# newest version per chip, as the table's own ``version`` column says (:func:`primary`).
 _PRIMARY_TRTLLM = "1.3.0rc20"
 
 
@@ -167,7 +181,9 @@ def _kind_of_stem(stem: str) -> str | None:
         "generation_mla_perf": "generation_mla",
         "context_mla_perf": "context_mla",
         "nccl_perf": "nccl",
+        "custom_allreduce_perf": "custom_allreduce",
         "wideep_deepep_ll_perf": "deepep_ll",
+        "wideep_deepep_normal_perf": "deepep_normal",
     }.get(stem)
 
 
@@ -194,22 +210,45 @@ def _version_key(v: str) -> tuple[Any, ...]:
     return tuple(parts)
 
 
+def content_version(ref: TableRef) -> str:
+    """The version a table's rows say they were measured with (its ``version`` column, the
+    most frequent value), else its directory's. They differ in places: ``h100_sxm/comm/nccl/
+    2.27.3`` and ``gb200/comm/nccl/2.23`` hold NCCL 2.29.2 rows (several shapes 2-5 times),
+    ``comm/sglang/0.5.6.post2`` DeepEP tables hold SGLang 0.5.0's."""
+    import pandas as pd
+
+    try:
+        v = pd.read_parquet(ref.path, columns=["version"])["version"].astype(str)
+    except (KeyError, ValueError, OSError, ImportError):
+        return ref.version
+    return str(v.mode().iloc[0]) if len(v) else ref.version
+
+
 def primary(refs: list[TableRef], chip_id: str, kind: str) -> TableRef | None:
     """The table the catalog fit uses for a chip and kind.
 
-    GEMM / MoE / attention: TensorRT-LLM 1.3.0rc20 where present (else the newest TensorRT-LLM);
-    NCCL: the newest NCCL; DeepEP low-latency: the newest SGLang.
+    GEMM / MoE / attention / custom all-reduce: TensorRT-LLM 1.3.0rc20 where present (else the
+    newest TensorRT-LLM); NCCL: the NCCL folder with the newest measured version; DeepEP
+    (low-latency and normal): SGLang's newest. "Newest" reads the version the rows carry
+    (:func:`content_version`); among folders holding the same version, the one whose name says
+    so (a real version, not a copy), then the newest folder name (deterministic).
     """
     cands = [r for r in refs if r.chip_id == chip_id and r.kind == kind]
-    if kind == "nccl":
-        cands = [r for r in cands if r.framework == "nccl"]
-    elif kind == "deepep_ll":
-        cands = [r for r in cands if r.framework == "sglang"]
-    else:
-        cands = [r for r in cands if r.framework == "trtllm"]
-        exact = [r for r in cands if r.version == _PRIMARY_TRTLLM]
-        if exact:
-            return exact[0]
+    if kind in ("nccl", "deepep_ll", "deepep_normal"):
+        framework = "nccl" if kind == "nccl" else "sglang"
+        cands = [r for r in cands if r.framework == framework]
+        if not cands:
+            return None
+
+        def newest(r: TableRef) -> tuple[Any, ...]:
+            measured = content_version(r)
+            return (_version_key(measured), measured == r.version, _version_key(r.version))
+
+        return max(cands, key=newest)
+    cands = [r for r in cands if r.framework == "trtllm"]
+    exact = [r for r in cands if r.version == _PRIMARY_TRTLLM]
+    if exact:
+        return exact[0]
     if not cands:
         return None
     return max(cands, key=lambda r: _version_key(r.version))
@@ -218,7 +257,7 @@ def primary(refs: list[TableRef], chip_id: str, kind: str) -> TableRef | None:
 def detect_kind(columns: list[str]) -> str | None:
     """The table kind whose required columns are all present (most specific first)."""
     cols = set(columns)
-    for kind in ("deepep_ll", "moe", "gemm", "nccl", "memcpy"):
+    for kind in ("deepep_ll", "deepep_normal", "moe", "gemm", "nccl", "custom_allreduce", "memcpy"):
         if set(REQUIRED[kind]) <= cols:
             return kind
     if set(REQUIRED["generation_mla"]) <= cols:

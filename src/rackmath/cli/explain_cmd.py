@@ -316,6 +316,11 @@ def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
                 "yes" if p.fits[i, j] else "no",
             )
     out(table)
+    for op in s.collectives:  # what each collective ran on (and how it was extrapolated)
+        k = op.kernel
+        table_name = k.table.split("systems/data/")[-1]  # the package path's tail
+        ran = table_name if not k.fmt else f"{k.fmt} ({table_name})"
+        out(f"  {op.name}: {ran}" + (f"; {k.fallback}" if k.fallback else ""))
     if dep.plan.tbo:
         n, total = two_batch_split_points(p)
         out(

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core import collectives as coll
+from rackmath.core import collective_ops as cops
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
 from rackmath.core.memory import (  # noqa: F401  re-exported: the plan-aware API names them here
@@ -72,7 +72,6 @@ from rackmath.core.network import (  # noqa: F401  re-exported
     tp_all_reduce_s,
     two_batch_overlap_s,
 )
-from rackmath.core.numeric import maximum
 from rackmath.core.sharding import (  # noqa: F401  re-exported
     ShardableModel,
     StageSplit,
@@ -142,6 +141,11 @@ class PlanStep:
     overhead_s: FloatArray | float = 0.0
     #: where two-batch overlap split the step into two half micro-batches (it does only where faster)
     two_batch_split: ArrayLike = False
+    #: the collectives of one pass (TP and EP: ``tp_all_reduce``, ``moe_tp_all_reduce``,
+    #: ``ep_dispatch``, ``ep_combine``) and the cycle's pipeline sends (``pp_send``), each an
+    #: operator of class ``collective`` with its kernel
+    #: (:func:`rackmath.core.collective_ops.step_collectives`)
+    collectives: tuple[ops.Operator, ...] = ()
 
     @property
     def _scale(self) -> FloatArray:
@@ -282,32 +286,55 @@ class PlanStep:
         stacked = np.stack(np.broadcast_arrays(*(shares[k] for k in BOTTLENECKS)))
         return BOTTLENECKS[np.argmax(stacked, axis=0)]
 
+    def _collective_scale(self, op: ops.Operator) -> FloatArray:
+        """A pass collective's time scales to the cycle like the operators (``P x imbalance``);
+        the pipeline sends are already the cycle's."""
+        return np.asarray(1.0) if op.name in cops.PER_CYCLE_COLLECTIVES else self._scale
+
     def breakdown_at(self, index: tuple[int, ...]) -> dict[str, Any]:
         """One point of the grid, operator by operator, as plain numbers:
-        ``step_s = sum(time_s) + exposed_communication_s + overhead_s``."""
+        ``step_s = sum(time_s) + exposed_communication_s + overhead_s``. The collectives are
+        listed apart (``collectives``: each one's time over the cycle, its fixed part, what
+        bounds it and the kernel it ran on); how much of them the operators hide is
+        ``communication_s - exposed_communication_s``."""
+        shape = self.stage_s.shape
         scale = float(self._scale[index])
         operators = [
             {
                 "name": op.name,
                 "class": op.op_class.value,
-                "flops": scale * float(np.broadcast_to(op.flops, self.stage_s.shape)[index]),
-                "bytes_read": scale * float(np.broadcast_to(op.bytes_read, self.stage_s.shape)[index]),
-                "bytes_written": scale * float(np.broadcast_to(op.bytes_written, self.stage_s.shape)[index]),
-                "compute_s": scale * float(np.broadcast_to(op.compute_s, self.stage_s.shape)[index]),
-                "memory_s": scale * float(np.broadcast_to(op.memory_s, self.stage_s.shape)[index]),
-                "time_s": scale * float(np.broadcast_to(op.time_s, self.stage_s.shape)[index]),
-                "latency_s": scale * float(np.broadcast_to(op.latency_s, self.stage_s.shape)[index]),
-                "bound": str(np.broadcast_to(op.bound, self.stage_s.shape)[index]),
+                "flops": scale * float(np.broadcast_to(op.flops, shape)[index]),
+                "bytes_read": scale * float(np.broadcast_to(op.bytes_read, shape)[index]),
+                "bytes_written": scale * float(np.broadcast_to(op.bytes_written, shape)[index]),
+                "compute_s": scale * float(np.broadcast_to(op.compute_s, shape)[index]),
+                "memory_s": scale * float(np.broadcast_to(op.memory_s, shape)[index]),
+                "time_s": scale * float(np.broadcast_to(op.time_s, shape)[index]),
+                "latency_s": scale * float(np.broadcast_to(op.latency_s, shape)[index]),
+                "bound": str(np.broadcast_to(op.bound, shape)[index]),
                 "kernel": op.kernel.to_dict(),
             }
             for op in self.operators
         ]
+        collectives = []
+        for op in self.collectives:
+            k = float(np.broadcast_to(self._collective_scale(op), shape)[index])
+            time = k * float(np.broadcast_to(op.time_s, shape)[index])
+            latency = k * float(np.broadcast_to(op.latency_s, shape)[index])
+            collectives.append(
+                {
+                    "name": op.name,
+                    "class": op.op_class.value,
+                    "time_s": time,
+                    "latency_s": latency,
+                    "bound": "latency" if latency >= 0.5 * time else "link",
+                    "kernel": op.kernel.to_dict(),
+                }
+            )
         shares = self.time_shares()
         return {
             "operators": operators,
-            "time_shares_s": {
-                k: float(np.broadcast_to(v, self.stage_s.shape)[index]) for k, v in shares.items()
-            },
+            "collectives": collectives,
+            "time_shares_s": {k: float(np.broadcast_to(v, shape)[index]) for k, v in shares.items()},
             "communication_s": float(self.communication_s[index]),
             "exposed_communication_s": float(self.exposed_communication_s[index]),
             "overhead_s": float(np.broadcast_to(self.overhead_s, self.stage_s.shape)[index]),
@@ -317,9 +344,11 @@ class PlanStep:
     def operator_table(self) -> list[dict[str, Any]]:
         """Each operator over the whole cycle: ``{name, class, flops, bytes_read,
         bytes_written, compute_s, memory_s, time_s, latency_s, bound, kernel}`` (work per chip,
-        times scaled like :attr:`step_s`; ``kernel`` the curve it ran on)."""
+        times scaled like :attr:`step_s`; ``kernel`` the curve it ran on), then each collective
+        (class ``collective``: no FLOPs and no HBM bytes; ``bound`` is ``latency`` where its
+        fixed part is half its time or more, else ``link``), with its ``latency_s`` and ``kernel``."""
         scale = self._scale
-        return [
+        rows: list[dict[str, Any]] = [
             {
                 "name": op.name,
                 "class": op.op_class.value,
@@ -335,6 +364,25 @@ class PlanStep:
             }
             for op in self.operators
         ]
+        for op in self.collectives:
+            k = self._collective_scale(op)
+            time, latency = np.asarray(k * op.time_s), np.asarray(k * op.latency_s)
+            rows.append(
+                {
+                    "name": op.name,
+                    "class": op.op_class.value,
+                    "flops": np.zeros_like(time),
+                    "bytes_read": np.zeros_like(time),
+                    "bytes_written": np.zeros_like(time),
+                    "compute_s": np.zeros_like(time),
+                    "memory_s": np.zeros_like(time),
+                    "time_s": time,
+                    "latency_s": latency,
+                    "bound": np.where(latency >= 0.5 * time, "latency", "link"),
+                    "kernel": op.kernel.to_dict(),
+                }
+            )
+        return rows
 
 
 def plan_step(
@@ -405,41 +453,20 @@ def plan_step(
     operators = operators_of(load)
     pass_s = _sum_over(operators, lambda op: op.time_s)
     zero = 0.0 * pass_s  # broadcasts every term to the pass's shape
+    collectives: tuple[ops.Operator, ...] = ()
     if communication:
         if topo is None:
             raise InputError("topology", None, "a topology when communication is on")
-        ranks = _destination_ranks(e, m.experts, m.experts_per_token)
+        ranks = cops.destination_ranks(e, m.experts, m.experts_per_token)
 
-        def comms(tokens: FloatArray) -> tuple[FloatArray, FloatArray]:
-            """(TP, EP) communication of one micro-batch of ``tokens`` tokens."""
-            tp_s = tp_all_reduce_s(tokens / d, m.hidden, m.num_layers / p, t, topo, activation_bytes) + zero
-            if ops.num(moe_tp).ndim or moe_tp:  # the experts' own TP reduction (moe_tp != tp)
-                tp_s = tp_s + moe_tp_all_reduce_s(
-                    tokens / chips_per_stage * ops.num(skew),
-                    ranks,
-                    m.hidden,
-                    m.num_moe_layers / p,
-                    moe_tp,
-                    t,
-                    topo,
-                    activation_bytes,
-                )
-            ep_s = (  # 0 when ep = 1: experts local or tensor-split
-                ep_all_to_all_s(
-                    tokens / chips_per_stage * ops.num(skew),
-                    ranks,
-                    m.hidden,
-                    m.num_moe_layers / p,
-                    e,
-                    topo,
-                    activation_bytes,
-                    stride=maximum(ops.num(moe_tp), 1.0),
-                )
-                + zero
+        def comms(tokens: FloatArray) -> tuple[ops.Operator, ...]:
+            """The TP and EP collectives of one micro-batch of ``tokens`` tokens."""
+            return cops.step_collectives(
+                m, tokens, rates.efficiency, topo, t, d, e, p, moe_tp, skew, ranks, activation_bytes
             )
-            return tp_s, ep_s
 
-        tp_comm, ep_comm = comms(mb_tokens)
+        collectives = comms(mb_tokens)
+        tp_comm, ep_comm = cops.comm_pass_s(collectives, zero)
         hops = pipeline_hops(p, decode=decode) + zero
         if p.ndim == 0 and p == 1:  # one stage: no hop to time
             hops_s = zero
@@ -457,13 +484,15 @@ def plan_step(
             # other's operators
             halves = operators_of(load.halved())
             tbo_pass = 2.0 * _sum_over(halves, lambda op: op.time_s)
-            tp_half, ep_half = comms(mb_tokens / 2.0)
+            half_collectives = comms(mb_tokens / 2.0)
+            tp_half, ep_half = cops.comm_pass_s(half_collectives, zero)
             with_tbo = combine_comm_s(tbo_pass, 2.0 * tp_half, comm_overlap_frac) + two_batch_overlap_s(
                 2.0 * ep_half, tbo_pass, o
             )
             use = (with_tbo < stage) & (o > 0)
             split = use
             operators = _either(use, halves, operators)
+            collectives = _either(use, half_collectives, collectives)
             if np.ndim(use) == 0:
                 if use:
                     tp_comm, ep_comm, stage = 2.0 * tp_half, 2.0 * ep_half, with_tbo
@@ -471,6 +500,11 @@ def plan_step(
                 tp_comm = np.where(use, 2.0 * tp_half, tp_comm)
                 ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
                 stage = np.where(use, with_tbo, stage)
+        if not (p.ndim == 0 and p == 1):
+            latency = crossing * topo.scale_out_latency_s + (hops - crossing) * topo.scale_up_latency_s
+            latency = latency + hops * extra_hop_latency_s
+            send = cops.send_operator("pp_send", hops_s, latency, topo, rates.efficiency)
+            collectives = (*collectives, send)
     else:  # nothing to combine: the stage is the pass (the fields broadcast below, as views)
         combine_comm_s(0.0, 0.0, comm_overlap_frac)  # the overlap fraction is checked all the same
         tp_comm = ep_comm = 0.0 * p
@@ -500,6 +534,7 @@ def plan_step(
         imbalance=imbalance,
         overhead_s=host_overhead_s(rates.efficiency, load, d),
         two_batch_split=split,
+        collectives=collectives,
     )
 
 
@@ -545,13 +580,4 @@ _OPERATOR_TOTALS = (
 )
 
 
-@lru_cache(maxsize=1024)
-def _cached_ranks(ep: float, experts: int, per_token: int) -> FloatArray:
-    return coll.expected_destination_ranks(ep, experts, per_token)
-
-
-def _destination_ranks(ep: FloatArray, experts: int, per_token: int) -> FloatArray:
-    """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree."""
-    if isinstance(ep, float) or np.ndim(ep) == 0:
-        return _cached_ranks(float(ep), experts, per_token)
-    return coll.expected_destination_ranks(ep, experts, per_token)
+#: The step's collectives that are tensor-parallel traffic, and those that are the experts'.

@@ -34,7 +34,8 @@ from typing import NamedTuple, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core.numeric import num
+from rackmath.core.numeric import maximum, num
+from rackmath.specs.precision import FP8_BLOCK_ACTIVATION_BYTES
 
 FloatArray = NDArray[np.float64]
 
@@ -267,6 +268,33 @@ def elementwise(
 
 
 # ----------------------------------------------------------------------------- collectives
+#
+# A collective's work is what one chip puts on its link per call (``wire_bytes``), the buffer
+# each rank contributes (``message_bytes``: what a fitted curve's message range is measured
+# in), the group size and the calls. The kernel fit reads every measured collective table
+# through these functions (:func:`rackmath.analyses.kernel_rows.comm_rows`) and the step times
+# its collectives on the same (:func:`rackmath.core.network.collective_operator`):
+#
+# ====================  =================================  ======================================
+# collective            message ``M`` per rank             wire bytes per chip
+# ====================  =================================  ======================================
+# ring all-reduce       the buffer ``S``                   ``2 (n-1)/n S`` (NCCL's bus bytes)
+# one-shot all-reduce   the buffer ``S``                   ``(n-1) S`` (every peer's buffer read)
+# all-gather            the gathered result ``S``          ``(n-1)/n S``
+# reduce-scatter        the input buffer ``S``             ``(n-1)/n S``
+# all-to-all            ``M`` spread evenly over the group ``(n-1)/n M``
+# expert dispatch or    ``tokens x copies x h x b``        ``(n-1)/n M``: DeepEP low-latency sends
+# combine                                                  ``k`` copies a token (one per expert),
+#                                                          DeepEP normal and NCCL one per
+#                                                          destination rank
+# send / receive        the activation ``M``               ``M``
+# ====================  =================================  ======================================
+
+
+#: Bytes per value of an FP8 token exchange: the block-scaled FP8 activation format, one byte
+#: plus an fp32 scale per 128 values (DeepSeek-V3 report §3.3: 1x128 activation tiles;
+#: DeepEP's FP8 dispatch sends the same).
+FP8_DISPATCH_BYTES = FP8_BLOCK_ACTIVATION_BYTES
 
 
 class CommWork(NamedTuple):
@@ -285,17 +313,65 @@ def all_reduce(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.
     chip (reduce-scatter then all-gather; Thakur, Rabenseifner & Gropp 2005). Worked number:
     16 MiB over 8 GPUs -> 29.36 MB on the wire per chip."""
     s, n = num(message_bytes), num(ranks)
-    return CommWork(2.0 * (n - 1.0) / np.maximum(n, 1.0) * s, s, n, num(calls))
+    return CommWork(2.0 * (n - 1.0) / maximum(n, 1.0) * s, s, n, num(calls))
+
+
+def one_shot_all_reduce(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+    """The custom all-reduce engines run at small messages (TensorRT-LLM's and vLLM's one-shot
+    kernel): each rank reads the ``n - 1`` peers' whole ``S``-byte buffers over NVLink and
+    reduces locally, ``(n - 1) S`` per chip in one step instead of the ring's ``2 (n - 1)``
+    steps. Worked number: 16 KiB (8,192 bf16 values) over 8 GPUs -> 114.7 kB per chip.
+
+    The custom tables (TensorRT-LLM's AUTO strategy: one-shot, then two-shot, then NCCL as the
+    message grows) fit better on these bytes than on the ring's, where the custom kernel runs
+    (:func:`rackmath.analyses.kernel_rows.comm_rows`; on those rows the H100's median error is
+    3% on these bytes, 6% on the ring's)."""
+    s, n = num(message_bytes), num(ranks)
+    return CommWork(maximum(n - 1.0, 0.0) * s, s, n, num(calls))
 
 
 def all_gather(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
-    """An all-gather (or reduce-scatter) of an ``S``-byte result: ``(n - 1)/n S`` per chip."""
+    """An all-gather of an ``S``-byte result: ``(n - 1)/n S`` per chip (each chip receives the
+    ``n - 1`` shards it lacks; nccl-tests' size is the gathered buffer)."""
     s, n = num(message_bytes), num(ranks)
-    return CommWork((n - 1.0) / np.maximum(n, 1.0) * s, s, n, num(calls))
+    return CommWork((n - 1.0) / maximum(n, 1.0) * s, s, n, num(calls))
+
+
+def reduce_scatter(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+    """A reduce-scatter of an ``S``-byte input: ``(n - 1)/n S`` per chip, the mirror of
+    :func:`all_gather` (nccl-tests' size is the input buffer)."""
+    return all_gather(message_bytes, ranks, calls)
 
 
 def all_to_all(bytes_per_chip: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
     """Each chip spreads ``M`` bytes evenly over the group: ``(n - 1)/n M`` leave it (an EP
     dispatch or combine of ``tokens x destinations x hidden`` values)."""
     m, n = num(bytes_per_chip), num(ranks)
-    return CommWork((n - 1.0) / np.maximum(n, 1.0) * m, m, n, num(calls))
+    return CommWork((n - 1.0) / maximum(n, 1.0) * m, m, n, num(calls))
+
+
+def expert_exchange(
+    tokens: ArrayLike,
+    copies: ArrayLike,
+    hidden: ArrayLike,
+    value_bytes: ArrayLike,
+    ranks: ArrayLike,
+    calls: ArrayLike = 1.0,
+) -> CommWork:
+    """One expert dispatch (or combine) on one rank: ``tokens`` tokens of ``hidden`` values of
+    ``value_bytes`` bytes, ``copies`` copies each, spread over ``ranks`` EP ranks
+    (:func:`all_to_all` of ``M = tokens x copies x hidden x value_bytes``).
+
+    ``copies``: DeepEP's low-latency kernels send one copy per selected expert (``k``); its
+    normal kernels and an NCCL all-to-all one per destination rank
+    (:func:`rackmath.core.collectives.expected_destination_ranks`, ``D``). Worked number
+    (DeepSeek-V3, one token, ``k = 8``, h = 7,168, an fp8 dispatch of 1 + 4/128 bytes a value
+    over 8 ranks): ``M = 59.1 kB``, 51.7 kB on the wire."""
+    m = num(tokens) * num(copies) * num(hidden) * num(value_bytes)
+    return all_to_all(m, ranks, calls)
+
+
+def send(message_bytes: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+    """A point-to-point send (a pipeline hop): the whole message on the wire, two ranks."""
+    s = num(message_bytes)
+    return CommWork(s, s, 0.0 * s + 2.0, num(calls))

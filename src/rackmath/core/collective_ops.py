@@ -1,0 +1,417 @@
+"""Collectives as operators of a step: which implementation times each, on which curve.
+
+A step's collectives are operators of class ``collective`` (no FLOPs, no HBM bytes): a time,
+its fixed part (``latency_s``) and the :class:`~rackmath.specs.efficiency.Kernel` it ran on.
+Which model times them follows the rates' efficiency table, as every other operator's curve:
+
+* the pure table (``--pure``): the link model above, unchanged (``Kernel("link model")``);
+* a kernel-grounded table: the chip's fitted curves (:attr:`EfficiencyTable.collectives`,
+  ``"<collective>:<implementation>"``) on the work of :mod:`rackmath.core.work`, each
+  implementation where an engine runs it:
+
+  - all-reduce: the faster of TensorRT-LLM's custom kernel (one-shot bytes, within the
+    message sizes its table shows it running, as the AUTO strategy picks it) and NCCL's ring;
+  - all-gather, reduce-scatter: NCCL;
+  - expert dispatch and combine: DeepEP low-latency for decode-sized calls (a rank's message
+    within its table's range; ``k`` copies a token, fp8 out and bf16 back), DeepEP normal
+    beyond (one copy per destination rank), NCCL's all-to-all where the chip has neither;
+  - a pipeline send: the link model (no send/receive table).
+
+  A group larger than the table's (GB200's tables stop at 4 GPUs) runs on the same curve with
+  its fitted hop latency and link fraction, and the kernel says so (``fallback``). A group
+  spanning ``R > 1`` scale-up domains times its in-domain leg on the fitted curve and the
+  cross-domain leg on the link model (scale-out), added as the link model adds them.
+
+:func:`step_collectives` lists a serving step's collectives; training builds its own from the
+same operator functions (:mod:`rackmath.core.training_comm`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import collectives as coll
+from rackmath.core import operators as ops
+from rackmath.core import work as wk
+from rackmath.core.efficiency import collective_timing
+from rackmath.core.network import (
+    DEFAULT_ACTIVATION_BYTES,
+    Group,
+    Topology,
+    all_gather_s,
+    all_reduce_s,
+    expert_all_to_all_s,
+    place,
+)
+from rackmath.core.numeric import maximum, num
+from rackmath.core.operators import Operator
+from rackmath.core.sharding import ShardableModel
+from rackmath.specs.efficiency import CollectiveCurve, EfficiencyTable, Kernel, OpClass
+
+FloatArray = NDArray[np.float64]
+
+
+LINK_MODEL = "link model"
+#: Bytes a value DeepEP sends: an fp8 dispatch (plus its scales) and a bf16 combine
+#: (DeepEP's defaults in SGLang and TensorRT-LLM; its tables time these payloads).
+DEEPEP_VALUE_BYTES: dict[str, float] = {"dispatch": wk.FP8_DISPATCH_BYTES, "combine": 2.0}
+_ZERO = cast(FloatArray, np.float64(0.0))  # a term a collective lacks; broadcasts anywhere
+
+
+class _Leg(NamedTuple):
+    """One implementation's time per call (and fixed part) for a collective, the points it may
+    run at (``usable``: True, or a bool per point), its label and curve (None: link model)."""
+
+    time: FloatArray
+    latency: FloatArray
+    usable: Any
+    label: str
+    curve: CollectiveCurve | None
+
+
+def collective_operator(
+    name: str, time_s: ArrayLike, latency_s: ArrayLike, kernel: Kernel, link_bytes_per_s: float
+) -> Operator:
+    """A collective as an operator of the step: ``time_s`` and its fixed part ``latency_s``
+    (seconds, every call together), no FLOPs and no HBM bytes, and the kernel it ran on."""
+    z = _ZERO
+    bandwidth = num(link_bytes_per_s)
+    return Operator(
+        name, OpClass.COLLECTIVE, z, z, z, z, z, z, z, num(time_s), bandwidth, num(latency_s), 0.0, kernel
+    )
+
+
+def _fitted(curve: CollectiveCurve, work: wk.CommWork, topo: Topology) -> tuple[FloatArray, FloatArray]:
+    """``(time, latency)`` of one in-domain call on a fitted curve over the scale-up link."""
+    return collective_timing(
+        curve.efficiency, work.wire_bytes, topo.scale_up_bytes_per_s, topo.scale_up_latency_s, work.ranks
+    )
+
+
+def _choose(
+    primary: _Leg, alternatives: list[_Leg], fastest: bool
+) -> tuple[FloatArray, FloatArray, str, _Leg]:
+    """Per point, ``primary`` or an alternative where it is usable (and, with ``fastest``,
+    faster): ``(time, latency, label, the leg most points ran on)``."""
+    time, latency, labels, main = primary.time, primary.latency, [primary.label], primary
+    for alt in alternatives:
+        take = alt.usable & (alt.time < time) if fastest else alt.usable
+        if type(take) is not np.ndarray:  # one point: a branch, no np.where on scalars
+            if take:
+                time, latency, labels, main = alt.time, alt.latency, [alt.label], alt
+            continue
+        if take.any():
+            time, latency = np.where(take, alt.time, time), np.where(take, alt.latency, latency)
+            labels = [*labels, alt.label] if not take.all() else [alt.label]
+            main = alt if take.mean() >= 0.5 else main
+    return time, latency, "/".join(labels), main
+
+
+def _kernel(table: EfficiencyTable, collective: str, label: str, leg: _Leg, group: Group) -> Kernel:
+    """The kernel a collective ran on, with how it was extrapolated (cached per table)."""
+    k, r = _largest(group.chips_per_domain), _largest(group.domains)
+    key = (collective, label, leg.label, k, r)
+    cache: dict[tuple[str, str, str, float, float], Kernel] = table.__dict__.setdefault(
+        "_collective_kernels", {}
+    )
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = _describe(table, collective, label, leg.curve, k, r)
+    return hit
+
+
+def _largest(x: FloatArray) -> float:
+    return float(x.max(initial=0.0)) if type(x) is np.ndarray else float(x)
+
+
+def _describe(
+    table: EfficiencyTable, collective: str, label: str, curve: CollectiveCurve | None, k: float, r: float
+) -> Kernel:
+    chip = table.chip or "this chip"
+    if curve is None:
+        why = "" if table.is_pure else f"no fitted {collective} on {chip}: link model"
+        return Kernel(LINK_MODEL, "", collective, table.chip, table.transferred, why)
+    notes = []
+    if k > curve.max_ranks:
+        how = (
+            "the fitted hop latency and link fraction"
+            if curve.efficiency.hop_latency_s
+            else "the fitted latency and link fraction (one group size measured, no hop term)"
+        )
+        notes.append(f"fitted on up to {curve.max_ranks:g} GPUs; {k:g} ranks extrapolated with {how}")
+    if r > 1:
+        notes.append(
+            f"spans {r:g} scale-up domains: the {k:g}-rank in-domain leg on the fitted curve, "
+            "the cross-domain leg on the link model (scale-out)"
+        )
+    why = "; ".join(notes)
+    return Kernel(curve.source, label, collective, table.chip, table.transferred, why, curve.band)
+
+
+def all_reduce_operator(
+    name: str, group: Group, message_bytes: ArrayLike, calls: ArrayLike, table: EfficiencyTable
+) -> Operator:
+    """``calls`` all-reduces of an ``S``-byte buffer over ``group``.
+
+    Link model: :func:`all_reduce_s`. Fitted: in each domain the faster of the custom kernel
+    (``all_reduce:custom``, one-shot bytes ``(k-1) S``, only up to the largest message its table
+    shows it running) and NCCL's ring (``all_reduce:nccl``, ``2 (k-1)/k S``) on ``k`` ranks;
+    across ``R`` domains the link model's ring of the ``S/k`` shard, twice
+    (:func:`rackmath.core.collectives.hierarchical_all_reduce_s`'s outer leg).
+    """
+    topo, s, c = group.topology, num(message_bytes), num(calls)
+    on = group.size > 1
+    nccl, custom = table.collective("all_reduce:nccl"), table.collective("all_reduce:custom")
+    if nccl is None and custom is None:
+        time = all_reduce_s(group, s)
+        latency = all_reduce_s(group, 0.0 * s)
+        kernel = _describe(table, "all_reduce", "", None, 0.0, 0.0)
+        return collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s)
+    k, r = group.chips_per_domain, group.domains
+    outer = 2.0 * coll.all_gather_s(s / k, r, topo.scale_out_bytes_per_s, topo.scale_out_latency_s)
+    outer_latency = 2.0 * maximum(r - 1.0, 0.0) * topo.scale_out_latency_s
+    if nccl is not None:
+        t, a = _fitted(nccl, wk.all_reduce(s, k), topo)
+        primary = _Leg(t, a, True, "nccl", nccl)
+    else:
+        t = coll.all_reduce_s(s, k, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
+        primary = _Leg(t, 2.0 * maximum(k - 1.0, 0.0) * topo.scale_up_latency_s, True, LINK_MODEL, None)
+    alternatives = []
+    if custom is not None:
+        t, a = _fitted(custom, wk.one_shot_all_reduce(s, k), topo)
+        alternatives.append(_Leg(t, a, s <= custom.max_message_bytes, "custom", custom))
+    time, latency, label, leg = _choose(primary, alternatives, fastest=True)
+    kernel = _kernel(table, "all_reduce", label, leg, group)
+    return collective_operator(
+        name, (time + outer) * on * c, (latency + outer_latency) * on * c, kernel, topo.scale_up_bytes_per_s
+    )
+
+
+def gather_operator(
+    name: str,
+    collective: str,
+    group: Group,
+    message_bytes: ArrayLike,
+    calls: ArrayLike,
+    table: EfficiencyTable,
+) -> Operator:
+    """``calls`` all-gathers (``collective = "all_gather"``) or reduce-scatters of an ``S``-byte
+    buffer over ``group``: :func:`all_gather_s` on the link model; fitted, NCCL's curve on
+    the ``k`` in-domain ranks plus the link model's ring of the ``S/k`` shard across domains."""
+    topo, s, c = group.topology, num(message_bytes), num(calls)
+    curve = table.collective(f"{collective}:nccl")
+    if curve is None:
+        time, latency = all_gather_s(group, s), all_gather_s(group, 0.0 * s)
+        kernel = _describe(table, collective, "", None, 0.0, 0.0)
+        return collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s)
+    k, r = group.chips_per_domain, group.domains
+    work = wk.all_gather(s, k) if collective == "all_gather" else wk.reduce_scatter(s, k)
+    t, a = _fitted(curve, work, topo)
+    outer = coll.all_gather_s(s / k, r, topo.scale_out_bytes_per_s, topo.scale_out_latency_s)
+    outer_latency = maximum(r - 1.0, 0.0) * topo.scale_out_latency_s
+    on = group.size > 1
+    kernel = _kernel(table, collective, "nccl", _Leg(t, a, True, "nccl", curve), group)
+    return collective_operator(
+        name, (t + outer) * on * c, (a + outer_latency) * on * c, kernel, topo.scale_up_bytes_per_s
+    )
+
+
+def expert_operators(
+    group: Group,
+    tokens_per_chip: ArrayLike,
+    destination_ranks: ArrayLike,
+    experts_per_token: float,
+    hidden: float,
+    calls: ArrayLike,
+    table: EfficiencyTable,
+    activation_bytes: ArrayLike = DEFAULT_ACTIVATION_BYTES,
+    names: tuple[str, str] = ("ep_dispatch", "ep_combine"),
+    value_bytes: tuple[ArrayLike, ArrayLike] | None = None,
+    destination_domains: ArrayLike | None = None,
+) -> tuple[Operator, Operator]:
+    """``calls`` expert dispatches and as many combines of ``tokens_per_chip`` tokens of
+    ``hidden`` values over the EP ``group``: two operators (``names``).
+
+    Link model: :func:`expert_all_to_all_s` each, at ``value_bytes`` (dispatch, combine;
+    default ``activation_bytes`` both), one copy per destination rank (the pair is
+    :func:`ep_all_to_all_s`; with ``destination_domains``, node-limited routing's crossing
+    leg). Fitted, by what engines run: DeepEP low-latency (``<phase>:deepep_ll``: ``k`` copies
+    a token) where a rank's message lies within its table's; else DeepEP normal (``D`` copies);
+    else NCCL's all-to-all (``D`` copies); DeepEP at ``value_bytes``, by default its own
+    payload (:data:`DEEPEP_VALUE_BYTES`: fp8 out, bf16 back), NCCL at ``activation_bytes``.
+    Each runs on the ``n/R`` ranks of a domain with ``M/R`` of the rank's ``M`` bytes
+    (:func:`rackmath.core.work.expert_exchange`), plus the link model's crossing leg
+    ``(R-1)/R M / B_out + a_out`` (:func:`rackmath.core.collectives.hierarchical_all_to_all_s`);
+    with ``destination_domains`` ``N`` (DeepEP's node-deduplicated path) the whole ``M`` is
+    forwarded inside the domain and ``N (R-1)/R`` copies a token cross
+    (:func:`expert_all_to_all_s`).
+    """
+    topo, c = group.topology, num(calls)
+    tokens, d = num(tokens_per_chip), num(destination_ranks)
+    curves = _expert_curves(table)
+    phases = ("dispatch", "combine")
+    if not any(c for phase in curves for c in phase):
+        payload = value_bytes or (activation_bytes, activation_bytes)
+        out = []
+        for name, phase, b in zip(names, phases, payload, strict=True):
+            time = expert_all_to_all_s(group, tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
+            latency = expert_all_to_all_s(group, 0.0 * tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
+            kernel = _describe(table, phase, "", None, 0.0, 0.0)
+            out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
+        return out[0], out[1]
+    n, r = group.size, maximum(group.domains, 1.0)
+    limited = destination_domains is not None
+    inside = group.chips_per_domain if limited else n / r
+    one_domain = type(r) is not np.ndarray and r == 1.0
+    # the in-domain share: M/R over n/R ranks (node-limited: every copy, forwarded in the domain)
+    share = tokens if (one_domain or limited) else tokens / r
+    across = 0.0 if one_domain else coll.cross_domain_fraction(r) / topo.scale_out_bytes_per_s
+    across_latency = 0.0 if one_domain else topo.scale_out_latency_s * (r > 1)
+    crossing_copies = num(destination_domains) if destination_domains is not None else 0.0
+    on = True if type(n) is not np.ndarray and n > 1 else n > 1
+
+    def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, b: ArrayLike) -> _Leg:
+        w = wk.expert_exchange(share, copies, hidden, b, inside)
+        if curve is None:
+            t = coll.all_to_all_s(w.message_bytes, inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
+            a = num(topo.scale_up_latency_s * (inside > 1))
+        else:
+            t, a = _fitted(curve, w, topo)
+        m = w.message_bytes if (one_domain or limited) else w.message_bytes * r  # the rank's whole message
+        usable = True if curve is None or label != "deepep_ll" else m <= curve.max_message_bytes
+        if one_domain:
+            return _Leg(t, a, usable, label, curve)
+        crossing = m if not limited else tokens * crossing_copies * hidden * num(b)
+        return _Leg(t + across * crossing + across_latency, a + across_latency, usable, label, curve)
+
+    out = []
+    for i, (name, phase, (ll, normal, nccl)) in enumerate(zip(names, phases, curves, strict=True)):
+        deepep = DEEPEP_VALUE_BYTES[phase] if value_bytes is None else value_bytes[i]
+        plain = activation_bytes if value_bytes is None else value_bytes[i]
+        low = leg(ll, "deepep_ll", experts_per_token, deepep) if ll is not None else None
+        if low is not None and type(low.usable) is not np.ndarray and low.usable:  # one decode-sized point
+            time, latency, label, chosen = low.time, low.latency, low.label, low
+        else:
+            if normal is not None:
+                primary = leg(normal, "deepep_normal", d, deepep)
+            elif nccl is not None:
+                primary = leg(nccl, "nccl", d, plain)
+            else:
+                primary = leg(None, LINK_MODEL, d, plain)
+            time, latency, label, chosen = _choose(primary, [low] if low is not None else [], fastest=False)
+        if on is not True:
+            time, latency = time * on, latency * on
+        kernel = _kernel(table, phase, label, chosen, group)
+        out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
+    return out[0], out[1]
+
+
+def _expert_curves(table: EfficiencyTable) -> tuple[tuple[CollectiveCurve | None, ...], ...]:
+    """Per phase (dispatch, combine): its DeepEP low-latency, DeepEP normal and NCCL all-to-all
+    curves (looked up once per table)."""
+    hit: tuple[tuple[CollectiveCurve | None, ...], ...] | None = table.__dict__.get("_expert_curves")
+    if hit is None:
+        hit = tuple(
+            tuple(table.collective(n) for n in (f"{p}:deepep_ll", f"{p}:deepep_normal", "all_to_all:nccl"))
+            for p in ("dispatch", "combine")
+        )
+        object.__setattr__(table, "_expert_curves", hit)
+    return hit
+
+
+def send_operator(
+    name: str, time_s: ArrayLike, latency_s: ArrayLike, topo: Topology, table: EfficiencyTable
+) -> Operator:
+    """Pipeline sends of a step (``time_s`` all together, :func:`pipeline_hop_s`) as an operator:
+    the link model in every mode (no send/receive table is fitted)."""
+    why = "" if table.is_pure else "no send/receive table: link model"
+    kernel = Kernel(LINK_MODEL, "", "send", table.chip, table.transferred, why)
+    return collective_operator(name, time_s, latency_s, kernel, topo.scale_up_bytes_per_s)
+
+
+TP_COLLECTIVES = ("tp_all_reduce", "moe_tp_all_reduce")
+EP_COLLECTIVES = ("ep_dispatch", "ep_combine")
+#: Collectives whose time is the whole cycle's, not one pass's (the pipeline sends).
+PER_CYCLE_COLLECTIVES = ("pp_send",)
+
+
+def step_collectives(
+    m: ShardableModel,
+    tokens: FloatArray,
+    table: ops.eff.EfficiencyTable,
+    topo: Topology,
+    tp: FloatArray,
+    dp: FloatArray,
+    ep: FloatArray,
+    pp: FloatArray,
+    moe_tp: ArrayLike,
+    skew: ArrayLike,
+    destination_ranks: FloatArray,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+) -> tuple[ops.Operator, ...]:
+    """The collectives of one micro-batch of ``tokens`` tokens through one stage, per chip:
+
+    * ``tp_all_reduce``: two all-reduces per layer of ``tokens/dp x h x b`` over the ``tp``
+      chips (Megatron: after attention, after the MLP), ``2 L / P`` calls;
+    * ``moe_tp_all_reduce``: the experts' own TP reduction where ``moe_tp`` differs from ``tp``
+      (:func:`rackmath.core.network.moe_tp_all_reduce_s`), ``L_moe / P`` calls;
+    * ``ep_dispatch``, ``ep_combine``: one each per MoE layer over the ``ep`` ranks spaced
+      ``moe_tp`` apart, ``tokens / (dp tp) x skew`` tokens a chip, ``L_moe / P`` calls each.
+
+    Each is timed by :func:`all_reduce_operator` or
+    :func:`expert_operators` on the table's fitted curves (the link model
+    on the pure table: then the sums are :func:`tp_all_reduce_s`, :func:`moe_tp_all_reduce_s`
+    and :func:`ep_all_to_all_s`, to the bit). Plans without a dimension (``tp = 1``, ``ep =
+    1``) get no operator for it.
+    """
+    out: list[ops.Operator] = []
+    layers = m.num_layers / pp
+    if tp.ndim or tp > 1:
+        message = tokens / dp * m.hidden * activation_bytes
+        group = place(topo, tp)
+        out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * layers, table))
+    moe_layers = m.num_moe_layers / pp
+    chip_tokens = tokens / (dp * tp) * ops.num(skew)
+    mt = ops.num(moe_tp)
+    on = (mt > 1) & (mt != tp)
+    if on.any() if type(on) is np.ndarray else on:
+        message = chip_tokens * destination_ranks * mt * m.hidden * activation_bytes
+        group = place(topo, maximum(mt, 1.0))
+        op = all_reduce_operator("moe_tp_all_reduce", group, message, moe_layers, table)
+        if type(on) is np.ndarray:
+            op = op._replace(time_s=op.time_s * on, latency_s=op.latency_s * on)
+        out.append(op)
+    if ep.ndim or ep > 1:
+        group = place(topo, ep, maximum(mt, 1.0))
+        out += expert_operators(
+            group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
+            activation_bytes,
+        )  # fmt: skip
+    return tuple(out)
+
+
+def comm_pass_s(collectives: tuple[ops.Operator, ...], zero: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(TP, EP) communication of one pass: the sums of the TP and the EP collectives' times."""
+    tp, ep = zero, zero
+    for op in collectives:
+        if op.name in TP_COLLECTIVES:
+            tp = tp + op.time_s
+        elif op.name in EP_COLLECTIVES:
+            ep = ep + op.time_s
+    return tp, ep
+
+
+@lru_cache(maxsize=1024)
+def _cached_ranks(ep: float, experts: int, per_token: int) -> FloatArray:
+    return coll.expected_destination_ranks(ep, experts, per_token)
+
+
+def destination_ranks(ep: FloatArray, experts: int, per_token: int) -> FloatArray:
+    """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree."""
+    if isinstance(ep, float) or np.ndim(ep) == 0:
+        return _cached_ranks(float(ep), experts, per_token)
+    return coll.expected_destination_ranks(ep, experts, per_token)
