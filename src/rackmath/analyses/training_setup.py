@@ -318,3 +318,15 @@ def kernel_table(
         source=f"kernel fit ({recipe.value} GEMMs, bf16 attention): {bf16.source}",
         transferred=bf16.transferred,
     )
+
+
+#: Every GEMM recipe :func:`make_training` knows (``compute``), whatever the chip.
+GEMM_RECIPES: tuple[str, ...] = tuple(r.value for r in GemmRecipe)
+
+
+def gemm_recipes(system: SystemSpec) -> tuple[str, ...]:
+    """The GEMM recipes :func:`make_training` accepts on ``system`` (its ``compute``): those
+    whose peak the chip's catalog entry states (``tf32`` is not a recipe; ``nvfp4`` needs an
+    fp4 peak)."""
+    peaks = system.chip.peak_flops_per_s
+    return tuple(r.value for r in GemmRecipe if r.precision.compute_class in peaks)

@@ -25,6 +25,7 @@ from rackmath.figure_spec import FigureData
 from rackmath.specs import ChipSpec, Precision, SystemSpec
 from rackmath.web import render_plotly
 from rackmath.web.state import BOUNDS, CUSTOM_MODEL, upload_text
+from rackmath.web.wording import in_page_words
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).
 DEFAULT = "default"
@@ -35,8 +36,9 @@ def key(page: str, field: str) -> str:
 
 
 def show_error(exc: RackmathError) -> None:
-    """A user-caused problem, as one clear message on the page (never a traceback)."""
-    st.error(str(exc), icon=":material/error:")
+    """A user-caused problem, as one clear message on the page (never a traceback), in the
+    page's words (a CLI flag the analysis names becomes the control's name)."""
+    st.error(in_page_words(str(exc)), icon=":material/error:")
 
 
 def show_errors(errors: Iterable[RackmathError]) -> None:
@@ -131,6 +133,18 @@ def precision_picker(
     value = st.selectbox(
         label, [DEFAULT, *(p.value for p in options)], key=key(page, field), format_func=show
     )
+    return None if value == DEFAULT else value
+
+
+def choice_picker(
+    page: str, field: str, label: str, options: Sequence[str], default: str | None, help: str | None = None
+) -> str | None:
+    """One of ``options``, or DEFAULT (returned as None: the analysis picks ``default``)."""
+
+    def show(value: str) -> str:
+        return (f"default ({default})" if default else "default") if value == DEFAULT else value
+
+    value = st.selectbox(label, [DEFAULT, *options], key=key(page, field), format_func=show, help=help)
     return None if value == DEFAULT else value
 
 
