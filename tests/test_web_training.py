@@ -176,7 +176,7 @@ def test_a_plan_that_fits_says_so_and_recompute_changes_the_step() -> None:
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ({"chips": "100"}, "--chips: got 100; allowed: the plan's tp x pp x dp x cp = 8192 chips"),
+        ({"chips": "100"}, "Chips: got 100; allowed: the plan's tp x pp x dp x cp = 8192 chips"),
         ({"plan": "tp=3,pp=16,dp=64"}, "plan tp: got 3; allowed: a divisor of the 128 attention heads"),
     ],
 )
