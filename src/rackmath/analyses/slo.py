@@ -22,6 +22,8 @@ tokens. MTP with a disaggregated fleet is not modelled (refused).
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,30 @@ from rackmath.errors import InputError
 from rackmath.specs import ModelSpec, SystemSpec
 
 FloatArray = NDArray[np.float64]
+
+
+def parse_trace(text: str, field: str = "trace") -> rq.Requests:
+    """CSV text of ``arrival_s,input_tokens,output_tokens`` rows (a header line is allowed),
+    checked by :func:`rackmath.analyses.simulate.check_trace`; ``rackmath simulate --trace``
+    reads the same format."""
+    rows = [r for r in csv.reader(io.StringIO(text)) if r and r[0].strip()]
+    if rows and not _is_number(rows[0][0]):
+        rows = rows[1:]
+    if not rows or any(len(r) < 3 for r in rows):
+        raise InputError(field, f"{len(rows)} rows", "CSV rows of arrival_s,input_tokens,output_tokens")
+    try:
+        cols = [[float(r[j]) for r in rows] for j in range(3)]
+    except ValueError as exc:
+        raise InputError(field, "a row", f"numbers in every row ({exc})") from None
+    return sim.check_trace(*cols)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,15 @@ def price_input(page: str, chip: ChipSpec) -> float | None:
 # --------------------------------------------------------------------------- exports
 
 
+def cli_command(command: Any) -> None:
+    """The ``rackmath ...`` command line(s) that reproduce the view (a
+    :class:`rackmath.web.commands.Command`), in a code box with a copy button."""
+    st.markdown("##### Copy as CLI command")
+    st.code(command.text, language="bash", wrap_lines=True)
+    for note in command.notes:
+        st.caption(note)
+
+
 def records_csv(records: Sequence[Mapping[str, Any]]) -> bytes:
     """Rows -> CSV (columns in the first row's order; nested values as JSON)."""
     buffer = io.StringIO()

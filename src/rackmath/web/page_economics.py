@@ -27,6 +27,7 @@ from rackmath.errors import RackmathError
 from rackmath.figure_spec import FigureData
 from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
 from rackmath.web import components as ui
+from rackmath.web.commands import economics_command
 from rackmath.web.economics_controls import (
     CONTROLS,
     PAGE,
@@ -93,6 +94,7 @@ def render_economics_page() -> None:
             _RENDER[state.tab](state)
         except RackmathError as exc:
             ui.show_error(exc)
+        ui.cli_command(economics_command(state, dt.date.today().isoformat()))
 
 
 def _side_by_side(*charts: tuple[str, FigureData]) -> None:

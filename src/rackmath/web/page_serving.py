@@ -29,6 +29,7 @@ from rackmath.narrative import reading
 from rackmath.specs import ChipSpec, Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.web import components as ui
+from rackmath.web.commands import serving_command
 from rackmath.web.render_plotly import figure as plotly_figure
 from rackmath.web.state import (
     CUSTOM_MODEL,
@@ -332,6 +333,7 @@ def render_serving_page() -> None:
     _features(view, state)
     _plots(view)
     _tables(view)
+    ui.cli_command(serving_command(state, view.deployment.chips))
 
 
 def _feature_controls(initial: ServingState) -> ServingFeatures:

@@ -35,6 +35,7 @@ from rackmath.errors import DoesNotFitError, InputError, RackmathError
 from rackmath.plots.training import save_pipeline_plot
 from rackmath.units import GB, TERA
 from rackmath.web import components as ui
+from rackmath.web.commands import training_command
 from rackmath.web.state import (
     CUSTOM_MODEL,
     EFFICIENCIES,
@@ -313,6 +314,7 @@ def render_training_page() -> None:
         )
     except RackmathError as exc:
         ui.show_error(exc)
+    ui.cli_command(training_command(state))
 
 
 def _job(view: TrainingView) -> None:
