@@ -127,9 +127,7 @@ class Attainment:
         return dict(self.__dict__)
 
 
-def attainment(
-    times: rq.RequestTimes, ttft_limit_s: float | None, tpot_limit_s: float | None
-) -> Attainment:
+def attainment(times: rq.RequestTimes, ttft_limit_s: float | None, tpot_limit_s: float | None) -> Attainment:
     """Count the requests of ``times`` meeting each limit (see the module docstring)."""
     ttft, tpot = times.ttft_s, times.tpot_s
     done = np.isfinite(times.finish_s)

@@ -1,4 +1,4 @@
-""""Copy as CLI command": the ``rackmath ...`` command line that reproduces a view.
+""" "Copy as CLI command": the ``rackmath ...`` command line that reproduces a view.
 
 Each function maps a page's state to the command (``--json``, so its numbers can be read
 back: ``tests/test_web_commands.py`` runs every one through the CLI and compares them with the

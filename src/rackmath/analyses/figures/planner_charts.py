@@ -40,8 +40,7 @@ def _hover(p: Any, system: str) -> str:
 
 def _published_hover(p: PublishedPoint) -> str:
     return (
-        f"published (row {p.row_id}, {p.input_tokens:,} in / {p.output_tokens:,} out): {p.how}<br>"
-        f"{p.source}"
+        f"published (row {p.row_id}, {p.input_tokens:,} in / {p.output_tokens:,} out): {p.how}<br>{p.source}"
     )
 
 

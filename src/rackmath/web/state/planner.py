@@ -233,4 +233,3 @@ def simulate_query(state: SimulateState) -> dict[str, str]:
         if f.name not in ("model", "system", "plan") and getattr(state, f.name) == getattr(defaults, f.name):
             out.pop(f.name, None)
     return out
-
