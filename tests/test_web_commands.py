@@ -82,7 +82,7 @@ def test_compare_commands_reproduce_every_column(cli: Cli) -> None:
     at = run_page("compare", n="3", **{"c.system": "h100-hgx", "c.plan": "tp=8", "c.batch": "128"})
     lines = commands(at)
     assert len(lines) == 3 and all(line[1] == "explain" for line in lines)
-    shown = at.dataframe[0].value
+    shown = at.table[0].value
     columns = [c for c in shown.columns if c != "figure"]
     by_figure = {row["figure"]: row for row in shown.to_dict("records")}
     for column, line in zip(columns, lines, strict=True):
@@ -147,7 +147,7 @@ def test_simulate_command_reproduces_the_percentiles(cli: Cli, query: dict[str, 
     [line] = commands(at)
     out = run_cli(cli, line)
     r = out.get("result") or out["rate_search"]["best"]
-    shown = {row[""]: row for row in at.dataframe[0].value.to_dict("records")}
+    shown = {row[""]: row for row in at.table[0].value.to_dict("records")}
     for metric, name in (("ttft", "TTFT (queueing included)"), ("tpot", "TPOT"), ("e2e", "end to end")):
         for q in (50, 90, 99):
             assert shown[name][f"p{q}"] == fmt.seconds(r[f"{metric}_p{q}_s"]), (metric, q)
@@ -217,5 +217,5 @@ def test_simulate_command_with_mtp_carries_the_mtp_options(cli: Cli) -> None:
         assert any("--mtp" in c.value for c in at.caption)
         pytest.skip("rackmath simulate has no --mtp option yet (the CLI's part of issue 24)")
     out = run_cli(cli, line)
-    shown = {row[""]: row for row in at.dataframe[0].value.to_dict("records")}
+    shown = {row[""]: row for row in at.table[0].value.to_dict("records")}
     assert shown["TPOT"]["p50"] == fmt.seconds(out["result"]["tpot_p50_s"])

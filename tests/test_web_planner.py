@@ -86,7 +86,7 @@ def test_the_compare_page_shows_each_configuration_side_by_side() -> None:
             Configuration(catalog.model(MODEL70), catalog.system(B200), 256, 8192, chips=8, weights="fp8"),
         ]
     )
-    table = at.dataframe[0].value
+    table = at.table[0].value
     rows = {r["figure"]: r for r in table.to_dict("records")}
     for column, p in zip([c for c in table.columns if c != "figure"], result.points, strict=True):
         assert column == f"{p.label}: {p.model} on {p.chips} x {p.chip}"
@@ -102,7 +102,7 @@ def test_a_configuration_that_does_not_fit_is_said_so() -> None:
     at = run_page("compare", **{"b.batch": "65536"})
     [warning] = [w.value for w in at.warning]
     assert warning.startswith("B does not fit:")
-    rows = {r["figure"]: r for r in at.dataframe[0].value.to_dict("records")}
+    rows = {r["figure"]: r for r in at.table[0].value.to_dict("records")}
     assert list(rows["fits"].values())[1:] == ["yes", "no"]
 
 
@@ -110,7 +110,7 @@ def test_bad_compare_urls_name_the_field() -> None:
     at = run_page("compare", **{"a.system": "h100-hgxx", "b.batch": "0"})
     text = " ".join(e.value for e in at.error)
     assert "unknown system 'h100-hgxx'" in text and "b.batch: got '0'" in text
-    assert at.dataframe  # the defaults are compared
+    assert at.table  # the defaults are compared
 
 
 # --------------------------------------------------------------------------- Frontier
@@ -248,7 +248,7 @@ def test_the_simulate_page_shows_the_apis_percentiles_and_attainment() -> None:
     assert m["TTFT ≤ 400 ms"] == fmt.pct(a.ttft_met_frac)
     assert m["TPOT ≤ 25 ms"] == fmt.pct(a.tpot_met_frac)
     assert m["Both (SLO met)"] == fmt.pct(a.both_met_frac)
-    rows = {r[""]: r for r in at.dataframe[0].value.to_dict("records")}
+    rows = {r[""]: r for r in at.table[0].value.to_dict("records")}
     assert rows["TTFT (queueing included)"]["p99"] == fmt.seconds(run.result.metrics["ttft_p99"])
     charts = _spec_traces(at)
     limit = next(t for t in charts[0] if str(t["name"]).startswith("limit 400 ms"))

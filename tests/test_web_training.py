@@ -65,7 +65,8 @@ def test_a_job_that_does_not_fit_says_by_how_much_and_what_would() -> None:
     ok(at)
     r = train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", recompute="none", **LLAMA3)
     assert not r.memory.fits
-    assert metrics(at)["Fits"] == f"short by {r.memory.short_by_bytes / 1e9:.1f} GB"
+    assert metrics(at)["Fits"] == "no"
+    assert metrics(at)["Short by"] == f"{r.memory.short_by_bytes / 1e9:,.1f} GB"
     best = choose_recompute(r.setup)
     assert [w.value for w in at.warning] == [
         f"Recomputation none is short by {r.memory.short_by_bytes / 1e9:.1f} GB per chip. The fastest mode "

@@ -140,6 +140,8 @@ def published_points(model: ModelSpec, systems: Sequence[SystemSpec]) -> tuple[P
         if placed is None:
             continue
         per_user, per_chip, how = placed
+        if s.weights is not None:
+            how += f", {s.weights.value} weights"
         price = by_id[s.system_id].chip.price_usd_per_chip_hour.value_usd
         usd = float(rl.usd_per_million_tokens(1.0, per_chip, 1.0, price))
         out.append(

@@ -189,7 +189,7 @@ def _table(result: Comparison) -> None:
         {"figure": row["figure"], **{header[p.label]: _cell(row["key"], row[p.label]) for p in points}}
         for row in result.rows()
     ]
-    st.dataframe(rows, hide_index=True)
+    st.table(rows, border="horizontal", hide_index=True)
     for p in points:
         if not p.fits:
             st.warning(

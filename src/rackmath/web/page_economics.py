@@ -153,10 +153,10 @@ def _render_prices(state: EconomicsState) -> None:
         help=f"{lc.deployment.model.id}: {lc.kv_bytes_per_token:,.0f} bytes of KV per token",
     )
     cols[2].metric(
-        "KV per token the boundary implies",
+        "Implied KV per token",
         ", ".join(f"{v:,.0f} B" for v in lc.boundary_implied_kv_bytes_per_token),
-        help=f"N_active = {fmt.count(lc.params_active_assumed)}, r = {lc.balance_ratio_assumed:g} "
-        "(the lecture's round inputs)",
+        help=f"what each tier boundary implies; N_active = {fmt.count(lc.params_active_assumed)}, "
+        f"r = {lc.balance_ratio_assumed:g} (the lecture's round inputs)",
     )
     cols[3].metric("Price above cost everywhere", "yes" if lc.above_cost_everywhere else "no")
     cols[4].metric(

@@ -181,8 +181,10 @@ def _tables(result: SystemsFrontier) -> None:
                 "system": p.system,
                 "published": p.how,
                 "lengths": f"{p.input_tokens:,} in / {p.output_tokens:,} out",
-                "tokens_per_s_per_user": p.tokens_per_s_per_user,
-                "tokens_per_s_per_chip": p.tokens_per_s_per_chip,
+                "tokens/s per user": "not stated"
+                if p.tokens_per_s_per_user is None
+                else f"{p.tokens_per_s_per_user:,.1f}",
+                "tokens/s per GPU": f"{p.tokens_per_s_per_chip:,.0f}",
                 "usd_per_million_output_tokens": p.usd_per_million_output_tokens,
                 "source": p.source,
             }

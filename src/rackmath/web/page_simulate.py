@@ -197,20 +197,21 @@ def _numbers(run: SloRun, state: SimulateState) -> None:
     cols[1].metric(f"TPOT ≤ {fmt.seconds(state.tpot_ms * MS)}", fmt.pct(a.tpot_met_frac))
     cols[2].metric("Both (SLO met)", fmt.pct(a.both_met_frac))
     cols[3].metric(
-        "Goodput", f"{a.goodput_requests_per_s:,.3g} requests/s", help="requests meeting both, per second"
+        "Goodput (requests/s)", f"{a.goodput_requests_per_s:,.3g}", help="requests meeting both, per second"
     )
     st.markdown("##### Latency percentiles")
-    st.dataframe(
+    st.table(
         [
             {"": name, **{f"p{q}": fmt.seconds(r.metrics[f"{m}_p{q}"] or float("nan")) for q in (50, 90, 99)}}
             for m, name in (("ttft", "TTFT (queueing included)"), ("tpot", "TPOT"), ("e2e", "end to end"))
         ],
+        border="horizontal",
         hide_index=True,
     )
     cols = st.columns(4)
-    offered = "trace" if r.rate_per_s is None else f"{r.rate_per_s:,.3g} requests/s"
-    cols[0].metric("Offered", offered)
-    cols[1].metric("Served", f"{r.requests_per_s:,.3g} requests/s")
+    offered = "trace" if r.rate_per_s is None else f"{r.rate_per_s:,.3g}"
+    cols[0].metric("Offered (requests/s)", offered)
+    cols[1].metric("Served (requests/s)", f"{r.requests_per_s:,.3g}")
     cols[2].metric("Output tokens/s", f"{r.output_tokens_per_s:,.0f}")
     cols[3].metric("Mean decode batch", f"{r.mean_decode_batch:,.1f}")
     if run.tokens_per_step > 1:

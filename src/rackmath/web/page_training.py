@@ -356,7 +356,7 @@ def _job(view: TrainingView) -> None:
         help=f"{fmt.usd(r.cost_usd)} at {fmt.usd(s.usd_per_chip_hour)}/chip-hour",
     )
     cols[3].metric(
-        "Total model FLOPs", fmt.si(r.total_flops, "FLOP"), help="tokens x model FLOPs per token"
+        "Total model FLOPs", f"{r.total_flops:.3g}", help="tokens x model FLOPs per token (FLOP)"
     )
     st.markdown("##### Utilisation, by convention")
     st.caption(
@@ -415,7 +415,9 @@ def _memory(view: TrainingView) -> None:
     cols[1].metric(
         "Usable", fmt.nbytes(mem.usable_bytes), help=f"HBM {fmt.nbytes(mem.capacity_bytes)} less the reserve"
     )
-    cols[2].metric("Fits", "fits" if mem.fits else f"short by {mem.short_by_bytes / GB:.1f} GB")
+    cols[2].metric("Fits", "fits" if mem.fits else "no")
+    if not mem.fits:
+        cols[3].metric("Short by", f"{mem.short_by_bytes / GB:,.1f} GB", help="per chip")
     if view.fastest_fitting is not None:
         best = view.fastest_fitting
         if mem.fits and best.mode is s.recompute:
