@@ -543,3 +543,38 @@ def test_no_metric_is_cut_off_and_no_legend_covers_an_axis_title(
     finally:
         context.close()
     assert not problems, problems
+
+
+def test_simulate_runs_an_uploaded_trace_as_the_cli_does(
+    server: str, page: Any, tmp_path: Path, cli: Any
+) -> None:
+    import json
+    import shlex
+
+    from rackmath import fmt
+
+    rows = ["arrival_s,input_tokens,output_tokens"]
+    rows += [f"{0.25 * i:g},{500 + 37 * (i % 9)},{40 + 11 * (i % 5)}" for i in range(60)]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    _open(page, f"{server}/simulate")
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(trace))
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('[data-testid="stMetric"]'))
+                 .some(m => m.innerText.includes('Offered') && m.innerText.includes('trace'))""",
+        timeout=UI_TIMEOUT_MS,
+    )
+    _wait_idle(page)
+    _no_errors(page)
+    command = _command_text(page)
+    assert "--trace trace.csv" in command and "--rate" not in command
+    line = shlex.split(command.replace("trace.csv", str(trace)))
+    code, out, err = cli(*line[1:])
+    assert code == 0, err
+    result = json.loads(out)["result"]
+    shown = {r[""]: r for r in _table_rows(page)}
+    for metric, name in (("ttft", "TTFT (queueing included)"), ("tpot", "TPOT")):
+        for q in (50, 99):
+            assert shown[name][f"p{q}"] == fmt.seconds(result[f"{metric}_p{q}_s"])
+    assert _metric(page, "Output tokens/s") == f"{result['output_tokens_per_s']:,.0f}"
+    _shot(page, "simulate-trace")

@@ -272,3 +272,59 @@ def test_a_trace_reads_as_the_cli_reads_it(tmp_path: Any) -> None:
         assert getattr(ours, name).tolist() == getattr(cli, name).tolist()
     with pytest.raises(Exception, match="sorted"):
         slo.parse_trace("1,10,10\n0,10,10\n")
+
+
+# --------------------------------------------------------------------------- URLs
+
+
+_letters = st.sampled_from(["llama-3.1-70b", "llama-3.1-8b", "deepseek-v3"])
+_systems = st.sampled_from(["h100-hgx", "b200-hgx", "gb200-nvl72"])
+
+
+@given(
+    st.integers(2, 4),
+    st.lists(
+        st.tuples(
+            _letters, _systems, st.integers(1, 65536), st.integers(1, 2**21), st.sampled_from([None, "tp=8"])
+        ),
+        min_size=4,
+        max_size=4,
+    ),
+)
+def test_a_compare_url_round_trips(count: int, configs: list[tuple[str, str, int, int, str | None]]) -> None:
+    from rackmath.web.state.planner import CompareConfig, CompareState, compare_query, parse_compare_query
+
+    state = CompareState(
+        count, tuple(CompareConfig(m, s, 8, p, None, None, b, c) for m, s, b, c, p in configs)
+    )
+    parsed, errors = parse_compare_query(compare_query(state))
+    assert errors == [] and parsed.count == count and parsed.shown == state.shown
+
+
+@given(
+    st.floats(0.001, 10_000),
+    st.integers(1, 20_000),
+    st.sampled_from(["500", "uniform:100-900", "lognormal:2000"]),
+    st.integers(0, 16),
+    st.sampled_from([None, "2P1D", "1P3D"]),
+    st.floats(1.0, 600_000.0),
+)
+def test_a_simulate_url_round_trips(
+    rate: float, requests: int, lengths: str, mtp: int, xpyd: str | None, ttft_ms: float
+) -> None:
+    from rackmath.web.state.planner import SimulateState, parse_simulate_query, simulate_query
+
+    state = SimulateState(
+        rate_per_s=rate, requests=requests, input=lengths, mtp=mtp, disaggregated=xpyd, ttft_ms=ttft_ms
+    )
+    assert parse_simulate_query(simulate_query(state)) == (state, [])
+
+
+def test_a_frontier_url_round_trips_and_refuses_too_many_systems() -> None:
+    from rackmath.web.state.planner import FrontierState, frontier_query, parse_frontier_query
+
+    state = FrontierState(systems=("h100-hgx", "b200-hgx"), input_len=128, precision="fp8", max_chips=16)
+    assert parse_frontier_query(frontier_query(state)) == (state, [])
+    eight = ",".join(list(catalog.systems())[:8])
+    parsed, [error] = parse_frontier_query({"systems": eight})
+    assert "at most 7 systems" in str(error) and parsed.systems == FrontierState().systems
