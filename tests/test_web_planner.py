@@ -328,3 +328,17 @@ def test_a_frontier_url_round_trips_and_refuses_too_many_systems() -> None:
     eight = ",".join(list(catalog.systems())[:8])
     parsed, [error] = parse_frontier_query({"systems": eight})
     assert "at most 7 systems" in str(error) and parsed.systems == FrontierState().systems
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ({"b.context": "1000000"}, "at most 131,072 tokens (llama-3.1-70b's window)"),
+        ({"b.chips": "64"}, "at most 8 chips in one b200-hgx; give a parallel plan to span systems"),
+        ({"b.plan": "tp=16"}, "tp"),
+    ],
+)
+def test_what_explain_refuses_compare_refuses_in_one_line(query: dict[str, str], says: str) -> None:
+    at = run_page("compare", **query)
+    [error] = [e.value for e in at.error]
+    assert says in error and "--" not in error

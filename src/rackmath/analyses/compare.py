@@ -134,7 +134,20 @@ def deployment_of(c: Configuration) -> Deployment:
 
 def explained(c: Configuration, pue: float = DEFAULT_PUE) -> Explanation:
     """The configuration's :func:`~rackmath.analyses.explain.explain` at its one point;
-    refuses weights that do not fit (as ``rackmath explain`` does)."""
+    refuses what ``rackmath explain`` refuses: a context past the model's window, more chips
+    than one system without a plan, weights that do not fit."""
+    window = c.model.max_context
+    if window and c.context > window:
+        raise InputError(
+            "context", f"{c.context:,} tokens", f"at most {window:,} tokens ({c.model.id}'s window)"
+        )
+    most = max(c.system.default_chips, c.system.scale_up_domain_chips)
+    if c.plan is None and c.chips is not None and c.chips > most:
+        raise InputError(
+            "chips",
+            c.chips,
+            f"at most {most:,} chips in one {c.system.id}; give a parallel plan to span systems",
+        )
     dep = deployment_of(c)
     if not dep.weights_fit:
         raise DoesNotFitError(

@@ -26,6 +26,7 @@ from rackmath.web.state.planner import (
     frontier_query,
     parse_frontier_query,
 )
+from rackmath.web.wording import in_page_words
 
 PAGE = "frontier"
 VIEWS = {"throughput": "Throughput per GPU", "cost": "Cost", "energy": "Energy"}
@@ -133,7 +134,7 @@ def render_frontier_page() -> None:
         return
     for c in result.curves:
         if c.refused:
-            st.warning(f"{c.system}: no deployment fits: {c.refused}")
+            st.warning(in_page_words(f"{c.system}: no deployment fits: {c.refused}"))
     charts = figures.systems_frontier(result)
     for tab, key in zip(st.tabs(list(VIEWS.values())), VIEWS, strict=True):
         with tab:
