@@ -8,8 +8,9 @@ the analyses and the four Plotly figures) for the changes a user makes:
 - ``model``: another model is picked (a new deployment too).
 
 Also times one full AppTest rerun of the page after a batch change (the Streamlit script
-run, widgets included; no browser). Prints a summary and writes
-``benchmarks/results/web.json``. The issue's budget is 200 ms per change.
+run, widgets included; no browser), and the planner's pages' computations (Compare, Frontier,
+Simulate: analysis + figures, uncached). Prints a summary and writes
+``benchmarks/results/web.json``. The issue's budget is 200 ms per Serving change.
 
     .venv/bin/python benchmarks/bench_web.py
 """
@@ -22,6 +23,7 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rackmath import __version__
 from rackmath.web import page_serving
@@ -75,6 +77,50 @@ def _apptest_rerun_s(repeats: int) -> list[float]:
     return out
 
 
+def _planner_views() -> dict[str, list[float]]:
+    """The Compare, Frontier and Simulate pages' computations (analysis + figures), uncached:
+    each change is a new comparison (B's batch), a new set of systems, a new arrival rate."""
+    from rackmath.analyses import figures
+    from rackmath.web import page_compare, page_frontier, page_simulate
+    from rackmath.web.state.planner import CompareState, FrontierState, SimulateState
+
+    def compare(batch: int) -> None:
+        s = CompareState()
+        configs = (s.configs[0], dataclasses.replace(s.configs[1], batch=batch), *s.configs[2:])
+        figures.comparison(page_compare.comparison(CompareState(2, configs).shown))
+
+    def frontier(systems: tuple[str, ...]) -> None:
+        figures.systems_frontier(page_frontier.frontier_view(FrontierState(systems=systems)))
+
+    def simulate(rate: float) -> None:
+        run = page_simulate.simulated(SimulateState(rate_per_s=rate))
+        figures.slo_distribution(run, "ttft"), figures.slo_distribution(run, "tpot")
+
+    system_sets: list[object] = [
+        ("h100-hgx", "h200-hgx", "b200-hgx", "gb200-nvl72", "mi355x-8"),
+        ("h100-hgx", "b200-hgx"),
+        ("h200-hgx", "gb200-nvl72", "gb300-nvl72"),
+    ]
+    batches: list[object] = [32, 64, 128, 256, 512, 1024] * 2
+    rates: list[object] = [2.0, 4.0, 6.0, 8.0] * 2
+    runs: dict[str, tuple[Callable[[Any], None], list[object], Callable[[], None]]] = {
+        "compare (a batch of B)": (compare, batches, page_compare.comparison.cache_clear),
+        "frontier (5, 2, 3 systems)": (frontier, system_sets * 2, page_frontier.frontier_view.cache_clear),
+        "simulate (1,000 requests)": (simulate, rates, page_simulate.simulated.cache_clear),
+    }
+    out: dict[str, list[float]] = {}
+    for name, (fn, values, clear) in runs.items():
+        fn(values[0])  # burn-in
+        samples = []
+        for v in values:
+            clear()
+            t0 = time.perf_counter()
+            fn(v)
+            samples.append(time.perf_counter() - t0)
+        out[name] = samples
+    return out
+
+
 def main() -> None:
     base = ServingState()
     page_serving.build_serving_view(base)  # burn-in: imports, first figures
@@ -83,9 +129,11 @@ def main() -> None:
         "context": _time([dataclasses.replace(base, context=c) for c in CONTEXTS], _clear),
         "model": _time([dataclasses.replace(base, model=m) for m in MODELS * 2], _clear),
         "apptest_rerun": _apptest_rerun_s(10),
+        **_planner_views(),
     }
     summary = {name: _summary(samples) for name, samples in results.items()}
-    worst = max(s["p95_ms"] for name, s in summary.items() if name != "apptest_rerun")
+    serving = ("batch", "context", "model")
+    worst = max(s["p95_ms"] for name, s in summary.items() if name in serving)
     payload = {
         "benchmark": "web serving page: compute + figures per change",
         "rackmath_version": __version__,
@@ -97,7 +145,7 @@ def main() -> None:
     }
     for name, s in summary.items():
         print(
-            f"{name:>14}: median {s['median_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  "
+            f"{name:>27}: median {s['median_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  "
             f"max {s['max_ms']:7.1f} ms  (n={s['n']})"
         )
     print(f"worst p95 of compute + figures: {worst:.1f} ms (budget {BUDGET_S * 1e3:.0f} ms)")

@@ -377,3 +377,204 @@ def test_every_page_opens_by_its_url_and_no_request_leaves_the_machine(server: s
         }
     )
     assert requested and not outside, f"requests leaving the machine: {outside}"
+
+
+# --------------------------------------------------------------------------- the planner's views
+
+
+def _table_rows(page: Any, index: int = 0) -> list[dict[str, str]]:
+    """The rows of an st.table, as the browser shows them (header -> cell text)."""
+    return list(
+        page.evaluate(
+            """(i) => { const t = document.querySelectorAll('[data-testid="stTable"] table')[i];
+                 const head = Array.from(t.querySelectorAll('thead th')).map(h => h.innerText.trim());
+                 const cells = r => Array.from(r.querySelectorAll('th, td'));
+                 return Array.from(t.querySelectorAll('tbody tr')).map(r => Object.fromEntries(
+                     cells(r).map((c, j) => [head[j], c.innerText.trim()]))); }""",
+            index,
+        )
+    )
+
+
+def _command_text(page: Any) -> str:
+    return str(page.locator('[data-testid="stCode"]').last.inner_text()).strip()
+
+
+def test_compare_shows_the_apis_numbers_and_follows_a_control(server: str, page: Any) -> None:
+    from rackmath import fmt
+    from rackmath.analyses.compare import Configuration, compare
+
+    _open(page, f"{server}/compare?n=2&b.system=b200-hgx&b.batch=256")
+    _no_errors(page)
+    model, h100, b200 = catalog.model("llama-3.1-70b"), catalog.system("h100-hgx"), catalog.system("b200-hgx")
+
+    def expected(batch_b: int) -> Any:
+        return compare(
+            [
+                Configuration(model, h100, 64, 8192, chips=8),
+                Configuration(model, b200, batch_b, 8192, chips=8),
+            ]
+        )
+
+    def check(result: Any) -> None:
+        rows = {r["figure"]: r for r in _table_rows(page)}
+        for p in result.points:
+            column = f"{p.label}: {p.model} on {p.chips} x {p.chip}"
+            assert rows["step time"][column] == fmt.seconds(p.step_s)
+            usd = fmt.usd(p.usd_per_million_output_tokens)
+            assert rows["$ per million output tokens"][column] == usd + "/M"
+            assert rows["joules per output token"][column] == f"{p.joules_per_token:.3g} J"
+            assert rows["memory per chip (with the reserve)"][column] == fmt.nbytes(p.memory_bytes_per_chip)
+
+    check(expected(256))
+    assert "--on b200-hgx --chips 8 --batch 256" in _command_text(page)
+    _shot(page, "compare-default")
+    _type(page, "Batch (sequences)", "64", "a.batch=64")  # A's batch box comes first; it is already 64
+    box = page.locator('[data-testid="stNumberInput"]').filter(has_text="Batch (sequences)").nth(1)
+    field = box.locator("input").first
+    field.fill("1024")
+    field.press("Enter")
+    page.wait_for_function("() => window.location.search.includes('b.batch=1024')", timeout=UI_TIMEOUT_MS)
+    _wait_idle(page)
+    check(expected(1024))
+    assert "--batch 1024" in _command_text(page)
+    _no_errors(page)
+    _shot(page, "compare-b-batch-1024")
+
+
+def test_simulate_shows_the_apis_attainment_and_follows_the_ttft_limit(server: str, page: Any) -> None:
+    from rackmath import fmt
+    from rackmath.analyses import slo
+    from rackmath.analyses.simulate import LengthDist
+
+    _open(page, f"{server}/simulate?requests=300&rate_per_s=4.0&output=300&ttft_ms=400&tpot_ms=25")
+    _no_errors(page)
+    fleet = slo.Fleet(catalog.model("llama-3.1-70b"), catalog.system("h100-hgx"), "tp=8")
+    work = slo.Workload(4.0, 300, LengthDist.parse("lognormal:2000", "i"), LengthDist.parse("300", "o"), 0)
+    run = slo.serve(fleet, work, 0.4, 0.025)
+    assert _metric(page, "TTFT ≤ 400 ms") == fmt.pct(run.attainment.ttft_met_frac)
+    assert _metric(page, "Both (SLO met)") == fmt.pct(run.attainment.both_met_frac)
+    rows = {r[""]: r for r in _table_rows(page)}
+    assert rows["TPOT"]["p99"] == fmt.seconds(run.result.metrics["tpot_p99"])
+    assert rows["TTFT (queueing included)"]["p50"] == fmt.seconds(run.result.metrics["ttft_p50"])
+    assert len(_plot_data(page, 0)[0]["x"]) == 300  # one step of the TTFT distribution per request
+    _shot(page, "simulate-default")
+    _type(page, "TTFT limit (ms, queueing included)", "150", "ttft_ms=150")
+    tighter = slo.serve(fleet, work, 0.15, 0.025)
+    page.get_by_text("TTFT ≤ 150 ms").wait_for(timeout=UI_TIMEOUT_MS)
+    assert _metric(page, "TTFT ≤ 150 ms") == fmt.pct(tighter.attainment.ttft_met_frac)
+    assert tighter.attainment.ttft_met_frac <= run.attainment.ttft_met_frac
+    assert "rackmath simulate llama-3.1-70b --on h100-hgx --plan tp=8" in _command_text(page)
+    _no_errors(page)
+    _shot(page, "simulate-ttft-150ms")
+
+
+def test_frontier_draws_each_systems_curve_and_the_cost_view(server: str, page: Any) -> None:
+    from rackmath.analyses.systems_frontier import systems_frontier
+
+    _open(page, f"{server}/frontier?model=llama-3.1-8b&systems=h100-hgx,b200-hgx&max_chips=16")
+    _no_errors(page)
+    sf = systems_frontier(
+        catalog.model("llama-3.1-8b"), [catalog.system(s) for s in ("h100-hgx", "b200-hgx")], max_chips=16
+    )
+    traces = {str(t["name"]).split(" ")[0]: t for t in _plot_data(page, 0)}
+    for curve in sf.curves:
+        pts = curve.frontier.frontier
+        assert traces[curve.system]["y"] == pytest.approx([p.tokens_per_s_per_chip for p in pts], rel=1e-12)
+    page.get_by_role("tab", name="Cost").click()
+    _wait_idle(page)
+    assert page.locator(".js-plotly-plot").nth(1).is_visible()  # the three views: one per tab
+    shown = next(t for t in _plot_data(page, 1) if str(t["name"]).startswith("b200-hgx"))
+    b200 = sf.curves[1].frontier.frontier
+    assert shown["y"] == pytest.approx([p.usd_per_million_output_tokens for p in b200], rel=1e-12)
+    _no_errors(page)
+    _shot(page, "frontier-llama-8b")
+
+
+#: Every page, and the views of a page that lay out other metrics.
+LAYOUT_URLS = (
+    "serving",
+    "compare",
+    "frontier",
+    "simulate?requests=300",
+    "deployments?model=llama-3.1-8b&systems=h100-hgx&precisions=native",
+    "economics",
+    "economics?tab=caches",
+    "economics?tab=fast",
+    "economics?tab=fleet&fleet.requests=300",
+    "economics?tab=overtrain",
+    "economics?tab=sparsity",
+    "training",
+    "training?recompute=none",
+)
+_CUT_JS = """() => Array.from(document.querySelectorAll('[data-testid="stMetric"]')).flatMap(m =>
+    Array.from(m.querySelectorAll('*')).filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
+      .map(e => e.innerText.slice(0, 40)))"""
+_OVERLAP_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap((p, i) => {
+    const box = e => { const b = e.getBoundingClientRect(); return b.width && b.height ? b : null; };
+    const legend = p.querySelector('.legend .bg');
+    const L = legend ? box(legend) : null;
+    if (!L) return [];
+    const hits = [];
+    for (const sel of ['.g-gtitle', '.g-xtitle', '.g-ytitle', '.g-y2title', '.xtick text'])
+        for (const e of p.querySelectorAll(sel)) { const B = box(e);
+            if (B && L.left < B.right && B.left < L.right && L.top < B.bottom && B.top < L.bottom)
+                hits.push(`plot ${i}: legend over ${sel} '${(e.textContent || '').slice(0, 30)}'`); }
+    return hits; })"""
+
+
+@pytest.mark.parametrize("width", [1024, 1280])
+def test_no_metric_is_cut_off_and_no_legend_covers_an_axis_title(
+    server: str, browser: Any, width: int
+) -> None:
+    """On 1de8042 at 1,280 px the Serving page cut '$ per M output tokens' and 'Bound by', the
+    Training page cut its $48,831,592.95 cost, and legends sat on the x-axis titles."""
+    context = browser.new_context(viewport={"width": width, "height": 2000})
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    problems: dict[str, list[str]] = {}
+    try:
+        for url in LAYOUT_URLS:
+            _open(page, f"{server}/{url}")
+            _no_errors(page)
+            found = list(page.evaluate(_CUT_JS)) + list(page.evaluate(_OVERLAP_JS))
+            if found:
+                problems[url] = found
+    finally:
+        context.close()
+    assert not problems, problems
+
+
+def test_simulate_runs_an_uploaded_trace_as_the_cli_does(
+    server: str, page: Any, tmp_path: Path, cli: Any
+) -> None:
+    import json
+    import shlex
+
+    from rackmath import fmt
+
+    rows = ["arrival_s,input_tokens,output_tokens"]
+    rows += [f"{0.25 * i:g},{500 + 37 * (i % 9)},{40 + 11 * (i % 5)}" for i in range(60)]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    _open(page, f"{server}/simulate")
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(trace))
+    page.wait_for_function(
+        """() => Array.from(document.querySelectorAll('[data-testid="stMetric"]'))
+                 .some(m => m.innerText.includes('Offered') && m.innerText.includes('trace'))""",
+        timeout=UI_TIMEOUT_MS,
+    )
+    _wait_idle(page)
+    _no_errors(page)
+    command = _command_text(page)
+    assert "--trace trace.csv" in command and "--rate" not in command
+    line = shlex.split(command.replace("trace.csv", str(trace)))
+    code, out, err = cli(*line[1:])
+    assert code == 0, err
+    result = json.loads(out)["result"]
+    shown = {r[""]: r for r in _table_rows(page)}
+    for metric, name in (("ttft", "TTFT (queueing included)"), ("tpot", "TPOT")):
+        for q in (50, 99):
+            assert shown[name][f"p{q}"] == fmt.seconds(result[f"{metric}_p{q}_s"])
+    assert _metric(page, "Output tokens/s") == f"{result['output_tokens_per_s']:,.0f}"
+    _shot(page, "simulate-trace")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -214,11 +213,12 @@ def test_the_no_fit_band_starts_at_the_largest_batch() -> None:
 def test_web_command_runs_streamlit_headless_on_the_port(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
+    from rackmath.cli import web_cmds
     from rackmath.cli.main import app
     from rackmath.web import APP_PATH
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: seen.append(cmd) or 0)
+    monkeypatch.setattr(web_cmds, "serve", lambda cmd: seen.append(cmd) or 0)
     result = CliRunner().invoke(app, ["web", "--port", "8765"])
     assert result.exit_code == 0, result.output
     cmd = seen[0]

@@ -65,12 +65,57 @@ def test_a_job_that_does_not_fit_says_by_how_much_and_what_would() -> None:
     ok(at)
     r = train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", recompute="none", **LLAMA3)
     assert not r.memory.fits
-    assert metrics(at)["Fits"] == f"short by {r.memory.short_by_bytes / 1e9:.1f} GB"
+    assert metrics(at)["Fits"] == "no"
+    assert metrics(at)["Short by"] == f"{r.memory.short_by_bytes / 1e9:,.1f} GB"
     best = choose_recompute(r.setup)
     assert [w.value for w in at.warning] == [
-        f"none is short by {r.memory.short_by_bytes / 1e9:.1f} GB per chip. The fastest mode that fits "
-        f"is {best.mode.value}: step {fmt.seconds(best.step_s)}, {fmt.nbytes(best.total_bytes)} per chip."
+        f"Recomputation none is short by {r.memory.short_by_bytes / 1e9:.1f} GB per chip. The fastest mode "
+        f"that fits is {best.mode.value}: step {fmt.seconds(best.step_s)}, {fmt.nbytes(best.total_bytes)} "
+        "per chip (choose it under Recomputation)."
     ]
+
+
+def test_an_infeasible_job_has_no_headline_number_and_says_it_is_infeasible() -> None:
+    """On 1de8042 a job 274 GB per chip short still headlined its step time, MFU, days and a
+    $48 M cost; a job that cannot run has none of them, and one error says so."""
+    at = run_page(recompute="none")
+    ok(at)
+    r = train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", recompute="none", **LLAMA3)
+    shown = metrics(at)
+    headlines = ("Step time", "MFU", "HFU", "Tokens/s", "Days", "Chip-hours", "Cost", "Total model FLOPs")
+    for headline in headlines:
+        assert headline not in shown, headline
+    assert fmt.money(r.cost_usd) not in " ".join(shown.values())
+    [error] = errors(at)
+    assert error.startswith("Infeasible: this job does not fit.")
+    assert f"short by {r.memory.short_by_bytes / 1e9:,.1f} GB per chip" in error
+    assert shown["Total"] == fmt.nbytes(r.memory.total_bytes)  # the memory that says why stays
+    assert shown["Usable"] == fmt.nbytes(r.memory.usable_bytes)
+
+
+def test_the_gemm_precision_offers_only_what_training_accepts() -> None:
+    """On 1de8042 the picker listed the chip's peaks (fp32, tf32, int8 ...) and training then
+    refused tf32; it now lists the GEMM recipes the chip has a peak for, each of which runs."""
+    at = run_page()
+    ok(at)
+    box = next(s for s in at.selectbox if s.label == "GEMM precision (recipe)")
+    offered = [o for o in box.options if not o.startswith("default")]
+    assert offered == ["bf16", "fp16", "fp8", "fp8-block", "mxfp8"]  # an H100: no fp4 peak
+    assert "tf32" not in " ".join(box.options)
+    for recipe in offered:
+        at = run_page(compute=recipe, recompute="selective")
+        ok(at)
+        assert errors(at) == [], recipe
+        r = train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", compute=recipe, **LLAMA3)
+        assert metrics(at)["Step time"] == fmt.seconds(r.step.step_s)
+
+
+def test_a_recipe_the_chip_lacks_in_the_url_is_refused_in_the_pages_words() -> None:
+    at = run_page(compute="nvfp4")  # no fp4 peak on an H100
+    ok(at)
+    [error] = errors(at)
+    assert error.startswith("GEMM precision (recipe): got 'nvfp4'") and "--" not in error
+    assert metrics(at)["Step time"]  # the default recipe is used
 
 
 def test_the_default_job_is_llama3_405b_and_its_numbers_are_the_apis() -> None:
@@ -84,7 +129,7 @@ def test_the_default_job_is_llama3_405b_and_its_numbers_are_the_apis() -> None:
     assert m["HFU"] == fmt.pct(r.hfu)
     assert m["Tokens/s"] == f"{r.tokens_per_s:,.0f}"
     assert m["Days"] == f"{r.total_days:,.1f}"
-    assert m["Cost"] == fmt.usd(r.cost_usd)
+    assert m["Cost"] == fmt.money(r.cost_usd) == "$48.8 M"  # the whole figure is in its help
     assert m["Activations"] == fmt.nbytes(r.memory.activations_bytes)
     # 15.6e12 tokens on an H100's 81,559 MiB: selective recompute fits (docs/training.md)
     assert r.memory.fits and m["Fits"] == "fits"
@@ -132,7 +177,7 @@ def test_a_plan_that_fits_says_so_and_recompute_changes_the_step() -> None:
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ({"chips": "100"}, "--chips: got 100; allowed: the plan's tp x pp x dp x cp = 8192 chips"),
+        ({"chips": "100"}, "Chips: got 100; allowed: the plan's tp x pp x dp x cp = 8192 chips"),
         ({"plan": "tp=3,pp=16,dp=64"}, "plan tp: got 3; allowed: a divisor of the 128 attention heads"),
     ],
 )
@@ -234,7 +279,8 @@ def test_a_job_that_fits_under_no_mode_names_the_leanest() -> None:
     assert any("under any recomputation (leanest:" in e and "does not fit" in e for e in errors(at)), errors(
         at
     )
-    assert "Step time" in metrics(at)  # the estimate is still shown beside the refusal
+    assert "Step time" not in metrics(at)  # a job that cannot run has no headline numbers
+    assert any(e.startswith("Infeasible: this job does not fit.") for e in errors(at))
 
 
 def test_a_pasted_config_json_trains_like_the_catalogs() -> None:
@@ -269,9 +315,11 @@ def test_the_page_shows_operators_and_mfu_conventions_from_the_analysis() -> Non
 
 
 def test_the_kernel_efficiency_on_a_tpu_says_it_is_transferred() -> None:
-    at = run_page(system="tpu-v4-pod", plan="tp=8,pp=16,dp=64", efficiency="kernel")
+    at = run_page(system="tpu-v4-pod", plan="tp=8,pp=16,dp=64", efficiency="kernel", recompute="full")
     ok(at)
-    r = train("llama-3.1-405b", "tpu-v4-pod", "tp=8,pp=16,dp=64", efficiency_table="kernel", **LLAMA3)
+    plan = "tp=8,pp=16,dp=64"
+    r = train("llama-3.1-405b", "tpu-v4-pod", plan, efficiency_table="kernel", recompute="full", **LLAMA3)
+    assert r.memory.fits  # 32 GB chips: only full recomputation fits
     assert r.setup.table.transferred
     assert metrics(at)["MFU"] == fmt.pct(r.mfu)
     assert any("transferred from another chip" in m.value for m in at.markdown)

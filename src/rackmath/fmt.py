@@ -69,6 +69,21 @@ def usd(value: float) -> str:
     return f"${value:,.2f}" if value >= 0.1 else f"${value:.4f}"
 
 
+def money(value: float) -> str:
+    """Dollars short enough for a headline: ``$489.32``, ``$12,345``, ``$48.3 M``, ``$1.2 B``."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    size = abs(value)
+    if size < 1e4:
+        return usd(value)
+    if size < 1e6:
+        return f"${value:,.0f}"
+    for scale, word in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if size >= scale:
+            return f"${value / scale:.3g} {word}"
+    return usd(value)  # pragma: no cover - unreachable
+
+
 def pct(frac: float) -> str:
     if frac is None or not math.isfinite(frac):
         return "n/a"
@@ -115,7 +130,8 @@ def _plain_number(value: float) -> str:
 def column(name: str, value: Any) -> str:
     """A table cell shown by its column's unit suffix: ``step_s`` 0.0123 -> ``'12.3 ms'``,
     ``mfu_frac`` 0.6431 -> ``'64.3%'``, ``..._usd_per_million_...`` -> ``'$0.1234'``,
-    ``..._bytes`` -> ``'70.3 GB'``, ``..._flops`` -> ``'1.2 PFLOP'``; text stays as it is."""
+    ``..._bytes`` and ``bytes_read`` -> ``'70.3 GB'``, ``flops`` and ``..._flops`` -> ``'1.2 PFLOP'``
+    (``..._per_s``: ``'3.35 TB/s'``); text stays as it is."""
     if value is None:
         return "-"
     if isinstance(value, (bool, np.bool_, str)) or not isinstance(value, (int, float, np.number)):
@@ -128,10 +144,11 @@ def column(name: str, value: Any) -> str:
         return pct(v)
     if "usd" in n:
         return usd(v) + ("/M" if "per_million" in n else "")
-    if n.endswith("_bytes") or "_bytes_" in n:
-        return nbytes(v)
-    if n.endswith("_flops") or "_flops_" in n:
-        return si(v, "FLOP") if abs(v) < 1e21 else f"{v:.3g} FLOP"
+    rate = "/s" if n.endswith("_per_s") else ""
+    if n == "bytes" or n.startswith("bytes_") or n.endswith("_bytes") or "_bytes_" in n:
+        return nbytes(v) + rate  # bytes, bytes_read, weight_bytes, hbm_bytes_per_s
+    if n == "flops" or n.startswith("flops_") or n.endswith("_flops") or "_flops_" in n:
+        return (si(v, "FLOP") if abs(v) < 1e21 else f"{v:.3g} FLOP") + rate
     if n.startswith("joules"):
         return si(v, "J")
     if n.endswith("_w") or "_w_per_" in n:

@@ -6,21 +6,32 @@ import numpy as np
 
 from rackmath import fmt
 from rackmath.analyses.explain import Explanation, cheapest_fitting
+from rackmath.analyses.serving import DecodeGrid
+
+#: How the CLI names the roofline-only view (the web names its own switch).
+PURE_HINT = "--pure shows the roofline alone"
 
 
-def reading(result: Explanation) -> str:
-    """One paragraph that says what the numbers mean."""
+def reading(result: Explanation, at: DecodeGrid | None = None, *, pure_hint: str = PURE_HINT) -> str:
+    """One paragraph that says what the numbers mean: at the first batch of ``result``, or at
+    the point ``at`` (one batch at the result's first context: the web's sliders)."""
     g = result.decode
     c0 = float(result.contexts[0])
-    b0 = g.batch[0, 0]
-    first = g.usd_per_million_output_tokens[0, 0]
+    p = g if at is None else at
+    b0 = p.batch[0, 0]
+    first = p.usd_per_million_output_tokens[0, 0]
     cheapest = cheapest_fitting(g)
     b_star = result.balance.balance_batch_with_kv[0]
     max_b = result.max_batch[0]
     parts = [
-        f"At batch {b0:,.0f} a step takes {fmt.seconds(g.step_s[0, 0])} and is bound by "
-        f"{g.times.bottleneck[0, 0]}; a million output tokens cost {fmt.usd(first)}."
+        f"At batch {b0:,.0f} a step takes {fmt.seconds(p.step_s[0, 0])} and is bound by "
+        f"{p.times.bottleneck[0, 0]}; a million output tokens cost {fmt.usd(first)}."
     ]
+    if at is not None and not bool(at.fits[0, 0]):
+        parts.append(
+            f"Batch {b0:,.0f} does not fit at {c0:,.0f} tokens of context: the largest that does is "
+            f"{max_b:,.0f} sequences."
+        )
     if np.isfinite(b_star):
         parts.append(
             f"On the roofline, weight fetches are amortised over the batch until about {b_star:,.0f} "
@@ -36,7 +47,7 @@ def reading(result: Explanation) -> str:
         parts.append(
             "At the kernels' measured efficiencies the largest batch shown is bound by compute "
             "instead: the kernels reach a fraction of peak FLOP/s, so compute binds sooner "
-            "than the roofline says (--pure shows the roofline alone)."
+            f"than the roofline says ({pure_hint})."
         )
     if cheapest is None:
         parts.append(
@@ -46,8 +57,13 @@ def reading(result: Explanation) -> str:
         return " ".join(parts)
     b_best = g.batch[cheapest, 0]
     best_cost = g.usd_per_million_output_tokens[cheapest, 0]
-    if cheapest == 0:
+    if cheapest == 0 and at is None:
         parts.append(f"Among the batches shown that fit, batch {b_best:,.0f} is the cheapest.")
+    elif best_cost >= first and bool(p.fits[0, 0]):
+        parts.append(
+            f"No batch shown that fits is cheaper than batch {b0:,.0f}: the cheapest is {b_best:,.0f} "
+            f"at {fmt.usd(best_cost)} per million tokens."
+        )
     else:
         parts.append(
             f"Among the batches shown, the cheapest that fits is {b_best:,.0f} at "

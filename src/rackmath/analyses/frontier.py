@@ -38,6 +38,8 @@ class ParetoPoint:
     batch: int
     family: str
     usd_per_million_output_tokens: float
+    #: facility joules per output token (default PUE; None when the chip has no power figures)
+    joules_per_token: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class ParetoPoint:
             "batch": self.batch,
             "precision_family": self.family,
             "usd_per_million_output_tokens": self.usd_per_million_output_tokens,
+            "joules_per_token": self.joules_per_token,
         }
 
 
@@ -172,6 +175,7 @@ def pareto(
                 batch=ch.batch,
                 family=c.family,
                 usd_per_million_output_tokens=ch.usd_per_million_output_tokens,
+                joules_per_token=ch.joules_per_token,
             )
         )
     dis = (

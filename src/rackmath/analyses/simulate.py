@@ -35,6 +35,7 @@ from rackmath.core import disagg_requests as dq
 from rackmath.core import network as net
 from rackmath.core import operators as ops
 from rackmath.core import requests as rq
+from rackmath.core import speculative as spec
 from rackmath.core.requests import LengthDist, Requests, check_trace, poisson_requests
 from rackmath.errors import InputError
 from rackmath.specs.runtime import RuntimeProfile
@@ -47,6 +48,7 @@ __all__ = [
     "Requests",
     "SimulationResult",
     "check_trace",
+    "disaggregated_requests",
     "disaggregated_run",
     "kv_pool_tokens",
     "max_rate",
@@ -55,6 +57,7 @@ __all__ = [
     "poisson_requests",
     "replica",
     "run",
+    "run_requests",
     "step_table",
 ]
 
@@ -126,15 +129,22 @@ def _grid(top: float, first: float = 1.0) -> np.ndarray:
     return np.unique(np.concatenate([[0.0], pts[pts < top], [top]]))
 
 
-def step_table(dep: PlannedDeployment, max_seqs: int, max_tokens: int, max_context: float) -> rq.StepTable:
-    """Step seconds over (decode sequences, prompt tokens, mean context), one vectorized pass."""
+def step_table(
+    dep: PlannedDeployment, max_seqs: int, max_tokens: int, max_context: float, mtp: int = 0
+) -> rq.StepTable:
+    """Step seconds over (decode sequences, prompt tokens, mean context), one vectorized pass.
+
+    With ``mtp = k > 0`` every decoding sequence verifies ``k + 1`` tokens a step and an MTP
+    head drafts ``k`` (each one layer's share of the plain decode step,
+    :func:`rackmath.core.speculative.mtp_draft_s`), as the search prices MTP."""
     d = _grid(float(max_seqs))
     p = _grid(float(max_tokens), 16.0)
     c = np.unique(np.round(np.geomspace(1.0, max(max_context, 2.0), CONTEXT_POINTS)))
     kv_el = dep.kv_bytes_per_element
 
     def steps(dd: np.ndarray) -> np.ndarray:
-        dec = ops.decode_load(dep.model, dd[:, None, None], c[None, None, :], kv_el)
+        seqs, ctx = dd[:, None, None], c[None, None, :]
+        dec = ops.decode_load(dep.model, seqs, ctx, kv_el, tokens_per_sequence=mtp + 1)
         pre = ops.prefill_load(dep.model, (p > 0).astype(float)[None, :, None], p[None, :, None], kv_el)
         load = replace(
             dec,
@@ -143,7 +153,11 @@ def step_table(dep: PlannedDeployment, max_seqs: int, max_tokens: int, max_conte
             prefill_attention_flops=pre.prefill_attention_flops,
             prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
         )
-        return np.broadcast_to(dep.step(load, decode=True).step_s, (dd.size, p.size, c.size))
+        t = dep.step(load, decode=True).step_s
+        if mtp:
+            plain = dep.step(ops.decode_load(dep.model, seqs, ctx, kv_el), decode=True).step_s
+            t = t + np.where(seqs > 0, spec.mtp_draft_s(plain, mtp, dep.model.num_layers), 0.0)
+        return np.broadcast_to(t, (dd.size, p.size, c.size))
 
     # the d = 0 plane (prompt chunks only) is its own pass, so its attention is costed as
     # prefill attention; its p = 0 corner is an empty step, never run, that still bounds the
@@ -187,9 +201,10 @@ class Replica:
 
 
 def replica(
-    dep: PlannedDeployment, runtime: RuntimeProfile, *, max_context: float, mean_context: float
+    dep: PlannedDeployment, runtime: RuntimeProfile, *, max_context: float, mean_context: float, mtp: int = 0
 ) -> Replica:
-    """Build the replica; refuses a KV pool that cannot hold one request of ``max_context``."""
+    """Build the replica; refuses a KV pool that cannot hold one request of ``max_context``.
+    ``mtp``: draft tokens an MTP head adds to every decode step (:func:`step_table`)."""
     kv = kv_pool_tokens(dep, runtime, mean_context)
     if kv < max_context:
         raise InputError(
@@ -208,7 +223,8 @@ def replica(
         policy=runtime.policy,
         chunked=runtime.chunked_prefill,
     )
-    return Replica(dep, runtime, limits, step_table(dep, limits.max_seqs, limits.max_tokens, max_context))
+    table = step_table(dep, limits.max_seqs, limits.max_tokens, max_context, mtp)
+    return Replica(dep, runtime, limits, table)
 
 
 # ----------------------------------------------------------------------------- results
@@ -263,8 +279,9 @@ def summarize(run: rq.RequestRun | dq.DisaggregatedRun, rate_per_s: float | None
     )
 
 
-def run(rep: Replica, requests: rq.Requests, rate_per_s: float | None = None) -> SimulationResult:
-    """Simulate ``requests`` on the replica, refusing more than :data:`MAX_STEPS` steps."""
+def run_requests(rep: Replica, requests: rq.Requests) -> rq.RequestRun:
+    """Simulate ``requests`` on the replica, refusing more than :data:`MAX_STEPS` steps; the
+    per-request times (:func:`run` summarizes them)."""
     if requests.size > MAX_REQUESTS:
         raise InputError("--requests", requests.size, f"at most {MAX_REQUESTS:,}")
     steps = rq.work_steps(requests, rep.limits)
@@ -274,7 +291,12 @@ def run(rep: Replica, requests: rq.Requests, rate_per_s: float | None = None) ->
             f"{requests.size:,} requests (at least {steps:,.0f} steps)",
             f"a run of at most {MAX_STEPS:,} steps: fewer requests or shorter outputs",
         )
-    return summarize(rq.simulate(requests, rep.table, rep.limits), rate_per_s)
+    return rq.simulate(requests, rep.table, rep.limits)
+
+
+def run(rep: Replica, requests: rq.Requests, rate_per_s: float | None = None) -> SimulationResult:
+    """Simulate ``requests`` on the replica (:func:`run_requests`): percentiles and throughput."""
+    return summarize(run_requests(rep, requests), rate_per_s)
 
 
 @dataclass(frozen=True)
@@ -404,6 +426,14 @@ def disaggregated_run(
 ) -> tuple[SimulationResult, str]:
     """Simulate an xPyD fleet (:mod:`rackmath.core.disagg_requests`); returns the percentiles and
     the KV tier. The work bound is checked per pool as for one replica."""
+    fleet_run, tier = disaggregated_requests(prefill, decode, x, y, requests)
+    return summarize(fleet_run, rate_per_s), tier
+
+
+def disaggregated_requests(
+    prefill: Replica, decode: Replica, x: int, y: int, requests: rq.Requests
+) -> tuple[dq.DisaggregatedRun, str]:
+    """The xPyD fleet's per-request times and the KV tier (:func:`disaggregated_run`)."""
     if requests.size > MAX_REQUESTS:
         raise InputError("--requests", requests.size, f"at most {MAX_REQUESTS:,}")
     steps = rq.work_steps(requests, prefill.limits) / x + rq.work_steps(requests, decode.limits) / y
@@ -424,7 +454,7 @@ def disaggregated_run(
         decode_replicas=y,
         kv_transfer_s=t_kv,
     )
-    return summarize(run_, rate_per_s), tier
+    return run_, tier
 
 
 def prefill_capacity_rate_per_s(rep: Replica, input_mean: float) -> float:

@@ -306,3 +306,15 @@ def kernel_table(
 
     GemmRecipe.parse(recipe)
     return et.efficiency_table(chip_id)
+
+
+#: Every GEMM recipe :func:`make_training` knows (``compute``), whatever the chip.
+GEMM_RECIPES: tuple[str, ...] = tuple(r.value for r in GemmRecipe)
+
+
+def gemm_recipes(system: SystemSpec) -> tuple[str, ...]:
+    """The GEMM recipes :func:`make_training` accepts on ``system`` (its ``compute``): those
+    whose peak the chip's catalog entry states (``tf32`` is not a recipe; ``nvfp4`` needs an
+    fp4 peak)."""
+    peaks = system.chip.peak_flops_per_s
+    return tuple(r.value for r in GemmRecipe if r.precision.compute_class in peaks)

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from rackmath.web.components import page_style
 from rackmath.web.pages import APP_ICON, PAGES, ROOT_URL_PATH, guarded
 
 st.set_page_config(page_title="rackmath", page_icon=APP_ICON, layout="wide")
+page_style()
 first = PAGES[0]
 st.navigation(
     [

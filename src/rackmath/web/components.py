@@ -25,6 +25,7 @@ from rackmath.figure_spec import FigureData
 from rackmath.specs import ChipSpec, Precision, SystemSpec
 from rackmath.web import render_plotly
 from rackmath.web.state import BOUNDS, CUSTOM_MODEL, upload_text
+from rackmath.web.wording import in_page_words
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).
 DEFAULT = "default"
@@ -35,8 +36,9 @@ def key(page: str, field: str) -> str:
 
 
 def show_error(exc: RackmathError) -> None:
-    """A user-caused problem, as one clear message on the page (never a traceback)."""
-    st.error(str(exc), icon=":material/error:")
+    """A user-caused problem, as one clear message on the page (never a traceback), in the
+    page's words (a CLI flag the analysis names becomes the control's name)."""
+    st.error(in_page_words(str(exc)), icon=":material/error:")
 
 
 def show_errors(errors: Iterable[RackmathError]) -> None:
@@ -70,6 +72,24 @@ def sync_url(params: Mapping[str, str]) -> None:
     current = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
     if current != dict(params):
         st.query_params.from_dict(dict(params))
+
+
+#: The explorer's own styles: a metric's label and value wrap onto a second line where the
+#: column is narrow instead of being cut off with an ellipsis (a cost read as "$48,8..." is
+#: a wrong number), and values are drawn a little smaller than Streamlit's default.
+PAGE_CSS = """<style>
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] *,
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * {
+  white-space: normal !important; text-overflow: clip !important; overflow: visible !important;
+  overflow-wrap: anywhere;
+}
+[data-testid="stMetricValue"] { font-size: 1.8rem; line-height: 1.25; }
+</style>"""
+
+
+def page_style() -> None:
+    """Apply :data:`PAGE_CSS` (inline; nothing is fetched)."""
+    st.markdown(PAGE_CSS, unsafe_allow_html=True)
 
 
 # --------------------------------------------------------------------------- pickers
@@ -134,6 +154,18 @@ def precision_picker(
     return None if value == DEFAULT else value
 
 
+def choice_picker(
+    page: str, field: str, label: str, options: Sequence[str], default: str | None, help: str | None = None
+) -> str | None:
+    """One of ``options``, or DEFAULT (returned as None: the analysis picks ``default``)."""
+
+    def show(value: str) -> str:
+        return (f"default ({default})" if default else "default") if value == DEFAULT else value
+
+    value = st.selectbox(label, [DEFAULT, *options], key=key(page, field), format_func=show, help=help)
+    return None if value == DEFAULT else value
+
+
 def least(page: str, field: str) -> float:
     """A number widget's ``min_value``: the low end of the range its URL parser enforces."""
     return BOUNDS[key(page, field)][0]
@@ -192,6 +224,15 @@ def price_input(page: str, chip: ChipSpec) -> float | None:
 
 
 # --------------------------------------------------------------------------- exports
+
+
+def cli_command(command: Any) -> None:
+    """The ``rackmath ...`` command line(s) that reproduce the view (a
+    :class:`rackmath.web.commands.Command`), in a code box with a copy button."""
+    st.markdown("##### Copy as CLI command")
+    st.code(command.text, language="bash", wrap_lines=True)
+    for note in command.notes:
+        st.caption(note)
 
 
 def records_csv(records: Sequence[Mapping[str, Any]]) -> bytes:

@@ -17,6 +17,7 @@ from rackmath.analyses import figures, search
 from rackmath.errors import RackmathError
 from rackmath.units import MS
 from rackmath.web import components as ui
+from rackmath.web.commands import deployments_command
 from rackmath.web.render_plotly import figure as plotly_figure
 from rackmath.web.state import (
     CUSTOM_MODEL,
@@ -152,6 +153,7 @@ def render_deployments_page() -> None:
         return
     _frontier(state)
     _search(state)
+    ui.cli_command(deployments_command(state))
 
 
 def _frontier(state: DeploymentsState) -> None:

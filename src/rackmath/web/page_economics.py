@@ -27,6 +27,7 @@ from rackmath.errors import RackmathError
 from rackmath.figure_spec import FigureData
 from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
 from rackmath.web import components as ui
+from rackmath.web.commands import economics_command
 from rackmath.web.economics_controls import (
     CONTROLS,
     PAGE,
@@ -93,6 +94,7 @@ def render_economics_page() -> None:
             _RENDER[state.tab](state)
         except RackmathError as exc:
             ui.show_error(exc)
+        ui.cli_command(economics_command(state, dt.date.today().isoformat()))
 
 
 def _side_by_side(*charts: tuple[str, FigureData]) -> None:
@@ -151,10 +153,10 @@ def _render_prices(state: EconomicsState) -> None:
         help=f"{lc.deployment.model.id}: {lc.kv_bytes_per_token:,.0f} bytes of KV per token",
     )
     cols[2].metric(
-        "KV per token the boundary implies",
+        "Implied KV per token",
         ", ".join(f"{v:,.0f} B" for v in lc.boundary_implied_kv_bytes_per_token),
-        help=f"N_active = {fmt.count(lc.params_active_assumed)}, r = {lc.balance_ratio_assumed:g} "
-        "(the lecture's round inputs)",
+        help=f"what each tier boundary implies; N_active = {fmt.count(lc.params_active_assumed)}, "
+        f"r = {lc.balance_ratio_assumed:g} (the lecture's round inputs)",
     )
     cols[3].metric("Price above cost everywhere", "yes" if lc.above_cost_everywhere else "no")
     cols[4].metric(

@@ -29,6 +29,7 @@ from rackmath.narrative import reading
 from rackmath.specs import ChipSpec, Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.web import components as ui
+from rackmath.web.commands import serving_command
 from rackmath.web.render_plotly import figure as plotly_figure
 from rackmath.web.state import (
     CUSTOM_MODEL,
@@ -43,6 +44,8 @@ from rackmath.web.state import (
 from rackmath.web.state.serving import DEFAULT_ACCEPTANCE, DEFAULT_PREFIX_TIER, MAX_PREFIX_HIT, PREFIX_TIERS
 
 PAGE = "serving"
+#: The reading's pointer to the roofline-only view, in the page's words.
+PURE_HINT = "choose the pure roofline under Efficiency to see the roofline alone"
 BATCH_OPTIONS = [2**p for p in range(MAX_BATCH.bit_length())]  # 1 .. MAX_BATCH
 CONTEXT_OPTIONS = [2**p for p in range(8, MAX_CONTEXT.bit_length())]  # 256 .. MAX_CONTEXT
 
@@ -330,6 +333,7 @@ def render_serving_page() -> None:
     _features(view, state)
     _plots(view)
     _tables(view)
+    ui.cli_command(serving_command(state, view.deployment.chips))
 
 
 def _feature_controls(initial: ServingState) -> ServingFeatures:
@@ -497,7 +501,7 @@ def _numbers(view: ServingView, state: ServingState) -> None:
         help="prefill of one prompt of this context",
     )
     st.markdown("##### Reading")
-    st.markdown(reading(r))
+    st.markdown(reading(r, view.point, pure_hint=PURE_HINT))
     with st.expander("How these numbers come"):
         for section in r.derivation():
             title = f"**{section.title}**" + (f" ({section.subtitle})" if section.subtitle else "")

@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import fmt
+from rackmath import catalog, fmt
 from rackmath.analyses import figures
 from rackmath.analyses.training import (
     CALIBRATED_TRAINING,
@@ -29,12 +29,13 @@ from rackmath.analyses.training import (
     choose_recompute,
 )
 from rackmath.analyses.training_pipeline import schedule_drawing
+from rackmath.analyses.training_setup import gemm_recipes
 from rackmath.api import pipeline, train
-from rackmath.errors import DoesNotFitError, RackmathError
+from rackmath.errors import DoesNotFitError, InputError, RackmathError
 from rackmath.plots.training import save_pipeline_plot
-from rackmath.specs import Precision
 from rackmath.units import GB, TERA
 from rackmath.web import components as ui
+from rackmath.web.commands import training_command
 from rackmath.web.state import (
     CUSTOM_MODEL,
     EFFICIENCIES,
@@ -108,7 +109,17 @@ def _reset_after_system_change() -> None:
     st.session_state[_k("usd_per_chip_hour")] = None
 
 
-def _controls(initial: TrainingState) -> TrainingState:
+def _controls(initial: TrainingState, errors: list[RackmathError]) -> TrainingState:
+    offered = gemm_recipes(catalog.system(initial.system))
+    if initial.compute is not None and initial.compute not in offered:
+        errors.append(
+            InputError(
+                "GEMM precision (recipe)",
+                initial.compute,
+                f"one {initial.system} has a peak for: {', '.join(offered)}",
+            )
+        )
+        initial = dataclasses.replace(initial, compute=None)
     ui.init_state(
         PAGE,
         {
@@ -190,8 +201,13 @@ def _controls(initial: TrainingState) -> TrainingState:
         cols = st.columns(2)
         recompute = cols[0].selectbox("Recomputation", RECOMPUTE_MODES, key=_k("recompute"))
         optimizer = cols[1].selectbox("Optimizer", OPTIMIZERS, key=_k("optimizer"))
-        compute = ui.precision_picker(
-            PAGE, "compute", "Compute precision", list(chip.peak_flops_per_s), Precision.BF16
+        compute = ui.choice_picker(
+            PAGE,
+            "compute",
+            "GEMM precision (recipe)",
+            gemm_recipes(system),
+            "bf16",
+            help=f"the recipes {chip.name} has a catalog peak for; attention stays in bf16",
         )
         usd = ui.price_input(PAGE, chip)
         efficiency = st.radio(
@@ -272,7 +288,7 @@ def render_training_page() -> None:
         "how much recomputation (or reversible layers) buys; and what a pipeline schedule looks like."
     )
     initial, errors = parse_training_query(st.query_params.to_dict())
-    state = _controls(initial)
+    state = _controls(initial, errors)
     messages = st.container()
     job = st.container()
     st.subheader("Pipeline schedule")
@@ -298,6 +314,7 @@ def render_training_page() -> None:
         )
     except RackmathError as exc:
         ui.show_error(exc)
+    ui.cli_command(training_command(state))
 
 
 def _job(view: TrainingView) -> None:
@@ -314,6 +331,9 @@ def _job(view: TrainingView) -> None:
     )
     for note in s.notes:
         st.caption(f"Note: {note}")
+    if not mem.fits:
+        _infeasible(view)
+        return
     cols = list(st.columns(4))
     cols[0].metric(
         "Step time",
@@ -330,8 +350,14 @@ def _job(view: TrainingView) -> None:
     cols = list(st.columns(4))
     cols[0].metric("Days", f"{r.total_days:,.1f}", help=f"{r.steps:,.0f} steps of {fmt.seconds(stp.step_s)}")
     cols[1].metric("Chip-hours", f"{r.chip_hours:,.0f}")
-    cols[2].metric("Cost", fmt.usd(r.cost_usd), help=f"at {fmt.usd(s.usd_per_chip_hour)}/chip-hour")
-    cols[3].metric("Total model FLOPs", f"{r.total_flops:.3g}", help="tokens x model FLOPs per token")
+    cols[2].metric(
+        "Cost",
+        fmt.money(r.cost_usd),
+        help=f"{fmt.usd(r.cost_usd)} at {fmt.usd(s.usd_per_chip_hour)}/chip-hour",
+    )
+    cols[3].metric(
+        "Total model FLOPs", f"{r.total_flops:.3g}", help="tokens x model FLOPs per token (FLOP)"
+    )
     st.markdown("##### Utilisation, by convention")
     st.caption(
         "Sources state MFU differently: model FLOPs (6N + attention) or hardware FLOPs (recompute "
@@ -347,6 +373,33 @@ def _job(view: TrainingView) -> None:
     operators = stp.operator_rows()
     ui.table(operators)
     ui.downloads(PAGE, "operators", operators)
+    _memory(view)
+    with st.expander("Where the step goes"):
+        parts = stp.to_dict()
+        ui.table([{"part": k, "value": fmt.column(k, v)} for k, v in parts.items()])
+        ui.downloads(PAGE, "step", [parts])
+    ui.png_download(
+        PAGE, "training", _training_png(r), "memory by mode and the schedule, as `rackmath train --plot`"
+    )
+
+
+def _infeasible(view: TrainingView) -> None:
+    """A job that does not fit: no headline time, cost or MFU (they would describe a job that
+    cannot run), the shortfall, what would fit, and the memory that says why."""
+    r = view.estimate
+    mem = r.memory
+    st.error(
+        f"Infeasible: this job does not fit. It needs {fmt.nbytes(mem.total_bytes)} per chip and "
+        f"{fmt.nbytes(mem.usable_bytes)} is usable: short by {mem.short_by_bytes / GB:,.1f} GB per chip. "
+        "No step time, cost or utilisation is shown for a job that cannot run.",
+        icon=":material/block:",
+    )
+    _memory(view)
+
+
+def _memory(view: TrainingView) -> None:
+    r = view.estimate
+    s, mem = r.setup, r.memory
     st.markdown("##### Memory per chip")
     cols = list(st.columns(4))
     cols[0].metric("Weights", fmt.nbytes(mem.weights_bytes))
@@ -362,7 +415,9 @@ def _job(view: TrainingView) -> None:
     cols[1].metric(
         "Usable", fmt.nbytes(mem.usable_bytes), help=f"HBM {fmt.nbytes(mem.capacity_bytes)} less the reserve"
     )
-    cols[2].metric("Fits", "fits" if mem.fits else f"short by {mem.short_by_bytes / GB:.1f} GB")
+    cols[2].metric("Fits", "fits" if mem.fits else "no")
+    if not mem.fits:
+        cols[3].metric("Short by", f"{mem.short_by_bytes / GB:,.1f} GB", help="per chip")
     if view.fastest_fitting is not None:
         best = view.fastest_fitting
         if mem.fits and best.mode is s.recompute:
@@ -374,9 +429,9 @@ def _job(view: TrainingView) -> None:
             )
         else:
             st.warning(
-                f"{s.recompute.value} is short by {mem.short_by_bytes / GB:.1f} GB per chip. "
+                f"Recomputation {s.recompute.value} is short by {mem.short_by_bytes / GB:.1f} GB per chip. "
                 f"The fastest mode that fits is {best.mode.value}: step {fmt.seconds(best.step_s)}, "
-                f"{fmt.nbytes(best.total_bytes)} per chip."
+                f"{fmt.nbytes(best.total_bytes)} per chip (choose it under Recomputation)."
             )
     elif view.no_fit is not None:
         ui.show_error(view.no_fit)
@@ -389,13 +444,6 @@ def _job(view: TrainingView) -> None:
     options = [o.to_dict() for o in r.options]
     ui.table(options)
     ui.downloads(PAGE, "recompute", options, r.to_dict())
-    with st.expander("Where the step goes"):
-        parts = stp.to_dict()
-        ui.table([{"part": k, "value": v} for k, v in parts.items()])
-        ui.downloads(PAGE, "step", [parts])
-    ui.png_download(
-        PAGE, "training", _training_png(r), "memory by mode and the schedule, as `rackmath train --plot`"
-    )
 
 
 def _conventions(r: TrainingEstimate) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ import streamlit as st
 from rackmath.analyses import figures, validation
 from rackmath.analyses.figures import BAND_FRAC
 from rackmath.web import components as ui
+from rackmath.web.commands import validation_command
 from rackmath.web.state import (
     VALIDATION_COLUMNS,
     ValidationState,
@@ -138,6 +139,7 @@ def render_validation_page() -> None:
     )
     _plots(state, report, rows)
     _tables(report, rows)
+    ui.cli_command(validation_command())
 
 
 def _plots(state: ValidationState, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:

@@ -159,17 +159,61 @@ def _annotation(a: Any, p: Panel) -> dict[str, Any]:
     }  # fmt: skip
 
 
+#: Pixels the x axis takes below the plot (tick labels, the title and the gaps between them),
+#: with categories (which Plotly tilts when the chart is narrow), and with more than 12
+#: categories written at an angle; one legend row's height at 11 px text.
+_X_AXIS_PX = 76
+_CATEGORY_X_AXIS_PX = 110
+_ANGLED_X_AXIS_PX = 150
+_LEGEND_ROW_PX = 21
+_TOP_PX = 50
+#: Legend entries a row holds by their longest name (in characters): 3 short, 2, or 1.
+_ENTRIES_PER_ROW = ((14, 3), (24, 2))
+
+
+def _legend(p: Panel, traces: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int]:
+    """The legend below the x axis, clear of its tick labels and title: (legend layout, the
+    pixels the legend takes, the pixels the x axis takes). Rows hold 1 to 3 entries of equal
+    width by the longest name, so the legend's height is known before the browser lays it out
+    and the figure grows by it (the plot keeps its height)."""
+    axis_px = _X_AXIS_PX
+    if p.x.categories:  # narrow charts tilt category labels (always past 12 of them)
+        axis_px = _ANGLED_X_AXIS_PX if len(p.x.categories) > 12 else _CATEGORY_X_AXIS_PX
+    names = [str(t.get("name") or "") for t in traces if t.get("showlegend", True) and t.get("name")]
+    if not p.legend or not names:
+        return {}, 0, axis_px
+    longest = max(len(n) for n in names)
+    per_row = next((k for most, k in _ENTRIES_PER_ROW if longest <= most), 1)
+    legend_px = math.ceil(len(names) / per_row) * _LEGEND_ROW_PX + 8
+    plot_px = p.height_px - _TOP_PX - axis_px - 10
+    return (
+        {
+            "orientation": "h",
+            "yanchor": "top",
+            "y": -axis_px / plot_px,
+            "x": 0,
+            "xanchor": "left",
+            "entrywidthmode": "fraction",
+            "entrywidth": 1.0 / per_row,
+            "font": {"size": 11},
+        },
+        legend_px,
+        axis_px,
+    )
+
+
 def figure(fig_data: FigureData) -> go.Figure:
     """The figure's one panel as a Plotly figure."""
     p = fig_data.panel
     shapes: list[dict[str, Any]] = []
     traces = [_trace(s, shapes) for s in p.series]
+    legend, legend_px, axis_px = _legend(p, traces)
     layout: dict[str, Any] = {
         "template": "none",
         "title": {"text": p.title, "font": {"size": 15}},
-        "height": p.height_px,
-        "margin": {"l": 64, "r": 64 if p.y2 else 20, "t": 50, "b": 50},
-        "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "font": {"size": 11}},
+        "height": p.height_px + legend_px,
+        "margin": {"l": 64, "r": 64 if p.y2 else 20, "t": _TOP_PX, "b": axis_px + legend_px + 10},
+        "legend": legend,
         "showlegend": p.legend,
         "hovermode": "closest",
         "plot_bgcolor": "white",
@@ -181,9 +225,6 @@ def figure(fig_data: FigureData) -> go.Figure:
         "shapes": shapes,
         "annotations": [_annotation(a, p) for a in p.annotations if not p.x.categories],
     }
-    if p.x.categories and len(p.x.categories) > 12:
-        layout["margin"]["b"] = 120
-        layout["legend"] = {"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"}
     if p.y2 is not None:
         layout["yaxis2"] = {**_axis(p.y2), "overlaying": "y", "side": "right", "showgrid": False}
     return go.Figure({"data": traces, "layout": layout})

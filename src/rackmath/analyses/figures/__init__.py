@@ -9,7 +9,8 @@ that fits, the iso-loss curve of over-training, the cache-hit curves, the axis s
 values to an axis' unit (s -> ms, bytes -> GB, USD per token -> per million).
 
 One module per topic: ``serving_charts``, ``economics_charts``, ``training_charts``,
-``validation_charts``; ``_common`` holds the shared constants and guide lines. Every public
+``validation_charts``, ``planner_charts`` (compare, the frontier across systems, SLOs);
+``_common`` holds the shared constants and guide lines. Every public
 name is re-exported here, so ``from rackmath.analyses import figures`` reaches them all.
 """
 
@@ -42,6 +43,11 @@ from rackmath.analyses.figures.economics_charts import (
     sparsity,
     sparsity_cost,
     sparsity_needs,
+)
+from rackmath.analyses.figures.planner_charts import (
+    comparison,
+    slo_distribution,
+    systems_frontier,
 )
 from rackmath.analyses.figures.serving_charts import (
     batch_sweep,
@@ -82,6 +88,7 @@ __all__ = [
     "batch_sweep",
     "cache",
     "cheapest_fitting",
+    "comparison",
     "compute_only_usd_per_million",
     "cost",
     "explain",
@@ -102,10 +109,12 @@ __all__ = [
     "price_ratio",
     "prices",
     "recompute_step",
+    "slo_distribution",
     "sparsity",
     "sparsity_cost",
     "sparsity_needs",
     "step_time",
+    "systems_frontier",
     "training",
     "training_memory",
     "validation",

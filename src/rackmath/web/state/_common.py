@@ -293,6 +293,9 @@ PAGE_BOUNDS: dict[str, tuple[float, float]] = {
     "deployments.tpot_ms": (0.1, 1e5),
     "training.trillion_tokens": (1e-6, 10_000.0),
     "training.usd_per_chip_hour": (0.01, 1_000.0),
+    "simulate.rate_per_s": (0.001, 10_000.0),
+    "simulate.ttft_ms": (1.0, 600_000.0),
+    "simulate.tpot_ms": (0.1, 10_000.0),
 }
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rackmath.analyses.training_setup import GEMM_RECIPES
 from rackmath.errors import RackmathError
 from rackmath.specs.plan import ParallelPlan
 from rackmath.web.state._common import (
@@ -16,7 +17,6 @@ from rackmath.web.state._common import (
     _model_id,
     _parse_model_page,
     _positive,
-    _precision,
     _query,
     _system_id,
     _whole,
@@ -61,7 +61,7 @@ class TrainingState:
     recompute: str = "selective"
     optimizer: str = "adam-mixed"
     zero: int = 2
-    compute: str | None = None  # None: bf16 where the chip has it
+    compute: str | None = None  # a GEMM recipe; None: bf16 where the chip has it
     usd_per_chip_hour: float | None = None
     efficiency: str = "pure"  # or "calibrated": the fitted flops_frac
     pipe_schedule: str = "1f1b"
@@ -88,7 +88,7 @@ _TRAINING_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "recompute": _choice(RECOMPUTE_MODES),
     "optimizer": _choice(OPTIMIZERS),
     "zero": _whole(0, 3),
-    "compute": _precision,
+    "compute": _choice(GEMM_RECIPES),
     "usd_per_chip_hour": _positive,
     "efficiency": _choice(EFFICIENCIES),
     "pipe_schedule": _choice(PIPELINE_SCHEDULES),

@@ -1,0 +1,237 @@
+"""Simulate page: a stream of requests through a replica (or an xPyD fleet) under a runtime's
+caps; TTFT, TPOT and end-to-end percentiles, and the share of requests meeting the SLO.
+
+Every number comes from :func:`rackmath.analyses.slo.serve` (the request simulator of
+``rackmath simulate``, its per-request results, :func:`~rackmath.analyses.slo.attainment`);
+this module lays it out.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import streamlit as st
+
+from rackmath import catalog, fmt
+from rackmath.analyses import figures
+from rackmath.analyses.simulate import LengthDist
+from rackmath.analyses.slo import Fleet, SloRun, Workload, parse_trace, serve
+from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.catalog.runtimes import runtimes
+from rackmath.errors import RackmathError
+from rackmath.units import MS
+from rackmath.web import components as ui
+from rackmath.web.commands import simulate_command
+from rackmath.web.state.planner import (
+    EFFICIENCY_MODES,
+    MAX_WEB_REQUESTS,
+    SimulateState,
+    parse_simulate_query,
+    simulate_query,
+)
+
+PAGE = "simulate"
+#: The trace uploaded in this session (not in the URL: it can be large).
+TRACE_KEY = ui.key(PAGE, "trace_text")
+
+
+@lru_cache(maxsize=32)
+def simulated(state: SimulateState, trace: str | None = None) -> SloRun:
+    """The run ``state`` describes (``trace``: an uploaded CSV's text instead of the Poisson stream)."""
+    fleet = Fleet(
+        catalog.model(state.model),
+        catalog.system(state.system),
+        state.plan,
+        runtime=state.runtime,
+        efficiency=state.efficiency,
+        mtp=state.mtp,
+        acceptance=state.acceptance,
+        disaggregated=state.disaggregated,
+        prefill_plan=state.prefill_plan,
+    )
+    if trace is not None:
+        workload = Workload(rate_per_s=None, trace=parse_trace(trace, "the uploaded trace"))
+    else:
+        workload = Workload(
+            state.rate_per_s,
+            state.requests,
+            LengthDist.parse(state.input, "Prompt lengths"),
+            LengthDist.parse(state.output, "Output lengths"),
+            state.seed,
+        )
+    return serve(fleet, workload, state.ttft_ms * MS, state.tpot_ms * MS)
+
+
+def _controls(initial: SimulateState) -> tuple[SimulateState, str | None]:
+    ui.init_state(
+        PAGE,
+        {
+            **initial.__dict__,
+            "disaggregated": initial.disaggregated or "",
+            "prefill_plan": initial.prefill_plan or "",
+        },
+    )
+    with st.sidebar:
+        st.header("Deployment")
+        model = st.selectbox("Model", list(catalog.models()), key=ui.key(PAGE, "model"))
+        system = st.selectbox("System", list(catalog.systems()), key=ui.key(PAGE, "system"))
+        plan = st.text_input(
+            "Parallel plan of a replica", key=ui.key(PAGE, "plan"), help="e.g. tp=8 or dp=8,ep=8"
+        )
+        runtime = st.selectbox(
+            "Runtime profile",
+            list(runtimes()),
+            key=ui.key(PAGE, "runtime"),
+            format_func=lambda r: f"{runtimes()[r].name} {runtimes()[r].version}",
+            help="its sequence cap, token budget, chunked prefill, scheduler policy and KV memory share",
+        )
+        efficiency = st.radio(
+            "Efficiency",
+            EFFICIENCY_MODES,
+            key=ui.key(PAGE, "efficiency"),
+            horizontal=True,
+            format_func=lambda m: "kernel-grounded" if m == "kernel" else "pure roofline",
+        )
+        st.header("Features")
+        mtp = st.number_input(
+            "MTP draft tokens per step (0 = off)",
+            min_value=0,
+            max_value=MAX_SPEC_DEPTH,
+            step=1,
+            key=ui.key(PAGE, "mtp"),
+        )
+        acceptance = st.slider(
+            "Acceptance rate per draft position", 0.0, 1.0, step=0.05, key=ui.key(PAGE, "acceptance"),
+            disabled=mtp == 0,
+        )  # fmt: skip
+        disaggregated = st.text_input(
+            "Disaggregation (xPyD, empty = one replica)",
+            key=ui.key(PAGE, "disaggregated"),
+            placeholder="e.g. 2P1D",
+            help="x prefill replicas and y decode replicas of the plan; the KV moves between them",
+        )
+        prefill_plan = st.text_input(
+            "Prefill replicas' plan (empty = the same plan)",
+            key=ui.key(PAGE, "prefill_plan"),
+            disabled=not disaggregated.strip(),
+        )
+    st.subheader("Workload and SLO")
+    cols = st.columns(4)
+    rate = ui.bounded_number(
+        PAGE, "rate_per_s", "Arrival rate (requests/s)", where=cols[0], step=1.0, format="%g"
+    )
+    requests = cols[1].number_input(
+        "Requests", min_value=1, max_value=MAX_WEB_REQUESTS, step=500, key=ui.key(PAGE, "requests")
+    )
+    input_len = cols[2].text_input(
+        "Prompt lengths", key=ui.key(PAGE, "input"), help="N, uniform:LO-HI or lognormal:MEAN tokens"
+    )
+    output_len = cols[3].text_input(
+        "Output lengths", key=ui.key(PAGE, "output"), help="N, uniform:LO-HI or lognormal:MEAN tokens"
+    )
+    cols = st.columns(4)
+    ttft = ui.bounded_number(PAGE, "ttft_ms", "TTFT limit (ms, queueing included)", where=cols[0], step=100.0)
+    tpot = ui.bounded_number(PAGE, "tpot_ms", "TPOT limit (ms)", where=cols[1], step=5.0)
+    seed = cols[2].number_input("Seed", min_value=0, max_value=2**31, step=1, key=ui.key(PAGE, "seed"))
+    upload = cols[3].file_uploader(
+        "…or a trace (CSV)", type=["csv"], key=ui.key(PAGE, "upload"),
+        help="rows of arrival_s,input_tokens,output_tokens (as `rackmath simulate --trace`)",
+    )  # fmt: skip
+    trace = upload.getvalue().decode("utf-8", errors="replace") if upload is not None else None
+    state = SimulateState(
+        model=str(model),
+        system=str(system),
+        plan=str(plan),
+        runtime=str(runtime),
+        rate_per_s=float(rate),
+        requests=int(requests),
+        input=str(input_len),
+        output=str(output_len),
+        seed=int(seed),
+        mtp=int(mtp),
+        acceptance=float(acceptance),
+        disaggregated=disaggregated.strip().upper() or None,
+        prefill_plan=prefill_plan.strip() or None,
+        ttft_ms=float(ttft),
+        tpot_ms=float(tpot),
+        efficiency=str(efficiency),
+    )
+    return state, trace
+
+
+def render_simulate_page() -> None:
+    """The Simulate page: the fleet in the sidebar, the workload and SLO above, the results."""
+    st.title("Simulate")
+    st.caption(
+        "Requests arrive (Poisson, or a recorded trace) and a replica serves them as its runtime "
+        "would: continuous batching under its caps, chunked prefill, a KV pool. TTFT is counted from "
+        "arrival, so it includes queueing; the SLO is met by a request whose TTFT and TPOT are both "
+        "within their limits."
+    )
+    initial, errors = parse_simulate_query(st.query_params.to_dict())
+    state, trace = _controls(initial)
+    ui.sync_url(simulate_query(state))
+    ui.show_url_errors(PAGE, errors)
+    try:
+        run = simulated(state, trace)
+    except RackmathError as exc:
+        ui.show_error(exc)
+        ui.cli_command(simulate_command(state, trace is not None))
+        return
+    _numbers(run, state)
+    left, right = st.columns(2)
+    with left:
+        ui.figure(PAGE, "ttft", figures.slo_distribution(run, "ttft"), "simulate")
+    with right:
+        ui.figure(PAGE, "tpot", figures.slo_distribution(run, "tpot"), "simulate")
+    _setup(run)
+    ui.downloads(PAGE, "simulate", [run.result.to_dict()], run.to_dict())
+    ui.cli_command(simulate_command(state, trace is not None))
+
+
+def _numbers(run: SloRun, state: SimulateState) -> None:
+    r, a = run.result, run.attainment
+    st.markdown(f"##### SLO attainment over {a.requests:,} requests")
+    cols = st.columns(4)
+    cols[0].metric(f"TTFT ≤ {fmt.seconds(state.ttft_ms * MS)}", fmt.pct(a.ttft_met_frac))
+    cols[1].metric(f"TPOT ≤ {fmt.seconds(state.tpot_ms * MS)}", fmt.pct(a.tpot_met_frac))
+    cols[2].metric("Both (SLO met)", fmt.pct(a.both_met_frac))
+    cols[3].metric(
+        "Goodput (requests/s)", f"{a.goodput_requests_per_s:,.3g}", help="requests meeting both, per second"
+    )
+    st.markdown("##### Latency percentiles")
+    st.table(
+        [
+            {"": name, **{f"p{q}": fmt.seconds(r.metrics[f"{m}_p{q}"] or float("nan")) for q in (50, 90, 99)}}
+            for m, name in (("ttft", "TTFT (queueing included)"), ("tpot", "TPOT"), ("e2e", "end to end"))
+        ],
+        border="horizontal",
+        hide_index=True,
+    )
+    cols = st.columns(4)
+    offered = "trace" if r.rate_per_s is None else f"{r.rate_per_s:,.3g}"
+    cols[0].metric("Offered (requests/s)", offered)
+    cols[1].metric("Served (requests/s)", f"{r.requests_per_s:,.3g}")
+    cols[2].metric("Output tokens/s", f"{r.output_tokens_per_s:,.0f}")
+    cols[3].metric("Mean decode batch", f"{r.mean_decode_batch:,.1f}")
+    if run.tokens_per_step > 1:
+        st.caption(
+            f"MTP: {state.mtp} draft tokens a step at acceptance {state.acceptance:g} yield "
+            f"{run.tokens_per_step:.3g} tokens a step on average (the expected value; see analyses.slo)."
+        )
+
+
+def _setup(run: SloRun) -> None:
+    s = run.setup
+    with st.expander("The replica as the runtime runs it"):
+        pools = [("decode", s["decode"]), ("prefill", s["prefill"])] if "decode" in s else [("replica", s)]
+        for name, pool in pools:
+            rt = pool["runtime"]
+            st.markdown(
+                f"- **{name}**: {pool['deployment']['chips']} chips, plan {pool['deployment'].get('plan')}; "
+                f"{rt['name']} {rt['version']}: {rt['max_seqs']:,} sequences, {rt['max_tokens']:,} tokens a "
+                f"step, chunk {rt['chunk_tokens']:,}; KV pool {rt['kv_pool_tokens']:,.0f} tokens "
+                f"({rt['kv_memory_frac']:g} of {rt['kv_memory_basis']} memory); policy {rt['policy']}"
+            )
+        if run.kv_tier:
+            st.markdown(f"- KV moves over the {run.kv_tier} network")
