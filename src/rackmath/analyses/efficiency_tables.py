@@ -191,10 +191,14 @@ def grounded_table(chip_id: str, scalars: Efficiency) -> EfficiencyTable:
     pure roofline (``Efficiency.table``). True: the chip's fitted kernel curves with the
     scalars multiplied in (compute fractions by ``flops_frac``, GEMM/MoE bandwidth by
     ``bandwidth_frac * weight_bandwidth_frac``, attention bandwidth by
-    ``bandwidth_frac * kv_bandwidth_frac``) and ``overhead_s`` added once per step."""
+    ``bandwidth_frac * kv_bandwidth_frac``) and ``overhead_s`` added once per step; an engine
+    that runs NCCL only (``scalars.all_reduce == "nccl"``) loses the custom all-reduce curve."""
     if not scalars.kernel_grounded:
         return scalars.table()
     table = efficiency_table(chip_id)
+    if scalars.all_reduce == "nccl":  # an engine without the custom all-reduce kernel
+        table = replace(table, collectives=tuple(c for c in table.collectives if c[0] != "all_reduce:custom"))
+        scalars = replace(scalars, all_reduce="auto")
     if scalars == Efficiency(kernel_grounded=True):
         return table
     weight_bw = scalars.bandwidth_frac * scalars.weight_bandwidth_frac

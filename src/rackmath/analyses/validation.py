@@ -338,8 +338,8 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
         p_dec = replace(p, kv_bandwidth_frac=p.kv_bandwidth_frac * a.num_kv_heads / a.num_heads)
     else:
         p_dec = p
-    dec = p_dec.decode_efficiency(layers, wbw)
-    pre = p.prefill_efficiency(layers, wbw)
+    dec = replace(p_dec.decode_efficiency(layers, wbw), all_reduce=s.all_reduce)
+    pre = replace(p.prefill_efficiency(layers, wbw), all_reduce=s.all_reduce)
     # communication is added to the step unless the source states a two-batch overlap
     overlap = p.two_batch_overlap_frac if s.two_batch_overlap else 0.0
     engine = structure.with_efficiency(dec, overlap)

@@ -98,6 +98,7 @@ def _scenario(prov: Provenance, s: dict[str, Any], base_dir: Path | None = None)
         kv_memory_of=KvMemoryOf(s.get("kv_memory_of", KvMemoryOf.FREE)),
         two_batch_overlap=bool(s.get("two_batch_overlap", False)),
         kv_read_per_query_head=bool(s.get("kv_read_per_query_head", False)),
+        all_reduce=str(s.get("all_reduce", "auto")),
         training_run=str(s.get("training_run", "")),
     )
 

@@ -61,8 +61,14 @@ class Efficiency:
     kv_bandwidth_frac: float = 1.0
     kernel_grounded: bool = False
     overhead_s_per_sequence: float = 0.0
+    #: which all-reduce kernels the engine runs: ``auto`` (the faster of a custom one-shot
+    #: kernel and NCCL, as TensorRT-LLM, vLLM and SGLang pick by message size) or ``nccl``
+    #: (an engine that calls NCCL only: gpt-fast's ``torch.distributed`` all-reduce)
+    all_reduce: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.all_reduce not in ("auto", "nccl"):
+            raise InputError("all_reduce", self.all_reduce, "'auto' (custom or NCCL) or 'nccl'")
         for name in ("flops_frac", "bandwidth_frac", "weight_bandwidth_frac", "kv_bandwidth_frac"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:

@@ -104,6 +104,8 @@ class Scenario:
     #: GQA", release of 2023-12-01): a decode step's KV reads are ``heads / kv_heads`` times the
     #: cache. A statement about the engine the row ran, never a fitted factor.
     kv_read_per_query_head: bool = False
+    #: the engine's all-reduce: ``auto`` (custom or NCCL, whichever is faster) or ``nccl``
+    all_reduce: str = "auto"
     # training rows
     training_run: str = ""
 
