@@ -418,7 +418,8 @@ def _point(b: FloatArray, c: FloatArray) -> tuple[FloatArray, FloatArray, tuple[
     """A one-point grid as 0-d values (NumPy then computes on scalars, not 1x1 arrays) and
     the shape the answer takes; a larger grid as it is."""
     if b.size == 1 and c.size == 1:
-        return b.reshape(()), c.reshape(()), b.shape if b.ndim >= c.ndim else c.shape  # all 1s
+        # NumPy scalars (not 0-d arrays): every formula then takes the one-point fast path
+        return b.reshape(())[()], c.reshape(())[()], b.shape if b.ndim >= c.ndim else c.shape  # all 1s
     return b, c, None
 
 

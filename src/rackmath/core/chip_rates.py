@@ -37,6 +37,11 @@ class ChipRates:
     compute: Precision = Precision.BF16
     kv: Precision = Precision.BF16
 
+    def __post_init__(self) -> None:
+        # lookups made once per chip and key (a pass asks for a dozen curves)
+        object.__setattr__(self, "_curves", {})
+        object.__setattr__(self, "_gemms", {})
+
     @classmethod
     def uniform(
         cls,
@@ -59,9 +64,7 @@ class ChipRates:
 
     def curve(self, op_class: eff.OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
         """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
-        cache: dict[tuple[eff.OpClass, tuple[str, ...], str], _Choice] = self.__dict__.setdefault(
-            "_curves", {}
-        )
+        cache: dict[tuple[eff.OpClass, tuple[str, ...], str], _Choice] = self._curves  # type: ignore[attr-defined]
         hit = cache.get((op_class, formats, kind))
         if hit is None:
             compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
@@ -73,7 +76,18 @@ class ChipRates:
     def gemm_formats(self, weights: Precision) -> tuple[str, ...]:
         """The kernel formats a GEMM of weights stored as ``weights`` runs in (at least one:
         bf16 where no kernel runs them, the curve lookup then saying so)."""
-        return gemm_formats(weights, self.compute) or ("bfloat16",)
+        return self.gemm(weights)[0]
+
+    def gemm(self, weights: Precision) -> tuple[tuple[str, ...], float]:
+        """:meth:`gemm_formats` and the bytes per input activation element of the first (what
+        the kernel reads, scales included), looked up once per chip and weight format."""
+        cache: dict[Precision, tuple[tuple[str, ...], float]] = self._gemms  # type: ignore[attr-defined]
+        hit = cache.get(weights)
+        if hit is None:
+            formats = gemm_formats(weights, self.compute) or ("bfloat16",)
+            first = FORMATS.get(formats[0])
+            hit = cache[weights] = (formats, first.activation_bytes if first is not None else 2.0)
+        return hit
 
     @property
     def attention_formats(self) -> tuple[str, ...]:

@@ -136,7 +136,9 @@ def achieved_compute_frac(
 
     Worked number: compute_frac 0.8, half at 64 rows, 64 rows -> 0.4.
     """
-    r = _split_rows(e, num(rows), depth)  # a NumPy scalar on the one-point path (no array boxing)
+    r = num(rows)  # a NumPy scalar on the one-point path (no array boxing)
+    if e.split_tokens > 0.0:
+        r = _split_rows(e, r, depth)
     if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
         rr = maximum(r, 1.0)
         padded = ceil(rr / e.compute_tile_rows) * e.compute_tile_rows
@@ -146,10 +148,10 @@ def achieved_compute_frac(
     # an empty operator (0 columns or depth, e.g. a step with no prompt) keeps a positive
     # fraction: its time is 0 FLOPs / rate, not 0 / 0
     if cols is not None and e.compute_half_cols > 0.0:
-        c = maximum(num(cols), 1.0)
+        c = maximum(cols, 1.0)  # a float, a NumPy value or an array
         frac = frac * c / (c + e.compute_half_cols)
     if depth is not None and e.compute_half_depth > 0.0:
-        d = maximum(num(depth), 1.0)
+        d = maximum(depth, 1.0)
         frac = frac * d / (d + e.compute_half_depth)
     return frac
 
@@ -163,13 +165,15 @@ def achieved_bandwidth_frac(
     ``depth`` is given and ``bandwidth_tile_depth`` is set."""
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
-    r = _split_rows(e, maximum(num(rows), 1.0), depth)
+    r = maximum(num(rows), 1.0)
+    if e.split_tokens > 0.0:
+        r = _split_rows(e, r, depth)
     if cols is not None and e.bandwidth_tile > 0.0:
         edge = e.bandwidth_tile
-        r = ceil(r / edge) * ceil(maximum(num(cols), 1.0) / edge)
+        r = ceil(r / edge) * ceil(maximum(cols, 1.0) / edge)
     frac = _saturating(e.bandwidth_frac, e.bandwidth_half_rows, r)
     if depth is not None and e.bandwidth_tile_depth > 0.0:
-        d = maximum(num(depth), 1.0)
+        d = maximum(depth, 1.0)
         tile = e.bandwidth_tile_depth
         frac = frac * d / (ceil(d / tile) * tile)
     return frac

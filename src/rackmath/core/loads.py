@@ -108,7 +108,7 @@ def decode_load(
     c = num(context)
     q = num(tokens_per_sequence)
     rows, attention_context, read_share = b, c, num(1.0)
-    if not (q == 1.0).all():  # the method: a NumPy scalar or an array
+    if (q != 1.0) if type(q) is not np.ndarray else (q != 1.0).any():  # a verify step
         rows, attention_context, read_share = b * q, c + (q - 1.0) / 2.0, 1.0 / q
     return StepLoad(
         decode_sequences=rows,

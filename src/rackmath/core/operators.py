@@ -115,6 +115,8 @@ class OperatorModel:
     mlp_widths: tuple[float, float, float]  # intermediate width of dense MLP, shared, one expert
     #: every operator's weight storage format, by the keys of ``params`` (it picks the kernel format)
     weight_precision: Mapping[str, Precision] = field(default_factory=dict)
+    #: weight bytes over parameters, by the keys of ``params`` (scales included)
+    bytes_per_param: Mapping[str, float] = field(default_factory=dict)
     #: query heads; a decode query's and output's width per head (MLA absorbed: 576 and 512)
     heads: float = 0.0
     decode_dims: tuple[float, float] = (0.0, 0.0)
@@ -180,6 +182,7 @@ def operator_model(model: ModelSpec, weights: Mapping[str, Precision] | Precisio
             float(moe.expert_intermediate_size if moe else 0),
         ),
         weight_precision=precision,
+        bytes_per_param={name: weight_bytes[name] / max(count, 1.0) for name, count in params.items()},
         heads=heads,
         decode_dims=decode,
         prefill_dims=(float(q_width / a.num_heads), float(a.v_head_dim), prefill_kv),
@@ -211,8 +214,8 @@ def expert_slot_factor(ep: ArrayLike, experts: int, redundant_experts: ArrayLike
     ``E`` leave some ranks with ``ceil((E + R)/ep)`` slots; a rank's weights (held and read)
     scale with its slots. 1 when ``R = 0`` and ``ep | E``; 256 + 32 on EP = 72: 4 x 72/256 = 1.125.
     """
-    e = num(ep)
-    return np.ceil((experts + num(redundant_experts)) / e) * e / experts
+    e, r = num(ep), num(redundant_experts)
+    return ceil((experts + r) / e) * e / experts
 
 
 def layer_kinds(model: ModelSpec) -> tuple[bool, ...]:
@@ -285,7 +288,9 @@ def timed(
     """An operator's times: its work on the curve it names (:meth:`ChipRates.curve`)."""
     choice = rates.curve(op_class, formats, kind)
     e, pure = choice.efficiency, choice.pure
-    r = work.rows if pure else maximum(work.rows, 1e-30)  # the pure roofline ignores rows
+    r = work.rows
+    if not pure and not (type(r) is np.float64 and r > 0.0):  # the pure roofline ignores rows
+        r = maximum(r, 1e-30)
     compute, memory, time, bandwidth_frac, latency = eff.operator_timing(
         e,
         work.flops,
@@ -386,15 +391,14 @@ def pass_operators(
     ) -> Operator:  # fmt: skip
         """A dense projection over ``n_layers`` layers: ``in_values`` read and ``out_values``
         written per token per layer (per chip)."""
-        weights = m.weight_precision[name]
-        formats = rates.gemm_formats(weights)
+        formats, activation_bytes = rates.gemm(m.weight_precision[name])
         work = wk.gemm(
             tokens,
             P[name] / (p * split),
             cols,
             depth,
-            weight_bytes_per_param=W[name] / max(P[name], 1.0),
-            activation_bytes=_activation_bytes(formats[0]),
+            weight_bytes_per_param=m.bytes_per_param[name],
+            activation_bytes=activation_bytes,
             in_values=in_values,
             out_values=out_values,
             calls=n_layers,
@@ -445,7 +449,7 @@ def pass_operators(
         )
         name = "attention_prefill" if decode else "attention"
         attention.append(timed(name, eff.OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))
-    emb_bytes = W["embedding"] / max(P["embedding"], 1.0)
+    emb_bytes = m.bytes_per_param["embedding"]
     table: list[Operator | None] = [
         timed(
             "embedding",
@@ -506,7 +510,7 @@ def _moe_operators(
     """The router, shared experts and routed experts of one pass (see :func:`pass_operators`)."""
     h = float(m.hidden)
     moe_layers = m.num_moe_layers / p
-    P, W = m.params, m.weight_bytes
+    P = m.params
     shards = expert_shards(t, e, moe_tp)
     groups = d * t / shards
     group_tokens = load.tokens / p / groups
@@ -521,7 +525,7 @@ def _moe_operators(
     if type(shards) is np.ndarray or shards > 1.0:
         hit = maximum(hit, minimum(routed_tokens, 1.0))
     expert_precision = m.weight_precision["routed_experts"]
-    formats = rates.gemm_formats(expert_precision)
+    formats, activation_bytes = rates.gemm(expert_precision)
     kind = "gated" if m.expert_matrices == 3.0 else "nongated"
     work = wk.grouped_gemm(
         routed_tokens * expert_tp / shards * moe_layers,
@@ -530,7 +534,7 @@ def _moe_operators(
         expert_i / expert_tp,
         matrices=m.expert_matrices,
         weight_bytes_per_param=expert_precision.bytes_per_element,
-        activation_bytes=_activation_bytes(formats[0]),
+        activation_bytes=activation_bytes,
         tokens_per_expert=routed_tokens / m.experts,
         # the permute and finalize passes over the pairs this rank receives (the all-to-all
         # dispatch the network model uses), at full hidden width
@@ -549,8 +553,8 @@ def _moe_operators(
             P["router"] / p,
             float(m.experts),
             h,
-            weight_bytes_per_param=W["router"] / max(P["router"], 1.0),
-            activation_bytes=_activation_bytes(rates.gemm_formats(m.weight_precision["router"])[0]),
+            weight_bytes_per_param=m.bytes_per_param["router"],
+            activation_bytes=rates.gemm(m.weight_precision["router"])[1],
             in_values=h,
             out_values=float(m.experts),
             calls=moe_layers,

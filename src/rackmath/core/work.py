@@ -72,10 +72,8 @@ class Work(NamedTuple):
 
     @property
     def bytes(self) -> FloatArray:
-        """Every byte the operator moves through HBM."""
-        return np.asarray(
-            self.weight_bytes + self.activation_bytes + self.kv_read_bytes + self.kv_write_bytes
-        )
+        """Every byte the operator moves through HBM (a NumPy scalar for one point)."""
+        return self.weight_bytes + self.activation_bytes + self.kv_read_bytes + self.kv_write_bytes
 
 
 def gemm(
@@ -100,21 +98,15 @@ def gemm(
     Worked number: 16 x 7168 x 2048 in bf16 -> 0.470 GFLOP, 29.36 MB of weights, 0.295 MB of
     activations (16 (2048 x 2 + 7168 x 2) bytes).
     """
-    m, p = num(rows), num(params)
+    # only the rows and calls are made NumPy values: the rest multiply into them (a pass builds
+    # ten of these per point, so conversions and keyword construction are kept off this path)
+    m, c = num(rows), num(calls)
+    mc = m * c
+    activation = mc * (in_values * activation_bytes + out_values * OUTPUT_BYTES)  # type: ignore[operator]
     return Work(
-        flops=2.0 * m * p,
-        weight_bytes=p * num(weight_bytes_per_param),
-        activation_bytes=m
-        * num(calls)
-        * (num(in_values) * num(activation_bytes) + num(out_values) * OUTPUT_BYTES),
-        kv_read_bytes=_ZERO,
-        kv_write_bytes=_ZERO,
-        rows=m,
-        cols=num(cols),
-        depth=num(depth),
-        calls=num(calls),
-        input_values=m * num(calls) * num(in_values),
-    )
+        2.0 * m * params, params * weight_bytes_per_param, activation, _ZERO, _ZERO, m, cols,  # type: ignore[arg-type,operator]
+        depth, c, None, None, None, mc * in_values,  # type: ignore[arg-type,operator]
+    )  # fmt: skip
 
 
 def grouped_gemm(
