@@ -33,17 +33,13 @@ from rackmath.cli.options import (
     plural,
     pure_option,
 )
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs import ModelSpec, SystemSpec
 
 
 class InfeasibleError(RackmathError):
     """A valid request no deployment in the searched space can meet."""
-
-
-def _console() -> Console:
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
 
 
 #: Work budget of `plan`: (plans x batches x precision families) deployments evaluated.
@@ -228,8 +224,8 @@ def plan_command(
     if as_json:
         typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
     else:
-        _render_plan(result, _console())
-        _console().print(_efficiency_line(efficiency))
+        _render_plan(result, cli_console())
+        cli_console().print(_efficiency_line(efficiency))
     if result.best is None and result.disaggregated is None:
         raise InfeasibleError(f"no deployment meets the SLOs; {result.infeasible_reason}")
 
@@ -348,7 +344,7 @@ def pareto_command(
         features = {"moe_routing": routing.to_dict(), "speculation": routing.speculation_dict()}
         typer.echo(dump_json({**result.to_dict(), **features, "efficiency": efficiency}))
         return
-    console = _console()
+    console = cli_console()
     console.print(
         f"[bold]rackmath pareto[/] {result.model} on {result.system}, {input_len:,} in / {output_len:,} out "
         f"({result.candidates_evaluated:,} deployments, {len(result.frontier)} on the frontier)\n"
@@ -395,7 +391,7 @@ def layout_command(
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return
-    render_layout(report, _console())
+    render_layout(report, cli_console())
 
 
 def render_layout(r: LayoutReport, console: Console) -> None:

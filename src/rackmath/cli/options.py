@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from rackmath.cli.output import console as console
+from rackmath.cli.output import make_table as make_table
 from rackmath.errors import InputError
 from rackmath.numbers import fmt_bound, parse_duration, parse_number
 from rackmath.specs.lists import MAX_LIST as MAX_LIST
@@ -182,17 +184,6 @@ def check_chips_in_system(system: Any, chips: int | None, plan: str | None) -> N
         )
 
 
-def console(width: int = 132) -> Any:
-    """A Rich console; ``width`` columns when writing to a file or pipe (tables stay whole).
-
-    Rich is imported here, not at the top, so ``rackmath --help`` stays light.
-    """
-    from rich.console import Console
-
-    out = Console(highlight=False)
-    return out if out.is_terminal else Console(highlight=False, width=width)
-
-
 def emit(result: Any, as_json: bool, plot: Path | None, draw: Any, render: Any) -> None:
     """A command's output: the figure to ``plot`` (``draw(result, plot)``) when asked, then
     either the result's ``to_dict()`` as JSON or ``render(result, console)``."""
@@ -204,21 +195,3 @@ def emit(result: Any, as_json: bool, plot: Path | None, draw: Any, render: Any) 
     render(result, console())
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def make_table(
-    columns: tuple[str, ...],
-    *,
-    left: tuple[str, ...] = (),
-    title: str | None = None,
-    edge: bool = False,
-    no_wrap: bool = False,
-) -> Any:
-    """A Rich table with bold headers: the ``left`` columns (text) left-aligned, the others
-    (numbers) right-aligned; ``edge`` draws the outer border."""
-    from rich.table import Table
-
-    out = Table(title=title, header_style="bold", show_edge=edge)
-    for col in columns:
-        out.add_column(col, justify="left" if col in left else "right", no_wrap=no_wrap)
-    return out

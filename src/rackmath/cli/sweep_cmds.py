@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 import yaml
-from rich.console import Console
 
 from rackmath.analyses import sweep as sw
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError
 
 #: Table formats ``--out`` writes, by file extension.
@@ -70,7 +70,7 @@ def sweep_command(
     if as_json:
         typer.echo(dump_json(summary))
         return
-    console = Console()
+    console = cli_console()
     console.print(f"{result.points:,} points in {result.chunks} chunk(s) ({result.where}) -> {out}")
     for combo, why in result.skipped[:SHOWN_SKIPPED]:
         console.print(
