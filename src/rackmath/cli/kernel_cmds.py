@@ -12,9 +12,9 @@ from typing import Any
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
 
-from rackmath.cli.options import dump_json
+from rackmath.cli.options import dump_json, make_table
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError
 
 
@@ -27,13 +27,12 @@ def _pct(s: dict[str, Any] | None) -> str:
 def calibrate_kernels_command(
     target: str, from_file: list[Path], chips: str | None, out: Path | None, as_json: bool
 ) -> None:
-    from rackmath.analyses.kernel_fit import calibrate_kernels
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
         raise InputError("calibrate TARGET", target, "'kernels' (or no argument for the step calibration)")
     chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
-    doc = calibrate_kernels(chip_list, list(from_file) or None)
+    doc = _fit_with_progress(chip_list, list(from_file) or None)
     path = out or DATA_PATH
     if out is None and (from_file or chip_list):
         # A partial refit updates only its chips in the shipped catalog.
@@ -50,9 +49,40 @@ def calibrate_kernels_command(
     if as_json:
         typer.echo(dump_json(doc))
         return
-    table = Table(title=f"Fitted kernel efficiencies ({doc['meta']['fit_seconds']} s) -> {path}")
-    for col in ("chip", "class", "dtype", "compute", "half rows", "bandwidth", "floor", "rows"):
-        table.add_column(col)
+    render_fit(doc, path, cli_console())
+
+
+def _fit_with_progress(chips: list[str] | None, from_files: list[Path] | None) -> dict[str, Any]:
+    """``calibrate_kernels`` one chip at a time under a progress bar (the chips' fits are
+    independent), merged into the document one call for every chip returns."""
+    from rackmath.analyses.kernel_fit import calibrate_kernels
+    from rackmath.catalog import kernel_tables as kt
+    from rackmath.progress import progress
+
+    if from_files:
+        with progress("Fitting kernel efficiencies", total=None):
+            return calibrate_kernels(chips, from_files)
+    wanted = chips or sorted(set(kt.CHIP_DIRS.values()))
+    doc: dict[str, Any] = {}
+    seconds = 0.0
+    with progress("Fitting kernel efficiencies (chips)", total=len(wanted)) as advance:
+        for chip_id in wanted:
+            one = calibrate_kernels([chip_id])
+            seconds += float(one["meta"]["fit_seconds"])
+            doc = {**one, "chips": {**doc.get("chips", {}), **one["chips"]}}
+            advance(1)
+    doc["meta"] = {**doc["meta"], "fit_seconds": round(seconds, 2)}
+    return doc
+
+
+def render_fit(doc: dict[str, Any], path: Path, console: Console) -> None:
+    """The fitted efficiencies of ``doc`` (the YAML document), one row per chip and curve."""
+    table = make_table(
+        ("chip", "class", "dtype", "compute", "half rows", "bandwidth", "floor", "rows"),
+        left=("chip", "class", "dtype"),
+        title=f"Fitted kernel efficiencies ({doc['meta']['fit_seconds']} s) -> {path}",
+        keys=2,
+    )
     for chip_id, entry in doc["chips"].items():
         for o in entry["ops"]:
             variant = ("" if o.get("gated", True) else " non-gated") + (
@@ -79,7 +109,7 @@ def calibrate_kernels_command(
                 f"{c['latency_s'] * 1e6:.1f} us",
                 str(c["rows_used"]),
             )
-    Console().print(table)
+    console.print(table)
 
 
 def _second_kernel(alt: dict) -> str:
@@ -90,24 +120,31 @@ def _second_kernel(alt: dict) -> str:
 
 
 def validate_kernels_command(as_json: bool) -> None:
-    from rackmath.analyses.kernel_fit import CLASSES, validate_kernels
+    from rackmath.analyses.kernel_fit import validate_kernels
 
     report = validate_kernels()
     if as_json:
         typer.echo(dump_json(report))
         return
+    render_kernel_validation(report, cli_console())
+
+
+def render_kernel_validation(report: dict[str, Any], console: Console) -> None:
+    """Median / p90 |error| per chip and kernel class (``validate_kernels()``'s report)."""
+    from rackmath.analyses.kernel_fit import CLASSES
+
     k = report["kernels"]
-    table = Table(title="Kernel latency: median / p90 |error| on held-out shapes (20% per table)")
-    table.add_column("chip")
     classes = [c for c in CLASSES if c in k["by_op"]]
-    for c in classes:
-        table.add_column(c, justify="right")
+    table = make_table(
+        ("chip", *(c.replace("_", "\n", 1) for c in classes)),
+        left=("chip",),
+        title="Kernel latency: median / p90 |error| on held-out shapes (20% per table)",
+    )
     for chip_id, ops in k["by_chip"].items():
         table.add_row(chip_id, *[_pct(ops.get(c)) for c in classes])
     table.add_row("all", *[_pct(k["by_op"].get(c)) for c in classes])
     for chip_id, h in k["held_out_chips"].items():
         table.add_row(f"{chip_id} (fit on {h['fitted_on']})", *[_pct(h["by_op"].get(c)) for c in classes])
-    console = Console()
     console.print(table)
     for chip_id, v in k["held_out_version"].items():
         console.print(
