@@ -97,13 +97,16 @@ def train(
     *,
     tokens: float,
     chips: int | None = None,
+    require_fit: bool = False,
     **options: Any,
 ) -> TrainingEstimate:
     """Step time, MFU, memory per chip and cost of training ``model`` for ``tokens`` tokens.
 
     ``rm.train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", tokens=15.6e12)``; options
     are those of :func:`rackmath.analyses.training.make_training` (``seq_len``,
-    ``global_batch``, ``microbatch``, ``schedule``, ``recompute``, ``zero``, ...).
+    ``global_batch``, ``microbatch``, ``schedule``, ``recompute``, ``zero``, ...). A job whose
+    memory per chip does not fit has ``memory.fits`` false; ``require_fit=True`` raises
+    :class:`~rackmath.errors.DoesNotFitError` for it instead, as ``rackmath train`` exits 1.
     """
     model_spec = resolve_model(model) if isinstance(model, str) else model
     system_spec = _system(system) if isinstance(system, str) else system
@@ -111,7 +114,8 @@ def train(
     from rackmath.analyses import training as _training
 
     setup = _training.make_training(model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options)
-    return _training.estimate(setup)
+    result = _training.estimate(setup)
+    return result.require_fit() if require_fit else result
 
 
 def pipeline(
