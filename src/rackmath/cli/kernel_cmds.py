@@ -13,7 +13,7 @@ import typer
 import yaml
 from rich.console import Console
 
-from rackmath.cli.options import dump_json, make_table
+from rackmath.cli.options import dump_json, make_table, out_file, out_folder
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError
 
@@ -31,6 +31,8 @@ def calibrate_kernels_command(
 
     if target != "kernels":
         raise InputError("calibrate TARGET", target, "'kernels' (or no argument for the step calibration)")
+    if out is not None:
+        out_file(out, "--out", (".yaml", ".yml"))
     chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
     doc = _fit_with_progress(chip_list, list(from_file) or None)
     path = out or DATA_PATH
@@ -153,10 +155,11 @@ def render_kernel_validation(report: dict[str, Any], console: Console) -> None:
 
 
 def measure_kernels_command(quick: bool, out: Path | None, as_json: bool) -> None:
+    folder = out_folder(out or Path("kernel-tables"), "--out", writes="the measured tables")
     from rackmath.measure import kernels
 
     result = kernels.run(quick)
-    paths = kernels.write(result, out or Path("kernel-tables"))
+    paths = kernels.write(result, folder)
     if as_json:
         typer.echo(
             dump_json(

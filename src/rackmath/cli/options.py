@@ -113,6 +113,32 @@ def plot_path(text: Any) -> Path | None:
     return path
 
 
+def out_file(path: Path, field: str, suffixes: tuple[str, ...]) -> Path:
+    """An output file (``--out results.parquet``): one of ``suffixes``, in a folder that exists
+    (no folders are created), and not itself a folder. Checked before any work starts."""
+    if path.suffix.lower() not in suffixes:
+        raise InputError(field, str(path), f"a file name ending in {' or '.join(suffixes)}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(field, str(path), f"a file in an existing folder ({parent} does not exist)")
+    if path.is_dir():
+        raise InputError(field, str(path), "a file name (this is a folder)")
+    return path
+
+
+def out_folder(path: Path, field: str, *, writes: str) -> Path:
+    """An output folder (``--out tables``): an existing folder, or a new one in an existing
+    folder; a name that looks like a file (``cpu.csv``) is refused, not made a folder."""
+    if path.suffix.lower() in (".csv", ".parquet", ".json", ".yaml", ".yml", ".png", ".svg", ".pdf"):
+        raise InputError(field, str(path), f"a folder to write {writes} into ({path.name} names a file)")
+    if path.exists() and not path.is_dir():
+        raise InputError(field, str(path), f"a folder to write {writes} into (this is a file)")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(field, str(path), f"a folder inside an existing one ({parent} does not exist)")
+    return path
+
+
 def plot_option(help: str = "Write a figure (PNG/SVG/PDF).") -> Any:
     return typer.Option(None, "--plot", help=help, parser=plot_path, metavar="FILE")
 
@@ -163,12 +189,11 @@ def plural(n: float, word: str) -> str:
 
 
 def check_context(model: Any, tokens: float, field: str) -> None:
-    """Refuse a context longer than the model's own window (``max_position_embeddings``)."""
-    window = getattr(model, "max_context", None)
-    if window and tokens > window:
-        raise InputError(
-            field, f"{tokens:,.0f} tokens", f"at most {window:,} tokens ({model.id}'s context window)"
-        )
+    """Refuse a context longer than the model's own window: the analysis layer's rule
+    (:func:`rackmath.analyses.serving.check_context`), imported when a command uses it."""
+    from rackmath.analyses.serving import check_context as rule
+
+    rule(model, tokens, field)
 
 
 def check_chips_in_system(system: Any, chips: int | None, plan: str | None) -> None:

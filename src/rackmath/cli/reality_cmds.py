@@ -180,7 +180,12 @@ def measure_command(
         maximum=1000,
     ),
     kernels: bool = typer.Option(False, "--kernels", help="Time a GEMM/attention/copy sweep as a table."),
-    out: Path | None = typer.Option(None, "--out", help="--kernels: the CSV/parquet table to write."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="--kernels: the folder to write gemm_perf.csv, generation_attention_perf.csv and "
+        "memcpy_perf.csv into (default kernel-tables; created inside an existing folder).",
+    ),
 ) -> None:
     """Measure this machine's matmul FLOP/s and copy bandwidth, time real decode steps of a
     random-weight transformer, and predict them with rackmath."""
