@@ -27,6 +27,7 @@ from rackmath.cli.options import (
     check_context,
     count,
     dump_json,
+    make_table,
     names,
     number,
     plot_option,
@@ -254,22 +255,22 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
             f"  MTP: {spec_['mtp']} draft tokens a step at acceptance {spec_['acceptance']:g}: "
             f"{spec_['tokens_per_step']:.3g} tokens per sequence a step"
         )
-    out(f"  searched {r.candidates_evaluated:,} deployments on {', '.join(r.systems)}\n")
-    table = Table(show_edge=False, header_style="bold")
-    for name in ("", *_CHOICE_COLUMNS):
-        table.add_column(name, justify="right")
-    if r.best:
+    out(f"  searched {r.candidates_evaluated:,} deployments on {', '.join(r.systems)}")
+    if r.best:  # an infeasible search prints no empty table; its error line says why, once
+        out("")
+        table = make_table(("", *_CHOICE_COLUMNS), keys=2)
         table.add_row("best", *_choice_row(r.best))
-    for c in r.runners_up:
-        table.add_row("", *_choice_row(c))
-    out(table)
+        for c in r.runners_up:
+            table.add_row("", *_choice_row(c))
+        out(table)
     rejected = [f for f in r.families if f.best is None]
     if rejected:
         out("\n[bold]Rejected[/]")
         for f in rejected:
             out(f"  {f.system} ({f.family}): {f.binding}: {f.reason}")
     if r.best is None:
-        out(f"\n[bold]Infeasible[/]: {r.infeasible_reason}")
+        if r.disaggregated is not None:
+            out(f"\n[bold]No aggregated deployment[/] meets the SLOs: {r.infeasible_reason}")
     else:
         b = r.best
         out(
