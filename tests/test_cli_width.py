@@ -46,6 +46,7 @@ COMMANDS: tuple[tuple[str, int], ...] = (
     ),
     ("pipeline --stages 4 --microbatches 8 --schedule dualpipe", 0),
     ("validate", 0),
+    ("calibrate", 0),
 )
 
 
@@ -71,6 +72,16 @@ def test_each_command_fits_80_columns(monkeypatch: pytest.MonkeyPatch, command: 
     got, text = _run(command.split())
     assert got == code, text[-500:]
     _assert_fits(text)
+
+
+def test_sweep_fits_80_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    spec = Path(__file__).parents[1] / "examples" / "sweep-small.yaml"
+    code, text = _run(["sweep", str(spec), "--out", str(tmp_path / "x.csv")])
+    assert code == 0, text
+    _assert_fits(text)
+    assert "skipped llama-3.1-70b on h100-hgx" in text
 
 
 def test_models_shows_every_id_and_alias_whole(monkeypatch: pytest.MonkeyPatch) -> None:
