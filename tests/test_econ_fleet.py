@@ -163,10 +163,20 @@ def test_zero_overrides_are_refused_with_a_deployment_too() -> None:
 
 
 def test_a_trickle_of_traffic_still_needs_one_replica() -> None:
-    # 1e-9 tokens/s over 128,000 per replica rounds to zero replicas at 9 decimals; one serves it
-    f = fleet.fleet(traffic_tokens_per_s=1e-9, loads=(0.5,), requests=100)
+    # 1 token/s (the least a fleet is sized for) over 128,000 per replica: one replica serves it
+    f = fleet.fleet(traffic_tokens_per_s=1.0, loads=(0.5,), requests=100)
     assert f.replicas == 1 and f.chips == 72
-    assert f.usd_per_million_tokens == pytest.approx(72 * 4.54 / 3600 / 1e-9 * 1e6)
+    assert f.usd_per_million_tokens == pytest.approx(72 * 4.54 / 3600 / 1.0 * 1e6)
+
+
+@pytest.mark.parametrize("traffic", [1e-30, 1e-9, 0.999, float("nan")])
+def test_less_than_one_token_per_second_is_refused(traffic: float) -> None:
+    """Below 1 token/s a fleet is one idle replica: 1e-30 tokens/s used to price a million
+    tokens at $6e32. The rule is the analysis layer's, so fleet, plan and sweep share it."""
+    with pytest.raises(InputError) as err:
+        fleet.fleet(traffic_tokens_per_s=traffic, loads=(0.5,), requests=100)
+    assert "at least 1 output token/s" in str(err.value)
+    assert fleet.check_traffic(1.0) == 1.0
 
 
 def _trains_by_hand(arrivals: np.ndarray, interval_s: float, max_batch: int) -> np.ndarray:

@@ -45,7 +45,13 @@ def test_point_count_and_skipped_combinations(local):
     assert all(c.model == "llama-3.1-70b" and c.plan == "dp=8,ep=8" for c, _ in local.skipped)
     assert all("dense" in why for _, why in local.skipped)
     assert local.points == len(local.frame) == 144 - 2 * 12
-    assert not local.frame.isna().any().any()
+    # a point that does not fit gets no fleet (no cost quoted for it); every other cell is a number
+    fleet = ["replicas", "fleet_chips", "fleet_usd_per_day"]
+    f = local.frame
+    assert (~f.fits).sum() > 0 and f.fits.sum() > 0
+    assert f.loc[~f.fits, fleet].isna().all().all()
+    assert not f.loc[f.fits].isna().any().any()
+    assert not f.drop(columns=fleet).isna().any().any()
 
 
 def test_rows_match_the_analyses_point_by_point(local):
@@ -65,9 +71,22 @@ def test_rows_match_the_analyses_point_by_point(local):
     r = row.iloc[0]
     assert r.step_s == pytest.approx(float(want.step_s[0, 0]), rel=1e-12)
     assert r.chips == 8  # ep=8 spans the dp=8 chips: pp x dp x tp = 8
-    # fleet size recomputed by hand: ceil(traffic / (batch / step)), at least one replica
-    assert r.replicas == max(1, math.ceil(1e6 / (32 / r.step_s)))
-    assert r.fleet_chips == r.replicas * 8
+    # 671 GB of fp8 weights over 8 chips is 84 GB a chip, more than an H100's 77 GB usable:
+    # the point is a row (marked) but gets no fleet and no fleet cost
+    assert not r.fits and not bool(want.fits[0, 0])
+    assert math.isnan(r.replicas) and math.isnan(r.fleet_usd_per_day)
+    # fleet size recomputed by hand where it fits: ceil(traffic / (batch / step)), at least one
+    row = f[
+        (f.model == "llama-3.1-70b")
+        & (f.plan == "tp=8")
+        & (f.precision_family == "native")
+        & (f.batch == 32)
+        & (f.context_tokens == 8192)
+        & (f.traffic_tokens_per_s == 1e6)
+    ].iloc[0]
+    assert row.fits
+    assert row.replicas == max(1, math.ceil(1e6 / (32 / row.step_s))) > 1
+    assert row.fleet_chips == row.replicas * 8
 
     ideal = decode(make_deployment(resolve_model("llama-3.1-70b"), sys_), [256], [1024])
     row = f[(f.model == "llama-3.1-70b") & (f.plan == "ideal") & (f.precision_family == "native")]

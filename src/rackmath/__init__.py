@@ -19,8 +19,8 @@ from typing import Any
 # `rackmath --help` does not pull in NumPy, Pydantic and the catalogs.
 _LAZY = {
     "balance": "rackmath.analyses.serving",
-    "decode": "rackmath.analyses.serving",
-    "prefill": "rackmath.analyses.serving",
+    "decode": "rackmath.api",
+    "prefill": "rackmath.api",
     "deployment": "rackmath.api",
     "explain": "rackmath.api",
     "pipeline": "rackmath.api",

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from numpy.typing import ArrayLike
+
 from rackmath.analyses import explain as _explain
 from rackmath.analyses import prefix as _prefix
+from rackmath.analyses import serving as _serving
 from rackmath.analyses import speculative as _speculative
-from rackmath.analyses.serving import Deployment, make_deployment
+from rackmath.analyses.serving import DecodeGrid, Deployment, PrefillGrid, check_context, make_deployment
 from rackmath.catalog import resolve_model
 from rackmath.catalog import system as _system
 from rackmath.catalog.economics import memory_tiers
@@ -51,6 +54,19 @@ def deployment(
     )
 
 
+def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
+    """:func:`rackmath.analyses.serving.decode` over ``batch x context``, refusing a context
+    beyond the model's window as ``rackmath explain --context`` does."""
+    check_context(deployment.model, context, "context")
+    return _serving.decode(deployment, batch, context)
+
+
+def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
+    """:func:`rackmath.analyses.serving.prefill`, refusing a prompt beyond the model's window."""
+    check_context(deployment.model, length, "length")
+    return _serving.prefill(deployment, batch, length)
+
+
 def explain(
     deployment: Deployment,
     batches: Sequence[float] = _explain.DEFAULT_BATCHES,
@@ -70,6 +86,7 @@ def explain(
     MTP head with ``mtp=1, acceptance=0.8``. Prefix caching: ``prefix_hit=0.6,
     prefix_tier="host-dram"`` (hbm, host-dram/ddr5, cxl, ssd/flash, hdd/disk). ``pue``: the
     facility's power usage effectiveness for joules per token."""
+    check_context(deployment.model, list(contexts), "contexts")
     speculation = None
     if spec is not None:
         speculation = _speculative.parse_speculation(spec, resolve_model)
@@ -97,13 +114,16 @@ def train(
     *,
     tokens: float,
     chips: int | None = None,
+    require_fit: bool = False,
     **options: Any,
 ) -> TrainingEstimate:
     """Step time, MFU, memory per chip and cost of training ``model`` for ``tokens`` tokens.
 
     ``rm.train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", tokens=15.6e12)``; options
     are those of :func:`rackmath.analyses.training.make_training` (``seq_len``,
-    ``global_batch``, ``microbatch``, ``schedule``, ``recompute``, ``zero``, ...).
+    ``global_batch``, ``microbatch``, ``schedule``, ``recompute``, ``zero``, ...). A job whose
+    memory per chip does not fit has ``memory.fits`` false; ``require_fit=True`` raises
+    :class:`~rackmath.errors.DoesNotFitError` for it instead, as ``rackmath train`` exits 1.
     """
     model_spec = resolve_model(model) if isinstance(model, str) else model
     system_spec = _system(system) if isinstance(system, str) else system
@@ -111,7 +131,8 @@ def train(
     from rackmath.analyses import training as _training
 
     setup = _training.make_training(model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options)
-    return _training.estimate(setup)
+    result = _training.estimate(setup)
+    return result.require_fit() if require_fit else result
 
 
 def pipeline(

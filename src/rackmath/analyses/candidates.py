@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from rackmath.analyses import serving
 from rackmath.analyses.deployment import topology
 from rackmath.analyses.energy import step_energy
+from rackmath.analyses.fleet import check_traffic
 from rackmath.analyses.plan_features import BALANCED, MoeRouting
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
@@ -144,8 +145,7 @@ class Workload:
     tpot_s: float | None = None
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.traffic_tokens_per_s) and self.traffic_tokens_per_s > 0):
-            raise InputError("--traffic", self.traffic_tokens_per_s, "output tokens per second > 0")
+        check_traffic(self.traffic_tokens_per_s, "--traffic")
         for name in ("input_len", "output_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

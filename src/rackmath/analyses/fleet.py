@@ -61,6 +61,23 @@ MAX_SIMULATED_STEPS = 500_000
 MIN_STEP_S = 1e-6
 
 
+#: Least traffic a fleet is sized for: one output token per second (one reader takes in
+#: about 5-10). Below it a fleet is one idle replica, and its cost per token is that
+#: replica's rent divided by almost nothing (1e-30 tokens/s priced a million tokens at $6e32).
+MIN_TRAFFIC_TOKENS_PER_S = 1.0
+
+
+def check_traffic(value: float, field: str = "traffic") -> float:
+    """``value`` output tokens/s when finite and at least :data:`MIN_TRAFFIC_TOKENS_PER_S`."""
+    if not (np.isfinite(value) and value >= MIN_TRAFFIC_TOKENS_PER_S):
+        allowed = (
+            f"at least {MIN_TRAFFIC_TOKENS_PER_S:g} output token/s (a fleet for less is one idle "
+            "replica, and its cost per token means nothing)"
+        )
+        raise InputError(field, value, allowed)
+    return float(value)
+
+
 def _positive(name: str, value: float) -> float:
     if not np.isfinite(value) or value <= 0:
         raise InputError(name, value, "a positive, finite number")
@@ -339,7 +356,7 @@ def fleet(
     (default the lecture's 1/64 s) holds at every batch size (a full-HBM decode loop runs at
     the drain time whatever the batch).
     """
-    _positive("traffic (tokens/s)", traffic_tokens_per_s)
+    check_traffic(traffic_tokens_per_s, "--traffic")
     if isinstance(batch, bool) or int(batch) != batch or batch < 1:
         raise InputError("batch", batch, "a whole number >= 1")
     if isinstance(output_tokens, bool) or int(output_tokens) != output_tokens or output_tokens < 1:

@@ -29,6 +29,7 @@ from rackmath.analyses.kernel_rows import fit_groups
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import collective_time_s
 from rackmath.errors import InputError
+from rackmath.progress import track
 
 
 def _stats(err: np.ndarray) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def validate_kernels(chips: list[str] | None = None) -> dict[str, Any]:
     by_chip: dict[str, dict[str, Any]] = {}
     datas: dict[str, ChipData] = {}
     full_fits: dict[str, ChipFit] = {}
-    for chip_id in wanted:
+    for chip_id in track(wanted, "Validating kernels (chips)"):
         data = load_package_chip(chip_id, refs)
         datas[chip_id] = data
         peaks = ChipPeaks.of(chip_id)

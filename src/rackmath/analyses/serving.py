@@ -302,6 +302,19 @@ def make_deployment(
     )
 
 
+def check_context(model: ModelSpec, tokens: ArrayLike, field: str = "context") -> None:
+    """Refuse a context longer than the model's own window (``max_position_embeddings``).
+
+    The one rule behind ``--context`` (and ``--input-len + --output-len``) of every command,
+    ``rm.decode`` / ``rm.prefill`` / ``rm.explain``, and the contexts a sweep skips."""
+    window = model.max_context
+    longest = float(np.max(tokens)) if np.size(tokens) else 0.0
+    if window and longest > window:
+        raise InputError(
+            field, f"{longest:,.0f} tokens", f"at most {window:,} tokens ({model.id}'s context window)"
+        )
+
+
 def _grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
     b = np.asarray(batch, float)
     c = np.asarray(context, float)

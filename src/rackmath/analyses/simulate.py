@@ -38,6 +38,7 @@ from rackmath.core import requests as rq
 from rackmath.core import speculative as spec
 from rackmath.core.requests import LengthDist, Requests, check_trace, poisson_requests
 from rackmath.errors import InputError
+from rackmath.progress import progress
 from rackmath.specs.runtime import RuntimeProfile
 
 #: The workload pieces the faces use (faces import analyses, never the core).
@@ -356,12 +357,24 @@ def bisect_rate(
 ) -> RateSearch:
     """The largest Poisson rate (of ``probes`` log-space bisections between ``hi / 1000`` and
     ``hi``) whose simulated percentiles meet ``slo``; ``simulate_at(rate)`` runs one probe."""
+    with progress("Searching the highest rate within the SLOs", total=probes + 2) as advance:
+        return _bisect(simulate_at, hi, slo, probes, advance)
+
+
+def _bisect(
+    simulate_at: Callable[[float], SimulationResult],
+    hi: float,
+    slo: dict[str, float],
+    probes: int,
+    advance: Callable[[float], None],
+) -> RateSearch:
     lo = hi / 1000.0
     made: list[SimulationResult] = []
 
     def probe(rate: float) -> SimulationResult:
         res = simulate_at(rate)
         made.append(res)
+        advance(1)
         return res
 
     low = probe(lo)

@@ -8,7 +8,9 @@ The pipeline is pure and has three steps:
 2. :func:`make_chunks` resolves every id against the catalog, counts the points
    (``models x systems x plans x precisions x batch x context x max(1, traffic)``), refuses
    more than ``max_points`` and groups the (model, system, plan, precision) combinations
-   into chunks of about ``chunk_points`` points.
+   into chunks of at most ``chunk_points`` points (a combination whose own grid is larger is
+   split along its batch axis, and its context axis if one batch row is larger still, so
+   memory stays bounded by the chunk, not the grid).
 3. :func:`evaluate_chunk` turns one chunk into a DataFrame: each combination's whole
    ``batch x context`` grid is one vectorized call of the existing analyses
    (:meth:`~rackmath.analyses.deployment.PlannedDeployment.decode`, or
@@ -26,6 +28,7 @@ precision the chip lacks) is skipped with its reason, not an error.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rackmath.analyses import deployment as dep
 from rackmath.analyses import search, serving
+from rackmath.analyses.fleet import MIN_TRAFFIC_TOKENS_PER_S
 from rackmath.catalog import resolve_model
 from rackmath.catalog import system as catalog_system
 from rackmath.core import economics as econ
@@ -57,6 +61,13 @@ IDEAL_PLAN = "ideal"
 _T = TypeVar("_T")
 #: How long to wait for a Dask scheduler to answer before refusing its address.
 SCHEDULER_TIMEOUT = "10s"
+#: A Dask scheduler address: ``PROTOCOL://HOST:PORT`` (a name, an IPv4 or a bracketed IPv6 host).
+SCHEDULER_ADDRESS = re.compile(
+    r"(?P<protocol>tcp|tls|ws|wss|ucx)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)"
+    r":(?P<port>[0-9]{1,5})"
+)
+#: Highest TCP port number.
+MAX_PORT = 65_535
 #: The columns every grid kind (ideal and planned) has, so rows of both share one table
 #: with no gaps; the traffic columns follow when the spec has traffic.
 COLUMNS: tuple[str, ...] = (
@@ -100,9 +111,11 @@ class SweepSpec(BaseModel):
 
     @field_validator("traffic_tokens_per_s")
     @classmethod
-    def _positive(cls, values: list[float]) -> list[float]:
+    def _traffic(cls, values: list[float]) -> list[float]:
         return _each(
-            values, lambda v: bool(np.isfinite(v)) and v > 0, "a finite number > 0 (output tokens/s)"
+            values,
+            lambda v: bool(np.isfinite(v)) and v >= MIN_TRAFFIC_TOKENS_PER_S,
+            f"a finite number >= {MIN_TRAFFIC_TOKENS_PER_S:g} (output tokens/s; less is one idle replica)",
         )
 
     @field_validator("precisions")
@@ -191,11 +204,31 @@ def make_chunks(
             f"{n:,} points",
             f"at most {max_points:,} points; shrink a list or raise the bound with --max-points {n}",
         )
-    per_combo = len(spec.batch) * len(spec.context) * max(1, len(spec.traffic_tokens_per_s))
-    step = max(1, chunk_points // per_combo)
+    traffic = tuple(spec.traffic_tokens_per_s)
+    per_combo = len(spec.batch) * len(spec.context) * max(1, len(traffic))
     combos = [Combo(*c) for c in itertools.product(models, systems, spec.plans, spec.precisions)]
-    axes = (tuple(spec.batch), tuple(spec.context), tuple(spec.traffic_tokens_per_s))
-    return [Chunk(tuple(combos[i : i + step]), *axes) for i in range(0, len(combos), step)]
+    if per_combo <= chunk_points:
+        step = chunk_points // per_combo
+        axes = (tuple(spec.batch), tuple(spec.context), traffic)
+        return [Chunk(tuple(combos[i : i + step]), *axes) for i in range(0, len(combos), step)]
+    # One combination's grid is larger than a chunk: split its batch (and, if one batch row
+    # alone is too large, its context) axis, so no chunk holds more than chunk_points points.
+    per_batch = len(spec.context) * max(1, len(traffic))
+    batch_step = max(1, chunk_points // per_batch)
+    context_step = (
+        len(spec.context) if per_batch <= chunk_points else max(1, chunk_points // max(1, len(traffic)))
+    )
+    return [
+        Chunk(
+            (combo,),
+            tuple(spec.batch[i : i + batch_step]),
+            tuple(spec.context[j : j + context_step]),
+            traffic,
+        )
+        for combo in combos
+        for i in range(0, len(spec.batch), batch_step)
+        for j in range(0, len(spec.context), context_step)
+    ]
 
 
 @dataclass(frozen=True)
@@ -217,14 +250,31 @@ def _grid(combo: Combo, batch: Sequence[float], context: Sequence[float]) -> Any
     return planned.decode(batch, context)
 
 
+def _within_window(combo: Combo, context: Sequence[float], skipped: list[tuple[Combo, str]]) -> list[float]:
+    """The contexts of ``context`` the combination's model can hold; the others are skipped
+    with the reason :func:`~rackmath.analyses.serving.check_context` gives (no rows for them)."""
+    model = resolve_model(combo.model)
+    window = model.max_context or float("inf")
+    beyond = [c for c in context if c > window]
+    if beyond:
+        try:
+            serving.check_context(model, beyond, "context")
+        except RackmathError as exc:
+            skipped.append((combo, str(exc)))
+    return [c for c in context if c <= window]
+
+
 def evaluate_chunk(chunk: Chunk) -> ChunkResult:
     """Every combination of ``chunk`` over its whole batch x context grid, as one table."""
     pd = require("pandas")
     frames = []
-    skipped = []
+    skipped: list[tuple[Combo, str]] = []
     for combo in chunk.combos:
+        contexts = _within_window(combo, chunk.context, skipped)
+        if not contexts:
+            continue
         try:
-            grid = _grid(combo, chunk.batch, chunk.context)
+            grid = _grid(combo, chunk.batch, contexts)
         except RackmathError as exc:
             skipped.append((combo, str(exc)))
             continue
@@ -237,7 +287,11 @@ def evaluate_chunk(chunk: Chunk) -> ChunkResult:
             parts = []
             for traffic in chunk.traffic_tokens_per_s:
                 part = frame.copy()
-                replicas = econ.replicas_needed(traffic, part["tokens_per_s"].to_numpy())
+                # a point that does not fit gets no fleet: no headline cost for what cannot run
+                fits = part["fits"].to_numpy(bool)
+                replicas = np.where(
+                    fits, econ.replicas_needed(traffic, part["tokens_per_s"].to_numpy()), np.nan
+                )
                 part["traffic_tokens_per_s"] = traffic
                 part["replicas"] = replicas
                 part["fleet_chips"] = replicas * part["chips"].to_numpy()
@@ -266,7 +320,20 @@ def _local(chunks: Sequence[Chunk], done: Callable[[int], None]) -> Iterable[Chu
         yield result
 
 
+def check_scheduler(address: str) -> str:
+    """``address`` when it reads ``tcp://HOST:PORT`` (port 1-65535); refused in one line before
+    any connection is tried (a malformed address otherwise fails inside Dask after its timeout)."""
+    text = address.strip()
+    match = SCHEDULER_ADDRESS.fullmatch(text)
+    if match is None or not 1 <= int(match["port"]) <= MAX_PORT:
+        allowed = f"a Dask scheduler address PROTOCOL://HOST:PORT with a port of 1-{MAX_PORT}, e.g. tcp://127.0.0.1:8786"
+        raise InputError("--scheduler", address, allowed)
+    return text
+
+
 def _distributed(chunks: Sequence[Chunk], scheduler: Any, done: Callable[[int], None]) -> list[ChunkResult]:
+    if isinstance(scheduler, str):
+        scheduler = check_scheduler(scheduler)
     distributed = require("distributed", "dask")
     own = not isinstance(scheduler, distributed.Client)
     if own:

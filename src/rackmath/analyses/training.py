@@ -268,6 +268,20 @@ class TrainingEstimate(Tabular):
     def total_flops(self) -> float:
         return self.setup.tokens * self.model_flops_per_token
 
+    def require_fit(self) -> TrainingEstimate:
+        """This estimate when its memory per chip fits the chip; else :class:`DoesNotFitError`
+        (``rackmath train`` exits 1 with it after its report; ``rm.train(...,
+        require_fit=True)`` raises it), so no cost is quoted for a job that cannot run."""
+        mem, s = self.memory, self.setup
+        if not mem.fits:
+            raise DoesNotFitError(
+                f"{s.model.id} training on {s.chips} x {s.system.chip.id} ({s.plan}, recompute "
+                f"{s.recompute.value}, ZeRO-{int(s.zero)})",
+                mem.total_bytes,
+                mem.usable_bytes,
+            )
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         s = self.setup
         return {

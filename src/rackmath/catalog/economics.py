@@ -11,13 +11,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from rackmath.catalog.loader import CatalogError, _by_id, _entries, _lookup
 from rackmath.errors import InputError
 from rackmath.specs.economics import MemoryTierSpec, ModelPrice
-from rackmath.userfiles import read_text
+from rackmath.userfiles import load_yaml
 
 
 def _price_entries(raw_entries: list[dict[str, Any]], origin: str, *, user: bool) -> dict[str, ModelPrice]:
@@ -49,13 +48,7 @@ def load_prices_file(path: str | Path) -> dict[str, ModelPrice]:
     file = Path(path)
     if not file.is_file():
         raise InputError("--prices", str(path), "an existing YAML file")
-    text = read_text(file, "--prices")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError("--prices", str(path), f"valid YAML ({exc.__class__.__name__})") from None
-    except RecursionError:
-        raise InputError("--prices", str(path), "YAML nested at most a few hundred levels deep") from None
+    data = load_yaml(file, "--prices")
     if not isinstance(data, dict) or not isinstance(data.get("prices"), list):
         raise InputError("--prices", str(path), "a YAML mapping with a 'prices:' list")
     return _price_entries(data["prices"], str(path), user=True)

@@ -11,6 +11,7 @@ from rackmath import catalog, fmt
 from rackmath.analyses.catalog_facts import chip_facts, model_facts
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json, make_table
+from rackmath.cli.output import console as cli_console
 from rackmath.specs import Precision
 from rackmath.units import GB, TB, TERA
 
@@ -49,7 +50,7 @@ def models_command(as_json: bool = typer.Option(False, "--json", help="Print as 
             "routed k/E",
             "total",
             "active",
-            "KV/token (bf16)",
+            "KV/token bf16",
             "weights",
         ),
         left=("id", "family", "attention"),
@@ -57,7 +58,7 @@ def models_command(as_json: bool = typer.Option(False, "--json", help="Print as 
     )
     for r in rows:
         table.add_row(
-            r["id"] + (f" ({', '.join(r['aliases'])})" if r["aliases"] else ""),
+            r["id"],
             r["family"],
             r["attention"],
             str(r["layers"]),
@@ -67,7 +68,12 @@ def models_command(as_json: bool = typer.Option(False, "--json", help="Print as 
             fmt.nbytes(r["kv_bytes_per_token_bf16"]),
             r["native_weights"],
         )
-    Console().print(table)
+    out = cli_console()
+    out.print(table)
+    out.print("[bold]aliases[/] (each names the model before it)")
+    for r in rows:
+        if r["aliases"]:
+            out.print(f"  {r['id']}: {', '.join(r['aliases'])}")
 
 
 #: Below this terminal width `rackmath hardware` prints the compact tables.
@@ -129,7 +135,7 @@ def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print a
             )
         )
         return
-    console = Console()
+    console = cli_console()
     if console.width < WIDE_COLUMNS:
         _narrow_hardware(console, chips, systems)
         return

@@ -27,23 +27,20 @@ from rackmath.cli.options import (
     check_context,
     count,
     dump_json,
+    make_table,
     names,
     number,
     plot_option,
     plural,
     pure_option,
 )
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs import ModelSpec, SystemSpec
 
 
 class InfeasibleError(RackmathError):
     """A valid request no deployment in the searched space can meet."""
-
-
-def _console() -> Console:
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
 
 
 #: Work budget of `plan`: (plans x batches x precision families) deployments evaluated.
@@ -228,8 +225,8 @@ def plan_command(
     if as_json:
         typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
     else:
-        _render_plan(result, _console())
-        _console().print(_efficiency_line(efficiency))
+        _render_plan(result, cli_console())
+        cli_console().print(_efficiency_line(efficiency))
     if result.best is None and result.disaggregated is None:
         raise InfeasibleError(f"no deployment meets the SLOs; {result.infeasible_reason}")
 
@@ -258,22 +255,22 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
             f"  MTP: {spec_['mtp']} draft tokens a step at acceptance {spec_['acceptance']:g}: "
             f"{spec_['tokens_per_step']:.3g} tokens per sequence a step"
         )
-    out(f"  searched {r.candidates_evaluated:,} deployments on {', '.join(r.systems)}\n")
-    table = Table(show_edge=False, header_style="bold")
-    for name in ("", *_CHOICE_COLUMNS):
-        table.add_column(name, justify="right")
-    if r.best:
+    out(f"  searched {r.candidates_evaluated:,} deployments on {', '.join(r.systems)}")
+    if r.best:  # an infeasible search prints no empty table; its error line says why, once
+        out("")
+        table = make_table(("", *_CHOICE_COLUMNS), keys=2)
         table.add_row("best", *_choice_row(r.best))
-    for c in r.runners_up:
-        table.add_row("", *_choice_row(c))
-    out(table)
+        for c in r.runners_up:
+            table.add_row("", *_choice_row(c))
+        out(table)
     rejected = [f for f in r.families if f.best is None]
     if rejected:
         out("\n[bold]Rejected[/]")
         for f in rejected:
             out(f"  {f.system} ({f.family}): {f.binding}: {f.reason}")
     if r.best is None:
-        out(f"\n[bold]Infeasible[/]: {r.infeasible_reason}")
+        if r.disaggregated is not None:
+            out(f"\n[bold]No aggregated deployment[/] meets the SLOs: {r.infeasible_reason}")
     else:
         b = r.best
         out(
@@ -348,7 +345,7 @@ def pareto_command(
         features = {"moe_routing": routing.to_dict(), "speculation": routing.speculation_dict()}
         typer.echo(dump_json({**result.to_dict(), **features, "efficiency": efficiency}))
         return
-    console = _console()
+    console = cli_console()
     console.print(
         f"[bold]rackmath pareto[/] {result.model} on {result.system}, {input_len:,} in / {output_len:,} out "
         f"({result.candidates_evaluated:,} deployments, {len(result.frontier)} on the frontier)\n"
@@ -395,7 +392,7 @@ def layout_command(
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return
-    render_layout(report, _console())
+    render_layout(report, cli_console())
 
 
 def render_layout(r: LayoutReport, console: Console) -> None:

@@ -32,6 +32,7 @@ from rackmath.cli.options import (
     plot_option,
     pure_option,
 )
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import DoesNotFitError
 from rackmath.narrative import reading
 
@@ -136,17 +137,9 @@ def explain_command(
     if as_json:
         typer.echo(dump_json(result.to_dict()))
         return
-    render(result, _console())
+    render(result, cli_console())
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def _console() -> Console:
-    """Rich console; wide enough for the table when writing to a file or pipe."""
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=132)
-    return console
 
 
 def render(result: Explanation, console: Console) -> None:

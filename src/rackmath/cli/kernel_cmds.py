@@ -12,9 +12,9 @@ from typing import Any
 import typer
 import yaml
 from rich.console import Console
-from rich.table import Table
 
-from rackmath.cli.options import dump_json
+from rackmath.cli.options import dump_json, make_table, out_file, out_folder
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError
 
 
@@ -41,8 +41,8 @@ def calibrate_kernels_command(
         raise InputError("calibrate TARGET", target, "'kernels' (or no argument for the step calibration)")
     if install and out is not None:
         raise InputError("--install", "with --out", "one destination: --out FILE or --install")
-    if out is not None and not out.parent.is_dir():
-        raise InputError("--out", str(out), "a file in an existing folder")
+    if out is not None:
+        out_file(out, "--out", (".yaml", ".yml"))
     chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
     shipped = yaml.safe_load(DATA_PATH.read_text(encoding="utf-8")) if DATA_PATH.exists() else {"chips": {}}
     date = shipped.get("meta", {}).get("date") if check else None
@@ -67,14 +67,19 @@ def calibrate_kernels_command(
     if as_json:
         typer.echo(dump_json(doc))
         return
-    where = (
-        f"-> {path}"
-        if path is not None
-        else "(not written: --out FILE, or --install for the shipped catalog)"
+    render_fit(doc, path, cli_console())
+
+
+def render_fit(doc: dict[str, Any], path: Path | None, console: Console) -> None:
+    """The fitted efficiencies of ``doc`` (the YAML document), one row per chip and curve;
+    ``path`` where it was written (None: not written)."""
+    where = f"-> {path}" if path is not None else "(not written: --out FILE, or --install for the shipped catalog)"
+    table = make_table(
+        ("chip", "class", "format", "compute", "half rows", "bandwidth", "floor", "rows"),
+        left=("chip", "class", "format"),
+        title=f"Fitted kernel efficiencies {where}",
+        keys=2,
     )
-    table = Table(title=f"Fitted kernel efficiencies {where}")
-    for col in ("chip", "class", "format", "compute", "half rows", "bandwidth", "floor", "rows"):
-        table.add_column(col)
     for chip_id, entry in doc["chips"].items():
         for o in entry["ops"]:
             variant = (f" {o['kind']}" if o.get("kind") not in (None, "", "gqa", "gated") else "") + (
@@ -92,16 +97,10 @@ def calibrate_kernels_command(
             )
         for name, c in entry.get("collectives", {}).items():
             table.add_row(
-                chip_id,
-                name,
-                "-",
-                "-",
-                "-",
-                f"{c['bandwidth_frac']:.2f}",
-                f"{c['latency_s'] * 1e6:.1f} us",
+                chip_id, name, "-", "-", "-", f"{c['bandwidth_frac']:.2f}", f"{c['latency_s'] * 1e6:.1f} us",
                 str(c["rows_used"]),
-            )
-    Console().print(table)
+            )  # fmt: skip
+    console.print(table)
 
 
 def _second_kernel(alt: dict) -> str:
@@ -111,37 +110,88 @@ def _second_kernel(alt: dict) -> str:
     return " 2 kernels" + (f" (2nd: {', '.join(region)})" if region else "")
 
 
-def validate_kernels_command(as_json: bool) -> None:
-    from rackmath.analyses.kernel_validation import CLASSES, validate_kernels
+def validate_kernels_command(as_json: bool, chips: str | None = None) -> None:
+    from rackmath.analyses.kernel_validation import validate_kernels
 
-    report = validate_kernels()
+    chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
+    report = validate_kernels(chip_list)
     if as_json:
         typer.echo(dump_json(report))
         return
-    k = report["kernels"]
-    table = Table(title="Kernel latency: median / p90 |error| on held-out shapes (20% per table)")
-    table.add_column("chip")
-    classes = [c for c in CLASSES if c in k["by_op"]]
-    for c in classes:
-        table.add_column(c, justify="right")
+    render_kernel_validation(report["kernels"], cli_console())
+
+
+def _target_mark(cls: str, s: dict[str, Any] | None, p90: bool) -> str:
+    """``!`` after a figure that misses its target (median by class; p90 <= 35%)."""
+    from rackmath.analyses.kernel_validation import P90_TARGET, median_target
+
+    if not s or s.get("median_abs_error") is None:
+        return ""
+    miss = s["median_abs_error"] > median_target(cls) or (p90 and s["p90_abs_error"] > P90_TARGET)
+    return " !" if miss else ""
+
+
+def render_kernel_validation(k: dict[str, Any], console: Console) -> None:
+    """The report in 80 columns: one row per chip x class (held-out shapes, held-out values),
+    then the held-out chips and versions."""
+    table = make_table(
+        ("chip", "class", "20% shapes", "held-out values", "rows"),
+        left=("chip", "class"),
+        title="Kernel latency |error|, median / p90 (! misses its target)",
+        keys=2,
+    )
     for chip_id, ops in k["by_chip"].items():
-        table.add_row(chip_id, *[_pct(ops.get(c)) for c in classes])
-    table.add_row("all", *[_pct(k["by_op"].get(c)) for c in classes])
-    for chip_id, h in k["held_out_chips"].items():
-        table.add_row(f"{chip_id} (fit on {h['fitted_on']})", *[_pct(h["by_op"].get(c)) for c in classes])
-    console = Console()
+        values = k.get("held_out_values", {}).get(chip_id, {})
+        for i, cls in enumerate(ops):
+            v = values.get(cls)
+            table.add_row(
+                chip_id if i == 0 else "",
+                cls,
+                _pct(ops[cls]) + _target_mark(cls, ops[cls], False),
+                _pct(v) + _target_mark(cls, v, True),
+                str(v["rows"]) if v else "-",
+            )
+        table.add_section()
+    for cls, st in k["by_op"].items():
+        v = k.get("held_out_values_all", {}).get(cls)
+        table.add_row("all", cls, _pct(st), _pct(v), str(v["rows"]) if v else "-")
     console.print(table)
-    for chip_id, v in k["held_out_version"].items():
-        console.print(
-            f"{chip_id}: MoE {v['tested_on']} predicted by the {v['fitted_on']} fit: {_pct(v['moe'])}"
-        )
+    held = make_table(
+        ("chip", "fit on", "class", "median / p90"),
+        left=("chip", "fit on", "class"),
+        title="Held-out chips (every row, fit on another chip)",
+    )
+    for chip_id, h in k["held_out_chips"].items():
+        for i, (cls, st) in enumerate(h["by_op"].items()):
+            held.add_row(chip_id if i == 0 else "", h["fitted_on"] if i == 0 else "", cls, _pct(st))
+    console.print(held)
+    version = make_table(
+        ("chip", "table", "fit on -> tested", "class", "median / p90"),
+        left=("chip", "table", "fit on -> tested", "class"),
+        title="Held-out version (newest, fit on the next older)",
+    )
+    for chip_id, tables in k["held_out_version"].items():
+        for name, v in tables.items():
+            for i, (cls, st) in enumerate(v["by_op"].items()):
+                version.add_row(
+                    chip_id if i == 0 else "",
+                    name if i == 0 else "",
+                    f"{v['fitted_on']} -> {v['tested_on'].split(' ', 1)[1]}" if i == 0 else "",
+                    cls,
+                    _pct(st),
+                )
+    console.print(version)
+    missing = k.get("held_out_version_not_possible", [])
+    if missing:
+        console.print(f"No older version to fit on: {len(missing)} chip x table pairs (see --json).")
 
 
 def measure_kernels_command(quick: bool, out: Path | None, as_json: bool) -> None:
+    folder = out_folder(out or Path("kernel-tables"), "--out", writes="the measured tables")
     from rackmath.measure import kernels
 
     result = kernels.run(quick)
-    paths = kernels.write(result, out or Path("kernel-tables"))
+    paths = kernels.write(result, folder)
     if as_json:
         typer.echo(
             dump_json(

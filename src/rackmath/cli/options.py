@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from rackmath.cli.output import console as console
+from rackmath.cli.output import make_table as make_table
 from rackmath.errors import InputError
 from rackmath.numbers import fmt_bound, parse_duration, parse_number
 from rackmath.specs.lists import MAX_LIST as MAX_LIST
@@ -111,6 +113,32 @@ def plot_path(text: Any) -> Path | None:
     return path
 
 
+def out_file(path: Path, field: str, suffixes: tuple[str, ...]) -> Path:
+    """An output file (``--out results.parquet``): one of ``suffixes``, in a folder that exists
+    (no folders are created), and not itself a folder. Checked before any work starts."""
+    if path.suffix.lower() not in suffixes:
+        raise InputError(field, str(path), f"a file name ending in {' or '.join(suffixes)}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(field, str(path), f"a file in an existing folder ({parent} does not exist)")
+    if path.is_dir():
+        raise InputError(field, str(path), "a file name (this is a folder)")
+    return path
+
+
+def out_folder(path: Path, field: str, *, writes: str) -> Path:
+    """An output folder (``--out tables``): an existing folder, or a new one in an existing
+    folder; a name that looks like a file (``cpu.csv``) is refused, not made a folder."""
+    if path.suffix.lower() in (".csv", ".parquet", ".json", ".yaml", ".yml", ".png", ".svg", ".pdf"):
+        raise InputError(field, str(path), f"a folder to write {writes} into ({path.name} names a file)")
+    if path.exists() and not path.is_dir():
+        raise InputError(field, str(path), f"a folder to write {writes} into (this is a file)")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(field, str(path), f"a folder inside an existing one ({parent} does not exist)")
+    return path
+
+
 def plot_option(help: str = "Write a figure (PNG/SVG/PDF).") -> Any:
     return typer.Option(None, "--plot", help=help, parser=plot_path, metavar="FILE")
 
@@ -161,12 +189,11 @@ def plural(n: float, word: str) -> str:
 
 
 def check_context(model: Any, tokens: float, field: str) -> None:
-    """Refuse a context longer than the model's own window (``max_position_embeddings``)."""
-    window = getattr(model, "max_context", None)
-    if window and tokens > window:
-        raise InputError(
-            field, f"{tokens:,.0f} tokens", f"at most {window:,} tokens ({model.id}'s context window)"
-        )
+    """Refuse a context longer than the model's own window: the analysis layer's rule
+    (:func:`rackmath.analyses.serving.check_context`), imported when a command uses it."""
+    from rackmath.analyses.serving import check_context as rule
+
+    rule(model, tokens, field)
 
 
 def check_chips_in_system(system: Any, chips: int | None, plan: str | None) -> None:
@@ -182,17 +209,6 @@ def check_chips_in_system(system: Any, chips: int | None, plan: str | None) -> N
         )
 
 
-def console(width: int = 132) -> Any:
-    """A Rich console; ``width`` columns when writing to a file or pipe (tables stay whole).
-
-    Rich is imported here, not at the top, so ``rackmath --help`` stays light.
-    """
-    from rich.console import Console
-
-    out = Console(highlight=False)
-    return out if out.is_terminal else Console(highlight=False, width=width)
-
-
 def emit(result: Any, as_json: bool, plot: Path | None, draw: Any, render: Any) -> None:
     """A command's output: the figure to ``plot`` (``draw(result, plot)``) when asked, then
     either the result's ``to_dict()`` as JSON or ``render(result, console)``."""
@@ -204,21 +220,3 @@ def emit(result: Any, as_json: bool, plot: Path | None, draw: Any, render: Any) 
     render(result, console())
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def make_table(
-    columns: tuple[str, ...],
-    *,
-    left: tuple[str, ...] = (),
-    title: str | None = None,
-    edge: bool = False,
-    no_wrap: bool = False,
-) -> Any:
-    """A Rich table with bold headers: the ``left`` columns (text) left-aligned, the others
-    (numbers) right-aligned; ``edge`` draws the outer border."""
-    from rich.table import Table
-
-    out = Table(title=title, header_style="bold", show_edge=edge)
-    for col in columns:
-        out.add_column(col, justify="left" if col in left else "right", no_wrap=no_wrap)
-    return out

@@ -5,18 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from rackmath import fmt
 from rackmath.cli.main import app
 from rackmath.cli.options import count, dump_json, plot_option
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError
-
-
-def _console() -> Console:
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=160)
 
 
 def _pct(x: float | None) -> str:
@@ -56,7 +51,7 @@ def validate_command(
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return
-    console = _console()
+    console = cli_console()
     rows = Table(title="Published measurements: predicted vs measured (error = predicted / measured - 1)")
     for col in (
         "id",
@@ -143,7 +138,7 @@ def calibrate_command(
     if as_json:
         typer.echo(dump_json(result.to_dict()))
         return
-    console = _console()
+    console = cli_console()
     c = result.calibration
     table = Table(title=f"Calibration ({c.note}; {len(c.fitted_on)} rows)")
     names = list(c.pooled.to_dict())
@@ -193,7 +188,12 @@ def measure_command(
         maximum=1000,
     ),
     kernels: bool = typer.Option(False, "--kernels", help="Time a GEMM/attention/copy sweep as a table."),
-    out: Path | None = typer.Option(None, "--out", help="--kernels: the CSV/parquet table to write."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="--kernels: the folder to write gemm_perf.csv, generation_attention_perf.csv and "
+        "memcpy_perf.csv into (default kernel-tables; created inside an existing folder).",
+    ),
 ) -> None:
     """Measure this machine's matmul FLOP/s and copy bandwidth, time real decode steps of a
     random-weight transformer, and predict them with rackmath."""
@@ -220,7 +220,7 @@ def measure_command(
         typer.echo(dump_json(result.to_dict()))
         return
     d = result.to_dict()
-    console = _console()
+    console = cli_console()
     peaks = ", ".join(f"{p} {fmt.si(v, 'FLOP/s')}" for p, v in d["ceilings"]["matmul_flops_per_s"].items())
     console.print(
         f"device {d['device']} ({d['threads']} threads); matmul {peaks}; "

@@ -18,6 +18,7 @@ from rackmath.catalog import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.cli.main import app
 from rackmath.cli.options import check_context, count, dump_json, pure_option
+from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
@@ -161,7 +162,7 @@ def simulate_command(
         if as_json:
             typer.echo(dump_json(payload))
         else:
-            c = Console(highlight=False, width=140)
+            c = cli_console()
             c.print(
                 f"[bold]rackmath simulate[/] {spec.id}: {x}P{y}D on {system.chip.id}, prefill "
                 f"{x} x {pre_dep.chips} chips ({pre_dep.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
@@ -199,7 +200,7 @@ def simulate_command(
     if as_json:
         typer.echo(dump_json(payload))
     else:
-        _render(rep, result, search, Console(highlight=False, width=140))
+        _render(rep, result, search, cli_console())
     if search is not None and search.best is None:
         _slo_unmet(search, slo, f"{dep.chips} x {system.chip.id} ({dep.plan})", profile.id)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import yaml
-from rich.console import Console
 
 from rackmath.analyses import sweep as sw
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json
-from rackmath.errors import InputError
+from rackmath.cli.options import dump_json, out_file
+from rackmath.cli.output import console as cli_console
+from rackmath.userfiles import load_yaml
 
 #: Table formats ``--out`` writes, by file extension.
 OUT_FORMATS = (".parquet", ".csv")
@@ -20,15 +19,7 @@ SHOWN_SKIPPED = 10
 
 
 def _read_spec(path: Path) -> sw.SweepSpec:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError("SPEC", str(path), f"a readable YAML file ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise InputError("SPEC", str(path), f"valid YAML (parse error{where})") from None
-    return sw.parse_spec(data)
+    return sw.parse_spec(load_yaml(path, "SPEC"))
 
 
 @app.command("sweep")
@@ -45,13 +36,13 @@ def sweep_command(
     as_json: bool = typer.Option(False, "--json", help="Print a summary as JSON."),
 ) -> None:
     """Evaluate every combination of a spec (each batch x context grid in one vectorized call)."""
+    out_file(out, "--out", OUT_FORMATS)
     suffix = out.suffix.lower()
-    if suffix not in OUT_FORMATS:
-        raise InputError("--out", str(out), f"a file ending in {' or '.join(OUT_FORMATS)}")
+    if scheduler is not None:
+        scheduler = sw.check_scheduler(scheduler)
     spec = _read_spec(spec_file)
     chunks = sw.make_chunks(spec, max_points=max_points, chunk_points=chunk_points)
     result = sw.run(chunks, scheduler=scheduler)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".parquet":
         from rackmath.frames import require
 
@@ -70,7 +61,7 @@ def sweep_command(
     if as_json:
         typer.echo(dump_json(summary))
         return
-    console = Console()
+    console = cli_console()
     console.print(f"{result.points:,} points in {result.chunks} chunk(s) ({result.where}) -> {out}")
     for combo, why in result.skipped[:SHOWN_SKIPPED]:
         console.print(

@@ -20,10 +20,12 @@ from rackmath.cli.options import (
     MAX_USD_PER_CHIP_HOUR,
     count,
     dump_json,
+    make_table,
     number,
     plot_option,
 )
-from rackmath.errors import DoesNotFitError, InputError
+from rackmath.cli.output import console as cli_console
+from rackmath.errors import InputError
 
 
 @app.command("train")
@@ -136,18 +138,10 @@ def train_command(
     if as_json:
         typer.echo(dump_json(result.to_dict()))
     else:
-        render_train(result, Console(highlight=False, width=110))
+        render_train(result, cli_console())
         if plot is not None:
             typer.echo(f"plot written to {plot}")
-    mem = result.memory
-    if not mem.fits:  # the report shows which recomputation modes would fit; the exit says it failed
-        s = result.setup
-        raise DoesNotFitError(
-            f"{s.model.id} training on {s.chips} x {s.system.chip.id} ({s.plan}, recompute "
-            f"{s.recompute.value}, ZeRO-{int(s.zero)})",
-            mem.total_bytes,
-            mem.usable_bytes,
-        )
+    result.require_fit()  # the report shows which recomputation modes would fit; the exit says it failed
 
 
 def render_train(r: TrainingEstimate, console: Console) -> None:
@@ -163,6 +157,12 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         + (f" (v={s.virtual_stages})" if s.virtual_stages > 1 else "")
         + f"; recompute {s.recompute.value}; {s.optimizer.value}, ZeRO-{int(s.zero)}; {s.compute.value}"
     )
+    if not mem.fits:
+        out(
+            f"  [bold]does not fit[/]: {fmt.nbytes(mem.total_bytes)} per chip of "
+            f"{fmt.nbytes(mem.usable_bytes)} usable, short by {fmt.nbytes(mem.short_by_bytes)}; "
+            "no cost is quoted (the recomputation modes below show what would fit)"
+        )
     out(
         f"  FLOPs per token: model {fmt.si(r.model_flops_per_token, 'FLOP')} "
         f"(6N + attention) + recompute {fmt.si(r.recompute_flops_per_token, 'FLOP')}; "
@@ -180,12 +180,17 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         f"{fmt.seconds(st.optimizer_s)}  => step {fmt.seconds(st.step_s)} "
         f"(bounds {fmt.seconds(st.lower_bound_s)} .. {fmt.seconds(st.upper_bound_s)})"
     )
-    out(
+    rate = (
         f"  {r.tokens_per_s:,.0f} tokens/s, MFU {fmt.pct(r.mfu)}, HFU {fmt.pct(r.hfu)} "
-        f"(vs the {s.compute.value} peak); "
-        f"{fmt.si(s.tokens, '')} tokens: {r.steps:,.0f} steps, {r.total_days:,.1f} days, "
-        f"{r.chip_hours:,.0f} chip-hours, {fmt.usd(r.cost_usd)} at {fmt.usd(s.usd_per_chip_hour)}/chip-hour"
+        f"(vs the {s.compute.value} peak)"
     )
+    if mem.fits:
+        rate += (
+            f"; {fmt.si(s.tokens, '')} tokens: {r.steps:,.0f} steps, {r.total_days:,.1f} days, "
+            f"{r.chip_hours:,.0f} chip-hours, {fmt.usd(r.cost_usd)} at "
+            f"{fmt.usd(s.usd_per_chip_hour)}/chip-hour"
+        )
+    out(rate + ("" if mem.fits else " if it fit"))
     if st.ep_mb_s or st.fsdp_exposed_mb_s:
         out(
             f"  EP all-to-all exposed {fmt.seconds(st.ep_exposed_mb_s)} of {fmt.seconds(st.ep_mb_s)} per "
@@ -206,30 +211,43 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         f"of {fmt.nbytes(mem.usable_bytes)} usable: {verdict}"
     )
     out("  by recomputation mode:")
+    modes = make_table(
+        ("recompute", "activations", "total", "extra FLOPs", "step", "fits"), left=("recompute",)
+    )
     for o in r.options:
-        out(
-            f"    {o.mode.value:<10} activations {fmt.nbytes(o.activations_bytes):>9}, total "
-            f"{fmt.nbytes(o.total_bytes):>9}, +{fmt.pct(o.extra_flops_frac):>6} FLOPs, step "
-            f"{fmt.seconds(o.step_s):>8}  {'fits' if o.fits else 'does not fit'}"
+        modes.add_row(
+            o.mode.value,
+            fmt.nbytes(o.activations_bytes),
+            fmt.nbytes(o.total_bytes),
+            "+" + fmt.pct(o.extra_flops_frac),
+            fmt.seconds(o.step_s),
+            "yes" if o.fits else "no",
         )
+    out(modes)
     for note in s.notes:
         out(f"[dim]  note: {note}[/]")
+
+
+#: The seconds an operator row of ``render_operators`` shows, in column order.
+_OPERATOR_TIMES = ("forward_s", "input_grad_s", "weight_grad_s", "recompute_s", "time_s")
 
 
 def render_operators(r: TrainingEstimate, console: Console) -> None:
     """Where the step's busy time goes, operator by operator (seconds per step)."""
     out = console.print
     out("[bold]Operators[/] (per step on the busiest chip)")
-    out(
-        f"  {'operator':<16}{'prec':<10}{'bound':<9}{'forward':>10}{'input grad':>12}{'weight grad':>13}"
-        f"{'recompute':>11}{'total':>10}"
+    table = make_table(
+        ("operator", "prec", "bound", "forward", "input grad", "weight grad", "recompute", "total"),
+        left=("operator", "prec", "bound"),
     )
     for o in r.step.operator_rows():
-        out(
-            f"  {o['name']:<16}{o['precision']:<10}{o['bound']:<9}{fmt.seconds(o['forward_s']):>10}"
-            f"{fmt.seconds(o['input_grad_s']):>12}{fmt.seconds(o['weight_grad_s']):>13}"
-            f"{fmt.seconds(o['recompute_s']):>11}{fmt.seconds(o['time_s']):>10}"
+        table.add_row(
+            o["name"],
+            o["precision"],
+            o["bound"],
+            *(fmt.seconds(o[k]) for k in _OPERATOR_TIMES),
         )
+    out(table)
 
 
 def _ep_dispatch_fp8(text: str) -> bool:
@@ -261,7 +279,7 @@ def pipeline_command(
     if as_json:
         typer.echo(dump_json(result.to_dict()))
         return
-    render_pipeline(result, Console(highlight=False, width=110))
+    render_pipeline(result, cli_console())
     if plot is not None:
         typer.echo(f"plot written to {plot}")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rackmath.errors import InputError
+from rackmath.progress import progress
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,27 @@ def run(quick: bool = False) -> dict[str, Any]:
     device_name = torch.cuda.get_device_name(0) if cuda else "cpu"
     sw = default_sweep(quick, cuda)
     torch.manual_seed(0)
-    gemm, attn, copy = [], [], []
+    gemm: list[dict[str, Any]] = []
+    attn: list[dict[str, Any]] = []
+    copy: list[dict[str, Any]] = []
+    shapes = len(sw.ms) * len(sw.ns) * len(sw.ks) + len(sw.batches) * len(sw.contexts)
+    with progress("Timing kernels", total=len(sw.dtypes) * shapes + len(sw.copy_bytes)) as advance:
+        _sweep(torch, cuda, dev, device_name, sw, gemm, attn, copy, advance)
+    return {"device": device_name, "gemm_perf": gemm, "generation_attention_perf": attn, "memcpy_perf": copy}
+
+
+def _sweep(
+    torch: Any,
+    cuda: bool,
+    dev: str,
+    device_name: str,
+    sw: Any,
+    gemm: list[dict[str, Any]],
+    attn: list[dict[str, Any]],
+    copy: list[dict[str, Any]],
+    advance: Any,
+) -> None:
+    """Time every shape of ``sw`` into the three row lists (one ``advance`` per shape)."""
     for dt in sw.dtypes:
         tdt = getattr(torch, dt)
         for m in sw.ms:
@@ -106,6 +127,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     gemm.append(
                         {"device": device_name, "gemm_dtype": dt, "m": m, "n": n, "k": k, "latency": s * 1e3}
                     )
+                    advance(1)
         for bsz in sw.batches:
             for ctx in sw.contexts:
                 q = torch.randn(bsz, sw.heads, 1, sw.head_dim, device=dev, dtype=tdt)
@@ -129,12 +151,13 @@ def run(quick: bool = False) -> dict[str, Any]:
                         "latency": s * 1e3,
                     }
                 )
+                advance(1)
     for nbytes in sw.copy_bytes:
         src = torch.empty(nbytes, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
         s = _timer(torch, cuda, lambda src=src, dst=dst: dst.copy_(src), sw.repeats)
         copy.append({"device": device_name, "bytes": nbytes, "latency": s * 1e3})
-    return {"device": device_name, "gemm_perf": gemm, "generation_attention_perf": attn, "memcpy_perf": copy}
+        advance(1)
 
 
 def write(result: dict[str, Any], out_dir: Path) -> list[Path]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from rackmath.analyses.measure import Ceilings, DecodePoint, MeasuredRun
 from rackmath.errors import InputError, RackmathError
+from rackmath.progress import progress
 
 
 class MeasureUnavailableError(RackmathError):
@@ -228,9 +229,14 @@ def measure_decode(cfg: BenchConfig) -> tuple[DecodePoint, ...]:
     # Two passes, forward then reverse, and the lower median of the two for each point: a
     # cold start (thread pools, allocator, kernel selection) or a burst of load from another
     # process then lands on one pass of a point, not on both, and cannot bend the curve.
-    with torch.inference_mode():
-        forward = {key: time_one(*key, cfg.warmup) for key in grid}
-        backward = {key: time_one(*key, 1) for key in reversed(grid)}
+    with torch.inference_mode(), progress("Timing decode steps (two passes)", total=2 * len(grid)) as advance:
+        forward, backward = {}, {}
+        for key in grid:
+            forward[key] = time_one(*key, cfg.warmup)
+            advance(1)
+        for key in reversed(grid):
+            backward[key] = time_one(*key, 1)
+            advance(1)
     points = []
     for key in grid:
         (median_a, spread_a), (median_b, spread_b) = forward[key], backward[key]
