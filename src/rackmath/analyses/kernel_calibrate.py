@@ -13,7 +13,17 @@ from typing import Any
 
 import yaml
 
-from rackmath.analyses.kernel_fit import TRANSFER, ChipData, ChipFit, ChipPeaks, fit_chip, load_package_chip
+from rackmath.analyses import kernel_bands as kb
+from rackmath.analyses.kernel_fit import (
+    HELD_OUT_CHIPS,
+    TRANSFER,
+    ChipData,
+    ChipFit,
+    ChipPeaks,
+    deterministic_threads,
+    fit_chip,
+    load_package_chip,
+)
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import OpEfficiency
 from rackmath.errors import InputError
@@ -43,7 +53,11 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
     }
 
 
-def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
+def fit_to_dict(fit: ChipFit, date: str, held: kb.HeldOutValues | None = None) -> dict[str, Any]:
+    """One chip's catalog entry; with ``held``, every curve (and collective) carries its
+    held-out band (:mod:`rackmath.analyses.kernel_bands`)."""
+    bands = held.bands if held is not None else {}
+    comm_bands = held.comm_bands if held is not None else {}
     ops = [
         {
             "op_class": f.op_class.value,
@@ -53,6 +67,11 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             **_params(f.efficiency),
             "rows_used": f.rows_used,
             "source": f.source,
+            **(
+                {"band": bands[(f.op_class, f.dtype, f.kind)].to_dict()}
+                if (f.op_class, f.dtype, f.kind) in bands
+                else {}
+            ),
         }
         for f in fit.ops
     ]
@@ -63,6 +82,7 @@ def fit_to_dict(fit: ChipFit, date: str) -> dict[str, Any]:
             "bandwidth_frac": round(c.bandwidth_frac, 4),
             "rows_used": fit.comm_rows[name],
             "source": fit.sources.get(name, ""),
+            **({"band": comm_bands[name].to_dict()} if name in comm_bands else {}),
         }
         for name, c in fit.comm.items()
     }
@@ -83,6 +103,7 @@ def calibrate_kernels(
 
     date = date or _dt.date.today().isoformat()
     out: dict[str, Any] = {}
+    widening: dict[str, Any] = {}
     if from_files:
         if not chips or len(chips) != 1:
             raise InputError("--chips", chips, "exactly one catalog chip id for the rows of --from FILE")
@@ -96,7 +117,10 @@ def calibrate_kernels(
             for p in paths:
                 data.add(kt.read_table(p), p.name)
         _ = catalog_chips()
-        out[chips[0]] = fit_to_dict(fit_chip(data, ChipPeaks.of(chips[0])), date)
+        peaks = ChipPeaks.of(chips[0])
+        with deterministic_threads():
+            held, fit = kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+        out[chips[0]] = fit_to_dict(fit, date, held)
     else:
         refs = kt.discover()
         if not refs:
@@ -110,12 +134,31 @@ def calibrate_kernels(
         if unknown:
             known = ", ".join(sorted(kt.CHIP_DIRS.values()))
             raise InputError("--chips", unknown, f"chips with tables: {known}")
+        # held-out chips: the targets' rows and own held-out ratios, the donors' fits
+        targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
+        donors: dict[str, ChipFit] = {}
         for chip_id in wanted:
-            fit = fit_chip(load_package_chip(chip_id, refs), ChipPeaks.of(chip_id))
-            out[chip_id] = fit_to_dict(fit, date)
+            with deterministic_threads():
+                data = load_package_chip(chip_id, refs)
+                peaks = ChipPeaks.of(chip_id)
+                held = kb.held_out_value_bands(data, peaks)
+                fit = fit_chip(data, peaks)
+            out[chip_id] = fit_to_dict(fit, date, held)
+            if chip_id in HELD_OUT_CHIPS:
+                targets[chip_id] = (data, held.by_class())
+            if chip_id in HELD_OUT_CHIPS.values():
+                donors[chip_id] = fit
+        pairs = {t: d for t, d in HELD_OUT_CHIPS.items() if t in targets and d in donors}
+        if pairs:
+            across = {}
+            for target, donor in sorted(pairs.items()):
+                ops, comm = kb.curve_ratios(donors[donor], targets[target][0], ChipPeaks.of(target), None)
+                across[target] = kb.by_class(ops, comm)
+            widening = kb.transfer_widening({t: targets[t][1] for t in pairs}, across)
     return {
         "chips": out,
         "transferred": dict(TRANSFER),
+        **({"transfer_band": widening} if widening else {}),
         "meta": {
             "package": kt.PACKAGE,
             "package_version": kt.PACKAGE_VERSION,

@@ -47,7 +47,7 @@ time did not time EP-1 work (:func:`_moe_ep1_not_scaling`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,10 @@ class OpRows:
     """Measured kernel calls of one operator class: each call's work (every field an array over
     the rows, :class:`~rackmath.core.work.Work`), its format (``dtype``, a table dtype name) and
     kernel family (``kind``: ``gqa``/``mla`` attention, ``gated``/``nongated`` experts), its
-    latency and a shape hash for the deterministic hold-out split."""
+    latency and a shape hash for the deterministic hold-out split. ``dims`` holds the table's
+    shape dimensions whose whole values a validation holds out (:data:`HELD_OUT_DIMS`: a GEMM's
+    ``m``; a MoE call's ``num_tokens`` and ``ep``; attention's ``batch`` and ``context``, a
+    prompt's ``isl``), as the table states them."""
 
     op_class: OpClass
     dtype: np.ndarray
@@ -75,6 +78,7 @@ class OpRows:
     work: wk.Work
     latency_s: np.ndarray
     key: np.ndarray  # shape hash (uint64)
+    dims: dict[str, np.ndarray] = field(default_factory=dict)
 
     def take(self, mask: np.ndarray) -> OpRows:
         parts = [None if x is None else np.asarray(x)[mask] for x in self.work]
@@ -85,6 +89,7 @@ class OpRows:
             wk.Work(*parts),  # type: ignore[arg-type]  # optional fields stay None
             self.latency_s[mask],
             self.key[mask],
+            {k: v[mask] for k, v in self.dims.items()},
         )
 
     @staticmethod
@@ -99,6 +104,7 @@ class OpRows:
             wk.Work(*(cat(x, y) for x, y in zip(a.work, b.work, strict=True))),  # type: ignore[arg-type]
             np.concatenate([a.latency_s, b.latency_s]),
             np.concatenate([a.key, b.key]),
+            {k: np.concatenate([a.dims[k], b.dims[k]]) for k in a.dims if k in b.dims},
         )
 
     def __len__(self) -> int:
@@ -145,11 +151,29 @@ def _rows_of(n: int, w: wk.Work) -> wk.Work:
 
 
 def _op_rows(
-    cls: OpClass, dtype: np.ndarray, kind: str | np.ndarray, w: wk.Work, df: Any, key: np.ndarray
+    cls: OpClass,
+    dtype: np.ndarray,
+    kind: str | np.ndarray,
+    w: wk.Work,
+    df: Any,
+    key: np.ndarray,
+    dims: dict[str, np.ndarray] | None = None,
 ) -> OpRows:
     n = len(dtype)
     kinds = np.broadcast_to(np.asarray(kind, dtype=object), (n,)).astype(str)
-    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key)
+    shape = {k: np.broadcast_to(np.asarray(v, float), (n,)).copy() for k, v in (dims or {}).items()}
+    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key, shape)
+
+
+#: The shape dimensions of each class whose whole values a validation holds out (one token
+#: count, one EP degree, one context, one batch, one prompt length), as :attr:`OpRows.dims`
+#: names them.
+HELD_OUT_DIMS: dict[OpClass, tuple[str, ...]] = {
+    OpClass.GEMM: ("m",),
+    OpClass.MOE: ("num_tokens", "ep"),
+    OpClass.ATTENTION_DECODE: ("context", "batch"),
+    OpClass.ATTENTION_PREFILL: ("isl",),
+}
 
 
 def fit_groups(r: OpRows) -> list[tuple[str, str, np.ndarray]]:
@@ -215,7 +239,9 @@ def _moe_rows(df: Any) -> OpRows:
         ep=ep,
     )
     kind = np.where(mats == 3.0, "gated", "nongated")
-    return _op_rows(OpClass.MOE, dt, kind, work, df, _hash(df, MOE_SHAPE))
+    return _op_rows(
+        OpClass.MOE, dt, kind, work, df, _hash(df, MOE_SHAPE), {"num_tokens": tok, "ep": ep}
+    )
 
 
 def _format_bytes(dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -365,7 +391,8 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             in_values=k,
             out_values=n,
         )
-        out[OpClass.GEMM] = _op_rows(OpClass.GEMM, dt, "", work, df, _hash(df, ["gemm_dtype", "m", "n", "k"]))
+        key = _hash(df, ["gemm_dtype", "m", "n", "k"])
+        out[OpClass.GEMM] = _op_rows(OpClass.GEMM, dt, "", work, df, key, {"m": m})
     elif kind == "moe":
         if physical:
             df = _moe_candidates(df, hbm_bytes_per_s)
@@ -457,7 +484,8 @@ def _attention_rows(df: Any, cls: OpClass) -> OpRows:
             kv_read_bytes=b * ctx * per_key_values * kv_bytes,
         )
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]))
+        shape = {"context": isl + (_f(df, "step") if "step" in df else 0.0), "batch": b}  # as timed
+        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]), shape)
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w
@@ -473,7 +501,7 @@ def _attention_rows(df: Any, cls: OpClass) -> OpRows:
         input_bytes=a_bytes,
     )
     dt = df["attn_dtype"].astype(str).to_numpy()
-    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols))
+    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols), {"isl": isl})
 
 
 def _per_key(
@@ -545,7 +573,7 @@ def _mla_rows(df: Any, cls: OpClass) -> OpRows:
             flops=b * ctx * flops_per_key,
             kv_read_bytes=b * ctx * latent * kv_bytes,
         )
-        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols))
+        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols), {"context": ctx, "batch": b})
     pairs = isl * (isl + 1) / 2 + step * isl  # a cached prefix of ``step`` tokens
     qk = float(s["qk_nope_head_dim"] + s["qk_rope_head_dim"])
     work = wk.prefill_attention(
@@ -559,7 +587,8 @@ def _mla_rows(df: Any, cls: OpClass) -> OpRows:
         kv_write_bytes=b * isl * latent * kv_bytes,
         input_bytes=2.0,
     )
-    return _op_rows(cls, df["mla_dtype"].astype(str).to_numpy(), "mla", work, df, _hash(df, cols))
+    dt = df["mla_dtype"].astype(str).to_numpy()
+    return _op_rows(cls, dt, "mla", work, df, _hash(df, cols), {"isl": isl})
 
 
 # The most query heads per KV head TensorRT-LLM's decode attention reads one KV head for

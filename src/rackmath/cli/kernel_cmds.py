@@ -111,30 +111,83 @@ def _second_kernel(alt: dict) -> str:
     return " 2 kernels" + (f" (2nd: {', '.join(region)})" if region else "")
 
 
-def validate_kernels_command(as_json: bool) -> None:
-    from rackmath.analyses.kernel_validation import CLASSES, validate_kernels
+def validate_kernels_command(as_json: bool, chips: str | None = None) -> None:
+    from rackmath.analyses.kernel_validation import validate_kernels
 
-    report = validate_kernels()
+    chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
+    report = validate_kernels(chip_list)
     if as_json:
         typer.echo(dump_json(report))
         return
-    k = report["kernels"]
-    table = Table(title="Kernel latency: median / p90 |error| on held-out shapes (20% per table)")
-    table.add_column("chip")
-    classes = [c for c in CLASSES if c in k["by_op"]]
-    for c in classes:
-        table.add_column(c, justify="right")
+    render_kernel_validation(report["kernels"], Console(width=80))
+
+
+def _target_mark(cls: str, s: dict[str, Any] | None, p90: bool) -> str:
+    """``!`` after a figure that misses its target (median by class; p90 <= 35%)."""
+    from rackmath.analyses.kernel_validation import P90_TARGET, median_target
+
+    if not s or s.get("median_abs_error") is None:
+        return ""
+    miss = s["median_abs_error"] > median_target(cls) or (p90 and s["p90_abs_error"] > P90_TARGET)
+    return " !" if miss else ""
+
+
+def render_kernel_validation(k: dict[str, Any], console: Console) -> None:
+    """The report in 80 columns: one row per chip x class (held-out shapes, held-out values),
+    then the held-out chips and versions."""
+    table = Table(
+        title="Kernel latency |error|, median / p90 (! misses its target)",
+        show_edge=False,
+        header_style="bold",
+    )
+    for col, justify in (
+        ("chip", "left"),
+        ("class", "left"),
+        ("20% shapes", "right"),
+        ("held-out values", "right"),
+        ("rows", "right"),
+    ):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for chip_id, ops in k["by_chip"].items():
-        table.add_row(chip_id, *[_pct(ops.get(c)) for c in classes])
-    table.add_row("all", *[_pct(k["by_op"].get(c)) for c in classes])
-    for chip_id, h in k["held_out_chips"].items():
-        table.add_row(f"{chip_id} (fit on {h['fitted_on']})", *[_pct(h["by_op"].get(c)) for c in classes])
-    console = Console()
+        values = k.get("held_out_values", {}).get(chip_id, {})
+        for i, cls in enumerate(ops):
+            v = values.get(cls)
+            table.add_row(
+                chip_id if i == 0 else "",
+                cls,
+                _pct(ops[cls]) + _target_mark(cls, ops[cls], False),
+                _pct(v) + _target_mark(cls, v, True),
+                str(v["rows"]) if v else "-",
+            )
+        table.add_section()
+    for cls, st in k["by_op"].items():
+        v = k.get("held_out_values_all", {}).get(cls)
+        table.add_row("all", cls, _pct(st), _pct(v), str(v["rows"]) if v else "-")
     console.print(table)
-    for chip_id, v in k["held_out_version"].items():
-        console.print(
-            f"{chip_id}: MoE {v['tested_on']} predicted by the {v['fitted_on']} fit: {_pct(v['moe'])}"
-        )
+    held = Table(title="Held-out chips (every row, fit on another chip)", show_edge=False)
+    for col in ("chip", "fit on", "class", "median / p90"):
+        held.add_column(col)
+    for chip_id, h in k["held_out_chips"].items():
+        for i, (cls, st) in enumerate(h["by_op"].items()):
+            held.add_row(chip_id if i == 0 else "", h["fitted_on"] if i == 0 else "", cls, _pct(st))
+    console.print(held)
+    version = Table(title="Held-out version (newest, fit on the next older)", show_edge=False)
+    for col in ("chip", "table", "fit on -> tested", "class", "median / p90"):
+        version.add_column(col)
+    for chip_id, tables in k["held_out_version"].items():
+        for name, v in tables.items():
+            for i, (cls, st) in enumerate(v["by_op"].items()):
+                version.add_row(
+                    chip_id if i == 0 else "",
+                    name if i == 0 else "",
+                    f"{v['fitted_on']} -> {v['tested_on'].split(' ', 1)[1]}" if i == 0 else "",
+                    cls,
+                    _pct(st),
+                )
+    console.print(version)
+    missing = k.get("held_out_version_not_possible", [])
+    if missing:
+        console.print(f"No older version to fit on: {len(missing)} chip x table pairs (see --json).")
 
 
 def measure_kernels_command(quick: bool, out: Path | None, as_json: bool) -> None:

@@ -38,6 +38,7 @@ def validate_command(
         "may be a catalog id, hf:owner/name or a config.json path relative to the file.",
     ),
     kernels: bool = typer.Option(False, "--kernels", help="Kernel-level validation on measured tables."),
+    chips: str | None = typer.Option(None, "--chips", help="--kernels: comma-separated chip ids."),
 ) -> None:
     """Predict every published measurement; show the error of the pure roofline, of the
     kernel-grounded model, and of it with the end-to-end correction (in-sample and
@@ -45,7 +46,7 @@ def validate_command(
     if kernels:
         from rackmath.cli.kernel_cmds import validate_kernels_command
 
-        return validate_kernels_command(as_json)
+        return validate_kernels_command(as_json, chips)
     from rackmath.analyses.validation import validate
 
     report = validate(measurements_file)
