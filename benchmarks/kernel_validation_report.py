@@ -1,7 +1,7 @@
 """Write the committed kernel validation report and the docs tables generated from it.
 
     .venv/bin/python benchmarks/kernel_validation_report.py            # full validation -> JSON + docs
-    .venv/bin/python benchmarks/kernel_validation_report.py --render   # docs tables from the JSON only
+    .venv/bin/python benchmarks/kernel_validation_report.py --render   # docs tables, without refitting
     .venv/bin/python benchmarks/kernel_validation_report.py --check    # exit 1 if the docs are stale
 
 The full validation (every chip: 20% shape split, held-out values, held-out chips, held-out
@@ -10,7 +10,9 @@ versions) takes several minutes on two cores, so it is not run inside pytest:
 (:func:`rackmath.analyses.kernel_validation.input_hash`). ``tests/test_kernel_targets.py`` asserts
 the issue's targets on it and fails when its hash is not the current inputs' (rerun this script).
 The tables between the ``<!-- kernel-validation:... -->`` markers of docs/validation.md are
-generated from it, never typed. Needs the ``kernels`` extra.
+generated from it, and the band-coverage table between ``<!-- band-coverage:... -->`` from
+:func:`rackmath.analyses.band_coverage.published_band_coverage` (about 20 s), never typed.
+Needs the ``kernels`` extra.
 """
 
 from __future__ import annotations
@@ -99,11 +101,43 @@ def tables(report: dict[str, Any]) -> str:
 
 
 def render(text: str, report: dict[str, Any]) -> str:
-    block = f"{BEGIN}\n{tables(report)}\n{END}"
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    return _replace(text, BEGIN, END, tables(report))
+
+
+COVERAGE_BEGIN = "<!-- band-coverage:begin -->"
+COVERAGE_END = "<!-- band-coverage:end -->"
+COVERAGE_LABELS = {
+    "kernel": "kernel (kernel band only)",
+    "calibrated": "calibrated (host-time correction, in-sample)",
+    "loso": "loso (correction without the row's source)",
+    "loso_with_residual": "loso with the end-to-end residual (LOSO)",
+}
+
+
+def coverage_table(coverage: dict[str, Any]) -> str:
+    """The docs table of :func:`rackmath.analyses.band_coverage.published_band_coverage`."""
+    out = [
+        "| column | inside p10-p90 | below | above | median band width |",
+        "|---|---|---|---|---|",
+    ]
+    for name, c in coverage["columns"].items():
+        inside = round(c["inside_frac"] * c["rows"])
+        out.append(
+            f"| {COVERAGE_LABELS.get(name, name)} | {inside} of {c['rows']} ({c['inside_frac'] * 100:.0f}%) "
+            f"| {c['below']} | {c['above']} | {c['median_width_frac'] * 100:.0f}% |"
+        )
+    return "\n".join(out)
+
+
+def render_coverage(text: str, coverage: dict[str, Any]) -> str:
+    return _replace(text, COVERAGE_BEGIN, COVERAGE_END, coverage_table(coverage))
+
+
+def _replace(text: str, begin: str, end: str, body: str) -> str:
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"{DOCS} has no {BEGIN!r} ... {END!r} block")
-    return pattern.sub(lambda _: block, text)
+        raise SystemExit(f"{DOCS} has no {begin!r} ... {end!r} block")
+    return pattern.sub(lambda _: f"{begin}\n{body}\n{end}", text)
 
 
 def main() -> None:
@@ -119,8 +153,10 @@ def main() -> None:
         REPORT.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         print(f"wrote {REPORT} ({report['kernels']['seconds']:.0f} s)")
     report = json.loads(REPORT.read_text(encoding="utf-8"))
+    from rackmath.analyses.band_coverage import published_band_coverage
+
     text = DOCS.read_text(encoding="utf-8")
-    new = render(text, report)
+    new = render_coverage(render(text, report), published_band_coverage())
     if args.check:
         sys.exit(0 if new == text else 1)
     DOCS.write_text(new, encoding="utf-8")

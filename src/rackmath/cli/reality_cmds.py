@@ -107,6 +107,10 @@ def validate_command(
             cells.append(f"{_abs_pct(st.median_abs_error)} / {_abs_pct(st.p90_abs_error)} ({st.rows})")
         agg.add_row(label, *cells)
     console.print(agg)
+    if report.band_coverage is not None:
+        cov = report.band_coverage["columns"]
+        cells = [f"{c} {_abs_pct(v['inside_frac'])} of {v['rows']}" for c, v in cov.items() if v["rows"]]
+        console.print("Measurements inside their p10-p90 band (nominal 80%): " + "; ".join(cells))
     console.print(f"{len(report.rows)} rows expressed, {len(report.unsupported)} listed unsupported:")
     for u in report.unsupported:
         console.print(f"  row {u.row_id} ({u.provenance.source_key}): {u.reason}")
