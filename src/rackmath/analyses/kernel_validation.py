@@ -233,8 +233,9 @@ def held_out_version(
             for newest, older in pairs:
                 try:
                     train, test = _table_data(chip_id, older), _table_data(chip_id, newest)
-                except kt.KernelTableError as exc:  # a table the reader refuses (a missing column)
-                    not_possible.append({"chip": chip_id, "kind": kind, "why": str(exc)})
+                except (kt.KernelTableError, ValueError) as exc:  # a table the reader refuses
+                    why = f"{older.framework} {older.version} -> {newest.version}: {exc}"
+                    not_possible.append({"chip": chip_id, "kind": kind, "why": why})
                     continue
                 fit = fit_chip(train, peaks)
                 errs = _class_errors(fit, test, peaks, None)
