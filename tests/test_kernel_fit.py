@@ -23,7 +23,6 @@ import pandas as pd
 from rackmath.analyses import efficiency_tables as et
 from rackmath.analyses import kernel_calibrate as kc
 from rackmath.analyses import kernel_fit as kf
-from rackmath.analyses import kernel_validation as kv
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import chip, chips
@@ -256,22 +255,17 @@ def test_measure_kernels_quick_on_cpu_then_fit(tmp_path: Path, cli) -> None:
     assert all(0 < o["compute_frac"] <= 1 and 0 < o["bandwidth_frac"] <= 1 for o in ops)
 
 
-def test_real_tables_fit_one_chip_and_predict_held_out_shapes() -> None:
-    if kt.package_data_dir() is None:
-        pytest.skip("aiconfigurator-core is not installed (pip install rackmath[kernels])")
-    data = kf.load_package_chip("h100-sxm")
-    peaks = kf.ChipPeaks.of("h100-sxm")
-    fit = kf.fit_chip(data, peaks, kv._split(data, held_out=False))
-    gemm_bf16 = next(f for f in fit.ops if f.op_class is OpClass.GEMM and f.dtype == "bfloat16")
+def test_the_shipped_h100_fit_is_physical() -> None:
+    """The shipped catalog's H100 curves (the held-out errors are the committed report's,
+    ``tests/test_kernel_targets.py``; a small real fit runs in ``tests/test_kernel_bands.py``)."""
+    entries = {(o["op_class"], o["dtype"], o.get("kind", "")): o for o in ke.op_entries("h100-sxm")}
     # Large bf16 GEMMs on an H100 reach 600-800 TFLOP/s of 989: the asymptote must be in 0.6-0.95.
-    assert 0.6 < gemm_bf16.efficiency.compute_frac < 0.95
+    assert 0.6 < entries[("gemm", "bfloat16", "")]["compute_frac"] < 0.95
     # NVLink 4 all-reduce: NCCL's fixed cost is several microseconds, bus bandwidth below the link.
-    ar = fit.comm["all_reduce:nccl"]
-    assert ar.latency_s is not None and 2e-6 < ar.latency_s < 40e-6 and 0.3 < ar.bandwidth_frac <= 1
-    assert 0.5e-6 < ar.hop_latency_s < 5e-6  # 6.0 / 9.5 / 16.0 us on 2 / 4 / 8 GPUs (H200 table)
-    errs = kv._errors(fit, data, peaks, kv._split(data, held_out=True))
-    assert np.median(np.abs(errs["gemm"])) < 0.10
-    assert np.median(np.abs(errs["moe"])) < 0.25
+    collectives = ke.collective_entries("h100-sxm")
+    ar = collectives.get("all_reduce:nccl") or collectives["all_reduce"]
+    assert 2e-6 < ar["latency_s"] < 40e-6 and 0.3 < ar["bandwidth_frac"] <= 1
+    assert 0.5e-6 < ar["hop_latency_s"] < 5e-6  # 6.0 / 9.5 / 16.0 us on 2 / 4 / 8 GPUs (H200 table)
 
 
 def test_sglang_0510_moe_tables_follow_the_min_ep_topk_law() -> None:
@@ -337,43 +331,6 @@ def test_trtllm_decode_attention_shares_a_kv_head_over_at_most_32_query_heads() 
         assert (shared <= 1.6 * one).all(), chip_id
         assert (unshared >= 3 * shared).all() and (unshared / shared).median() >= 10, chip_id
         assert (unshared / mha).between(low, high).all(), chip_id
-
-
-def test_validate_kernels_report_shape_and_held_out_chip() -> None:
-    """Hopper only (fast): the report has the documented keys, and H200 predicted from the
-    H100's fit stays within the GEMM target (median <= 10%)."""
-    if kt.package_data_dir() is None:
-        pytest.skip("aiconfigurator-core is not installed")
-    k = kv.validate_kernels(["h100-sxm", "h200"])["kernels"]
-    for cls in ("gemm", "moe", "attention_decode", "attention_prefill", "all_reduce:nccl"):
-        st = k["by_op"][cls]
-        assert st["rows"] > 0 and 0 <= st["median_abs_error"] <= st["p90_abs_error"] < 5
-    # the issue's kernel-level targets on the Hopper tables (all chips: docs/validation.md)
-    assert k["by_op"]["gemm"]["median_abs_error"] <= 0.10 and k["by_op"]["gemm"]["p90_abs_error"] <= 0.25
-    assert k["by_op"]["moe"]["median_abs_error"] <= 0.10
-    assert k["by_op"]["attention_decode"]["median_abs_error"] <= 0.25  # Hopper decode: 19-22%
-    assert k["by_op"]["all_reduce:nccl"]["median_abs_error"] <= 0.20
-    held = k["held_out_chips"]["h200"]
-    assert held["fitted_on"] == "h100-sxm"
-    assert held["by_op"]["gemm"]["median_abs_error"] < 0.10
-    # every H200 TensorRT-LLM GEMM row, none seen in the fit: 100,668 rows less the 3 timed
-    # faster than their bytes at HBM speed (operands L2-resident), which are scored apart
-    assert held["by_op"]["gemm"]["rows"] == 100665
-    assert k["rejected_rows"]["gemm"] >= 3
-    assert k["by_op_with_rejected"]["gemm"]["rows"] > k["by_op"]["gemm"]["rows"]
-    assert set(k["held_out_version"]) == {"h100-sxm", "h200"}
-
-
-def test_validate_kernels_json_on_the_cli(cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    if kt.package_data_dir() is None:
-        pytest.skip("aiconfigurator-core is not installed")
-    real = kv.validate_kernels
-    monkeypatch.setattr(kv, "validate_kernels", lambda chips=None: real(["h100-sxm", "h200"]))
-    code, out, err = cli("validate", "--kernels", "--json")
-    assert code == 0, err
-    report = json.loads(out)["kernels"]
-    assert {"by_op", "by_chip", "held_out_chips", "held_out_version"} <= set(report)
-    assert report["by_op"]["gemm"]["median_abs_error"] < 0.10
 
 
 def test_a_tiled_grouped_gemm_never_gets_faster_with_more_rows() -> None:

@@ -99,6 +99,26 @@ def band_from_entry(entry: dict[str, Any] | None) -> ErrorBand:
     return ErrorBand(entry["p10"], entry["p90"], int(entry.get("rows", 0)), entry.get("how", ""))
 
 
+def class_key(key: CurveKey) -> str:
+    """The class a curve's held-out error is reported under (``attention_decode/mla``; MoE's
+    families together): :func:`rackmath.analyses.kernel_bands.class_key`."""
+    attention = (OpClass.ATTENTION_DECODE, OpClass.ATTENTION_PREFILL)
+    if key.op_class in attention and key.kind not in ("", "gqa"):
+        return f"{key.op_class.value}/{key.kind}"
+    return key.op_class.value
+
+
+def widened(band: ErrorBand, widening: dict[str, dict[str, Any]], cls: str) -> ErrorBand:
+    """A transferred curve's band: its own edges times the class's transfer widening (the
+    catalog's ``transfer_band``; ``"*"`` where the class has none). Worked number: a band of
+    0.9-1.2 widened by 0.95 / 1.10 is 0.855-1.32."""
+    w = widening.get(cls) or widening.get("*")
+    if w is None or band.rows == 0:
+        return band
+    how = f"{band.how}; widened x{w['p10']:g} / x{w['p90']:g} for transfer ({w.get('how', '')})"
+    return ErrorBand(band.p10 * float(w["p10"]), band.p90 * float(w["p90"]), band.rows, how)
+
+
 def collective_from_entry(entry: dict[str, Any]) -> CollectiveEfficiency:
     return CollectiveEfficiency(
         entry["latency_s"],
@@ -141,15 +161,17 @@ def efficiency_table(chip_id: str) -> EfficiencyTable:
 
     looked_up, by_default = _known(chip_id)
     donor, transferred = ke.resolve(looked_up)
+    widen = ke.transfer_band() if (transferred or by_default) else {}
     curves: dict[CurveKey, Curve] = {}
     for entry in ke.op_entries(looked_up):
         key = curve_key(entry)
         if key not in curves:  # the first row of a key is the fit (rows are unique per key)
+            band = band_from_entry(entry.get("band"))
             curves[key] = Curve(
                 op_from_entry(entry),
                 entry["precision"],
                 entry.get("source", ""),
-                band_from_entry(entry.get("band")),
+                widened(band, widen, class_key(key)) if widen else band,
             )
     collectives = {
         _LEGACY_COLLECTIVES.get(name, name): collective_curve(entry)

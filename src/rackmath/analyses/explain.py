@@ -71,6 +71,8 @@ class Explanation(Tabular):
             Col("decode.batch", "batch", "sequences"),
             Col("decode.context", "context_tokens", "tokens"),
             Col("decode.step_s", "step_s", "s"),
+            Col("decode.step_s_p10", "step_s_p10", "s"),
+            Col("decode.step_s_p90", "step_s_p90", "s"),
             Col("decode.blackboard_step_s", "blackboard_step_s", "s"),
             Col("decode.times.compute_s", "compute_s", "s"),
             Col("decode.times.weight_fetch_s", "weight_fetch_s", "s"),
@@ -80,6 +82,18 @@ class Explanation(Tabular):
             Col("decode.tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
             Col(
                 "decode.usd_per_million_output_tokens", "usd_per_million_output_tokens", "USD per 1e6 tokens"
+            ),
+            Col("decode.tokens_per_s_per_chip_p10", "tokens_per_s_per_chip_p10", "tokens/s"),
+            Col("decode.tokens_per_s_per_chip_p90", "tokens_per_s_per_chip_p90", "tokens/s"),
+            Col(
+                "decode.usd_per_million_output_tokens_p10",
+                "usd_per_million_output_tokens_p10",
+                "USD per 1e6 tokens",
+            ),
+            Col(
+                "decode.usd_per_million_output_tokens_p90",
+                "usd_per_million_output_tokens_p90",
+                "USD per 1e6 tokens",
             ),
             Col("decode.mfu", "mfu_frac", "1"),
             Col("decode.fits", "fits"),
@@ -160,6 +174,7 @@ class Explanation(Tabular):
                         "tokens_per_s": float(g.tokens_per_s[i, j]),
                         "tokens_per_s_per_chip": float(g.tokens_per_s_per_chip[i, j]),
                         "usd_per_million_output_tokens": float(g.usd_per_million_output_tokens[i, j]),
+                        **g.band_at((i, j)),
                         "mfu": float(g.mfu[i, j]),
                         "mbu": float(g.mbu[i, j]),
                         "fits": bool(g.fits[i, j]),
@@ -257,6 +272,7 @@ class Explanation(Tabular):
                         "bottleneck": str(s.bottleneck[i, j]),
                         "tokens_per_s_per_chip": float(p.tokens_per_s_per_chip[i, j]),
                         "usd_per_million_output_tokens": float(p.usd_per_million_output_tokens[i, j]),
+                        **p.band_at((i, j)),
                         "memory_per_chip_bytes": float(p.memory.total_bytes[i, j]),
                         "fits": bool(p.fits[i, j]),
                         **(

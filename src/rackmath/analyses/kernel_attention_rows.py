@@ -53,7 +53,8 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
             kv_read_bytes=b * ctx * per_key_values * kv_bytes,
         )
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]))
+        shape = {"context": isl + (_f(df, "step") if "step" in df else 0.0), "batch": b}  # as timed
+        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]), shape)
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w
@@ -69,7 +70,7 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
         input_bytes=a_bytes,
     )
     dt = df["attn_dtype"].astype(str).to_numpy()
-    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols))
+    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols), {"isl": isl})
 
 
 def _per_key(
@@ -141,7 +142,7 @@ def mla_rows(df: Any, cls: OpClass) -> OpRows:
             flops=b * ctx * flops_per_key,
             kv_read_bytes=b * ctx * latent * kv_bytes,
         )
-        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols))
+        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols), {"context": ctx, "batch": b})
     pairs = isl * (isl + 1) / 2 + step * isl  # a cached prefix of ``step`` tokens
     qk = float(s["qk_nope_head_dim"] + s["qk_rope_head_dim"])
     work = wk.prefill_attention(
@@ -155,7 +156,8 @@ def mla_rows(df: Any, cls: OpClass) -> OpRows:
         kv_write_bytes=b * isl * latent * kv_bytes,
         input_bytes=2.0,
     )
-    return _op_rows(cls, df["mla_dtype"].astype(str).to_numpy(), "mla", work, df, _hash(df, cols))
+    dt = df["mla_dtype"].astype(str).to_numpy()
+    return _op_rows(cls, dt, "mla", work, df, _hash(df, cols), {"isl": isl})
 
 
 # The most query heads per KV head TensorRT-LLM's decode attention reads one KV head for

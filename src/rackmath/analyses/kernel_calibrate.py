@@ -11,17 +11,17 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
+from rackmath.analyses import kernel_bands as kb
 from rackmath.analyses.kernel_fit import (
-    COMM_KINDS,
+    HELD_OUT_CHIPS,
     TRANSFER,
     ChipData,
     ChipFit,
     ChipPeaks,
+    deterministic_threads,
     fit_chip,
-    fit_collectives,
     load_package_chip,
 )
 from rackmath.catalog import kernel_tables as kt
@@ -54,9 +54,11 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
     }
 
 
-def fit_to_dict(
-    fit: ChipFit, date: str, comm_bands: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def fit_to_dict(fit: ChipFit, date: str, held: kb.HeldOutValues | None = None) -> dict[str, Any]:
+    """One chip's catalog entry; with ``held``, every curve (and collective) carries its
+    held-out band (:mod:`rackmath.analyses.kernel_bands`)."""
+    bands = held.bands if held is not None else {}
+    comm_bands = held.comm_bands if held is not None else {}
     ops = [
         {
             "op_class": f.op_class.value,
@@ -66,6 +68,11 @@ def fit_to_dict(
             **_params(f.efficiency),
             "rows_used": f.rows_used,
             "source": f.source,
+            **(
+                {"band": bands[(f.op_class, f.dtype, f.kind)].to_dict()}
+                if (f.op_class, f.dtype, f.kind) in bands
+                else {}
+            ),
         }
         for f in fit.ops
     ]
@@ -73,7 +80,7 @@ def fit_to_dict(
     return {"ops": ops, "collectives": comm, "date": date}
 
 
-def collectives_to_dict(fit: ChipFit, bands: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def collectives_to_dict(fit: ChipFit, bands: dict[str, kb.Band] | None = None) -> dict[str, Any]:
     """The fitted collectives of a chip as catalog data: the curve, the rows it used, the largest
     group and the message range they measured (outside them a step says it extrapolated), the
     table, and (``bands``) the held-out error band."""
@@ -89,67 +96,10 @@ def collectives_to_dict(fit: ChipFit, bands: dict[str, dict[str, Any]] | None = 
             "max_ranks": ranks,
             "min_message_bytes": low,
             "max_message_bytes": high,
-            **({"band": bands[name]} if bands and name in bands else {}),
             "source": fit.sources.get(name, ""),
+            **({"band": bands[name].to_dict()} if bands and name in bands else {}),
         }
     return out
-
-
-def collective_bands(data: ChipData, peaks: ChipPeaks) -> dict[str, dict[str, Any]]:
-    """Each collective's error band: fitted on 80% of the shapes, ``measured / predicted`` on the
-    20% held out (:data:`rackmath.analyses.kernel_fit.HOLDOUT_MOD`), its 10th and 90th
-    percentiles (:class:`rackmath.specs.efficiency.ErrorBand`, widened to contain 1)."""
-    from rackmath.analyses.kernel_validation import _split
-    from rackmath.core.efficiency import collective_time_s
-
-    comm, _, _ = fit_collectives(data, peaks, _split(data, held_out=False))
-    held = _split(data, held_out=True)
-    out: dict[str, dict[str, Any]] = {}
-    for name, e in comm.items():
-        c = data.comm[name].take(held[name])
-        if not len(c.latency_s):
-            continue
-        ratio = c.latency_s / collective_time_s(e, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
-        p10, p90 = np.quantile(ratio, [0.1, 0.9])
-        out[name] = {
-            "p10": round(float(min(p10, 1.0)), 4),
-            "p90": round(float(max(p90, 1.0)), 4),
-            "rows": len(ratio),
-            "how": "held-out shapes (hash % 5 == 0), measured / predicted",
-        }
-    return out
-
-
-def calibrate_collectives(chips: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Refit only the collectives of the chips with tables (seconds, not the minute of a full
-    fit): ``{chip: collectives}`` for :func:`with_collectives`."""
-    from rackmath.catalog import kernel_tables as kt
-
-    refs = kt.discover()
-    if not refs:
-        raise InputError(
-            "aiconfigurator-core",
-            "not installed",
-            f"pip install {kt.PACKAGE}=={kt.PACKAGE_VERSION} (the `kernels` extra)",
-        )
-    out: dict[str, dict[str, Any]] = {}
-    for chip_id in chips or sorted(set(kt.CHIP_DIRS.values())):
-        data = load_package_chip(chip_id, refs, kinds=COMM_KINDS)
-        peaks = ChipPeaks.of(chip_id)
-        comm, counts, ranges = fit_collectives(data, peaks)
-        fit = ChipFit(chip_id, [], comm, counts, dict(data.sources), ranges)
-        out[chip_id] = collectives_to_dict(fit, collective_bands(data, peaks))
-    return out
-
-
-def with_collectives(doc: dict[str, Any], collectives: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``doc`` (the catalog document) with each chip's ``collectives`` replaced, ops kept."""
-    chips = {c: dict(entry) for c, entry in doc["chips"].items()}
-    for chip_id, comm in collectives.items():
-        if chip_id in chips:
-            entry = {k: v for k, v in chips[chip_id].items() if k != "date"}
-            chips[chip_id] = {**entry, "collectives": comm, "date": chips[chip_id].get("date")}
-    return {**doc, "chips": chips}
 
 
 def calibrate_kernels(
@@ -166,6 +116,7 @@ def calibrate_kernels(
 
     date = date or _dt.date.today().isoformat()
     out: dict[str, Any] = {}
+    widening: dict[str, Any] = {}
     if from_files:
         if not chips or len(chips) != 1:
             raise InputError("--chips", chips, "exactly one catalog chip id for the rows of --from FILE")
@@ -180,7 +131,9 @@ def calibrate_kernels(
                 data.add(kt.read_table(p), p.name)
         _ = catalog_chips()
         peaks = ChipPeaks.of(chips[0])
-        out[chips[0]] = fit_to_dict(fit_chip(data, peaks), date, collective_bands(data, peaks))
+        with deterministic_threads():
+            held, fit = kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+        out[chips[0]] = fit_to_dict(fit, date, held)
     else:
         refs = kt.discover()
         if not refs:
@@ -194,13 +147,31 @@ def calibrate_kernels(
         if unknown:
             known = ", ".join(sorted(kt.CHIP_DIRS.values()))
             raise InputError("--chips", unknown, f"chips with tables: {known}")
+        # held-out chips: the targets' rows and own held-out ratios, the donors' fits
+        targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
+        donors: dict[str, ChipFit] = {}
         for chip_id in wanted:
-            data = load_package_chip(chip_id, refs)
-            peaks = ChipPeaks.of(chip_id)
-            out[chip_id] = fit_to_dict(fit_chip(data, peaks), date, collective_bands(data, peaks))
+            with deterministic_threads():
+                data = load_package_chip(chip_id, refs)
+                peaks = ChipPeaks.of(chip_id)
+                held = kb.held_out_value_bands(data, peaks)
+                fit = fit_chip(data, peaks)
+            out[chip_id] = fit_to_dict(fit, date, held)
+            if chip_id in HELD_OUT_CHIPS:
+                targets[chip_id] = (data, held.by_class())
+            if chip_id in HELD_OUT_CHIPS.values():
+                donors[chip_id] = fit
+        pairs = {t: d for t, d in HELD_OUT_CHIPS.items() if t in targets and d in donors}
+        if pairs:
+            across = {}
+            for target, donor in sorted(pairs.items()):
+                ops, comm = kb.curve_ratios(donors[donor], targets[target][0], ChipPeaks.of(target), None)
+                across[target] = kb.by_class(ops, comm)
+            widening = kb.transfer_widening({t: targets[t][1] for t in pairs}, across)
     return {
         "chips": out,
         "transferred": dict(TRANSFER),
+        **({"transfer_band": widening} if widening else {}),
         "meta": {
             "package": kt.PACKAGE,
             "package_version": kt.PACKAGE_VERSION,

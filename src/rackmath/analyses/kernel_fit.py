@@ -13,6 +13,8 @@ How each table row becomes an operator row (FLOPs, bytes, shape) is in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -167,6 +169,22 @@ DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 MOE_ROW_TILES = (0.0, 16.0, 32.0, 64.0, 128.0)
 # Output-tile edges tried for a dense GEMM's bandwidth parallelism (0 = saturate in rows).
 GEMM_BANDWIDTH_TILES = (0.0, 128.0)
+
+
+@contextmanager
+def deterministic_threads() -> Iterator[None]:
+    """Run the fits on one BLAS thread (``threadpoolctl``, the ``kernels`` extra): SciPy's
+    trust-region steps call LAPACK, and a threaded BLAS may split a reduction differently with
+    another number of cores, so a refit on a machine with more cores could differ in the last
+    bits (and, at a rounding edge, in a written digit). One thread makes the arithmetic depend
+    on the inputs and the CPU's kernels only. Without ``threadpoolctl`` it does nothing."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - the kernels extra installs it
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
 
 
 def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:

@@ -114,7 +114,7 @@ def _moe_rows(df: Any) -> OpRows:
         ep=ep,
     )
     kind = np.where(mats == 3.0, "gated", "nongated")
-    return _op_rows(OpClass.MOE, dt, kind, work, df, _hash(df, MOE_SHAPE))
+    return _op_rows(OpClass.MOE, dt, kind, work, df, _hash(df, MOE_SHAPE), {"num_tokens": tok, "ep": ep})
 
 
 def _format_bytes(dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -231,8 +231,9 @@ def _moe_ep1_not_scaling(df: Any) -> np.ndarray:
     d = df.assign(_i=np.arange(len(df)), _work=_pairs_factor(df, ep, _f(df, "topk")) / ep)
     for _, g in d.groupby(["kernel_source", "moe_dtype"], sort=False, observed=True):
         big = g[_f(g, "num_tokens") >= EP_SCALING_TOKENS]
-        ep1 = big[_f(big, "moe_ep_size") == 1].set_index(shape)
-        ep2 = big[_f(big, "moe_ep_size") == 2].set_index(shape)
+        # a shape timed twice (vLLM 0.19.0's H200 table mixes 0.19.0 and 0.19.1 rows): its median
+        ep1 = big[_f(big, "moe_ep_size") == 1].groupby(shape, observed=True)[["latency", "_work"]].median()
+        ep2 = big[_f(big, "moe_ep_size") == 2].groupby(shape, observed=True)[["latency", "_work"]].median()
         ratio = (ep1["latency"] / ep2["latency"]).dropna()
         work = (ep1["_work"] / ep2["_work"]).reindex(ratio.index)
         if len(ratio) and float(np.median(ratio / work)) < EP_SCALING_MIN / 2:
@@ -264,7 +265,8 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             in_values=k,
             out_values=n,
         )
-        out[OpClass.GEMM] = _op_rows(OpClass.GEMM, dt, "", work, df, _hash(df, ["gemm_dtype", "m", "n", "k"]))
+        key = _hash(df, ["gemm_dtype", "m", "n", "k"])
+        out[OpClass.GEMM] = _op_rows(OpClass.GEMM, dt, "", work, df, key, {"m": m})
     elif kind == "moe":
         if physical:
             df = _moe_candidates(df, hbm_bytes_per_s)

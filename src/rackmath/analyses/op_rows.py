@@ -5,7 +5,7 @@ from the tables, and :mod:`rackmath.analyses.kernel_fit` fits)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,10 @@ class OpRows:
     """Measured kernel calls of one operator class: each call's work (every field an array over
     the rows, :class:`~rackmath.core.work.Work`), its format (``dtype``, a table dtype name) and
     kernel family (``kind``: ``gqa``/``mla`` attention, ``gated``/``nongated`` experts), its
-    latency and a shape hash for the deterministic hold-out split."""
+    latency and a shape hash for the deterministic hold-out split. ``dims`` holds the table's
+    shape dimensions whose whole values a validation holds out (:data:`HELD_OUT_DIMS`: a GEMM's
+    ``m``; a MoE call's ``num_tokens`` and ``ep``; attention's ``batch`` and ``context``, a
+    prompt's ``isl``), as the table states them."""
 
     op_class: OpClass
     dtype: np.ndarray
@@ -27,6 +30,7 @@ class OpRows:
     work: wk.Work
     latency_s: np.ndarray
     key: np.ndarray  # shape hash (uint64)
+    dims: dict[str, np.ndarray] = field(default_factory=dict)
 
     def take(self, mask: np.ndarray) -> OpRows:
         parts = [None if x is None else np.asarray(x)[mask] for x in self.work]
@@ -37,6 +41,7 @@ class OpRows:
             wk.Work(*parts),  # type: ignore[arg-type]  # optional fields stay None
             self.latency_s[mask],
             self.key[mask],
+            {k: v[mask] for k, v in self.dims.items()},
         )
 
     @staticmethod
@@ -51,6 +56,7 @@ class OpRows:
             wk.Work(*(cat(x, y) for x, y in zip(a.work, b.work, strict=True))),  # type: ignore[arg-type]
             np.concatenate([a.latency_s, b.latency_s]),
             np.concatenate([a.key, b.key]),
+            {k: np.concatenate([a.dims[k], b.dims[k]]) for k in a.dims if k in b.dims},
         )
 
     def __len__(self) -> int:
@@ -97,11 +103,29 @@ def _rows_of(n: int, w: wk.Work) -> wk.Work:
 
 
 def _op_rows(
-    cls: OpClass, dtype: np.ndarray, kind: str | np.ndarray, w: wk.Work, df: Any, key: np.ndarray
+    cls: OpClass,
+    dtype: np.ndarray,
+    kind: str | np.ndarray,
+    w: wk.Work,
+    df: Any,
+    key: np.ndarray,
+    dims: dict[str, np.ndarray] | None = None,
 ) -> OpRows:
     n = len(dtype)
     kinds = np.broadcast_to(np.asarray(kind, dtype=object), (n,)).astype(str)
-    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key)
+    shape = {k: np.broadcast_to(np.asarray(v, float), (n,)).copy() for k, v in (dims or {}).items()}
+    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key, shape)
+
+
+#: The shape dimensions of each class whose whole values a validation holds out (one token
+#: count, one EP degree, one context, one batch, one prompt length), as :attr:`OpRows.dims`
+#: names them.
+HELD_OUT_DIMS: dict[OpClass, tuple[str, ...]] = {
+    OpClass.GEMM: ("m",),
+    OpClass.MOE: ("num_tokens", "ep"),
+    OpClass.ATTENTION_DECODE: ("context", "batch"),
+    OpClass.ATTENTION_PREFILL: ("isl",),
+}
 
 
 def _f(df: Any, col: str) -> np.ndarray:

@@ -357,6 +357,59 @@ class DecodeThroughput(ABC):
         d = self.deployment
         return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
 
+    # The band (p10-p90) of each figure: the step's (:attr:`rackmath.core.parallel.PlanStep.step_band_s`,
+    # every operator at the edges of its curve's held-out error); a throughput's p10 comes from
+    # the step's p90 (a slower step yields fewer tokens), a price's p10 from the step's p10.
+
+    @property
+    def step_band_s(self) -> tuple[FloatArray, FloatArray]:
+        """The step's p10 and p90 (seconds), from the grid's plan step (the step itself when
+        the grid has none)."""
+        step = getattr(self, "times", None) or getattr(self, "step", None)
+        if not isinstance(step, par.PlanStep):
+            return self.step_s, self.step_s
+        lo, hi = step.step_band_s
+        return np.broadcast_to(lo, self.step_s.shape), np.broadcast_to(hi, self.step_s.shape)
+
+    @property
+    def step_s_p10(self) -> FloatArray:
+        return self.step_band_s[0]
+
+    @property
+    def step_s_p90(self) -> FloatArray:
+        return self.step_band_s[1]
+
+    @property
+    def tokens_per_s_per_chip_p10(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s_p90 / self.deployment.chips)
+
+    @property
+    def tokens_per_s_per_chip_p90(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s_p10 / self.deployment.chips)
+
+    @property
+    def usd_per_million_output_tokens_p10(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s_p10, self.batch, d.chips, d.usd_per_chip_hour)
+
+    @property
+    def usd_per_million_output_tokens_p90(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s_p90, self.batch, d.chips, d.usd_per_chip_hour)
+
+    def band_at(self, index: tuple[int, int]) -> dict[str, float]:
+        """The p10-p90 band of one point's step, throughput and price, as JSON keys."""
+        return {
+            "step_s_p10": float(self.step_s_p10[index]),
+            "step_s_p90": float(self.step_s_p90[index]),
+            "tokens_per_s_p10": float(self.tokens_per_s_per_chip_p10[index] * self.deployment.chips),
+            "tokens_per_s_p90": float(self.tokens_per_s_per_chip_p90[index] * self.deployment.chips),
+            "tokens_per_s_per_chip_p10": float(self.tokens_per_s_per_chip_p10[index]),
+            "tokens_per_s_per_chip_p90": float(self.tokens_per_s_per_chip_p90[index]),
+            "usd_per_million_output_tokens_p10": float(self.usd_per_million_output_tokens_p10[index]),
+            "usd_per_million_output_tokens_p90": float(self.usd_per_million_output_tokens_p90[index]),
+        }
+
 
 @dataclass(frozen=True)
 class DecodeGrid(DecodeThroughput, Tabular):

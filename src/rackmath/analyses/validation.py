@@ -283,12 +283,12 @@ class _Engine:
             clone.planned = replace(self.planned, base=clone.base, comm_overlap_frac=overlap)
         return clone
 
-    def decode_step_s(self, batch: float, contexts: np.ndarray) -> np.ndarray:
+    def decode_step_s(self, batch: float, contexts: np.ndarray, edge: str = "") -> np.ndarray:
         if self.use_plan:
-            return np.asarray(self.planned.decode([batch], contexts).step_s[0])
-        return np.asarray(serving.decode(self.base, [batch], contexts).step_s[0])
+            return np.asarray(_step_at(self.planned.decode([batch], contexts), edge)[0])
+        return np.asarray(_step_at(serving.decode(self.base, [batch], contexts), edge)[0])
 
-    def prefill(self, batch: float, length: float) -> tuple[float, float]:
+    def prefill(self, batch: float, length: float, edge: str = "") -> tuple[float, float]:
         """(step seconds, FLOPs) of one prefill."""
         grid = (
             self.planned.prefill([batch], [length])
@@ -296,7 +296,7 @@ class _Engine:
             else serving.prefill(self.base, [batch], [length])
         )
         flops = float(batch) * float(arch.prefill_flops_per_sequence(self.model, float(length)))
-        return float(grid.step_s[0, 0]), flops
+        return float(_step_at(grid, edge)[0, 0]), flops
 
     def peak_flops_per_s(self) -> float:
         return self.chips * self.base.system.chip.peak_flops(self.base.precisions.compute)
@@ -316,12 +316,28 @@ class _Engine:
             self._concurrency[context] = n
         return self._concurrency[context]
 
-    def mixed_step_s(self, batch: float, input_len: int, output_len: int) -> float:
+    def mixed_step_s(self, batch: float, input_len: int, output_len: int, edge: str = "") -> float:
         """One steady-state step of continuous batching with chunked prefill."""
         kv_el = self.base.precisions.kv.bytes_per_element
         load = ops.mixed_load(self.model, float(batch), input_len, output_len, kv_el)
         step = self.planned.step(load, decode=True) if self.use_plan else self.base.ideal_step(load)
-        return float(np.asarray(step.step_s))
+        return float(np.asarray(_step_at(step, edge)))
+
+
+#: The edges of a prediction's band (:func:`predict`'s ``edge``): every step at its p10 or p90.
+EDGES = ("p10", "p90")
+
+
+def _step_at(step_or_grid: Any, edge: str) -> np.ndarray:
+    """A step's seconds (``edge`` ""), or its p10 or p90
+    (:attr:`rackmath.core.parallel.PlanStep.step_band_s`) of a plan step or a grid holding one."""
+    step = step_or_grid
+    if par is not None and not isinstance(step, par.PlanStep):
+        step = getattr(step_or_grid, "times", None) or step_or_grid.step
+    if not edge:
+        return np.asarray(step.step_s)
+    lo, hi = step.step_band_s
+    return np.asarray(lo if edge == "p10" else hi)
 
 
 @lru_cache(maxsize=4096)
@@ -329,7 +345,7 @@ def _engine(s: Scenario, hop_latency_s: float | None) -> _Engine:
     return _Engine(s, FamilyParams(hop_latency_s=hop_latency_s), rl.PURE_ROOFLINE)
 
 
-def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
+def _predict_serving(s: Scenario, p: FamilyParams, edge: str = "") -> Prediction:
     structure = _engine(s, p.hop_latency_s)
     layers = structure.model.num_layers
     wbw = p.weight_bandwidth_frac(structure.weight_bytes_per_element, structure.weight_only)
@@ -350,15 +366,15 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
     if m in (Metric.DECODE_TOKENS_PER_S_PER_USER, Metric.DECODE_STEP_S):
         assert s.batch is not None
         contexts = np.arange(s.input_tokens, s.input_tokens + s.output_tokens, dtype=float)
-        step = float(np.mean(engine.decode_step_s(s.batch, contexts)))
+        step = float(np.mean(engine.decode_step_s(s.batch, contexts, edge)))
         value = 1.0 / step if m is Metric.DECODE_TOKENS_PER_S_PER_USER else step
         detail["mean_step_s"] = step
     elif m is Metric.TTFT_S:
         assert s.batch is not None
-        value, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens)
+        value, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens, edge)
     elif m in (Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU):
         assert s.batch is not None
-        step, flops = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens)
+        step, flops = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens, edge)
         detail["prefill_s"] = step
         if m is Metric.INPUT_TOKENS_PER_S:
             value = s.batch * s.input_tokens / step
@@ -366,9 +382,9 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
             value = float(rl.utilization(flops, step, engine.peak_flops_per_s()))
     elif m is Metric.OUTPUT_TOKENS_PER_S and s.phase is Phase.STATIC_BATCH:
         assert s.batch is not None
-        prefill_s, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens)
+        prefill_s, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens, edge)
         contexts = reality.decode_contexts(s.input_tokens, s.output_tokens)
-        decode_total = float(np.sum(engine.decode_step_s(s.batch, contexts))) if contexts.size else 0.0
+        decode_total = float(np.sum(engine.decode_step_s(s.batch, contexts, edge))) if contexts.size else 0.0
         value = float(
             reality.static_batch_output_tokens_per_s(s.batch, s.output_tokens, prefill_s, decode_total)
         )
@@ -383,7 +399,7 @@ def _predict_serving(s: Scenario, p: FamilyParams) -> Prediction:
             return Prediction(
                 s.row_id, float("nan"), engine.path, error="no sequence fits beside the weights"
             )
-        step = engine.mixed_step_s(batch, s.input_tokens, s.output_tokens)
+        step = engine.mixed_step_s(batch, s.input_tokens, s.output_tokens, edge)
         value = batch / step
         detail.update(concurrency=batch, kv_limited_concurrency=limit, step_s=step)
     else:  # pragma: no cover - the loader admits only the metrics above for serving phases
@@ -468,11 +484,12 @@ def _relevant(s: Scenario, p: FamilyParams) -> FamilyParams:
 
 
 @lru_cache(maxsize=200_000)
-def _predict_cached(s: Scenario, p: FamilyParams) -> Prediction:
+def _predict_cached(s: Scenario, p: FamilyParams, edge: str = "") -> Prediction:
     try:
         if s.phase is Phase.TRAINING:
-            return _predict_training(s, p)
-        return _predict_serving(s, p)
+            # the training step is not a plan step and carries no band yet: its edges are NaN
+            return _predict_training(s, p) if not edge else Prediction(s.row_id, float("nan"), "training")
+        return _predict_serving(s, p, edge)
     except RackmathError as exc:
         return Prediction(s.row_id, float("nan"), "failed", error=str(exc))
 
@@ -510,11 +527,14 @@ def scenario_is_moe(s: Scenario) -> bool:
     return bool(_model(s.model_id).is_moe)
 
 
-def predict(s: Scenario, calibration: Calibration = PURE_ROOFLINE) -> Prediction:
+def predict(s: Scenario, calibration: Calibration = PURE_ROOFLINE, edge: str = "") -> Prediction:
     """The cost model's prediction of one scenario, with the calibration's parameters for
-    the scenario's chip family (pure roofline by default)."""
+    the scenario's chip family (pure roofline by default). ``edge`` ``"p10"`` / ``"p90"``:
+    the same prediction with every step at that edge of its band (every operator at the
+    10th / 90th percentile of its curve's held-out error, :data:`EDGES`); a throughput's low
+    edge is then the step's p90 prediction."""
     p = calibration.for_family(scenario_family(s))
-    return _predict_cached(s, _relevant(s, p))
+    return _predict_cached(s, _relevant(s, p), edge)
 
 
 # ----------------------------------------------------------------------------- the report

@@ -19,7 +19,7 @@ their absolute values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,9 @@ class ValidationReport(Tabular):
     unsupported: tuple[UnsupportedRow, ...]
     columns: tuple[str, ...]
     calibration: Calibration
+    #: the share of rows inside their p10-p90 band per column
+    #: (:func:`rackmath.analyses.band_coverage.band_coverage`); None when not computed
+    band_coverage: dict[str, Any] | None = None
 
     def errors(self, column: str, where: Mapping[str, str] | None = None) -> list[float]:
         out = []
@@ -205,6 +208,7 @@ class ValidationReport(Tabular):
             "columns": list(self.columns),
             "aggregates": {c: block(c) for c in self.columns},
             "calibration": self.calibration.to_dict(),
+            **({"band_coverage": self.band_coverage} if self.band_coverage is not None else {}),
             "rows": [r.to_dict() for r in self.rows],
             "unsupported": [
                 {
@@ -265,6 +269,11 @@ def validate(path: str | Path | None = None) -> ValidationReport:
         "kernel": {s.row_id: predict(s, co.KERNEL) for s in rows.scenarios},
         "calibrated": {s.row_id: predict(s, fitted) for s in rows.scenarios},
     }
-    loso = columns["calibrated"] if path is not None else co.correction_loso(data.scenarios).predictions
-    columns["loso"] = loso
-    return build_report(rows.scenarios, rows.unsupported, columns, fitted)
+    held_out = co.correction_loso(data.scenarios) if path is None else None
+    columns["loso"] = columns["calibrated"] if held_out is None else held_out.predictions
+    report = build_report(rows.scenarios, rows.unsupported, columns, fitted)
+    from rackmath.analyses.band_coverage import band_coverage
+
+    calibrations: dict[str, Any] = {"kernel": co.KERNEL, "calibrated": fitted}
+    calibrations["loso"] = fitted if held_out is None else held_out.fits
+    return replace(report, band_coverage=band_coverage(rows.scenarios, calibrations))

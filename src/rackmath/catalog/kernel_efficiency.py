@@ -58,6 +58,13 @@ def collective_entries(chip_id: str, path: Path | None = None) -> dict[str, dict
     return dict(document(path)["chips"][donor].get("collectives", {}))
 
 
+def transfer_band(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """How much wider a transferred chip's error bands are, per class: ``{class: {p10, p90,
+    how}}`` (factors on the band's edges; ``"*"``: every class pooled), measured on the
+    held-out chips by ``rackmath calibrate kernels``; empty in a catalog written before."""
+    return dict(document(path).get("transfer_band", {}))
+
+
 def origin(chip_id: str, path: Path | None = None) -> str:
     """Where a chip's numbers come from, as one line."""
     donor, transferred = resolve(chip_id, path)

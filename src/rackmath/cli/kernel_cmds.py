@@ -73,7 +73,11 @@ def calibrate_kernels_command(
 def render_fit(doc: dict[str, Any], path: Path | None, console: Console) -> None:
     """The fitted efficiencies of ``doc`` (the YAML document), one row per chip and curve;
     ``path`` where it was written (None: not written)."""
-    where = f"-> {path}" if path is not None else "(not written: --out FILE, or --install for the shipped catalog)"
+    where = (
+        f"-> {path}"
+        if path is not None
+        else "(not written: --out FILE, or --install for the shipped catalog)"
+    )
     table = make_table(
         ("chip", "class", "format", "compute", "half rows", "bandwidth", "floor", "rows"),
         left=("chip", "class", "format"),

@@ -33,6 +33,7 @@ def validate_command(
         "may be a catalog id, hf:owner/name or a config.json path relative to the file.",
     ),
     kernels: bool = typer.Option(False, "--kernels", help="Kernel-level validation on measured tables."),
+    chips: str | None = typer.Option(None, "--chips", help="--kernels: comma-separated chip ids."),
 ) -> None:
     """Predict every published measurement; show the error of the pure roofline, of the
     kernel-grounded model, and of it with the end-to-end correction (in-sample and
@@ -40,7 +41,7 @@ def validate_command(
     if kernels:
         from rackmath.cli.kernel_cmds import validate_kernels_command
 
-        return validate_kernels_command(as_json)
+        return validate_kernels_command(as_json, chips)
     from rackmath.analyses.validation import validate
 
     report = validate(measurements_file)
@@ -101,6 +102,10 @@ def validate_command(
             cells.append(f"{_abs_pct(st.median_abs_error)} / {_abs_pct(st.p90_abs_error)} ({st.rows})")
         agg.add_row(label, *cells)
     console.print(agg)
+    if report.band_coverage is not None:
+        cov = report.band_coverage["columns"]
+        cells = [f"{c} {_abs_pct(v['inside_frac'])} of {v['rows']}" for c, v in cov.items() if v["rows"]]
+        console.print("Measurements inside their p10-p90 band (nominal 80%): " + "; ".join(cells))
     console.print(f"{len(report.rows)} rows expressed, {len(report.unsupported)} listed unsupported:")
     for u in report.unsupported:
         console.print(f"  row {u.row_id} ({u.provenance.source_key}): {u.reason}")

@@ -37,6 +37,7 @@ FloatArray = NDArray[np.float64]
 #: average over all data centres is about 1.56. Pass your own.
 DEFAULT_PUE = 1.2
 
+
 def power_w(idle_w: float, max_w: float, utilisation: ArrayLike) -> FloatArray:
     """``P_idle + (P_max - P_idle) u`` with ``u`` clipped to [0, 1]."""
     u = np.clip(np.asarray(utilisation, float), 0.0, 1.0)

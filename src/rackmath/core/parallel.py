@@ -242,6 +242,27 @@ class PlanStep:
     def step_s(self) -> FloatArray:
         return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
 
+    @cached_property
+    def step_band_s(self) -> tuple[FloatArray, FloatArray]:
+        """The cycle's p10 and p90 (s): every operator's time scaled by the 10th and the 90th
+        percentile of ``measured / predicted`` of its curve (``op.kernel.band``, measured on
+        held-out shape values at calibration), communication, hops and host time as they are::
+
+            step_p10 = step_s - P imbalance sum_i (1 - p10_i) t_i
+            step_p90 = step_s + P imbalance sum_i (p90_i - 1) t_i
+
+        The operators' errors are taken as comonotonic (all at their p10 together, all at their
+        p90 together): the sum of the edges, the widest band their errors allow, where
+        independent errors would partly cancel (a conservative choice). Where communication
+        overlaps the pass (``stage = max(pass, f comm) + (1 - f) comm``) a pass shortened or
+        lengthened by ``d`` moves the stage by at most ``d``, so the band stays an outer bound.
+        The pure roofline's operators carry no band (``p10 = p90 = 1``): the band is the step.
+        Worked number: operators of 6 ms (band 0.9-1.2) and 4 ms (0.8-1.5) plus 2 ms of exposed
+        communication, one stage: 12 ms in [12 - 0.6 - 0.8, 12 + 1.2 + 2.0] = [10.6, 15.2] ms."""
+        lo = _sum_over(self.operators, lambda op: op.time_s * (op.kernel.band.p10 - 1.0))
+        hi = _sum_over(self.operators, lambda op: op.time_s * (op.kernel.band.p90 - 1.0))
+        return np.asarray(self.step_s + self._scale * lo), np.asarray(self.step_s + self._scale * hi)
+
     def time_shares(self) -> dict[str, FloatArray]:
         """Where the cycle's time goes, in seconds that add up to :attr:`step_s`:
 

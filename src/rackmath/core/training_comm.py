@@ -124,7 +124,6 @@ def cp_comm_s(kv_bytes: float, link: net.Group, layers: float, table: Efficiency
     return float(sum(float(op.time_s) for op in cp_operators(kv_bytes, link, layers, table)))
 
 
-
 def ep_comm_s(dispatch_bytes: float, link: net.Group, moe_layers: int) -> float:
     """Expert-parallel traffic of one micro-batch on one stage, free routing, all BF16, on the
     link model: ``dispatch_bytes`` (what one chip sends, one copy per destination rank,

@@ -355,9 +355,7 @@ def _job(view: TrainingView) -> None:
         fmt.money(r.cost_usd),
         help=f"{fmt.usd(r.cost_usd)} at {fmt.usd(s.usd_per_chip_hour)}/chip-hour",
     )
-    cols[3].metric(
-        "Total model FLOPs", f"{r.total_flops:.3g}", help="tokens x model FLOPs per token (FLOP)"
-    )
+    cols[3].metric("Total model FLOPs", f"{r.total_flops:.3g}", help="tokens x model FLOPs per token (FLOP)")
     st.markdown("##### Utilisation, by convention")
     st.caption(
         "Sources state MFU differently: model FLOPs (6N + attention) or hardware FLOPs (recompute "

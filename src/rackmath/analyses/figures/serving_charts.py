@@ -83,11 +83,20 @@ def step_time(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None =
         ("weight fetch", t.weight_fetch_s[:, 0] / MS, COLORS["weights"]),
         ("KV fetch", t.kv_fetch_s[:, 0] / MS, COLORS["kv"]),
     ]
-    lo, hi = log_span([p[1] for p in parts] + [step_ms])
+    lo, hi = log_span([p[1] for p in parts] + [step_ms, sweep.step_s_p90[:, 0] / MS])
     floor_ms = result.latency_floor_s / MS
     series = [Series(name, b, y, color=color) for name, y, color in parts]
+    p10_ms, p90_ms = sweep.step_s_p10[:, 0] / MS, sweep.step_s_p90[:, 0] / MS
     series += [
         Series("weights + KV", b, t.memory_s[:, 0] / MS, color=COLORS["memory"], dash="dot"),
+        Series(
+            "step p10-p90 (kernel curves' held-out error)",
+            [*b, *b[::-1], b[0]],
+            [*p10_ms, *p90_ms[::-1], p10_ms[0]],
+            kind="fill",
+            color=COLORS["step"],
+            opacity=0.15,
+        ),
         Series("step (sum over operators)", b, step_ms, color=COLORS["step"], width=3),
         _hline(
             float(b[0]),
