@@ -183,7 +183,13 @@ def _trains_by_hand(arrivals: np.ndarray, interval_s: float, max_batch: int) -> 
     """Departure train of each request, seat by seat: the oracle for the vectorized recurrence."""
     trains, seats = [], {}
     for a in arrivals:
-        k = max(1, int(np.ceil(a / interval_s - 1e-12)))
+        # the first train whose departure, k * interval as computed, is not before the arrival
+        # (an arrival one ulp after a departure, from summing the gaps, misses that train)
+        k = max(1, int(np.ceil(a / interval_s)))
+        while k > 1 and (k - 1) * interval_s >= a:
+            k -= 1
+        while k * interval_s < a:
+            k += 1
         k = max(k, trains[-1] if trains else 1)
         while seats.get(k, 0) >= max_batch:
             k += 1

@@ -168,5 +168,10 @@ def test_modules_to_not_convert_become_weight_classes() -> None:
     assert spec.weight_precision("attention") is Precision.BF16
     assert spec.weight_precision("attention", Precision.FP8) is Precision.FP8  # uniform requantization
     assert any("model.layers.3.mlp" in n for n in spec.notes)  # one layer: reported, not guessed
+    # no list: the quantized linears are converted; the embedding, head, router and norms keep
+    # torch_dtype (what DeepSeek-V3's FP8 checkpoint and every quantizer's defaults do)
     plain = model_from_config({**base, "quantization_config": {"quant_method": "mxfp4"}}, model_id="oss")
-    assert plain.weight_precision_by_class == ()
+    assert dict(plain.weight_precision_by_class) == {
+        c: Precision.BF16 for c in ("embedding", "lm_head", "router", "norms")
+    }
+    assert plain.weight_precision("attention") is Precision.MXFP4
