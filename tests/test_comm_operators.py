@@ -17,7 +17,7 @@ from rackmath.analyses import kernel_fit as kf
 from rackmath.analyses.deployment import plan_deployment
 from rackmath.analyses.efficiency_tables import efficiency_table
 from rackmath.analyses.kernel_rows import comm_rows
-from rackmath.analyses.kernel_validation import _split
+from rackmath.analyses.kernel_validation import hash_split
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog import resolve_model, system
 from rackmath.core import work as wk
@@ -250,8 +250,8 @@ def test_each_collective_predicts_its_held_out_shapes_within_20_percent() -> Non
     for chip_id in sorted(set(kt.CHIP_DIRS.values())):
         data = kf.load_package_chip(chip_id, refs, kinds=kf.COMM_KINDS)
         peaks = kf.ChipPeaks.of(chip_id)
-        comm, _, _ = kf.fit_collectives(data, peaks, _split(data, held_out=False))
-        held = _split(data, held_out=True)
+        comm, _, _ = kf.fit_collectives(data, peaks, hash_split(data, held_out=False))
+        held = hash_split(data, held_out=True)
         for name, e in comm.items():
             c = data.comm[name].take(held[name])
             predicted = collective_time_s(e, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)

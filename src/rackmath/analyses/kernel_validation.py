@@ -79,7 +79,7 @@ def _class_errors(
     return _errors_of(kb.by_class(ops, comm))
 
 
-def _hash_split(data: ChipData, held_out: bool, rejected: bool = False) -> dict[str, np.ndarray]:
+def hash_split(data: ChipData, held_out: bool, rejected: bool = False) -> dict[str, np.ndarray]:
     """The 20% shape-hash split (``key % 5 == 0`` held out)."""
     rows = data.rejected if rejected else data.ops
     masks = {cls.value: ((r.key % np.uint64(HOLDOUT_MOD)) == 0) == held_out for cls, r in rows.items()}
@@ -127,8 +127,8 @@ def validate_kernels(chips: list[str] | None = None) -> dict[str, Any]:
     for chip_id in track(wanted, "Validating kernels (chips)"):
         data = load_package_chip(chip_id, refs)
         peaks = ChipPeaks.of(chip_id)
-        fit = fit_chip(data, peaks, _hash_split(data, held_out=False))
-        errs = _class_errors(fit, data, peaks, _hash_split(data, held_out=True))
+        fit = fit_chip(data, peaks, hash_split(data, held_out=False))
+        errs = _class_errors(fit, data, peaks, hash_split(data, held_out=True))
         shapes.append(errs)
         by_chip[chip_id] = {k: _stats(errs[k]) for k in _order(set(errs))}
         rej = _rejected_errors(fit, data, peaks)

@@ -116,14 +116,17 @@ __all__ = [
     "OpEfficiency",
     "achieved_bandwidth_frac",
     "achieved_compute_frac",
+    "bandwidth_frac_of",
     "collective_time_s",
     "collective_timing",
+    "compute_frac_of",
     "is_pure",
     "operator_time_s",
     "operator_times",
     "operator_timing",
     "overlapped_s",
     "table_from_fractions",
+    "timing_of",
 ]
 
 
@@ -136,7 +139,14 @@ def achieved_compute_frac(
 
     Worked number: compute_frac 0.8, half at 64 rows, 64 rows -> 0.4.
     """
-    r = num(rows)  # a NumPy scalar on the one-point path (no array boxing)
+    return compute_frac_of(e, num(rows), cols, depth)
+
+
+def compute_frac_of(
+    e: OpEfficiency, r: FloatArray, cols: ArrayLike | None = None, depth: ArrayLike | None = None
+) -> FloatArray:
+    """:func:`achieved_compute_frac` of rows already a NumPy value (an array or a NumPy scalar:
+    the one-point path converts once, in :func:`operator_timing`)."""
     if e.split_tokens > 0.0:
         r = _split_rows(e, r, depth)
     if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
@@ -163,9 +173,16 @@ def achieved_bandwidth_frac(
     the pure roofline), saturating in output tiles instead of rows when ``bandwidth_tile`` is
     set and ``cols`` given, times the useful share ``depth / (ceil(depth / tile) * tile)`` when
     ``depth`` is given and ``bandwidth_tile_depth`` is set."""
+    return bandwidth_frac_of(e, num(rows), depth, cols)
+
+
+def bandwidth_frac_of(
+    e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None = None, cols: ArrayLike | None = None
+) -> FloatArray:
+    """:func:`achieved_bandwidth_frac` of rows already a NumPy value."""
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
-    r = maximum(num(rows), 1.0)
+    r = maximum(rows, 1.0)
     if e.split_tokens > 0.0:
         r = _split_rows(e, r, depth)
     if cols is not None and e.bandwidth_tile > 0.0:
@@ -239,14 +256,36 @@ def operator_timing(
     Worked number: 1 GFLOP and 1 MB at 1 PFLOP/s and 1 TB/s with the pure roofline -> 1 us
     (both terms 1 us).
     """
-    f = num(flops)
-    moved = num(bytes_moved)
-    if is_pure(e) if pure is None else pure:
+    return timing_of(
+        e, num(flops), num(bytes_moved), peak_flops_per_s, bandwidth_bytes_per_s, num(rows), cols, depth,
+        num(calls), is_pure(e) if pure is None else pure, routed, tokens, ep,
+    )  # fmt: skip
+
+
+def timing_of(
+    e: OpEfficiency,
+    f: FloatArray,
+    moved: FloatArray,
+    peak_flops_per_s: float,
+    bandwidth_bytes_per_s: float,
+    rows: FloatArray,
+    cols: ArrayLike | None,
+    depth: ArrayLike | None,
+    calls: FloatArray,
+    pure: bool,
+    routed: ArrayLike | None = None,
+    tokens: ArrayLike | None = None,
+    ep: ArrayLike | None = None,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """:func:`operator_timing` of work whose FLOPs, bytes, rows and calls are already NumPy
+    values (a :class:`rackmath.core.work.Work`'s fields are): the one formula, without the
+    conversions a caller with plain numbers needs."""
+    if pure:
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
         return compute_s, memory_s, maximum(compute_s, memory_s), _ONE, _ZERO  # type: ignore[return-value]
-    bandwidth_frac = achieved_bandwidth_frac(e, rows, depth, cols)
-    compute_s = f / (peak_flops_per_s * achieved_compute_frac(e, rows, cols, depth))
+    bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols)
+    compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth))
     memory_s = moved / (bandwidth_bytes_per_s * bandwidth_frac)
     time_s = maximum(compute_s, memory_s)
     if e.overlap_power:
@@ -255,12 +294,12 @@ def operator_timing(
         time_s = time_s + num(routed) * e.routing_bytes_per_element / bandwidth_bytes_per_s
     latency_s: FloatArray = _ZERO  # type: ignore[assignment]
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
-        latency_s = (num(calls) * e.floor_s) * (time_s > 0)
+        latency_s = (calls * e.floor_s) * (time_s > 0)
         time_s = time_s + latency_s
     if e.alternative is not None:  # a second kernel: the faster of the two at each shape
         alt = e.alternative
-        other = operator_timing(
-            alt, flops, bytes_moved, peak_flops_per_s, bandwidth_bytes_per_s,
+        other = timing_of(
+            alt, f, moved, peak_flops_per_s, bandwidth_bytes_per_s,
             rows, cols, depth, calls, False, routed, tokens, ep,
         )  # fmt: skip
         faster = other[2] < time_s

@@ -13,16 +13,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
+_F64 = np.float64  # bound once: ``num`` runs hundreds of times per plan point
 
 
 def num(x: ArrayLike) -> FloatArray:
     """``x`` as float64: an array stays an array, a single value becomes a NumPy scalar, so
     one copy of each formula serves a grid and a single point alike."""
     t = type(x)
-    if t is np.float64:
+    if t is _F64:
         return x  # type: ignore[return-value]
     if t is float or t is int:
-        return np.float64(x)  # type: ignore[arg-type,return-value]
+        return _F64(x)  # type: ignore[arg-type,return-value]
     a = np.asarray(x, float)
     return a[()] if a.ndim == 0 else a
 
@@ -43,6 +44,6 @@ def minimum(a: ArrayLike, b: ArrayLike) -> FloatArray:
 
 def ceil(x: ArrayLike) -> FloatArray:
     """``np.ceil(x)``."""
-    if type(x) is np.float64 and -1e300 < x < 1e300:  # finite (NaN fails): -floor(-x) is exact
+    if type(x) is _F64 and -1e300 < x < 1e300:  # finite (NaN fails): -floor(-x) is exact
         return -((-x) // 1.0)  # type: ignore[return-value]
     return np.ceil(x)

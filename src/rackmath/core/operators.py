@@ -291,21 +291,11 @@ def timed(
     r = work.rows
     if not pure and not (type(r) is np.float64 and r > 0.0):  # the pure roofline ignores rows
         r = maximum(r, 1e-30)
-    compute, memory, time, bandwidth_frac, latency = eff.operator_timing(
-        e,
-        work.flops,
-        work.bytes,
-        choice.peak_flops_per_s,
-        rates.bandwidth_bytes_per_s,
-        r,
-        work.cols,
-        work.depth,
-        work.calls,
-        pure,
-        work.routed,
-        work.tokens,
-        work.ep,
-    )
+    # a Work's fields are NumPy values already: the timing skips the conversions
+    compute, memory, time, bandwidth_frac, latency = eff.timing_of(
+        e, work.flops, work.bytes, choice.peak_flops_per_s, rates.bandwidth_bytes_per_s, r, work.cols,
+        work.depth, work.calls, pure, work.routed, work.tokens, work.ep,
+    )  # fmt: skip
     return Operator(
         name,
         op_class,
