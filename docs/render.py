@@ -23,6 +23,10 @@ line before the fence (``<!-- docs: head 12 -->``; several are joined with ``;``
     Executed (one namespace per document, in order); a block that raises fails the check.
     A later block under ``<!-- docs: output -->`` is rewritten with what the last Python
     block printed, plus the value of its last line when that is an expression (as Jupyter).
+``<!-- docs: markdown -->`` ... ``<!-- docs: end -->``
+    Not a fenced block: the Markdown between the two comments (a table, a list of figures in
+    prose) is rewritten with what the last Python block printed, so a table a reader sees
+    rendered is generated too.
 ``<!-- docs: file PATH -->``
     The block is the repository file ``PATH``, copied in (so a spec shown is the spec run).
 ``<!-- docs: write PATH -->``
@@ -119,11 +123,30 @@ def parse_directives(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _is_directive(line: str, word: str) -> bool:
+    """Whether ``line`` is the comment ``<!-- docs: WORD -->``."""
+    d = DIRECTIVE.match(line.strip())
+    return d is not None and d.group(1).strip().lower() == word
+
+
+#: The info string of a generated Markdown region (``<!-- docs: markdown -->`` ... ``end``).
+MARKDOWN_REGION = "<markdown region>"
+
+
 def blocks(lines: list[str]) -> list[Block]:
-    """Every fenced block of a Markdown document, with the directive above it."""
+    """Every fenced block of a Markdown document, with the directive above it, and every
+    generated Markdown region (:data:`MARKDOWN_REGION`: ``lines[start]`` is the opening
+    comment, ``lines[end]`` the closing one)."""
     found: list[Block] = []
     i = 0
     while i < len(lines):
+        if _is_directive(lines[i], "markdown"):
+            end = next((j for j in range(i + 1, len(lines)) if _is_directive(lines[j], "end")), None)
+            if end is None:
+                raise DocError(f"line {i + 1}: a markdown region with no <!-- docs: end -->")
+            found.append(Block(i, end, "", MARKDOWN_REGION, lines[i + 1 : end]))
+            i = end + 1
+            continue
         m = FENCE.match(lines[i])
         if not m:
             i += 1
@@ -346,7 +369,7 @@ def _render_block(
         (folder / target).write_text("\n".join(b.body) + "\n", encoding="utf-8")
         report.ran.append(f"{where} write {target}")
         return last_output
-    if b.directive("output") is not None:
+    if b.info == MARKDOWN_REGION or b.directive("output") is not None:
         if last_output is None:
             raise DocError("an output block with no Python block before it")
         replaced[b.start] = (b.end, last_output)

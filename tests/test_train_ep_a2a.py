@@ -73,7 +73,8 @@ def test_training_traffic_two_fp8_two_bf16():
 def test_deepseek_v3_row_runs_its_all_to_all_at_about_one_to_one():
     """§3.2.1: with node-limited routing the cross-node all-to-all is about as long as the
     compute it hides under (computation-to-communication ratio ~1:1). The row states both
-    settings; turning them off doubles the all-to-all."""
+    settings; turning them off makes the all-to-all 1.56x as long (133 against 85 ms per
+    micro-batch on the fitted DeepEP curves)."""
     run = next(r for r in training_runs() if r.id == "deepseek-v3-pretraining")
     assert run.ep_max_nodes == 4 and run.ep_dispatch_fp8
     as_run = estimate(R.run_setup(run, PURE_ROOFLINE, efficiency_table="kernel")).step
@@ -81,7 +82,7 @@ def test_deepseek_v3_row_runs_its_all_to_all_at_about_one_to_one():
     assert 0.5 < as_run.ep_mb_s / as_run.compute_mb_s < 1.5
     free = dataclasses.replace(run, ep_max_nodes=None, ep_dispatch_fp8=False)
     free_step = estimate(R.run_setup(free, PURE_ROOFLINE, efficiency_table="kernel")).step
-    assert free_step.ep_mb_s / as_run.ep_mb_s == pytest.approx(1.88, abs=0.05)
+    assert free_step.ep_mb_s / as_run.ep_mb_s == pytest.approx(1.56, abs=0.05)
 
 
 def test_held_out_fp8_moe_rows_are_scored_not_fitted():
@@ -93,7 +94,7 @@ def test_held_out_fp8_moe_rows_are_scored_not_fitted():
     held = {r.id: r for r in held_out_runs()}
     assert set(held) == {"llama4-scout-pretraining", "llama4-maverick-pretraining"}
     assert not set(held) & {r.id for r in training_runs()}
-    expected = {"llama4-scout-pretraining": -0.006, "llama4-maverick-pretraining": 0.184}
+    expected = {"llama4-scout-pretraining": -0.010, "llama4-maverick-pretraining": 0.196}
     for run_id, err in expected.items():
         run = held[run_id]
         assert run.model.is_moe and run.compute == "fp8" and run.value in (5.0e6, 2.38e6)

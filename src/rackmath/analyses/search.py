@@ -249,7 +249,7 @@ def search(
         )
     families: list[FamilyOutcome] = []
     total = 0
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str, str]] = set()
     for system in track(systems, "Searching systems"):
         for fam in precisions:
             cands = evaluate(
@@ -267,8 +267,9 @@ def search(
             )
             if cands is None:
                 continue
-            key = (system.id, cands.precisions.weights.value, cands.precisions.compute.value)
-            if key in seen:  # "native" may equal "fp8"
+            p = cands.precisions
+            key = (system.id, p.weights.value, p.kv.value, p.compute.value)
+            if key in seen:  # "native" may equal "fp8" (weights, KV and compute all alike)
                 continue
             seen.add(key)
             total += cands.size
