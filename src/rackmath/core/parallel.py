@@ -92,18 +92,21 @@ LECTURE_HOP_LATENCY_S = 2.5e-3
 _ATTENTION = (ops.eff.OpClass.ATTENTION_DECODE, ops.eff.OpClass.ATTENTION_PREFILL)
 
 
+def _ordered(operators: tuple[ops.Operator, ...]) -> list[ops.Operator]:
+    """The operators in the one order they are summed in, the attention core last. It is the
+    one operator that varies with context, so over a batch x context grid the others add up on
+    the batch axis and the grid pays one full-size addition; and a point alone adds in the same
+    order as the same point inside a grid (the same bits)."""
+    return [op for op in operators if op.op_class not in _ATTENTION] + [
+        op for op in operators if op.op_class in _ATTENTION
+    ]
+
+
 def _sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator], Any]) -> FloatArray:
-    """``sum(term(op))`` in one fixed order, the attention core last. It is the one operator
-    that varies with context, so over a batch x context grid the others add up on the batch
-    axis and the grid pays one full-size addition; and a point alone adds in the same order
-    as the same point inside a grid (the same bits)."""
+    """``sum(term(op))`` in the order of :func:`_ordered`."""
     out: Any = 0.0
-    for op in operators:
-        if op.op_class not in _ATTENTION:
-            out = out + term(op)
-    for op in operators:
-        if op.op_class in _ATTENTION:
-            out = out + term(op)
+    for op in _ordered(operators):
+        out = out + term(op)
     return out
 
 
@@ -273,22 +276,29 @@ class PlanStep:
         * ``comm``: communication the roofline does not hide; ``hops``: pipeline hops;
           ``host``: the per-step overhead.
         """
+        # one pass over the operators (the order of _sum_over: the same bits for a point alone
+        # and inside a grid), each one's time less its launch floors split once by its bound
+        compute: Any = 0.0
+        weights: Any = 0.0
+        kv: Any = 0.0
+        latency: Any = 0.0
+        for op in _ordered(self.operators):
+            rest = op.time_s - op.latency_s
+            memory_bound = op.compute_s < op.memory_s
+            kv_moved = op.kv_read_bytes + op.kv_write_bytes
+            moved = op.weight_bytes + op.activation_bytes + kv_moved
+            on_memory = rest * memory_bound
+            on_kv = on_memory * (kv_moved / np.maximum(moved, 1e-300))
+            compute = compute + (rest - on_memory)
+            weights = weights + (on_memory - on_kv)
+            kv = kv + on_kv
+            latency = latency + op.latency_s
         scale = self._scale
-
-        def memory_part(op: ops.Operator, kv: bool) -> FloatArray:
-            moved = op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes
-            share = (op.kv_read_bytes + op.kv_write_bytes) / np.maximum(moved, 1e-300)
-            rest = (op.time_s - op.latency_s) * (op.compute_s < op.memory_s)
-            return np.asarray(rest * (share if kv else 1.0 - share))
-
-        compute = _sum_over(
-            self.operators, lambda op: (op.time_s - op.latency_s) * (op.compute_s >= op.memory_s)
-        )
         shares = {
             "compute": scale * compute,
-            "weights": scale * _sum_over(self.operators, lambda op: memory_part(op, False)),
-            "kv": scale * _sum_over(self.operators, lambda op: memory_part(op, True)),
-            "latency": scale * _sum_over(self.operators, lambda op: op.latency_s),
+            "weights": scale * weights,
+            "kv": scale * kv,
+            "latency": scale * latency,
             "comm": self.step_s - self.roofline_s - self.overhead_s - self.hops_s,
             "hops": self.hops_s + 0.0 * self.step_s,
             "host": self.overhead_s + 0.0 * self.step_s,
@@ -304,8 +314,15 @@ class PlanStep:
     def bottleneck(self) -> NDArray[np.str_]:
         """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
         shares = self.time_shares()
-        stacked = np.stack(np.broadcast_arrays(*(shares[k] for k in BOTTLENECKS)))
-        return BOTTLENECKS[np.argmax(stacked, axis=0)]
+        # argmax over the seven shares without stacking seven grid-sized arrays: a later share
+        # takes a point only where it is strictly larger (argmax keeps the first of a tie)
+        best = shares[BOTTLENECKS[0]]
+        code: Any = np.zeros(np.shape(best), np.intp)
+        for i, name in enumerate(BOTTLENECKS[1:], start=1):
+            larger = shares[name] > best
+            best = np.where(larger, shares[name], best)
+            code = np.where(larger, i, code)
+        return BOTTLENECKS[np.broadcast_to(code, np.shape(self.step_s))]
 
     def _collective_scale(self, op: ops.Operator) -> FloatArray:
         """A pass collective's time scales to the cycle like the operators (``P x imbalance``);
