@@ -104,7 +104,7 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
 def plan_point_s(repeats: int = 200) -> float:
     """One plan-aware decode point (DeepSeek-V3, dp=64,ep=64 on a GB200 NVL72) in-process."""
     from rackmath.analyses.deployment import plan_deployment
-    from rackmath.catalog import resolve_model, system
+    from rackmath.catalog.loader import resolve_model, system
 
     dep = plan_deployment(resolve_model("deepseek-v3"), system("gb200-nvl72"), "dp=64,ep=64")
     dep.decode([512], [4096])  # warm-up: per-model constants are cached

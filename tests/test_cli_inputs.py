@@ -224,14 +224,14 @@ def test_calibrate_kernels_out_into_a_missing_folder_is_refused_before_the_fit(
 
 def test_a_trickle_of_traffic_is_refused_by_plan_and_by_the_search() -> None:
     """main 1de8042: `plan llama-3.1-8b --traffic 1e-30` priced a million tokens at $6e32."""
-    from rackmath.analyses import search
+    from rackmath.analyses import candidates
 
     code, out, err = _run("plan", "llama-3.1-8b", "--traffic", "1e-30")
     _refused(code, err, "--traffic", "at least 1 output token/s")
     assert "$" not in out
     with pytest.raises(InputError, match="at least 1 output token/s"):
-        search.Workload(traffic_tokens_per_s=1e-30)
-    assert search.Workload(traffic_tokens_per_s=1.0).traffic_tokens_per_s == 1.0
+        candidates.Workload(traffic_tokens_per_s=1e-30)
+    assert candidates.Workload(traffic_tokens_per_s=1.0).traffic_tokens_per_s == 1.0
 
 
 def test_a_sweep_skips_contexts_beyond_the_models_window() -> None:
@@ -352,6 +352,7 @@ def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pyt
     """`calibrate kernels` fits chip by chip under a bar (CLI level); `validate --kernels`
     advances a bar in its chip loop. Stand-ins replace the fits (minutes of work)."""
     from rackmath.analyses import kernel_fit, kernel_validation
+    from rackmath.catalog import kernel_tables as kt
     from rackmath.cli import kernel_cmds
 
     monkeypatch.setenv("RACKMATH_PROGRESS", "1")
@@ -371,7 +372,7 @@ def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pyt
     assert doc["meta"]["fit_seconds"] == 3.0
     assert "Fitting kernel efficiencies" in err.getvalue()
 
-    monkeypatch.setattr(kernel_validation.kt, "discover", lambda: ["table"])
+    monkeypatch.setattr(kt, "discover", lambda: ["table"])
     monkeypatch.setattr(
         kernel_validation, "load_package_chip", lambda chip, refs: type("D", (), {"rejected": {}})()
     )

@@ -85,7 +85,7 @@ def test_sweep_fits_80_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_models_shows_every_id_and_alias_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rackmath import catalog
+    from rackmath.catalog import loader as catalog
 
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     _, text = _run(["models"])

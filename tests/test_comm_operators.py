@@ -19,10 +19,11 @@ from rackmath.analyses.efficiency_tables import efficiency_table
 from rackmath.analyses.kernel_rows import comm_rows
 from rackmath.analyses.kernel_validation import _split
 from rackmath.catalog import kernel_tables as kt
-from rackmath.catalog import resolve_model, system
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import work as wk
-from rackmath.core.efficiency import OpClass, collective_time_s
+from rackmath.core.efficiency import collective_time_s
 from rackmath.core.parallel import PlanStep
+from rackmath.specs.efficiency import OpClass
 
 NVLINK4_BYTES_PER_S = 450e9  # H100 SXM, per direction (chips.yaml)
 NVLINK5_BYTES_PER_S = 900e9  # GB200, per direction
@@ -284,12 +285,12 @@ def test_the_primary_nccl_table_is_the_newest_real_version() -> None:
 
 
 def _llama8b_training(plan: str, **kw):
-    from rackmath.analyses import training as T
+    from rackmath.analyses import training_setup
     from rackmath.specs.plan import ParallelPlan
 
     base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
     base.update(kw)
-    return T.make_training(
+    return training_setup.make_training(
         resolve_model("llama-3.1-8b"), system("h100-hgx"), ParallelPlan.parse(plan), **base
     )
 

@@ -14,7 +14,7 @@ from rackmath.analyses import caching, fast_mode, prices, serving, sparsity
 from rackmath.analyses.serving import Deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import architecture as arch
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.errors import InputError
 
 
@@ -48,7 +48,7 @@ def test_survey_ages_and_roofline_ratio() -> None:
     expert_bytes = 256 * 58 * 3 * 7168 * 2048 * (1.0 + 4 / (128 * 128))
     assert float(experts.weight_bytes.ravel()[0]) == pytest.approx(expert_bytes, rel=1e-6)
     assert float(experts.memory_s.ravel()[0]) > float(experts.compute_s.ravel()[0])
-    f_attn = float(ops.prefill_attention_flops_per_sequence(d.model, 8192))
+    f_attn = float(loads.prefill_attention_flops_per_sequence(d.model, 8192))
     f_all = float(arch.prefill_flops_per_sequence(d.model, 8192))
     assert s.roofline.prefill_mfu == pytest.approx(float(pre.mfu[0, 0]))
     assert s.roofline.prefill_mfu < f_all / (f_all + f_attn)  # below the compute-only bound

@@ -14,6 +14,7 @@ from rackmath.analyses import fleet, serving
 from rackmath.core import requests as rq
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
+from rackmath.specs.workload import Requests
 
 
 @cache
@@ -75,7 +76,7 @@ def test_continuous_batching_with_a_constant_step_is_the_train() -> None:
 def _batch_run(arrivals, steps, out: int, prefill_s: float = 0.0, cutoff_s: float = np.inf) -> rq.RequestRun:
     """fleet's replica: the request simulator with batch-only step times (core.requests)."""
     a = np.asarray(arrivals, float)
-    reqs = rq.Requests(a, np.ones(a.size, np.int64), np.full(a.size, out, np.int64))
+    reqs = Requests(a, np.ones(a.size, np.int64), np.full(a.size, out, np.int64))
     table = rq.BatchStepTable(steps, prompt_tokens=1, prefill_s=prefill_s)
     return rq.simulate(reqs, table, table.limits(), cutoff_s=cutoff_s)
 

@@ -22,8 +22,7 @@ import pytest
 from rackmath.analyses import efficiency_tables as et
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
-from rackmath.core.efficiency import OpClass
-from rackmath.specs.efficiency import ErrorBand, Kernel
+from rackmath.specs.efficiency import ErrorBand, Kernel, OpClass
 
 
 def test_held_out_values_take_every_fourth_interior_value() -> None:
@@ -187,7 +186,7 @@ def test_explain_json_frames_and_chart_carry_the_band(cli) -> None:
     from rackmath.analyses.explain import explain
     from rackmath.analyses.figures import serving_charts
     from rackmath.analyses.serving import decode, make_deployment
-    from rackmath.catalog import model, system
+    from rackmath.catalog.loader import model, system
 
     d = make_deployment(model("llama-3.1-70b"), system("h100-hgx"))
     result = explain(d)

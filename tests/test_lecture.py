@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath import catalog
 from rackmath.analyses import serving
+from rackmath.catalog import loader as catalog
 from rackmath.core import roofline as rl
-from rackmath.specs import Precision
+from rackmath.specs.precision import Precision
 
 FP8 = Precision.FP8.bytes_per_element
 FP4 = Precision.FP4.bytes_per_element

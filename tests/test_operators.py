@@ -12,11 +12,13 @@ from hypothesis import strategies as st
 import rackmath as rm
 from rackmath.analyses import serving
 from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import resolve_model, system
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
+from rackmath.core import loads
 from rackmath.core import operators as ops
+from rackmath.specs.efficiency import ANY, Curve, CurveKey, EfficiencyTable, OpClass, OpEfficiency
 
 
 def test_operator_flops_add_up_to_the_architecture_count() -> None:
@@ -79,19 +81,19 @@ def test_the_blackboard_bounds_the_step_within_a_factor_of_two(
 def test_efficiency_only_slows_operators_down() -> None:
     """A table below the pure roofline never makes a step faster, and a floor adds per call."""
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", efficiency="pure")
-    slow = eff.EfficiencyTable(
+    slow = EfficiencyTable(
         curves=(
             (
-                eff.CurveKey(eff.OpClass.GEMM, eff.ANY, eff.ANY),
-                eff.Curve(eff.OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6), "", "test"),
+                CurveKey(OpClass.GEMM, ANY, ANY),
+                Curve(OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6), "", "test"),
             ),
             (
-                eff.CurveKey(eff.OpClass.ATTENTION_DECODE, eff.ANY, eff.ANY),
-                eff.Curve(eff.OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8), "", "test"),
+                CurveKey(OpClass.ATTENTION_DECODE, ANY, ANY),
+                Curve(OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8), "", "test"),
             ),
         )
     )
-    load = ops.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
+    load = loads.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
     pure = dep.ideal_step(load)
     rates = replace(dep.chip_rates(dep.chips), efficiency=slow)
     from rackmath.core import parallel as par
@@ -125,8 +127,8 @@ def test_sparse_attention_reads_a_bounded_top_k_but_holds_everything() -> None:
         arch.kv_bytes_per_sequence(base, c, 2.0)
     )
     # a decode step of the sparse model is far cheaper in KV traffic at long context
-    step_dsa = float(ops.decode_load(dsa, 1.0, c, 2.0).kv_bytes)
-    step_dense = float(ops.decode_load(base, 1.0, c, 2.0).kv_bytes)
+    step_dsa = float(loads.decode_load(dsa, 1.0, c, 2.0).kv_bytes)
+    step_dense = float(loads.decode_load(base, 1.0, c, 2.0).kv_bytes)
     assert step_dsa < 0.2 * step_dense
 
 
@@ -214,8 +216,8 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     has no prompt operator."""
     model = resolve_model("llama-3.1-70b")
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    decode = ops.decode_load(model, 64.0, 2048.0, 2.0)
-    prompt = ops.prefill_load(model, 1.0, 8192.0, 2.0)
+    decode = loads.decode_load(model, 64.0, 2048.0, 2.0)
+    prompt = loads.prefill_load(model, 1.0, 8192.0, 2.0)
     mixed = replace(
         decode,
         prefill_sequences=prompt.prefill_sequences,
@@ -226,9 +228,9 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     step = dep.ideal_step(mixed)
     by_name = {op.name: op for op in step.operators}
     dec, pre = by_name["attention"], by_name["attention_prefill"]
-    assert dec.op_class is eff.OpClass.ATTENTION_DECODE and pre.op_class is eff.OpClass.ATTENTION_PREFILL
+    assert dec.op_class is OpClass.ATTENTION_DECODE and pre.op_class is OpClass.ATTENTION_PREFILL
     assert float(dec.flops + pre.flops) == pytest.approx(float(mixed.attention_flops), rel=1e-12)
-    assert float(pre.flops) == pytest.approx(float(ops.prefill_attention_flops_per_sequence(model, 8192.0)))
+    assert float(pre.flops) == pytest.approx(float(loads.prefill_attention_flops_per_sequence(model, 8192.0)))
     kv_held = float(arch.kv_bytes_per_sequence(model, 8192.0, 2.0))
     assert float(pre.kv_write_bytes) == pytest.approx(kv_held, rel=1e-12)  # the chunk writes its cache
     # the chunk is costed at prefill efficiency: no slower than the decode class would make it
@@ -236,7 +238,7 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
 
     chunk = wk.elementwise(0.0, 64.0 * 8.0, model.num_layers)._replace(flops=pre.flops)
     rates = dep.chip_rates(dep.chips)
-    as_decode = ops.timed("x", eff.OpClass.ATTENTION_DECODE, rates, chunk, ("bfloat16",), "gqa")
+    as_decode = ops.timed("x", OpClass.ATTENTION_DECODE, rates, chunk, ("bfloat16",), "gqa")
     assert float(pre.compute_s) < float(as_decode.compute_s)
     assert "attention_prefill" not in {op.name for op in dep.ideal_step(decode).operators}
 
@@ -250,7 +252,7 @@ def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> N
     rates = dep.chip_rates(dep.chips)
     att = next(o for o in serving.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
     assert (att.kernel.kind, att.kernel.fmt, att.kernel.fallback) == ("mla", "bfloat16", "")
-    e, precision, _ = dep.efficiency_table.curve(eff.OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
+    e, precision, _ = dep.efficiency_table.curve(OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
     frac = float(eff.achieved_compute_frac(e, 4096.0, cols=128.0, depth=4096.0))
     expected = float(np.sum(att.flops)) / (rates.peak(precision) * frac)
     assert float(np.sum(att.compute_s)) == pytest.approx(expected, rel=1e-9)

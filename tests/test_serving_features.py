@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 import rackmath as rm
 from rackmath.analyses import energy, prefix, serving
 from rackmath.analyses import speculative as sp
-from rackmath.catalog import chip, resolve_model
 from rackmath.catalog import economics as ce
+from rackmath.catalog.loader import chip, resolve_model
 from rackmath.catalog.power import chip_power
 from rackmath.core import energy as en
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as cs
 from rackmath.errors import InputError, UnknownIdError
@@ -50,8 +50,8 @@ def test_verification_reads_weights_once_and_computes_k_plus_one_tokens() -> Non
     plain step and runs 4x the GEMM FLOPs (attention at the mean context L + 1.5)."""
     d = _dep()
     m = d.model
-    plain = d.ideal_step(ops.decode_load(m, [[8.0]], [[4096.0]], 2.0))
-    wide = d.ideal_step(ops.decode_load(m, [[8.0]], [[4096.0]], 2.0, tokens_per_sequence=4))
+    plain = d.ideal_step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0))
+    wide = d.ideal_step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0, tokens_per_sequence=4))
     assert wide.weight_bytes.item() == pytest.approx(plain.weight_bytes.item(), rel=1e-12)
     assert wide.kv_read_bytes.item() == pytest.approx(plain.kv_read_bytes.item(), rel=1e-12)
     for name in ("attention_qkv", "dense_mlp", "lm_head"):
@@ -312,15 +312,15 @@ def test_web_serving_page_shows_energy_and_mtp_from_the_analysis() -> None:
 def test_plan_candidates_carry_energy_between_the_floor_and_tdp() -> None:
     """The search's hook: J per output token of a mixed step lies between the chips' floor
     and their TDP drawn for the whole step, times the default PUE."""
-    from rackmath.analyses import search as srch
-    from rackmath.catalog import system
+    from rackmath.analyses import candidates
+    from rackmath.catalog.loader import system
 
     sys_ = system("h100-hgx")
-    c = srch.evaluate(
+    c = candidates.evaluate(
         resolve_model("llama-3.1-8b"),
         sys_,
         "native",
-        srch.Workload(traffic_tokens_per_s=1e4, input_len=1024, output_len=1024),
+        candidates.Workload(traffic_tokens_per_s=1e4, input_len=1024, output_len=1024),
         max_chips=8,
     )
     assert c is not None and c.joules_per_token is not None

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 import rackmath as rm
 from rackmath.analyses import training as T
+from rackmath.analyses import training_pipeline, training_setup
+from rackmath.analyses import training_runs as runs_analysis
 from rackmath.core import architecture as arch
 from rackmath.core import pipeline as pl
 from rackmath.core import training_step as ts
@@ -30,7 +32,7 @@ def _llama8b(**kw):
     base = dict(tokens=1e9, seq_len=2048, global_batch=2, recompute="none")
     base.update(kw)
     plan = base.pop("plan", ParallelPlan())
-    return T.make_training(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), plan, **base)
+    return training_setup.make_training(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), plan, **base)
 
 
 # ---------------------------------------------------------------------------- core formulas
@@ -121,7 +123,7 @@ def test_fp8_beats_bf16_but_not_twofold():
 def _qwen_moe(**kw):
     base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
     base.update(kw)
-    return T.make_training(
+    return training_setup.make_training(
         rm.model("qwen3-30b-a3b"), rm.system("h100-hgx"), ParallelPlan.parse("ep=8,dp=8"), **base
     )
 
@@ -224,7 +226,7 @@ def test_dualpipe_run_and_refusals():
     with pytest.raises(InputError, match="even number of stages"):
         _llama8b(plan=ParallelPlan.parse("pp=1"), schedule="dualpipe")
     with pytest.raises(InputError, match="an even number >= 2 x the 4 stages"):
-        T.pipeline_schedule("dualpipe", 4, 6)
+        training_pipeline.pipeline_schedule("dualpipe", 4, 6)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -239,7 +241,7 @@ def test_every_run_states_its_convention_and_validation_compares_like_with_like(
             # the validation engine's MFU is model FLOPs with attention over the run's peak:
             # every MFU row so far states that convention (a row that does not fails here)
             assert (run.convention.flops, run.convention.attention) == ("model", True), run.id
-            e = T.estimate(T.run_setup(run))
+            e = T.estimate(runs_analysis.run_setup(run))
             assert predicted_metric(run, e) == pytest.approx(e.mfu), run.id
     assert V is not None
 
@@ -252,7 +254,7 @@ def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_
     errors = []
     for run in training_runs():
         table = kernel_table(run.system.chip.id, run.compute)
-        e = T.estimate(T.run_setup(run, efficiency_table=table))
+        e = T.estimate(runs_analysis.run_setup(run, efficiency_table=table))
         if run.measurement_id is not None:
             errors.append(abs(predicted_metric(run, e) / run.value - 1))
         if run.system.chip.id in ("tpu-v4", "h800"):
@@ -272,7 +274,10 @@ def test_kernel_grounded_training_median_target():
     from rackmath.catalog.training_runs import training_runs
 
     errors = sorted(
-        abs(predicted_metric(r, T.estimate(T.run_setup(r, efficiency_table="kernel"))) / r.value - 1)
+        abs(
+            predicted_metric(r, T.estimate(runs_analysis.run_setup(r, efficiency_table="kernel"))) / r.value
+            - 1
+        )
         for r in training_runs()
         if r.measurement_id is not None
     )
@@ -283,7 +288,7 @@ def test_kernel_grounded_training_median_target():
 def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transferred():
 
     def job(system, compute):
-        return T.make_training(
+        return training_setup.make_training(
             rm.model("llama-3.1-70b"),
             rm.system(system),
             ParallelPlan.parse("tp=4,dp=2"),
@@ -305,7 +310,7 @@ def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transfe
     assert kernels["attention_qkv"].fmt == "nvfp4" and kernels["dense_mlp"].fmt == "nvfp4"
     assert kernels["lm_head"].fmt == "bfloat16" and kernels["attention"].fmt == "bfloat16"
     assert not any(k.fallback for n, k in kernels.items() if n not in ("norms", "embedding"))
-    tpu = T.make_training(
+    tpu = training_setup.make_training(
         rm.model("palm-540b"),
         rm.system("tpu-v4-pod"),
         ParallelPlan.parse("tp=12,dp=512"),
@@ -329,7 +334,7 @@ def test_a_non_gated_moe_trains_on_the_non_gated_kernels_curve():
     plain = replace(gated, moe=replace(gated.moe, gated=False))
 
     def kernels(model):
-        s = T.make_training(
+        s = training_setup.make_training(
             model,
             rm.system("b200-hgx"),
             ParallelPlan.parse("tp=1,dp=8,ep=8"),
@@ -356,7 +361,7 @@ def test_the_slowest_stage_runs_the_whole_lm_head():
     assert float(ops["attention_qkv"].forward_s) == pytest.approx(float(one["attention_qkv"].forward_s) / 4)
     # 126 layers over 16 stages (Llama 3 405B): a middle stage of 8 layers outweighs the end
     # stage of 7 layers + the head (0.66 of a layer's FLOPs), so the head is not on the pace
-    big = T.make_training(
+    big = training_setup.make_training(
         rm.model("llama-3.1-405b"),
         rm.system("h100-hgx"),
         ParallelPlan.parse("tp=8,pp=16,dp=64"),

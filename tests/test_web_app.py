@@ -20,12 +20,15 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import catalog, explain, fmt
+from rackmath import explain, fmt
 from rackmath.analyses import serving
 from rackmath.api import deployment
-from rackmath.specs import load_config_file
+from rackmath.catalog import loader as catalog
+from rackmath.specs.hf_config import load_config_file
+from rackmath.specs.precision import Precision
 from rackmath.web import APP_PATH
-from rackmath.web.state import ServingState, encode_config, serving_query
+from rackmath.web.state._common import encode_config
+from rackmath.web.state.serving import ServingState, serving_query
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 TIMEOUT_S = 60
@@ -206,9 +209,9 @@ def test_editing_the_chips_capacity_changes_what_fits() -> None:
     at = run_app({"model": "llama-3.1-8b", "system": "h100-hgx", "chips": "1"})
     at.number_input(key="serving.hbm_gb").set_value(160.0).run()
     ok(at)
-    from rackmath.web.state import serving_system
+    from rackmath.web.state.serving import serving_system
 
-    system = serving_system(ServingState(system="h100-hgx", hbm_gb=160.0), serving.Precision.BF16)
+    system = serving_system(ServingState(system="h100-hgx", hbm_gb=160.0), Precision.BF16)
     assert system.chip.hbm_capacity_bytes == 160e9
     dep = deployment("llama-3.1-8b", system, chips=1)
     assert metrics(at)["Largest batch that fits"] == f"{serving.max_batch(dep, [4096])[0]:,.0f}"

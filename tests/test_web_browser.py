@@ -28,8 +28,9 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="needs the browser extra: pip install 'rackmath[browser]'"
 )
 
-from rackmath import catalog, explain  # noqa: E402
+from rackmath import explain  # noqa: E402
 from rackmath.api import deployment  # noqa: E402
+from rackmath.catalog import loader as catalog  # noqa: E402
 from rackmath.cli.web_cmds import streamlit_command  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -445,7 +446,7 @@ def test_compare_shows_the_apis_numbers_and_follows_a_control(server: str, page:
 def test_simulate_shows_the_apis_attainment_and_follows_the_ttft_limit(server: str, page: Any) -> None:
     from rackmath import fmt
     from rackmath.analyses import slo
-    from rackmath.analyses.simulate import LengthDist
+    from rackmath.specs.workload import LengthDist
 
     _open(page, f"{server}/simulate?requests=300&rate_per_s=4.0&output=300&ttft_ms=400&tpot_ms=25")
     _no_errors(page)

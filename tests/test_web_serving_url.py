@@ -7,8 +7,7 @@ import pytest
 import rackmath as rm
 from rackmath.analyses import energy, serving
 from rackmath.core import roofline as rl
-from rackmath.web.state import parse_serving_query, serving_query
-from rackmath.web.state.serving import ServingState
+from rackmath.web.state.serving import ServingState, parse_serving_query, serving_query
 
 
 @pytest.mark.parametrize(

@@ -12,17 +12,20 @@ from rackmath.analyses import prefix as _prefix
 from rackmath.analyses import serving as _serving
 from rackmath.analyses import speculative as _speculative
 from rackmath.analyses.serving import DecodeGrid, Deployment, PrefillGrid, check_context, make_deployment
-from rackmath.catalog import resolve_model
-from rackmath.catalog import system as _system
 from rackmath.catalog.economics import memory_tiers
+from rackmath.catalog.loader import resolve_model
+from rackmath.catalog.loader import system as _system
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.core.roofline import KERNEL_GROUNDED, Efficiency
 from rackmath.errors import InputError
-from rackmath.specs import ModelSpec, Precision, SystemSpec
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
+from rackmath.specs.precision import Precision
 
 if TYPE_CHECKING:  # training loads only when asked for (a fresh `rackmath explain` stays fast)
-    from rackmath.analyses.training import PipelineResult, TrainingEstimate
+    from rackmath.analyses.training import TrainingEstimate
+    from rackmath.analyses.training_pipeline import PipelineResult
 
 
 def deployment(
@@ -129,8 +132,11 @@ def train(
     system_spec = _system(system) if isinstance(system, str) else system
     plan_spec = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
     from rackmath.analyses import training as _training
+    from rackmath.analyses import training_setup
 
-    setup = _training.make_training(model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options)
+    setup = training_setup.make_training(
+        model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options
+    )
     result = _training.estimate(setup)
     return result.require_fit() if require_fit else result
 
@@ -139,6 +145,6 @@ def pipeline(
     stages: int, microbatches: int, schedule: str = "1f1b", *, virtual_stages: int = 1
 ) -> PipelineResult:
     """Simulate a pipeline schedule: ``rm.pipeline(4, 4, "gpipe").timeline.bubble_frac == 3/7``."""
-    from rackmath.analyses import training as _training
+    from rackmath.analyses import training_pipeline
 
-    return _training.pipeline_schedule(schedule, stages, microbatches, virtual_stages=virtual_stages)
+    return training_pipeline.pipeline_schedule(schedule, stages, microbatches, virtual_stages=virtual_stages)

@@ -42,12 +42,11 @@ from rackmath.analyses.validation import (
     Calibration,
     FamilyParams,
     Prediction,
-    ValidationReport,
-    build_report,
     predict,
     scenario_family,
     squared_log_errors,
 )
+from rackmath.analyses.validation_report import ValidationReport, build_report
 from rackmath.catalog.measurements import measurements
 from rackmath.core import reality
 from rackmath.progress import progress

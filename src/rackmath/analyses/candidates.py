@@ -30,11 +30,14 @@ from rackmath.analyses.fleet import check_traffic
 from rackmath.analyses.plan_features import BALANCED, MoeRouting
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
-from rackmath.core import operators as ops
+from rackmath.core import loads, rack_rules
+from rackmath.core import memory as mem
 from rackmath.core import parallel as par
-from rackmath.core import rack_rules
 from rackmath.core import roofline as rl
+from rackmath.core import sharding as shard
 from rackmath.core import speculative as spec
+from rackmath.core.memory import ChipMemory
+from rackmath.core.network import CommOverlap
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs.hardware import SystemSpec
@@ -238,7 +241,7 @@ def evaluate(
     max_chips: int = DEFAULT_MAX_CHIPS,
     max_pp: int = DEFAULT_MAX_PP,
     batches: tuple[int, ...] = BATCH_GRID,
-    comm_overlap_frac: float = par.CommOverlap.ADDED,
+    comm_overlap_frac: float = CommOverlap.ADDED,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
     memory_reserve_frac: float = serving.DEFAULT_MEMORY_RESERVE_FRAC,
     phase: str = "mixed",
@@ -283,13 +286,13 @@ def evaluate(
     plans = enumerate_plans(
         model, system, max_chips=max_chips, max_pp=max_pp, redundant_experts=redundant_experts
     )
-    m = par.shardable(model, precisions.weights)
+    m = shard.shardable(model, precisions.weights)
     i_len, o_len = workload.input_len, workload.output_len
     ctx_max = i_len + o_len
     kv_el = precisions.kv.bytes_per_element
-    cost_frac, layer_frac = par.stage_fractions(m.layer_bytes, plans[:, 1])
+    cost_frac, layer_frac = shard.stage_fractions(m.layer_bytes, plans[:, 1])
     usable = rl.usable_bytes(chip.hbm_capacity_bytes, memory_reserve_frac)
-    weights = par.weight_bytes_per_chip(
+    weights = mem.weight_bytes_per_chip(
         m, tp=plans[:, 0], pp=plans[:, 1], ep=plans[:, 3], stage_frac=cost_frac
     ).total
     keep = weights < usable
@@ -302,11 +305,11 @@ def evaluate(
     k = routing.mtp if phase != "prefill" else 0
     e_tok = routing.tokens_per_step if k else 1.0
     if phase == "mixed" and not k:
-        load = ops.mixed_load(model, batch, i_len, o_len, kv_el)
+        load = loads.mixed_load(model, batch, i_len, o_len, kv_el)
     elif phase in ("mixed", "decode"):  # decode tokens verify k + 1 a sequence when MTP is on
-        load = ops.decode_load(model, batch, i_len + o_len / 2.0, kv_el, tokens_per_sequence=k + 1)
+        load = loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el, tokens_per_sequence=k + 1)
         if phase == "mixed":  # B E / O new prompts a step keep B in flight (mixed_load with E)
-            pre = ops.prefill_load(model, batch * e_tok / o_len, i_len, kv_el)
+            pre = loads.prefill_load(model, batch * e_tok / o_len, i_len, kv_el)
             load = replace(
                 load,
                 prefill_sequences=pre.prefill_sequences,
@@ -315,9 +318,9 @@ def evaluate(
                 prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
             )
     else:
-        load = ops.prefill_load(model, batch, i_len, kv_el)
+        load = loads.prefill_load(model, batch, i_len, kv_el)
         ctx_max = i_len
-    held = par.serving_memory_per_chip(
+    held = mem.serving_memory_per_chip(
         m,
         batch=batch,
         kv_bytes_per_sequence=arch.kv_bytes_per_sequence(model, ctx_max, kv_el),
@@ -357,7 +360,7 @@ def evaluate(
     step = par.plan_step(m, load=load, **plan_kw)
     cycle = step.step_s
     if k:  # the MTP head: k drafted tokens, each one layer's share of the plain decode step
-        plain = par.plan_step(m, load=ops.decode_load(model, batch, i_len + o_len / 2.0, kv_el), **plan_kw)
+        plain = par.plan_step(m, load=loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el), **plan_kw)
         cycle = cycle + spec.mtp_draft_s(plain.step_s, k, model.num_layers)
     tpot = cycle / e_tok
     energy = step_energy(chip, step, base.chip_rates(), tp * pp * dp, batch * e_tok)
@@ -394,9 +397,9 @@ def evaluate(
 
 def _runtime_fits(
     r: RuntimeProfile,
-    held: par.ChipMemory,
+    held: ChipMemory,
     hbm_bytes: float,
-    load: ops.StepLoad,
+    load: loads.StepLoad,
     dp: NDArray[np.int64],
     engine_chips: NDArray[np.int64],
 ) -> NDArray[np.bool_]:

@@ -22,7 +22,8 @@ from rackmath.analyses.explain import Explanation, explain
 from rackmath.analyses.serving import Deployment, make_deployment
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import DoesNotFitError, InputError
-from rackmath.specs import ModelSpec, SystemSpec
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
 
 #: Most configurations one comparison holds (a page shows them side by side).

@@ -18,11 +18,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses import serving
+from rackmath.core import loads, numeric
+from rackmath.core import memory as mem
 from rackmath.core import network as net
-from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
+from rackmath.core.loads import StepLoad
+from rackmath.core.memory import ChipWeightBytes
+from rackmath.core.network import DEFAULT_ACTIVATION_BYTES, CommOverlap, Topology
+from rackmath.core.sharding import ShardableModel, StageSplit
 from rackmath.errors import InputError
 from rackmath.frames import Col, Tabular, deployment_labels, grid_layout
 from rackmath.specs.hardware import SystemSpec
@@ -33,7 +39,7 @@ from rackmath.specs.precision import Precision
 FloatArray = NDArray[np.float64]
 
 
-def topology(system: SystemSpec, chips_per_domain: int | None = None) -> par.Topology:
+def topology(system: SystemSpec, chips_per_domain: int | None = None) -> Topology:
     """The system's two network levels from the catalog; ``chips_per_domain`` spreads a
     deployment over more domains than it needs (at most the domain's size)."""
     chip = system.chip
@@ -46,7 +52,7 @@ def topology(system: SystemSpec, chips_per_domain: int | None = None) -> par.Top
     s = system.scale_up_domain_chips if chips_per_domain is None else chips_per_domain
     if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= system.scale_up_domain_chips:
         raise InputError("chips per domain", s, f"1 to {system.scale_up_domain_chips} ({system.id}'s domain)")
-    return par.Topology(
+    return Topology(
         chips_per_domain=float(s),
         scale_up_bytes_per_s=up,
         scale_out_bytes_per_s=out,
@@ -72,7 +78,7 @@ class PlanCheck:
 def check_plan(
     model: ModelSpec,
     plan: ParallelPlan,
-    topo: par.Topology,
+    topo: Topology,
     *,
     chips: int | None = None,
     allow_uneven_stages: bool = False,
@@ -121,8 +127,8 @@ def check_plan(
             f"({slots / plan.ep:.2f} on average); memory and weight reads count the fullest"
         )
     if plan.pp > 1:
-        hops = par.pipeline_hops(plan.pp, decode=True)
-        crossing = float(par.crossing_hops(plan.pp, plan.chips_per_stage, s, hops))
+        hops = net.pipeline_hops(plan.pp, decode=True)
+        crossing = float(net.crossing_hops(plan.pp, plan.chips_per_stage, s, hops))
         if crossing:
             crossings.append(
                 f"{crossing:.0f} of {float(hops):.0f} pipeline hops per decode token cross scale-out"
@@ -134,7 +140,7 @@ def check_plan(
 class MemoryPerChip:
     """HBM of one chip of the heaviest stage: weights by component, KV, activations, reserve."""
 
-    weights: par.ChipWeightBytes
+    weights: ChipWeightBytes
     kv_bytes: FloatArray
     activation_bytes: FloatArray
     reserve_bytes: float
@@ -212,11 +218,11 @@ class PlannedDeployment:
 
     base: serving.Deployment
     plan: ParallelPlan
-    topology: par.Topology
-    comm_overlap_frac: float = par.CommOverlap.ADDED
+    topology: Topology
+    comm_overlap_frac: float = CommOverlap.ADDED
     communication: bool = True
     extra_hop_latency_s: float = 0.0
-    activation_bytes: float = par.DEFAULT_ACTIVATION_BYTES
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES
     allow_uneven_stages: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -237,16 +243,16 @@ class PlannedDeployment:
         return self.plan.chips
 
     @cached_property
-    def shardable(self) -> par.ShardableModel:
-        return par.shardable(self.model, self.base.precisions.weights)
+    def shardable(self) -> ShardableModel:
+        return shard.shardable(self.model, self.base.precisions.weights)
 
     @cached_property
-    def stage_split(self) -> par.StageSplit:
-        return par.balanced_stages(self.shardable.layer_bytes, self.plan.pp)
+    def stage_split(self) -> StageSplit:
+        return shard.balanced_stages(self.shardable.layer_bytes, self.plan.pp)
 
     @cached_property
     def _fracs(self) -> tuple[float, float]:
-        cost, layers = par.stage_fractions(self.shardable.layer_bytes, self.plan.pp)
+        cost, layers = shard.stage_fractions(self.shardable.layer_bytes, self.plan.pp)
         return float(cost), float(layers)
 
     @property
@@ -254,10 +260,10 @@ class PlannedDeployment:
         return self.system.chip.peak_flops(self.base.precisions.compute)
 
     @cached_property
-    def _weights(self) -> par.ChipWeightBytes:
+    def _weights(self) -> ChipWeightBytes:
         """Weight bytes per chip of the heaviest stage (the plan's, whatever the load)."""
         p = self.plan
-        return par.weight_bytes_per_chip(
+        return mem.weight_bytes_per_chip(
             self.shardable,
             tp=p.tp,
             pp=p.pp,
@@ -280,10 +286,10 @@ class PlannedDeployment:
         grid's shape when one point is given as single values (computed on NumPy scalars)."""
         p = self.plan
         cost_frac, layer_frac = self._fracs
-        b = ops.num(batch)
-        tokens = b if tokens_in_flight is None else ops.num(tokens_in_flight)
+        b = numeric.num(batch)
+        tokens = b if tokens_in_flight is None else numeric.num(tokens_in_flight)
         chip = self.system.chip
-        held = par.serving_memory_per_chip(
+        held = mem.serving_memory_per_chip(
             self.shardable,
             batch=b,
             kv_bytes_per_sequence=self.base.kv_bytes_per_sequence(context),
@@ -317,13 +323,13 @@ class PlannedDeployment:
         empty = self.memory(0.0, context)
         chip = self.system.chip
         usable = chip.hbm_capacity_bytes - one.reserve_bytes
-        return par.max_concurrency(usable, empty.weights.total, one.total_bytes - empty.total_bytes)
+        return mem.max_concurrency(usable, empty.weights.total, one.total_bytes - empty.total_bytes)
 
     @cached_property
     def _rates(self) -> ChipRates:
         return self.base.chip_rates()
 
-    def step(self, load: ops.StepLoad, *, decode: bool, shape: tuple[int, ...] | None = None) -> par.PlanStep:
+    def step(self, load: StepLoad, *, decode: bool, shape: tuple[int, ...] | None = None) -> par.PlanStep:
         """One cycle processing ``load`` (see :mod:`rackmath.core.operators`); ``shape``
         broadcasts a one-point load's answer to the grid's shape."""
         p = self.plan
@@ -358,14 +364,14 @@ class PlannedDeployment:
         """One decode cycle for each (batch, context): every sequence makes one token."""
         b, c = serving._grid(batch, context)
         bs, cs, shape = _point(b, c)
-        load = ops.decode_load(self.model, bs, cs, self.kv_bytes_per_element)
+        load = loads.decode_load(self.model, bs, cs, self.kv_bytes_per_element)
         return self._grid(b, c, self.step(load, decode=True, shape=shape), self.memory(bs, cs, shape=shape))
 
     def prefill(self, batch: ArrayLike, length: ArrayLike) -> PlannedGrid:
         """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written once)."""
         b, n = serving._grid(batch, length)
         bs, ns, shape = _point(b, n)
-        load = ops.prefill_load(self.model, bs, ns, self.kv_bytes_per_element)
+        load = loads.prefill_load(self.model, bs, ns, self.kv_bytes_per_element)
         step = self.step(load, decode=False, shape=shape)
         return self._grid(b, n, step, self.memory(bs, ns, tokens_in_flight=bs * ns, shape=shape))
 
@@ -435,10 +441,10 @@ def plan_deployment(
     usd_per_chip_hour: float | None = None,
     efficiency: rl.Efficiency | str = rl.KERNEL_GROUNDED,
     memory_reserve_frac: float = serving.DEFAULT_MEMORY_RESERVE_FRAC,
-    comm_overlap_frac: float = par.CommOverlap.ADDED,
+    comm_overlap_frac: float = CommOverlap.ADDED,
     communication: bool = True,
     extra_hop_latency_s: float = 0.0,
-    activation_bytes: float = par.DEFAULT_ACTIVATION_BYTES,
+    activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
     allow_uneven_stages: bool = False,
 ) -> PlannedDeployment:
     """Validate a plan for a model on a system and build the deployment; an invalid plan

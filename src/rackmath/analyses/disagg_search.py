@@ -34,7 +34,6 @@ from rackmath.analyses.plan_features import BALANCED, MoeRouting
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.core import network as net
-from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
@@ -155,7 +154,7 @@ def best_disaggregated(
     max_chips: int,
     max_pp: int,
     batches: tuple[int, ...],
-    comm_overlap_frac: float = par.CommOverlap.ADDED,
+    comm_overlap_frac: float = net.CommOverlap.ADDED,
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,

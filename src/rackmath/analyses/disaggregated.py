@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.deployment import PlannedDeployment
-from rackmath.core import operators as ops
-from rackmath.core import parallel as par
-from rackmath.core import rack_rules
+from rackmath.core import loads, rack_rules
+from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 
@@ -93,7 +92,7 @@ def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | 
     _check_lengths(input_len, output_len)
     context = input_len + output_len
     b, limit = _batch(dep, batch, context, 1.0 + input_len / output_len)
-    load = ops.mixed_load(dep.model, float(b), input_len, output_len, dep.kv_bytes_per_element)
+    load = loads.mixed_load(dep.model, float(b), input_len, output_len, dep.kv_bytes_per_element)
     step = float(dep.step(load, decode=True).step_s)
     rate = b / step
     return ServingPoint(
@@ -137,7 +136,7 @@ def disaggregated(
     t_pre = float(pre.step_s[0, 0])
     kv_seq = float(prefill.base.kv_bytes_per_sequence(input_len))
     links = min(prefill.chips, decode.chips)
-    t_kv = float(par.kv_transfer_s(kv_seq, links, decode.topology))
+    t_kv = float(net.kv_transfer_s(kv_seq, links, decode.topology))
     tpot = float(decode.decode([b], [input_len + output_len / 2]).step_s[0, 0])
     rate = b / tpot
     prompts_needed_per_s = rate / output_len

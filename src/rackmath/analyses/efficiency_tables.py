@@ -28,18 +28,19 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from rackmath.core.efficiency import (
+from rackmath.core.efficiency import achieved_compute_frac
+from rackmath.core.roofline import Efficiency
+from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs.efficiency import (
+    CollectiveCurve,
     CollectiveEfficiency,
     Curve,
     CurveKey,
     EfficiencyTable,
+    ErrorBand,
     OpClass,
     OpEfficiency,
-    achieved_compute_frac,
 )
-from rackmath.core.roofline import Efficiency
-from rackmath.errors import InputError, UnknownIdError
-from rackmath.specs.efficiency import CollectiveCurve, ErrorBand
 
 #: The chip whose curves a chip unknown to the kernel catalog takes (the best-characterised
 #: mature HBM3 part, as for non-NVIDIA chips in the catalog's ``transferred`` map).

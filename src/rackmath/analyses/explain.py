@@ -22,9 +22,10 @@ from rackmath.analyses.prefix import PrefixCache, PrefixPrefill, prefix_prefill
 from rackmath.analyses.serving import BalancePoint, DecodeGrid, Deployment, PrefillGrid
 from rackmath.analyses.speculative import Speculation, SpeculativeGrid, speculative_decode
 from rackmath.core import architecture as arch
+from rackmath.core import roofline as rl
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import InputError
-from rackmath.frames import Col, Layout, Tabular
+from rackmath.frames import Col, Layout, Tabular, deployment_labels
 from rackmath.specs.plan import ParallelPlan
 
 FloatArray = NDArray[np.float64]
@@ -67,7 +68,7 @@ class Explanation(Tabular):
 
     frame_layout = Layout(
         columns=(
-            *serving.deployment_labels(),
+            *deployment_labels(),
             Col("decode.batch", "batch", "sequences"),
             Col("decode.context", "context_tokens", "tokens"),
             Col("decode.step_s", "step_s", "s"),
@@ -308,10 +309,10 @@ def assumptions(d: Deployment) -> tuple[str, ...]:
         "MoE routing is uniform: a batch of B tokens reads E(1-(1-k/E)^B) experts per layer.",
         (
             f"efficiency per operator: {d.efficiency_label} (--pure for the roofline)"
-            if eff == serving.rl.KERNEL_GROUNDED
+            if eff == rl.KERNEL_GROUNDED
             else f"efficiency: {eff.flops_frac:.0%} of peak FLOP/s, {eff.bandwidth_frac:.0%} of peak "
             f"bandwidth, {eff.overhead_s * 1e3:.2f} ms per-step overhead"
-            + (" (pure roofline)" if eff == serving.rl.PURE_ROOFLINE else "")
+            + (" (pure roofline)" if eff == rl.PURE_ROOFLINE else "")
             + (f", times the per-operator {d.efficiency_label}" if eff.kernel_grounded else "")
         ),
         f"{d.memory_reserve_frac:.0%} of HBM reserved for activations and workspace.",

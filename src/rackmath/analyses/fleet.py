@@ -23,6 +23,7 @@ from rackmath.core import simulation as sim
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.progress import track
+from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
 
@@ -292,7 +293,7 @@ def simulate_loads(
         arrivals = sim.poisson_arrivals_s(rate, horizon, seed + i)
         n = arrivals.size
         one = np.ones(n, np.int64)  # fleet's request: a one-token prompt (its cost is prefill_s)
-        reqs = rq.Requests(arrivals, one, np.full(n, output_tokens, np.int64))
+        reqs = Requests(arrivals, one, np.full(n, output_tokens, np.int64))
         run = rq.simulate(reqs, table, limits, cutoff_s=3 * horizon)
         keep = slice(arrivals.size // 10, None)
         ttft, tpot = run.ttft_s[keep], run.tpot_s[keep]
@@ -398,7 +399,7 @@ def fleet(
         source = "stated step time (same at every batch)"
         chips = LECTURE_CHIPS_PER_REPLICA if chips_per_replica is None else chips_per_replica
         if usd_per_chip_hour is None:
-            from rackmath.catalog import chip
+            from rackmath.catalog.loader import chip
 
             price = chip("gb200").price_usd_per_chip_hour.value_usd
         else:

@@ -20,7 +20,7 @@ from rackmath.analyses.candidates import (
     evaluate,
 )
 from rackmath.analyses.plan_features import BALANCED, MoeRouting
-from rackmath.core import parallel as par
+from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
@@ -123,7 +123,7 @@ def pareto(
     precisions: tuple[str, ...] = ("native",),
     max_chips: int | None = None,
     batches: tuple[int, ...] = BATCH_GRID,
-    comm_overlap_frac: float = par.CommOverlap.ADDED,
+    comm_overlap_frac: float = net.CommOverlap.ADDED,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,

@@ -18,7 +18,7 @@ from rackmath.analyses.op_rows import OpRows, _f, _hash, _op_rows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import attention as attn
 from rackmath.core import work as wk
-from rackmath.core.efficiency import OpClass
+from rackmath.specs.efficiency import OpClass
 from rackmath.specs.model import AttentionKind, AttentionSpec
 from rackmath.specs.precision import kernel_format
 

@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses import efficiency_tables as et
-from rackmath.analyses.kernel_fit import ChipData, ChipFit, ChipPeaks, fit_chip, fit_groups, predict
-from rackmath.analyses.kernel_rows import CommRows
+from rackmath.analyses.kernel_fit import ChipData, ChipFit, ChipPeaks, fit_chip, predict
+from rackmath.analyses.kernel_rows import CommRows, fit_groups
 from rackmath.analyses.op_rows import HELD_OUT_DIMS
-from rackmath.core.efficiency import CurveKey, OpClass, collective_time_s
+from rackmath.core.efficiency import collective_time_s
+from rackmath.specs.efficiency import CurveKey, OpClass
 
 #: Every HOLD_OUT_EVERY-th distinct value of a dimension is held out ...
 HOLD_OUT_EVERY = 4

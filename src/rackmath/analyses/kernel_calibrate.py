@@ -25,8 +25,8 @@ from rackmath.analyses.kernel_fit import (
     load_package_chip,
 )
 from rackmath.catalog import kernel_tables as kt
-from rackmath.core.efficiency import OpEfficiency
 from rackmath.errors import InputError
+from rackmath.specs.efficiency import OpEfficiency
 
 
 def _params(e: OpEfficiency) -> dict[str, Any]:

@@ -31,14 +31,9 @@ from rackmath.analyses.kernel_rows import (
 )
 from rackmath.analyses.op_rows import OpRows
 from rackmath.catalog import kernel_tables as kt
-from rackmath.core.efficiency import (
-    CollectiveEfficiency,
-    OpClass,
-    OpEfficiency,
-    operator_time_s,
-)
+from rackmath.core.efficiency import operator_time_s
 from rackmath.errors import PrecisionUnavailableError
-from rackmath.specs.efficiency import MAX_OVERLAP_POWER
+from rackmath.specs.efficiency import MAX_OVERLAP_POWER, CollectiveEfficiency, OpClass, OpEfficiency
 from rackmath.specs.precision import Precision, kernel_format
 
 MAX_FIT_ROWS = 6000  # rows per fit (a fixed hash-ordered subsample): keeps the full fit < 60 s

@@ -57,7 +57,7 @@ from rackmath.analyses.op_rows import OpRows, _f, _hash, _op_rows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import collectives as coll
 from rackmath.core import work as wk
-from rackmath.core.efficiency import OpClass
+from rackmath.specs.efficiency import OpClass
 from rackmath.specs.precision import kernel_format
 
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rackmath.analyses.deployment import PlannedDeployment, plan_deployment
+from rackmath.core import memory as memory_account
 from rackmath.core import parallel as par
 from rackmath.core import rack_rules
+from rackmath.core import sharding as shard
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -185,12 +187,14 @@ def layout(
         {
             "stages": p,
             "bytes_per_chip": float(
-                par.lecture_memory_per_chip_bytes(
+                memory_account.lecture_memory_per_chip_bytes(
                     m.total_bytes, ex["expert_chips"], p, microbatch, context, kv_tok
                 )
             ),
             "kv_bytes_per_chip": float(
-                par.lecture_memory_per_chip_bytes(0.0, ex["expert_chips"], p, microbatch, context, kv_tok)
+                memory_account.lecture_memory_per_chip_bytes(
+                    0.0, ex["expert_chips"], p, microbatch, context, kv_tok
+                )
             ),
         }
         for p in (1, 2, 4, 8)
@@ -209,13 +213,13 @@ def layout(
 
     kv_el = base.base.precisions.kv.bytes_per_element
     long_ctx = max(context, BALANCE_MIN_CONTEXT)
-    costs_kv = par.layer_costs_bytes(model, m, batch=batch, context=long_ctx, kv_bytes_per_element=kv_el)
+    costs_kv = shard.layer_costs_bytes(model, m, batch=batch, context=long_ctx, kv_bytes_per_element=kv_el)
     balance_rows = []
     for p in BALANCE_STAGES:
         if p > model.num_layers:
             continue
-        w = par.balanced_stages(m.layer_bytes, p)
-        c = par.balanced_stages(costs_kv, p)
+        w = shard.balanced_stages(m.layer_bytes, p)
+        c = shard.balanced_stages(costs_kv, p)
         balance_rows.append(
             {
                 "stages": p,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses import serving
+from rackmath.core import architecture as arch
 from rackmath.core import reality
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
@@ -145,7 +146,7 @@ class MeasureResult:
                 "copy_bytes": c.copy_bytes,
             },
             "model_config": dict(self.run.config),
-            "params": int(serving.arch.param_counts(self.model).total),
+            "params": int(arch.param_counts(self.model).total),
             "overhead_s": self.overhead_s,
             "prediction_factor": PREDICTION_FACTOR,
             "knee": [

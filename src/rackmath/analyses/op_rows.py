@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.core import work as wk
-from rackmath.core.efficiency import OpClass
+from rackmath.specs.efficiency import OpClass
 
 
 @dataclass

@@ -17,8 +17,6 @@ import numpy as np
 from rackmath.core import speculative as spec
 from rackmath.errors import InputError
 
-__all__ = ["BALANCED", "MoeRouting", "PlanFeatures", "parse_tbo"]
-
 
 @dataclass(frozen=True)
 class PlanFeatures:

@@ -32,7 +32,7 @@ from rackmath.analyses.serving import Deployment, PrefillGrid
 from rackmath.catalog.offload import offload_tiers
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, UnknownIdError
@@ -176,7 +176,7 @@ def prefix_prefill(
     n = cold.length
     cached = np.floor(prefix.hit_frac * n)
     kvb = d.precisions.kv.bytes_per_element
-    warm = d.ideal_step(ops.prefill_load(d.model, cold.batch, n, kvb, cached=cached))
+    warm = d.ideal_step(loads.prefill_load(d.model, cold.batch, n, kvb, cached=cached))
     held = np.asarray(arch.kv_bytes_per_sequence(d.model, cached, kvb), float)
     load = np.zeros_like(held) if prefix.tier.id == "hbm" else held / prefix.tier.bandwidth_bytes_per_s
     return PrefixPrefill(

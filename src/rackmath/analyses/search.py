@@ -2,7 +2,6 @@
 
 The candidates (every plan x batch of each system and precision family) come from
 :mod:`rackmath.analyses.candidates`; the frontier lives in :mod:`rackmath.analyses.frontier`.
-Both are re-exported here, so ``search.evaluate`` and ``search.pareto`` keep working.
 """
 
 from __future__ import annotations
@@ -18,23 +17,18 @@ from rackmath.analyses.candidates import (
     DEFAULT_MAX_CHIPS,
     DEFAULT_MAX_PP,
     DEFAULT_PRECISIONS,
-    DEFAULT_SYSTEMS,
     PRECISION_CHOICES,
     Candidates,
     Choice,
     Workload,
     _check_max_chips,
     _choice,
-    _divisors,
-    enumerate_plans,
     evaluate,
-    precision_family,
 )
 from rackmath.analyses.disagg_search import Disaggregated, best_disaggregated, compare
-from rackmath.analyses.frontier import Frontier, ParetoPoint, pareto, pareto_mask
-from rackmath.analyses.plan_features import BALANCED, MoeRouting, PlanFeatures, parse_tbo
+from rackmath.analyses.plan_features import BALANCED, MoeRouting
 from rackmath.core import economics as econ
-from rackmath.core import parallel as par
+from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
@@ -42,35 +36,6 @@ from rackmath.progress import track
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
-
-__all__ = [
-    "ASSUMPTIONS",
-    "BATCH_GRID",
-    "DEFAULT_MAX_CHIPS",
-    "DEFAULT_MAX_PP",
-    "DEFAULT_PRECISIONS",
-    "DEFAULT_SYSTEMS",
-    "PRECISION_CHOICES",
-    "Candidates",
-    "Choice",
-    "FamilyOutcome",
-    "Frontier",
-    "MoeRouting",
-    "ParetoPoint",
-    "PlanFeatures",
-    "SearchResult",
-    "Workload",
-    "_check_max_chips",
-    "_choice",
-    "_divisors",
-    "enumerate_plans",
-    "evaluate",
-    "pareto",
-    "pareto_mask",
-    "parse_tbo",
-    "precision_family",
-    "search",
-]
 
 
 @dataclass(frozen=True)
@@ -228,7 +193,7 @@ def search(
     max_chips: int = DEFAULT_MAX_CHIPS,
     max_pp: int = DEFAULT_MAX_PP,
     batches: tuple[int, ...] = BATCH_GRID,
-    comm_overlap_frac: float = par.CommOverlap.ADDED,
+    comm_overlap_frac: float = net.CommOverlap.ADDED,
     runners_up: int = 5,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,

@@ -26,13 +26,17 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses import efficiency_tables as et
 from rackmath.core import architecture as arch
-from rackmath.core import operators as ops
+from rackmath.core import loads
+from rackmath.core import memory as mem
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.efficiency import EfficiencyTable
+from rackmath.core.memory import ChipMemory, ChipWeightBytes
+from rackmath.core.sharding import ShardableModel
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular, deployment_labels, grid_layout
+from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
@@ -136,12 +140,12 @@ class Deployment:
         return self.chips * self.usable_bytes_per_chip
 
     @cached_property
-    def _pooled_weights(self) -> par.ChipWeightBytes:
-        return par.weight_bytes_per_chip(self.shardable, tp=1, pp=1, ep=1)
+    def _pooled_weights(self) -> ChipWeightBytes:
+        return mem.weight_bytes_per_chip(self.shardable, tp=1, pp=1, ep=1)
 
     def memory(
         self, batch: ArrayLike, kv_bytes_per_sequence: ArrayLike, tokens_in_flight: ArrayLike | None = None
-    ) -> par.ChipMemory:
+    ) -> ChipMemory:
         """HBM the pooled chip holds: the one serving account
         (:func:`rackmath.core.memory.serving_memory_per_chip`, as deployments and search use it)
         for the plan ``tp = pp = dp = ep = 1`` on ``chips`` x one chip: every weight, ``batch``
@@ -149,7 +153,7 @@ class Deployment:
         one per sequence: decode). The lecture's weights + KV check plus the activation
         workspace (``17 h`` values a token, Korthikanti et al. 2022)."""
         b = np.asarray(batch, float)
-        return par.serving_memory_per_chip(
+        return mem.serving_memory_per_chip(
             self.shardable,
             batch=b,
             kv_bytes_per_sequence=kv_bytes_per_sequence,
@@ -217,10 +221,10 @@ class Deployment:
         )
 
     @cached_property
-    def shardable(self) -> par.ShardableModel:
-        return par.shardable(self.model, self.precisions.weights)
+    def shardable(self) -> ShardableModel:
+        return shard.shardable(self.model, self.precisions.weights)
 
-    def ideal_step(self, load: ops.StepLoad) -> par.PlanStep:
+    def ideal_step(self, load: loads.StepLoad) -> par.PlanStep:
         """The pooled ideal chip: a one-rank plan on ``chips`` x one chip, no communication."""
         return par.plan_step(
             self.shardable,
@@ -471,7 +475,7 @@ def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> Deco
     """Decode step over a batch x context grid (1-D inputs become an outer grid)."""
     b, c = _grid(batch, context)
     d = deployment
-    load = ops.decode_load(d.model, b, c, d.precisions.kv.bytes_per_element)
+    load = loads.decode_load(d.model, b, c, d.precisions.kv.bytes_per_element)
     step = d.ideal_step(load)
     shape = step.step_s.shape
     return DecodeGrid(
@@ -531,7 +535,7 @@ def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> Pref
     """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written, not read)."""
     b, n = _grid(batch, length)
     d = deployment
-    step = d.ideal_step(ops.prefill_load(d.model, b, n, d.precisions.kv.bytes_per_element))
+    step = d.ideal_step(loads.prefill_load(d.model, b, n, d.precisions.kv.bytes_per_element))
     shape = step.step_s.shape
     return PrefillGrid(
         deployment=d,
@@ -626,4 +630,4 @@ def max_batch(deployment: Deployment, context: ArrayLike) -> FloatArray:
     d = deployment
     kv = d.kv_bytes_per_sequence(context)
     one, empty = d.memory(1.0, kv), d.memory(0.0, kv)
-    return par.max_concurrency(d.usable_bytes, empty.total_bytes, one.total_bytes - empty.total_bytes)
+    return mem.max_concurrency(d.usable_bytes, empty.total_bytes, one.total_bytes - empty.total_bytes)

@@ -32,35 +32,16 @@ from numpy.typing import ArrayLike
 from rackmath.analyses.deployment import PlannedDeployment
 from rackmath.core import architecture as arch
 from rackmath.core import disagg_requests as dq
+from rackmath.core import loads
 from rackmath.core import network as net
-from rackmath.core import operators as ops
 from rackmath.core import requests as rq
 from rackmath.core import speculative as spec
-from rackmath.core.requests import LengthDist, Requests, check_trace, poisson_requests
 from rackmath.errors import InputError
 from rackmath.progress import progress
 from rackmath.specs.runtime import RuntimeProfile
+from rackmath.specs.workload import LengthDist, Requests
 
 #: The workload pieces the faces use (faces import analyses, never the core).
-__all__ = [
-    "LengthDist",
-    "RateSearch",
-    "Replica",
-    "Requests",
-    "SimulationResult",
-    "check_trace",
-    "disaggregated_requests",
-    "disaggregated_run",
-    "kv_pool_tokens",
-    "max_rate",
-    "parse_slo",
-    "parse_xpyd",
-    "poisson_requests",
-    "replica",
-    "run",
-    "run_requests",
-    "step_table",
-]
 
 #: Most requests one simulation may run, and most steps (the work bound checked up front).
 MAX_REQUESTS = 10**6
@@ -145,8 +126,8 @@ def step_table(
 
     def steps(dd: np.ndarray) -> np.ndarray:
         seqs, ctx = dd[:, None, None], c[None, None, :]
-        dec = ops.decode_load(dep.model, seqs, ctx, kv_el, tokens_per_sequence=mtp + 1)
-        pre = ops.prefill_load(dep.model, (p > 0).astype(float)[None, :, None], p[None, :, None], kv_el)
+        dec = loads.decode_load(dep.model, seqs, ctx, kv_el, tokens_per_sequence=mtp + 1)
+        pre = loads.prefill_load(dep.model, (p > 0).astype(float)[None, :, None], p[None, :, None], kv_el)
         load = replace(
             dec,
             prefill_sequences=pre.prefill_sequences,
@@ -156,7 +137,7 @@ def step_table(
         )
         t = dep.step(load, decode=True).step_s
         if mtp:
-            plain = dep.step(ops.decode_load(dep.model, seqs, ctx, kv_el), decode=True).step_s
+            plain = dep.step(loads.decode_load(dep.model, seqs, ctx, kv_el), decode=True).step_s
             t = t + np.where(seqs > 0, spec.mtp_draft_s(plain, mtp, dep.model.num_layers), 0.0)
         return np.broadcast_to(t, (dd.size, p.size, c.size))
 
@@ -280,7 +261,7 @@ def summarize(run: rq.RequestRun | dq.DisaggregatedRun, rate_per_s: float | None
     )
 
 
-def run_requests(rep: Replica, requests: rq.Requests) -> rq.RequestRun:
+def run_requests(rep: Replica, requests: Requests) -> rq.RequestRun:
     """Simulate ``requests`` on the replica, refusing more than :data:`MAX_STEPS` steps; the
     per-request times (:func:`run` summarizes them)."""
     if requests.size > MAX_REQUESTS:
@@ -295,7 +276,7 @@ def run_requests(rep: Replica, requests: rq.Requests) -> rq.RequestRun:
     return rq.simulate(requests, rep.table, rep.limits)
 
 
-def run(rep: Replica, requests: rq.Requests, rate_per_s: float | None = None) -> SimulationResult:
+def run(rep: Replica, requests: Requests, rate_per_s: float | None = None) -> SimulationResult:
     """Simulate ``requests`` on the replica (:func:`run_requests`): percentiles and throughput."""
     return summarize(run_requests(rep, requests), rate_per_s)
 
@@ -335,8 +316,8 @@ def capacity_rate_per_s(rep: Replica, input_mean: float, output_mean: float) -> 
 
 def max_rate(
     rep: Replica,
-    input_dist: rq.LengthDist,
-    output_dist: rq.LengthDist,
+    input_dist: LengthDist,
+    output_dist: LengthDist,
     slo: dict[str, float],
     *,
     requests: int = SEARCH_REQUESTS,
@@ -434,7 +415,7 @@ def disaggregated_run(
     decode: Replica,
     x: int,
     y: int,
-    requests: rq.Requests,
+    requests: Requests,
     rate_per_s: float | None = None,
 ) -> tuple[SimulationResult, str]:
     """Simulate an xPyD fleet (:mod:`rackmath.core.disagg_requests`); returns the percentiles and
@@ -444,7 +425,7 @@ def disaggregated_run(
 
 
 def disaggregated_requests(
-    prefill: Replica, decode: Replica, x: int, y: int, requests: rq.Requests
+    prefill: Replica, decode: Replica, x: int, y: int, requests: Requests
 ) -> tuple[dq.DisaggregatedRun, str]:
     """The xPyD fleet's per-request times and the KV tier (:func:`disaggregated_run`)."""
     if requests.size > MAX_REQUESTS:
@@ -488,8 +469,8 @@ def max_rate_disaggregated(
     decode: Replica,
     x: int,
     y: int,
-    input_dist: rq.LengthDist,
-    output_dist: rq.LengthDist,
+    input_dist: LengthDist,
+    output_dist: LengthDist,
     slo: dict[str, float],
     *,
     requests: int = SEARCH_REQUESTS,

@@ -37,12 +37,14 @@ from rackmath.analyses.plan_features import PlanFeatures
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
-from rackmath.specs import ModelSpec, SystemSpec
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.workload import LengthDist, Requests, check_trace
 
 FloatArray = NDArray[np.float64]
 
 
-def parse_trace(text: str, field: str = "trace") -> rq.Requests:
+def parse_trace(text: str, field: str = "trace") -> Requests:
     """CSV text of ``arrival_s,input_tokens,output_tokens`` rows (a header line is allowed),
     checked by :func:`rackmath.analyses.simulate.check_trace`; ``rackmath simulate --trace``
     reads the same format."""
@@ -55,7 +57,7 @@ def parse_trace(text: str, field: str = "trace") -> rq.Requests:
         cols = [[float(r[j]) for r in rows] for j in range(3)]
     except ValueError as exc:
         raise InputError(field, "a row", f"numbers in every row ({exc})") from None
-    return sim.check_trace(*cols)
+    return check_trace(*cols)
 
 
 def _is_number(text: str) -> bool:
@@ -73,10 +75,10 @@ class Workload:
 
     rate_per_s: float | None = 5.0
     requests: int = 1000
-    input: rq.LengthDist | None = None
-    output: rq.LengthDist | None = None
+    input: LengthDist | None = None
+    output: LengthDist | None = None
     seed: int = 0
-    trace: rq.Requests | None = None
+    trace: Requests | None = None
 
     def lengths(self) -> tuple[float, float, float, float]:
         """(longest input, longest output, mean input, mean output), as ``simulate`` sizes a replica."""
@@ -88,11 +90,11 @@ class Workload:
             raise InputError("workload", None, "a trace, or an arrival rate with input and output lengths")
         return self.input.max_tokens, self.output.max_tokens, self.input.mean, self.output.mean
 
-    def draw(self) -> rq.Requests:
+    def draw(self) -> Requests:
         if self.trace is not None:
             return self.trace
         assert self.input is not None and self.output is not None and self.rate_per_s is not None
-        return sim.poisson_requests(self.rate_per_s, self.requests, self.input, self.output, self.seed)
+        return rq.poisson_requests(self.rate_per_s, self.requests, self.input, self.output, self.seed)
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def attainment(times: rq.RequestTimes, ttft_limit_s: float | None, tpot_limit_s:
 class Served(rq.RequestTimes):
     """Per-request times of a run against the requests as they were asked for."""
 
-    requests: rq.Requests
+    requests: Requests
     first_token_s: FloatArray
     finish_s: FloatArray
     steps: int
@@ -181,11 +183,11 @@ class SloRun:
         }
 
 
-def mtp_requests(requests: rq.Requests, tokens_per_step: float) -> rq.Requests:
+def mtp_requests(requests: Requests, tokens_per_step: float) -> Requests:
     """The requests as the one-token-a-step simulator runs them under MTP (module docstring)."""
     o = requests.output_tokens
     steps = 1 + np.ceil((o - 1) / tokens_per_step).astype(np.int64)
-    return rq.Requests(requests.arrival_s, requests.input_tokens, steps, o - steps)
+    return Requests(requests.arrival_s, requests.input_tokens, steps, o - steps)
 
 
 def serve(fleet: Fleet, workload: Workload, ttft_limit_s: float | None, tpot_limit_s: float | None) -> SloRun:

@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses import serving
 from rackmath.analyses.serving import DecodeGrid, DecodeThroughput, Deployment
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as spec
@@ -221,7 +221,9 @@ def speculative_decode(
     d = deployment
     plain = serving.decode(d, batch, context)
     b, c = plain.batch[:, :1], plain.context[:1, :]
-    load = ops.decode_load(d.model, b, c, d.precisions.kv.bytes_per_element, tokens_per_sequence=s.depth + 1)
+    load = loads.decode_load(
+        d.model, b, c, d.precisions.kv.bytes_per_element, tokens_per_sequence=s.depth + 1
+    )
     verify = d.ideal_step(load)
     if s.draft is None:
         draft_s = spec.mtp_draft_s(plain.step_s, s.depth, d.model.num_layers)

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rackmath.analyses import candidates, serving
 from rackmath.analyses import deployment as dep
-from rackmath.analyses import search, serving
 from rackmath.analyses.fleet import MIN_TRAFFIC_TOKENS_PER_S
-from rackmath.catalog import resolve_model
-from rackmath.catalog import system as catalog_system
+from rackmath.catalog.loader import resolve_model
+from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import economics as econ
 from rackmath.errors import InputError, RackmathError
 from rackmath.frames import DECODE_COLUMNS, deployment_labels, require
@@ -122,7 +122,9 @@ class SweepSpec(BaseModel):
     @classmethod
     def _family(cls, values: list[str]) -> list[str]:
         return _each(
-            values, lambda v: v in search.PRECISION_CHOICES, f"one of {', '.join(search.PRECISION_CHOICES)}"
+            values,
+            lambda v: v in candidates.PRECISION_CHOICES,
+            f"one of {', '.join(candidates.PRECISION_CHOICES)}",
         )
 
     @field_validator("plans")
@@ -239,7 +241,7 @@ class ChunkResult:
 
 def _grid(combo: Combo, batch: Sequence[float], context: Sequence[float]) -> Any:
     model, system = resolve_model(combo.model), catalog_system(combo.system)
-    precisions = search.precision_family(combo.precision, model, system)
+    precisions = candidates.precision_family(combo.precision, model, system)
     if precisions is None:
         raise InputError("precision", combo.precision, f"a precision {system.chip.id} has a peak for")
     w, kv, compute = precisions.weights, precisions.kv, precisions.compute

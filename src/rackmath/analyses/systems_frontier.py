@@ -32,7 +32,8 @@ from rackmath.analyses.plan_features import BALANCED, MoeRouting
 from rackmath.catalog.measurements import measurements
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, RackmathError
-from rackmath.specs import ModelSpec, SystemSpec
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.scenario import Metric, Phase, Scenario
 
 #: Most systems on one chart (one colour each).

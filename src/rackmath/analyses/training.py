@@ -19,27 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rackmath.analyses.training_pipeline import MAX_SIMULATED_OPS, PipelineResult, pipeline_schedule
-from rackmath.analyses.training_runs import (
-    RunPrediction,
-    calibrated_flops_frac,
-    predict_run,
-    run_setup,
-    throughput_ratio,
-)
 from rackmath.analyses.training_setup import (
-    CALIBRATED_TRAINING,
-    DEFAULT_GLOBAL_BATCH_TOKENS,
-    DEFAULT_SEQ_LEN,
-    PURE_ROOFLINE,
     TrainingSetup,
-    make_training,
 )
 from rackmath.analyses.training_step import (
     MemoryPerChip,
     StepBreakdown,
     memory_per_chip,
-    microbatch_operators,
     step_breakdown,
 )
 from rackmath.core import roofline as rl
@@ -47,37 +33,6 @@ from rackmath.core import training as tr
 from rackmath.errors import DoesNotFitError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
-
-__all__ = [
-    "CALIBRATED_TRAINING",
-    "DEFAULT_GLOBAL_BATCH_TOKENS",
-    "DEFAULT_SEQ_LEN",
-    "MAX_SIMULATED_OPS",
-    "PURE_ROOFLINE",
-    "MemoryPerChip",
-    "MfuConvention",
-    "PipelineResult",
-    "RecomputeOption",
-    "RunPrediction",
-    "StepBreakdown",
-    "TrainingEstimate",
-    "TrainingSetup",
-    "calibrated_flops_frac",
-    "choose_recompute",
-    "estimate",
-    "make_training",
-    "memory_per_chip",
-    "mfu_conventions",
-    "microbatch_operators",
-    "pipeline_schedule",
-    "predict_run",
-    "recompute_options",
-    "run_setup",
-    "step_breakdown",
-    "throughput_ratio",
-    "tr",
-    "with_efficiency",
-]
 
 
 # ---------------------------------------------------------------------------- recompute choice

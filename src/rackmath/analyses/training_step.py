@@ -40,11 +40,13 @@ import numpy as np
 from rackmath.analyses.training_setup import TrainingSetup
 from rackmath.core import collective_ops as cops
 from rackmath.core import collectives as coll
+from rackmath.core import loads
+from rackmath.core import memory as memory_account
 from rackmath.core import network as net
 from rackmath.core import operators as ops
-from rackmath.core import parallel as par
 from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
+from rackmath.core import sharding as shard
 from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
 from rackmath.core import training_step as ts
@@ -105,7 +107,9 @@ def params_per_chip(s: TrainingSetup) -> tuple[float, float]:
     before ZeRO sharding: the serving sharding rule (:func:`rackmath.core.parallel.
     weight_bytes_per_chip` at one byte per parameter), so both count the same weights."""
     plan = s.plan
-    held = par.weight_bytes_per_chip(par.shardable(s.model, 1.0), tp=plan.tp, pp=plan.pp, ep=plan.ep)
+    held = memory_account.weight_bytes_per_chip(
+        shard.shardable(s.model, 1.0), tp=plan.tp, pp=plan.pp, ep=plan.ep
+    )
     dense = float(held.tp_sharded + held.replicated + held.vocab)
     return dense, float(held.routed_experts)
 
@@ -328,7 +332,7 @@ def microbatch_operators(
     m_ops = ops.operator_model(
         model, {c: (low if c in gemm_classes else s.attention_precision) for c in WEIGHT_CLASSES}
     )
-    load = ops.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
+    load = loads.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
     rates = chip_rates(s)
     split = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp * plan.cp, "ep": plan.ep}
     forward = ops.pass_operators(m_ops, load, rates, **split)

@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from rackmath import catalog
 from rackmath.analyses import serving
+from rackmath.catalog import loader as catalog
 from rackmath.core import architecture as arch
-from rackmath.core import operators as ops
-from rackmath.core import reality
+from rackmath.core import loads, reality
 from rackmath.core import roofline as rl
 from rackmath.errors import RackmathError
 from rackmath.specs.hardware import SystemSpec
@@ -319,7 +318,7 @@ class _Engine:
     def mixed_step_s(self, batch: float, input_len: int, output_len: int, edge: str = "") -> float:
         """One steady-state step of continuous batching with chunked prefill."""
         kv_el = self.base.precisions.kv.bytes_per_element
-        load = ops.mixed_load(self.model, float(batch), input_len, output_len, kv_el)
+        load = loads.mixed_load(self.model, float(batch), input_len, output_len, kv_el)
         step = self.planned.step(load, decode=True) if self.use_plan else self.base.ideal_step(load)
         return float(np.asarray(_step_at(step, edge)))
 
@@ -535,19 +534,6 @@ def predict(s: Scenario, calibration: Calibration = PURE_ROOFLINE, edge: str = "
     edge is then the step's p90 prediction."""
     p = calibration.for_family(scenario_family(s))
     return _predict_cached(s, _relevant(s, p), edge)
-
-
-# ----------------------------------------------------------------------------- the report
-# (rackmath.analyses.validation_report: the four-column report and validate(); re-exported)
-_REPORT_NAMES = ("RowResult", "GroupStats", "group_stats", "ValidationReport", "build_report", "validate")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REPORT_NAMES:
-        from rackmath.analyses import validation_report
-
-        return getattr(validation_report, name)
-    raise AttributeError(name)
 
 
 def squared_log_errors(rows: Iterable[Scenario], calibration: Calibration) -> float:

@@ -20,16 +20,8 @@ from rackmath.analyses import caching, fast_mode, prices
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
-from rackmath.cli.options import (
-    MAX_BATCH,
-    MAX_CONTEXT,
-    emit,
-    make_table,
-    number,
-    one,
-    plot_option,
-    pure_option,
-)
+from rackmath.cli.options import MAX_BATCH, MAX_CONTEXT, emit, number, one, plot_option, pure_option
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration
 from rackmath.units import SECONDS_PER_YEAR

@@ -28,13 +28,13 @@ from rackmath.cli.options import (
     count,
     dump_json,
     number,
-    number_list,
     plot_option,
     pure_option,
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import DoesNotFitError
 from rackmath.narrative import reading
+from rackmath.specs.lists import number_list
 
 
 @app.command("explain")

@@ -13,8 +13,9 @@ import typer
 import yaml
 from rich.console import Console
 
-from rackmath.cli.options import dump_json, make_table, out_file, out_folder
+from rackmath.cli.options import dump_json, out_file, out_folder
 from rackmath.cli.output import console as cli_console
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError
 
 

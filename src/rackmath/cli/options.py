@@ -16,12 +16,9 @@ from typing import Any
 
 import typer
 
-from rackmath.cli.output import console as console
-from rackmath.cli.output import make_table as make_table
+from rackmath.cli.output import console
 from rackmath.errors import InputError
 from rackmath.numbers import fmt_bound, parse_duration, parse_number
-from rackmath.specs.lists import MAX_LIST as MAX_LIST
-from rackmath.specs.lists import number_list as number_list
 
 #: Physical and work bounds shared by several commands (one place; the README quotes them).
 MAX_CONTEXT = 2**24  # 16.8M tokens: beyond every model's window; a model's own maximum binds first

@@ -42,7 +42,7 @@ def validate_command(
         from rackmath.cli.kernel_cmds import validate_kernels_command
 
         return validate_kernels_command(as_json, chips)
-    from rackmath.analyses.validation import validate
+    from rackmath.analyses.validation_report import validate
 
     report = validate(measurements_file)
     if plot is not None:

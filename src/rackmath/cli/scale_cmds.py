@@ -24,15 +24,15 @@ from rackmath.cli.options import (
     count,
     duration,
     emit,
-    make_table,
     number,
-    number_list,
     one,
     plot_option,
     plural,
     pure_option,
 )
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError
+from rackmath.specs.lists import number_list
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")

@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
+from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
 
@@ -48,7 +49,7 @@ MAX_POOL_REPLICAS = 1024
 class DisaggregatedRun(rq.RequestTimes):
     """Per-request times (s) of one simulated xPyD fleet, with each pool's step count."""
 
-    requests: rq.Requests
+    requests: Requests
     prefill_done_s: FloatArray
     first_token_s: FloatArray  # prefill done + KV transfer
     finish_s: FloatArray
@@ -78,7 +79,7 @@ def _check_pool(name: str, replicas: int) -> int:
 
 
 def _round_robin(
-    order: NDArray[np.int64], replicas: int, build: rq.Requests, table: object, limits: rq.Limits
+    order: NDArray[np.int64], replicas: int, build: Requests, table: object, limits: rq.Limits
 ) -> tuple[FloatArray, FloatArray, int, float]:
     """Deal ``build``'s requests (already in ``order``) over ``replicas`` and simulate each.
     Returns (first token, finish) per request of ``build`` in its own order, steps, seq-steps."""
@@ -89,7 +90,7 @@ def _round_robin(
         idx = order[k::replicas]
         if idx.size == 0:
             continue
-        part = rq.Requests(
+        part = Requests(
             build.arrival_s[idx],
             build.input_tokens[idx],
             build.output_tokens[idx],
@@ -103,7 +104,7 @@ def _round_robin(
 
 
 def simulate_disaggregated(
-    requests: rq.Requests,
+    requests: Requests,
     *,
     prefill_table: rq.StepTable,
     prefill_limits: rq.Limits,
@@ -123,7 +124,7 @@ def simulate_disaggregated(
     if not np.all(np.isfinite(t_kv) & (t_kv >= 0)):
         raise InputError("kv_transfer_s", float(np.min(t_kv)), "a finite time >= 0")
     # 1. the prefill pool: each request makes one token there (its first)
-    pre = rq.Requests(requests.arrival_s, requests.input_tokens, np.ones(n, np.int64))
+    pre = Requests(requests.arrival_s, requests.input_tokens, np.ones(n, np.int64))
     done, _, p_steps, _ = _round_robin(np.arange(n), x, pre, prefill_table, prefill_limits)
     first = done + t_kv
     finish = np.where(requests.output_tokens == 1, done, np.nan)  # done at the prefill pool
@@ -133,7 +134,7 @@ def simulate_disaggregated(
     if go.size:
         land = first[go]
         order = np.argsort(land, kind="stable")
-        dec = rq.Requests(
+        dec = Requests(
             land[order],
             np.ones(go.size, np.int64),
             requests.output_tokens[go][order] - 1,

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core.efficiency import EfficiencyTable, table_from_fractions
+from rackmath.core.efficiency import table_from_fractions
 from rackmath.core.numeric import num
 from rackmath.errors import InputError
+from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.units import FLOPS_PER_MAC, SECONDS_PER_HOUR
 
 FloatArray = NDArray[np.float64]

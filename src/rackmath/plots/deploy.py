@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackmath.analyses import figures
-from rackmath.analyses.search import Frontier
+from rackmath.analyses.figures import serving_charts
+from rackmath.analyses.frontier import Frontier
 from rackmath.plots.render_mpl import save_figure
 
 
 def save_pareto_plot(result: Frontier, path: str | Path) -> Path:
-    return save_figure(figures.pareto(result), path)
+    return save_figure(serving_charts.pareto(result), path)

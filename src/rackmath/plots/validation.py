@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackmath.analyses import figures
+from rackmath.analyses.figures import validation_charts
 from rackmath.analyses.measure import MeasureResult
-from rackmath.analyses.validation import ValidationReport
+from rackmath.analyses.validation_report import ValidationReport
 from rackmath.plots.render_mpl import save_figure
 
 
 def save_validation_plot(report: ValidationReport, path: str | Path) -> Path:
     """Predicted against measured for the pure roofline, the calibration and leave-one-out."""
-    return save_figure(figures.validation_report(report.to_dict()), path, dpi=130)
+    return save_figure(validation_charts.validation_report(report.to_dict()), path, dpi=130)
 
 
 def save_measure_plot(result: MeasureResult, path: str | Path) -> Path:
     """Decode step time against batch, per context: measured (points) and predicted (lines)."""
-    return save_figure(figures.measure(result), path, dpi=130)
+    return save_figure(validation_charts.measure(result), path, dpi=130)

@@ -13,15 +13,12 @@ import shlex
 from dataclasses import dataclass
 
 from rackmath.units import BILLION, MILLION, TERA
-from rackmath.web.state import (
-    CUSTOM_MODEL,
-    NO_PRICE,
-    DeploymentsState,
-    EconomicsState,
-    ServingState,
-    TrainingState,
-)
+from rackmath.web.state._common import CUSTOM_MODEL
+from rackmath.web.state.deployments import DeploymentsState
+from rackmath.web.state.economics import NO_PRICE, EconomicsState
 from rackmath.web.state.planner import CompareConfig, CompareState, FrontierState, SimulateState
+from rackmath.web.state.serving import ServingState
+from rackmath.web.state.training import TrainingState
 
 #: The file name a command uses for a pasted or uploaded config.json.
 CONFIG_FILE = "config.json"

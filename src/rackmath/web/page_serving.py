@@ -17,31 +17,35 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures, serving
+from rackmath import fmt
+from rackmath.analyses import serving
 from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
 from rackmath.analyses.explain import Explanation, assumptions
+from rackmath.analyses.figures import serving_charts
 from rackmath.analyses.serving import DecodeGrid, Deployment
 from rackmath.analyses.speculative import MAX_SPEC_DEPTH, SpeculativeGrid, speculative_decode
 from rackmath.api import deployment, explain
+from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, PrecisionUnavailableError, RackmathError
 from rackmath.narrative import reading
-from rackmath.specs import ChipSpec, Precision
+from rackmath.specs.hardware import ChipSpec
+from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.web import components as ui
 from rackmath.web.commands import serving_command
 from rackmath.web.render_plotly import figure as plotly_figure
-from rackmath.web.state import (
-    CUSTOM_MODEL,
-    MAX_BATCH,
-    MAX_CONTEXT,
+from rackmath.web.state._common import CUSTOM_MODEL, MAX_BATCH, MAX_CONTEXT
+from rackmath.web.state.serving import (
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_PREFIX_TIER,
+    MAX_PREFIX_HIT,
+    PREFIX_TIERS,
     ServingState,
     parse_serving_query,
     serving_model,
     serving_query,
     serving_system,
 )
-from rackmath.web.state.serving import DEFAULT_ACCEPTANCE, DEFAULT_PREFIX_TIER, MAX_PREFIX_HIT, PREFIX_TIERS
 
 PAGE = "serving"
 #: The reading's pointer to the roofline-only view, in the page's words.
@@ -122,7 +126,7 @@ def _explained(
         prefix_tier=f.prefix_tier,
         pue=f.pue,
     )
-    return result, figures.batch_sweep(result, top_batch=MAX_BATCH)
+    return result, serving_charts.batch_sweep(result, top_batch=MAX_BATCH)
 
 
 def build_serving_view(state: ServingState, features: ServingFeatures = ServingFeatures()) -> ServingView:
@@ -136,10 +140,10 @@ def build_serving_view(state: ServingState, features: ServingFeatures = ServingF
         else None
     )
     figs = {
-        "step-time": plotly_figure(figures.step_time(result, sweep, point)),
-        "cost": plotly_figure(figures.cost(result, sweep, point)),
-        "memory": plotly_figure(figures.memory(dep, point)),
-        "mfu-context": plotly_figure(figures.mfu_context(result)),
+        "step-time": plotly_figure(serving_charts.step_time(result, sweep, point)),
+        "cost": plotly_figure(serving_charts.cost(result, sweep, point)),
+        "memory": plotly_figure(serving_charts.memory(dep, point)),
+        "mfu-context": plotly_figure(serving_charts.mfu_context(result)),
     }
     return ServingView(dep, result, sweep, point, figs, decode_energy(point, features.pue), spec_point)
 
@@ -322,7 +326,7 @@ def render_serving_page() -> None:
         ui.figure(
             PAGE,
             "memory",
-            figures.memory(dep, serving.decode(dep, [state.batch], [state.context])),
+            serving_charts.memory(dep, serving.decode(dep, [state.batch], [state.context])),
             "serving",
         )
         return

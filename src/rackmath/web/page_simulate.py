@@ -12,13 +12,14 @@ from functools import lru_cache
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures
-from rackmath.analyses.simulate import LengthDist
+from rackmath import fmt
+from rackmath.analyses.figures import planner_charts
 from rackmath.analyses.slo import Fleet, SloRun, Workload, parse_trace, serve
 from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.catalog import loader as catalog
 from rackmath.catalog.runtimes import runtimes
 from rackmath.errors import RackmathError
+from rackmath.specs.workload import LengthDist
 from rackmath.units import MS
 from rackmath.web import components as ui
 from rackmath.web.commands import simulate_command
@@ -181,9 +182,9 @@ def render_simulate_page() -> None:
     _numbers(run, state)
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "ttft", figures.slo_distribution(run, "ttft"), "simulate")
+        ui.figure(PAGE, "ttft", planner_charts.slo_distribution(run, "ttft"), "simulate")
     with right:
-        ui.figure(PAGE, "tpot", figures.slo_distribution(run, "tpot"), "simulate")
+        ui.figure(PAGE, "tpot", planner_charts.slo_distribution(run, "tpot"), "simulate")
     _setup(run)
     ui.downloads(PAGE, "simulate", [run.result.to_dict()], run.to_dict())
     ui.cli_command(simulate_command(state, trace is not None))

@@ -15,11 +15,12 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath.analyses import figures, validation
-from rackmath.analyses.figures import BAND_FRAC
+from rackmath.analyses import validation_report as validation
+from rackmath.analyses.figures import validation_charts
+from rackmath.analyses.figures._common import BAND_FRAC
 from rackmath.web import components as ui
 from rackmath.web.commands import validation_command
-from rackmath.web.state import (
+from rackmath.web.state.validation import (
     VALIDATION_COLUMNS,
     ValidationState,
     parse_validation_query,
@@ -154,8 +155,10 @@ def _plots(state: ValidationState, report: dict[str, Any], rows: list[dict[str, 
             f"p90 {overall['p90_abs_error']:.0%} over all {overall['rows']} rows"
         )
         with col:
-            ui.figure(PAGE, name, figures.validation(rows, name, title, BAND_FRAC), "validation")
-    ui.figure(PAGE, "errors", figures.validation_errors(rows, state.columns, BAND_FRAC), "validation")
+            ui.figure(PAGE, name, validation_charts.validation(rows, name, title, BAND_FRAC), "validation")
+    ui.figure(
+        PAGE, "errors", validation_charts.validation_errors(rows, state.columns, BAND_FRAC), "validation"
+    )
     ui.png_download(
         PAGE, "validation", _png, "pure, calibrated and leave-one-source-out, as `rackmath validate --plot`"
     )

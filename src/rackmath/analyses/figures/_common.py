@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.core import pipeline as pl
 from rackmath.figure_spec import COLORS, Series
 
 #: Points of the dense batch sweep behind the step-time and cost curves.
@@ -38,8 +37,6 @@ PHASE_COLORS = {
 }
 _OP_COLORS = {"F": COLORS["compute"], "B": COLORS["weights"], "W": COLORS["kv"]}
 _OP_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient"}
-#: The simulated schedule a pipeline drawing reads (re-exported so faces need not import the core).
-Timeline = pl.Timeline
 
 
 def log_span(values: Sequence[Any], pad: float = 2.0) -> tuple[float, float]:

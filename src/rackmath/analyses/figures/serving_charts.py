@@ -17,7 +17,7 @@ from rackmath.analyses.figures._common import (
     _vline,
     log_span,
 )
-from rackmath.analyses.search import Frontier
+from rackmath.analyses.frontier import Frontier
 from rackmath.analyses.serving import DecodeGrid, Deployment
 from rackmath.core import roofline as rl
 from rackmath.figure_spec import COLORS, Annotation, Axis, FigureData, Panel, Series

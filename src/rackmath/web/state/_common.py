@@ -13,11 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from rackmath import catalog
 from rackmath.catalog import economics as ce
+from rackmath.catalog import loader as catalog
 from rackmath.errors import ConfigError, InputError, RackmathError
-from rackmath.specs import ModelSpec, Precision, lists, model_from_config
+from rackmath.specs import lists
 from rackmath.specs.economics import parse_duration_s
+from rackmath.specs.hf_config import model_from_config
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.precision import Precision
 
 #: The model picker's entry for a pasted or uploaded config.json.
 CUSTOM_MODEL = "custom"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses import search
+from rackmath.analyses import candidates
 from rackmath.errors import InputError, RackmathError
 from rackmath.web.state._common import (
     MAX_CONTEXT,
@@ -30,20 +30,20 @@ class DeploymentsState:
 
     model: str = "llama-3.1-70b"
     config: str | None = None
-    systems: tuple[str, ...] = search.DEFAULT_SYSTEMS
-    precisions: tuple[str, ...] = search.DEFAULT_PRECISIONS
+    systems: tuple[str, ...] = candidates.DEFAULT_SYSTEMS
+    precisions: tuple[str, ...] = candidates.DEFAULT_PRECISIONS
     traffic_tokens_per_s: float = 100_000.0
     input_len: int = 1024
     output_len: int = 1024
     ttft_ms: float | None = 2000.0
     tpot_ms: float | None = 50.0
-    max_chips: int = search.DEFAULT_MAX_CHIPS
+    max_chips: int = candidates.DEFAULT_MAX_CHIPS
     frontier_system: str = "h100-hgx"
 
 
 def _family(key: str, text: str) -> str:
-    if text not in search.PRECISION_CHOICES:
-        raise InputError(key, text, ", ".join(search.PRECISION_CHOICES))
+    if text not in candidates.PRECISION_CHOICES:
+        raise InputError(key, text, ", ".join(candidates.PRECISION_CHOICES))
     return text
 
 

@@ -13,12 +13,13 @@ from typing import Any
 
 from rackmath.analyses.candidates import PRECISION_CHOICES
 from rackmath.analyses.compare import MAX_CONFIGURATIONS
-from rackmath.analyses.simulate import LengthDist, parse_xpyd
+from rackmath.analyses.simulate import parse_xpyd
 from rackmath.analyses.speculative import MAX_SPEC_DEPTH
 from rackmath.analyses.systems_frontier import MAX_SYSTEMS
 from rackmath.catalog.runtimes import runtimes
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.plan import ParallelPlan
+from rackmath.specs.workload import LengthDist
 from rackmath.web.state._common import (
     MAX_BATCH,
     MAX_CONTEXT,

@@ -8,11 +8,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rackmath import catalog
 from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
 from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.catalog import loader as catalog
 from rackmath.errors import InputError, RackmathError
-from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec
+from rackmath.specs.hardware import ChipSpec, SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.web.state._common import (
     MAX_BATCH,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
 from rackmath.web.state._common import (
     QueryParams,
