@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import caching, fast_mode, prices, serving, sparsity
+from rackmath.analyses import cache_tiers, caching, fast_mode, prices, serving, sparsity
 from rackmath.analyses.serving import Deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import architecture as arch
@@ -90,7 +90,7 @@ def test_long_context_refuses_a_bad_batch() -> None:
 
 def _cache(price: str = "claude-opus-4.6") -> caching.CacheEconomics:
     d = dsv3()
-    return caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), price=ce.price(price))
+    return caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), price=ce.price(price))
 
 
 def test_cache_tiers_map_five_minutes_to_flash_and_an_hour_to_disk() -> None:
@@ -117,7 +117,7 @@ def test_cache_retention_property_on_the_catalog() -> None:
     # A longer retention never makes a slower tier relatively worse than a faster one.
     d = dsv3()
     c = caching.cache_economics(
-        d, caching.default_tiers(d, ce.memory_tiers()), retentions_s=list(np.geomspace(1e-3, 1e7, 60))
+        d, cache_tiers.default_tiers(d, ce.memory_tiers()), retentions_s=list(np.geomspace(1e-3, 1e7, 60))
     )
     hit = c.hit_usd_per_token
     for fast in range(len(c.tiers)):
@@ -128,12 +128,12 @@ def test_cache_retention_property_on_the_catalog() -> None:
 
 def test_amortization_is_explicit() -> None:
     d = dsv3()
-    three = caching.default_tiers(d, ce.memory_tiers(), 3 * 365 * 86400)
-    six = caching.default_tiers(d, ce.memory_tiers(), 6 * 365 * 86400)
+    three = cache_tiers.default_tiers(d, ce.memory_tiers(), 3 * 365 * 86400)
+    six = cache_tiers.default_tiers(d, ce.memory_tiers(), 6 * 365 * 86400)
     assert six[2].device_usd_per_s == pytest.approx(three[2].device_usd_per_s / 2)
     assert six[0].device_usd_per_s == three[0].device_usd_per_s  # HBM: rental, no amortization
     with pytest.raises(InputError, match="amortization"):
-        caching.purchased_tier(ce.memory_tier("disk"), -1.0)
+        cache_tiers.purchased_tier(ce.memory_tier("disk"), -1.0)
     with pytest.raises(InputError, match="retention"):
         caching.cache_economics(d, three, retentions_s=[-5.0])
 
@@ -191,7 +191,7 @@ def test_cached_prompt_bytes_honour_sliding_windows() -> None:
     per_layer = 2 * 16 * 128 * 2
     expected = per_layer * (10 * 8192 + 52 * 1024) / 8192
     assert expected == 135_168
-    c = caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=8192)
+    c = caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), prompt_tokens=8192)
     assert c.kv_bytes_per_token == pytest.approx(expected, rel=1e-12)
     assert arch.kv_bytes_per_token(d.model, 2) == 62 * per_layer == 507_904  # the old, window-blind figure
     # the hold cost scales with the bytes: HBM for an hour, per token, by hand
@@ -201,7 +201,7 @@ def test_cached_prompt_bytes_honour_sliding_windows() -> None:
         expected / hbm.capacity_bytes * hbm.device_usd_per_s * 3600, rel=1e-12
     )
     # a prompt within the window: every layer holds every token
-    short = caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=1000)
+    short = caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), prompt_tokens=1000)
     assert short.kv_bytes_per_token == pytest.approx(507_904, rel=1e-12)
     with pytest.raises(InputError):
-        caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=0)
+        caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), prompt_tokens=0)

@@ -253,15 +253,16 @@ def test_explain_json_carries_the_features_and_the_derivation(cli) -> None:
 
 
 def test_explain_text_draws_the_analysis_sections(cli) -> None:
+    from rackmath.analyses.derivation import derivation
     from rackmath.analyses.explain import explain
 
     code, out, _ = cli("explain", "llama-3.1-8b", "--on", "h100-hgx", "--chips", "1")
     assert code == 0
     result = explain(rm.deployment("llama-3.1-8b", "h100-hgx", chips=1))
-    for section in result.derivation():
+    for section in derivation(result):
         assert section.title in out
     # the line with the balance batch, as the analysis wrote it (Rich may wrap long lines)
-    assert result.derivation()[4].lines[1].split("=")[0].strip() in out
+    assert derivation(result)[4].lines[1].split("=")[0].strip() in out
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 from streamlit.testing.v1 import AppTest
 
 from rackmath import fmt
-from rackmath.analyses import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses import cache_tiers, caching, fast_mode, fleet, overtrain, prices, sparsity
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import scaling_laws as sl
@@ -128,7 +128,7 @@ def test_cache_tiers_and_the_cheapest_by_retention_are_the_analysis() -> None:
     amort = 3 * 365 * 86400.0
     c = caching.cache_economics(
         dep,
-        caching.default_tiers(dep, ce.memory_tiers(), amort),
+        cache_tiers.default_tiers(dep, ce.memory_tiers(), amort),
         retentions_s=[10.0, 300.0, 3600.0],
         amortization_s=amort,
         price=ce.price("claude-opus-4.6"),

@@ -7,7 +7,7 @@ Quick use from Python::
     dep = rm.deployment("deepseek-v3", "gb200-nvl72")
     grid = rm.decode(dep, batch=[1, 64, 2048], context=[4096])
     grid.step_s, grid.usd_per_million_output_tokens      # NumPy arrays
-    rm.explain(dep).to_dict()                            # the `rackmath explain --json` object
+    rm.explain(dep).to_dict()                            # `rackmath explain --json`, less its text
 """
 
 from __future__ import annotations

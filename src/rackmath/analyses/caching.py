@@ -15,81 +15,26 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses import serving
+from rackmath.analyses.cache_tiers import (
+    DEFAULT_AMORTIZATION_S,
+    CacheTier,
+)
+from rackmath.analyses.prefix import PrefixPrefill, prefix_cache, prefix_prefill, with_offload_tiers
 from rackmath.analyses.serving import Deployment
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.errors import InputError
-from rackmath.specs.economics import MemoryTierSpec, ModelPrice
-from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE, SECONDS_PER_YEAR
+from rackmath.specs.economics import ModelPrice
+from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 
 FloatArray = NDArray[np.float64]
 
-#: Default amortization of memory purchases: 3 years of 365 days (a common straight-line
-#: depreciation period for servers; hyperscalers use 5-6 years, which halves these costs).
-DEFAULT_AMORTIZATION_S = 3 * SECONDS_PER_YEAR
 #: The two retentions providers sell (Anthropic: 5-minute and 1-hour cache writes).
 SHORT_RETENTION_S = 5 * SECONDS_PER_MINUTE
 LONG_RETENTION_S = SECONDS_PER_HOUR
 #: Retentions tabulated by default: the two above among a second to a day.
 DEFAULT_RETENTIONS_S = (1.0, 10.0, SECONDS_PER_MINUTE, SHORT_RETENTION_S, LONG_RETENTION_S, SECONDS_PER_DAY)
 DEFAULT_PROMPT_TOKENS = 8192
-
-
-@dataclass(frozen=True)
-class CacheTier:
-    """A place to keep KV: a device's size, speed and cost per second of its time."""
-
-    id: str
-    name: str
-    capacity_bytes: float
-    bandwidth_bytes_per_s: float
-    device_usd_per_s: float
-    cost_basis: str
-    lecture_drain_time_s: float | None = None
-
-    @property
-    def drain_time_s(self) -> float:
-        return float(econ.drain_time_s(self.capacity_bytes, self.bandwidth_bytes_per_s))
-
-
-def hbm_tier(deployment: Deployment, lecture_drain_time_s: float | None = None) -> CacheTier:
-    """One of the deployment's GPUs: its HBM, priced at the chip's rental (D35)."""
-    chip = deployment.system.chip
-    return CacheTier(
-        id="hbm",
-        name=f"HBM ({chip.id})",
-        capacity_bytes=chip.hbm_capacity_bytes,
-        bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
-        device_usd_per_s=float(econ.usd_per_s(1, deployment.usd_per_chip_hour)),
-        cost_basis=f"GPU rental ${deployment.usd_per_chip_hour:.2f}/chip-hour",
-        lecture_drain_time_s=lecture_drain_time_s,
-    )
-
-
-def purchased_tier(spec: MemoryTierSpec, amortization_s: float) -> CacheTier:
-    if not np.isfinite(amortization_s) or amortization_s <= 0:
-        raise InputError("amortization", amortization_s, "a positive duration")
-    price = spec.price
-    years = amortization_s / SECONDS_PER_YEAR
-    return CacheTier(
-        id=spec.id,
-        name=spec.name,
-        capacity_bytes=spec.capacity_bytes,
-        bandwidth_bytes_per_s=spec.bandwidth_bytes_per_s,
-        device_usd_per_s=float(econ.amortized_usd_per_s(price.value, spec.capacity_bytes, amortization_s)),
-        cost_basis=f"${price.value * 1e9:.3g}/GB ({price.date}) over {years:.3g} years",
-        lecture_drain_time_s=spec.lecture_drain_time_s,
-    )
-
-
-def default_tiers(
-    deployment: Deployment, specs: dict[str, MemoryTierSpec], amortization_s: float = DEFAULT_AMORTIZATION_S
-) -> tuple[CacheTier, ...]:
-    """HBM of the deployment's chip (rental-priced), then every non-HBM catalog tier."""
-    hbm_spec = specs.get("hbm")
-    tiers = [hbm_tier(deployment, hbm_spec.lecture_drain_time_s if hbm_spec else None)]
-    tiers += [purchased_tier(s, amortization_s) for s in specs.values() if s.id != "hbm"]
-    return tuple(tiers)
 
 
 @dataclass(frozen=True)
@@ -104,7 +49,7 @@ class CacheEconomics:
     amortization_s: float
     deployment: Deployment
     price: ModelPrice | None = None
-    prefix: Any = None  # analyses.prefix.PrefixPrefill: a prefix-cache hit on the prompt, if asked
+    prefix: PrefixPrefill | None = None  # a prefix-cache hit on the prompt, if asked
 
     @property
     def hit_usd_per_token(self) -> FloatArray:
@@ -276,11 +221,9 @@ def cache_economics(
     )
     hit = None
     if prefix_hit is not None:
-        from rackmath.analyses import prefix
-
-        offered = prefix.with_offload_tiers(tiers, amortization_s)
-        chosen = prefix.prefix_cache(prefix_hit, prefix_tier, offered)
-        hit = prefix.prefix_prefill(deployment, [prompt_tokens], chosen, offered)
+        offered = with_offload_tiers(tiers, amortization_s)
+        chosen = prefix_cache(prefix_hit, prefix_tier, offered)
+        hit = prefix_prefill(deployment, [prompt_tokens], chosen, offered)
     return CacheEconomics(
         tiers=tiers,
         kv_bytes_per_token=kv_tok,

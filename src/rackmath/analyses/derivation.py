@@ -1,6 +1,8 @@
 """The blackboard derivation of an :class:`~rackmath.analyses.explain.Explanation` as text:
 sections of plain lines, written once here and drawn by every face (the CLI prints them, the
-web page lists them, ``explain --json`` carries them under ``derivation``)."""
+web page lists them, ``explain --json`` carries them under ``derivation``: :func:`explanation_dict`).
+
+The result does not format itself: it holds numbers; this module writes them as text."""
 
 from __future__ import annotations
 
@@ -30,6 +32,19 @@ class Section:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "subtitle": self.subtitle, "lines": list(self.lines)}
+
+
+def explanation_dict(result: Explanation) -> dict[str, Any]:
+    """The ``rackmath explain --json`` object: the result's ``to_dict()`` with the derivation's
+    sections (:func:`derivation`, then :func:`feature_sections`) under ``derivation``, after
+    ``assumptions``."""
+    sections = [s.to_dict() for s in (*derivation(result), *feature_sections(result))]
+    out: dict[str, Any] = {}
+    for key, value in result.to_dict().items():
+        out[key] = value
+        if key == "assumptions":
+            out["derivation"] = sections
+    return out
 
 
 def derivation(result: Explanation) -> tuple[Section, ...]:

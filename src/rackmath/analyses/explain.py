@@ -13,7 +13,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rackmath import __version__
-from rackmath.analyses import derivation as deriv
 from rackmath.analyses import energy as energy_
 from rackmath.analyses import serving
 from rackmath.analyses.deployment import PlannedGrid, plan_deployment
@@ -122,14 +121,6 @@ class Explanation(Tabular):
     prefix: PrefixPrefill | None = None  # prefill with a prefix-cache hit, one prompt per context
     energy: EnergyGrid | None = None  # joules of the decode grid (None: the chip has no TDP)
     planned_energy: EnergyGrid | None = None
-
-    def derivation(self) -> tuple[deriv.Section, ...]:
-        """The blackboard derivation as titled sections of lines (every face draws these)."""
-        return deriv.derivation(self)
-
-    def feature_sections(self) -> tuple[deriv.Section, ...]:
-        """Speculative decoding, prefix caching and energy, where present."""
-        return deriv.feature_sections(self)
 
     pure_step_s: FloatArray | None = None  # the decode grid's step on the pure roofline (kernel mode)
 
@@ -242,7 +233,6 @@ class Explanation(Tabular):
                 "source": d.efficiency_table.source,
             },
             "assumptions": list(assumptions(d)),
-            "derivation": [s.to_dict() for s in (*self.derivation(), *self.feature_sections())],
             "points": points,
             **({"plan": self._plan_dict()} if self.planned is not None else {}),
             **({"speculative": self.speculative.to_dict()} if self.speculative is not None else {}),

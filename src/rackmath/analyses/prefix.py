@@ -3,7 +3,7 @@
 A prompt of ``L`` tokens whose first ``P = h L`` tokens are cached (hit rate ``h``) prefills
 only the ``L - P`` suffix; the suffix still attends to (and reads) the prefix's KV
 (:func:`rackmath.core.operators.prefill_load` with ``cached = P``). The cached KV lives in a
-tier (:mod:`rackmath.analyses.caching`: HBM, host DRAM, flash, disk); outside HBM it is first
+tier (:mod:`rackmath.analyses.cache_tiers`: HBM, host DRAM, flash, disk); outside HBM it is first
 brought back, its bytes over the tier's bandwidth, with the chips waiting (not overlapped)::
 
     TTFT_hit = t_prefill(suffix | prefix) + kv_bytes_held(P) / BW_tier     (0 load for HBM)
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.analyses import caching, serving
-from rackmath.analyses.caching import CacheTier
+from rackmath.analyses import cache_tiers, serving
+from rackmath.analyses.cache_tiers import CacheTier
 from rackmath.analyses.serving import Deployment, PrefillGrid
 from rackmath.catalog.offload import offload_tiers
 from rackmath.core import architecture as arch
@@ -192,17 +192,19 @@ def prefix_prefill(
 
 
 def default_cache_tiers(
-    deployment: Deployment, specs: dict[str, Any], amortization_s: float = caching.DEFAULT_AMORTIZATION_S
+    deployment: Deployment, specs: dict[str, Any], amortization_s: float = cache_tiers.DEFAULT_AMORTIZATION_S
 ) -> tuple[CacheTier, ...]:
     """The deployment's HBM and the catalog's other tiers as the prompt-cache analysis prices
     them, plus the offload-only tiers (CXL memory), fastest first."""
-    return with_offload_tiers(caching.default_tiers(deployment, specs, amortization_s), amortization_s)
+    return with_offload_tiers(cache_tiers.default_tiers(deployment, specs, amortization_s), amortization_s)
 
 
 def with_offload_tiers(
-    tiers: tuple[CacheTier, ...], amortization_s: float = caching.DEFAULT_AMORTIZATION_S
+    tiers: tuple[CacheTier, ...], amortization_s: float = cache_tiers.DEFAULT_AMORTIZATION_S
 ) -> tuple[CacheTier, ...]:
     """``tiers`` plus the catalog's offload-only tiers not among them, by bandwidth (fastest first)."""
     have = {t.id for t in tiers}
-    extra = [caching.purchased_tier(s, amortization_s) for s in offload_tiers().values() if s.id not in have]
+    extra = [
+        cache_tiers.purchased_tier(s, amortization_s) for s in offload_tiers().values() if s.id not in have
+    ]
     return tuple(sorted((*tiers, *extra), key=lambda t: -t.bandwidth_bytes_per_s))

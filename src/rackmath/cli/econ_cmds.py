@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from rackmath import fmt
-from rackmath.analyses import caching, fast_mode, prices
+from rackmath.analyses import cache_tiers, caching, fast_mode, prices
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
@@ -105,7 +105,7 @@ def prices_command(
         raise InputError("--retention", retention, "at most 32 durations")
     cache = caching.cache_economics(
         dep,
-        caching.default_tiers(dep, ce.memory_tiers(), amort),
+        cache_tiers.default_tiers(dep, ce.memory_tiers(), amort),
         retentions_s=retentions,
         prompt_tokens=one(prompt_tokens, "--prompt-tokens", minimum=1, maximum=MAX_CONTEXT),
         amortization_s=amort,

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rackmath import fmt
-from rackmath.analyses.derivation import Section
+from rackmath.analyses.derivation import Section, derivation, explanation_dict, feature_sections
 from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
 from rackmath.analyses.explain import Explanation, cheapest_fitting_point, two_batch_split_points
 from rackmath.analyses.speculative import MAX_SPEC_DEPTH
@@ -135,7 +135,7 @@ def explain_command(
 
         save_explain_plot(result, plot)
     if as_json:
-        typer.echo(dump_json(result.to_dict()))
+        typer.echo(dump_json(explanation_dict(result)))
         return
     render(result, cli_console())
     if plot is not None:
@@ -146,14 +146,14 @@ def render(result: Explanation, console: Console) -> None:
     d = result.deployment
     out = console.print
     out(f"[bold]rackmath explain[/] {d.model.name} on {d.system.name} ({d.chips} x {d.system.chip.id})")
-    for section in result.derivation():
+    for section in derivation(result):
         _section(section, out)
     out("\n[bold]6. Decode over batch size[/]")
     out(_table(result))
     _render_operators(result, out)
     if result.planned is not None:
         _render_plan(result, out)
-    for section in result.feature_sections():
+    for section in feature_sections(result):
         _section(section, out)
     out("\n[bold]Reading[/]")
     out("  " + reading(result))

@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rackmath.analyses import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses import cache_tiers, caching, fast_mode, fleet, overtrain, prices, sparsity
 from rackmath.analyses.figures import economics_charts
 from rackmath.analyses.serving import Deployment
 from rackmath.api import deployment
@@ -59,7 +59,7 @@ def caches_view(model: str, system: str, tab: CachesTab) -> caching.CacheEconomi
     amortization_s = parse_duration_s(f"{tab.amortization_years!r}y", "caches.amortization_years")
     return caching.cache_economics(
         dep,
-        caching.default_tiers(dep, ce.memory_tiers(), amortization_s),
+        cache_tiers.default_tiers(dep, ce.memory_tiers(), amortization_s),
         retentions_s=_common.durations_s(tab.retentions, "caches.retentions"),
         prompt_tokens=tab.prompt_tokens,
         amortization_s=amortization_s,

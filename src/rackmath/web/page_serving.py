@@ -19,6 +19,7 @@ import streamlit as st
 
 from rackmath import fmt
 from rackmath.analyses import serving
+from rackmath.analyses.derivation import derivation, explanation_dict, feature_sections
 from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
 from rackmath.analyses.explain import Explanation, assumptions
 from rackmath.analyses.figures import serving_charts
@@ -443,7 +444,7 @@ def _features(view: ServingView, state: ServingState) -> None:
         )
         cols[2].metric("Tokens/s per user", f"{g.tokens_per_s_per_user[0, 0]:,.1f}")
         cols[3].metric("Gain over plain decode", f"{g.speedup[0, 0]:.2f}x")
-    for section in view.explanation.feature_sections():
+    for section in feature_sections(view.explanation):
         with st.expander(f"{section.title}: {section.subtitle}", expanded=section.key != "energy"):
             st.markdown("\n".join(f"- {line}" for line in section.lines))
 
@@ -507,7 +508,7 @@ def _numbers(view: ServingView, state: ServingState) -> None:
     st.markdown("##### Reading")
     st.markdown(reading(r, view.point, pure_hint=PURE_HINT))
     with st.expander("How these numbers come"):
-        for section in r.derivation():
+        for section in derivation(r):
             title = f"**{section.title}**" + (f" ({section.subtitle})" if section.subtitle else "")
             st.markdown(title + "\n" + "\n".join(f"- `{line}`" for line in section.lines))
         st.markdown("**Assumptions**\n" + "\n".join(f"- {a}" for a in assumptions(d)))
@@ -554,7 +555,7 @@ def _png(result: Explanation) -> bytes:
 
 
 def _tables(view: ServingView) -> None:
-    full = view.explanation.to_dict()
+    full = explanation_dict(view.explanation)
     st.markdown("##### Over batch size")
     rows = [{k: v for k, v in row.items() if k != "operators"} for row in full["points"]]
     ui.table(rows)
