@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rackmath.analyses import candidates
-from rackmath.analyses import search as srch
-from rackmath.analyses.candidates import DEFAULT_SYSTEMS, Workload
+from rackmath.analyses.deploy import candidates
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import DEFAULT_SYSTEMS, Workload
 from rackmath.catalog.loader import resolve_model, system
 from timing import machine, timed  # benchmarks/timing.py: the scripts run from this folder
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rackmath.analyses import simulate as sim
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.catalog.runtimes import runtime
 from rackmath.core import requests as rq

@@ -80,7 +80,7 @@ def _apptest_rerun_s(repeats: int) -> list[float]:
 def _planner_views() -> dict[str, list[float]]:
     """The Compare, Frontier and Simulate pages' computations (analysis + figures), uncached:
     each change is a new comparison (B's batch), a new set of systems, a new arrival rate."""
-    from rackmath.analyses.figures import planner_charts
+    from rackmath.views.figures import planner_charts
     from rackmath.web import page_compare, page_frontier, page_simulate
     from rackmath.web.state.planner import CompareState, FrontierState, SimulateState
 

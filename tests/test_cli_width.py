@@ -119,7 +119,7 @@ def _kernel_doc() -> dict[str, Any]:
 
 def _kernel_report(doc: dict[str, Any]) -> dict[str, Any]:
     """A `validate --kernels` report of the real shape (every chip and class of ``doc``)."""
-    from rackmath.analyses.kernel_fit import CLASSES
+    from rackmath.analyses.kernels.fit import CLASSES
 
     stat = {"median_abs_error": 0.123, "p90_abs_error": 0.456, "rows": 10}
     by_chip = {chip: dict.fromkeys(CLASSES, stat) for chip in doc["chips"]}

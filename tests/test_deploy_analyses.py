@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rackmath.analyses import candidates, frontier
-from rackmath.analyses import disaggregated as dis
-from rackmath.analyses import search as srch
-from rackmath.analyses.candidates import Workload
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.analyses.layout import layout
+from rackmath.analyses.deploy import candidates, frontier
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.analyses.deploy.layout import layout
+from rackmath.analyses.serving import disaggregated as dis
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.cli.main import app
 from rackmath.core import parallel as par

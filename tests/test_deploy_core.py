@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses import serving
-from rackmath.analyses.deployment import plan_deployment, topology
+from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.planned import plan_deployment, topology
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
@@ -37,11 +37,11 @@ def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
     # the identity is the pure roofline's; kernel-grounded, each TP shard's narrower GEMMs reach
     # a lower fraction of peak than the pooled chip's full-width ones (checked below)
     planned = plan_deployment(model, sys, "tp=8", communication=False, efficiency="pure")
-    ideal = serving.make_deployment(model, sys, chips=8, efficiency="pure")
+    ideal = pooled.make_deployment(model, sys, chips=8, efficiency="pure")
     batches, contexts = [1, 16, 256, 2048], [512, 8192]
-    g, f = planned.decode(batches, contexts), serving.decode(ideal, batches, contexts)
+    g, f = planned.decode(batches, contexts), pooled.decode(ideal, batches, contexts)
     kg = plan_deployment(model, sys, "tp=8", communication=False).decode(batches, contexts)
-    kf = serving.decode(serving.make_deployment(model, sys, chips=8), batches, contexts)
+    kf = pooled.decode(pooled.make_deployment(model, sys, chips=8), batches, contexts)
     assert np.all(kg.step.compute_s >= kf.times.compute_s * (1 - 1e-12))
     for attribute in ("flops", "kv_read_bytes", "kv_write_bytes"):
         plan_ops, ideal_ops = _by_name(g.step, attribute), _by_name(f.times, attribute)
@@ -56,7 +56,7 @@ def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
     np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
     assert np.all(g.step.comm_s == 0) and np.all(g.step.hops_s == 0)
     assert np.all(g.step_s >= f.step_s * (1 - 1e-12))
-    p, q = planned.prefill([1, 4], [2048]), serving.prefill(ideal, [1, 4], [2048])
+    p, q = planned.prefill([1, 4], [2048]), pooled.prefill(ideal, [1, 4], [2048])
     np.testing.assert_allclose(p.step.compute_s, q.times.compute_s, rtol=1e-12)
 
 
@@ -65,8 +65,8 @@ def test_moe_pure_tp_reduces_too() -> None:
     chip; norms and routers are replicated on every rank."""
     model, sys = resolve_model("qwen3-30b-a3b"), system("h100-hgx")
     planned = plan_deployment(model, sys, "tp=4", communication=False)
-    ideal = serving.make_deployment(model, sys, chips=4)
-    g, f = planned.decode([1, 64, 1024], [4096]), serving.decode(ideal, [1, 64, 1024], [4096])
+    ideal = pooled.make_deployment(model, sys, chips=4)
+    g, f = planned.decode([1, 64, 1024], [4096]), pooled.decode(ideal, [1, 64, 1024], [4096])
     plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.times, "weight_bytes")
     np.testing.assert_allclose(4 * plan_w["routed_experts"], ideal_w["routed_experts"], rtol=1e-12)
     np.testing.assert_allclose(4 * plan_w["router"], 4 * ideal_w["router"], rtol=1e-12)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses.deployment import plan_deployment, topology
+from rackmath.analyses.serving.planned import plan_deployment, topology
 from rackmath.core import loads
 from rackmath.core import memory as memory_account
 from rackmath.core import network as net
@@ -387,7 +387,7 @@ def test_the_search_evaluates_skew_redundancy_and_tbo(dsv3, nvl72) -> None:
     """The search's candidates carry the plan fields: skew never speeds a candidate up,
     TBO never slows one down, redundant slots never shrink its memory; dense-EP-free
     candidates (ep = 1) are untouched."""
-    from rackmath.analyses import candidates
+    from rackmath.analyses.deploy import candidates
 
     w = candidates.Workload(traffic_tokens_per_s=1e5)
     base = candidates.evaluate(dsv3, nvl72, "native", w, max_chips=72, max_pp=1)

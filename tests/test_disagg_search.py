@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from rackmath.analyses import candidates, frontier
-from rackmath.analyses import disagg_search as dis
-from rackmath.analyses import search as srch
-from rackmath.analyses.candidates import BATCH_GRID, Workload
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.deploy import candidates, frontier
+from rackmath.analyses.deploy import disagg_search as dis
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import BATCH_GRID, Workload
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import model as catalog_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import roofline as rl

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from rackmath.analyses import simulate as sim
+from rackmath.analyses.deploy import simulate as sim
 from rackmath.catalog.loader import model as catalog_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import disagg_requests as dq
@@ -91,7 +91,7 @@ def test_bad_pools_are_one_line() -> None:
 def test_kv_transfer_is_the_searchs_figure() -> None:
     # Llama-3.1-70B bf16 KV: 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 327,680 B a token;
     # 2,000 tokens over 4 links of NVLink (1P1D of tp=4 on one HGX: 8 chips in the domain)
-    from rackmath.analyses.deployment import plan_deployment
+    from rackmath.analyses.serving.planned import plan_deployment
     from rackmath.catalog.runtimes import runtime
 
     m, s = catalog_model("llama-3.1-70b"), catalog_system("h200-hgx")
@@ -129,7 +129,7 @@ def test_infinite_lengths_are_one_line() -> None:
 def test_the_rate_search_runs_an_xpyd_fleet() -> None:
     """`simulate --disaggregated 1P1D --slo ...`: the answer's probe meets the SLO, every faster
     probe fails it, and the bracket is 1.5x the smaller pool's capacity."""
-    from rackmath.analyses.deployment import plan_deployment
+    from rackmath.analyses.serving.planned import plan_deployment
     from rackmath.catalog.runtimes import runtime
 
     m, s = catalog_model("llama-3.1-8b"), catalog_system("h100-hgx")

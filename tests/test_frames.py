@@ -12,8 +12,9 @@ import pytest
 
 import rackmath as rm
 from rackmath import frames, progress
-from rackmath.analyses import candidates, fleet
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.deploy import candidates
+from rackmath.analyses.economics import fleet
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model, system
 
 pd = pytest.importorskip("pandas")

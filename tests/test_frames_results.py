@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import explain, frontier, search, serving, validation_report
-from rackmath.analyses.candidates import Workload
+from rackmath.analyses.deploy import frontier, search
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.analyses.reality import report as validation_report
+from rackmath.analyses.serving import explain, pooled
 from rackmath.catalog.loader import resolve_model, system
 
 pytest.importorskip("pandas")
@@ -47,7 +49,7 @@ def test_frontier_frame_has_one_row_per_point() -> None:
 
 def test_balance_point_frame_has_one_row_per_context() -> None:
     d = rm.deployment("llama-3.1-70b", "h100-hgx")
-    b = serving.balance(d, [1024, 8192])
+    b = pooled.balance(d, [1024, 8192])
     frame = b.to_frame()
     assert len(frame) == 2
     assert set(frame["dense_balance_batch"]) == {b.dense_balance_batch}

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import efficiency_tables as et
-from rackmath.analyses import serving
+from rackmath.analyses.kernels import tables as et
+from rackmath.analyses.serving import pooled
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.core import loads
 from rackmath.core import roofline as rl
@@ -159,7 +159,7 @@ def test_explain_pure_reproduces_the_lecture_and_kernel_shows_both(cli) -> None:
     lecture_s = float(dep.weight_bytes_read(1.0)) / dep.bandwidth_bytes_per_s
     step1 = pure["points"][0]["step_s"]
     assert step1 == pytest.approx(lecture_s, rel=0.01)  # activations and KV of one token: < 1%
-    grid = serving.decode(dep, [1, 64], [1])
+    grid = pooled.decode(dep, [1, 64], [1])
     assert [p["step_s"] for p in pure["points"]] == pytest.approx(grid.step_s.ravel().tolist(), rel=1e-12)
     code, out, err = cli(*args)
     assert code == 0, err
@@ -230,7 +230,7 @@ def test_a_moe_shape_timed_by_two_kernels_keeps_the_faster() -> None:
     framework dispatches the faster, so the fit sees one row per shape (gated and non-gated
     kernels are different operators and both stay)."""
     pd = pytest.importorskip("pandas")
-    from rackmath.analyses import kernel_rows as kr
+    from rackmath.analyses.kernels import rows as kr
 
     shape = {
         "moe_dtype": "nvfp4",

@@ -20,9 +20,9 @@ pytest.importorskip("scipy")
 
 import pandas as pd
 
-from rackmath.analyses import efficiency_tables as et
-from rackmath.analyses import kernel_calibrate as kc
-from rackmath.analyses import kernel_fit as kf
+from rackmath.analyses.kernels import calibrate as kc
+from rackmath.analyses.kernels import fit as kf
+from rackmath.analyses.kernels import tables as et
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import chip, chips

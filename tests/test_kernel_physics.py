@@ -1,5 +1,5 @@
 """The kernel model's physical terms (core/efficiency.py) and the table rows it rejects
-(analyses/kernel_rows.py): worked numbers from the docstrings, recomputed by hand, and the
+(analyses/kernels/rows.py): worked numbers from the docstrings, recomputed by hand, and the
 invariants the forms must keep."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses import kernel_rows as kr
+from rackmath.analyses.kernels import rows as kr
 from rackmath.core.efficiency import achieved_bandwidth_frac, operator_time_s, operator_timing, overlapped_s
 from rackmath.errors import InputError
 from rackmath.specs import efficiency as seff
@@ -261,7 +261,7 @@ def test_min_latency_rows_beyond_its_dispatch_range_are_not_candidates() -> None
 
 
 def test_blackwell_nvfp4_moe_runs_two_kernels_and_hopper_one() -> None:
-    from rackmath.analyses.efficiency_tables import efficiency_table
+    from rackmath.analyses.kernels.tables import efficiency_table
     from rackmath.specs.efficiency import OpClass
 
     b200 = efficiency_table("b200").of(OpClass.MOE, "nvfp4", "gated")

@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 import pytest
 
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import model as load_model
 from rackmath.catalog.loader import system as load_system

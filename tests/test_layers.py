@@ -15,18 +15,16 @@ ALLOWED = {
     "core": {"core", "specs", "errors", "units"},
     "specs": {"specs", "errors", "units", "numbers", "userfiles"},
     # frames (results as tables) and progress (bars) are leaves: they import only errors
-    "analyses": {
-        *("analyses", "core", "specs", "catalog", "errors", "units", "numbers", "fmt", "figure_spec"),
-        *("frames", "progress"),
-    },
+    "analyses": {"analyses", "core", "specs", "catalog", "errors", "units", "numbers", "frames", "progress"},
+    # views turn analysis results into text and chart data for the faces
+    "views": {"views", "analyses", "core", "specs", "catalog", "errors", "units", "numbers", "frames"},
     "catalog": {"catalog", "specs", "errors", "units", "userfiles"},
 }
 # Faces draw what analyses return: they may import the analyses, the typed specs, the
-# catalog, the shared presentation modules (fmt, narrative, figure_spec) and the api
-# facade, never rackmath.core. A face never imports another face, with one exception each:
+# catalog, the views (figure data, text, formatting) and the api, never rackmath.core. A face never imports another face, with one exception each:
 # the CLI's --plot and the web's PNG buttons write files through rackmath.plots.
 FACE_SHARED = {
-    *("analyses", "specs", "catalog", "errors", "units", "fmt", "figure_spec", "narrative", "api"),
+    *("analyses", "views", "specs", "catalog", "errors", "units", "api"),
     *("numbers", "userfiles", "frames", "progress"),
 }
 FACE_ALLOWED = {
@@ -120,14 +118,14 @@ def test_the_layer_rules_catch_a_face_importing_the_core() -> None:
 
 
 def test_plots_and_web_hold_no_numerical_sweeps() -> None:
-    """Curves are computed in analyses/figures/: no geomspace/linspace/logspace in a face."""
+    """Curves are computed in views/figures/: no geomspace/linspace/logspace in a face."""
     offenders = []
     for face in ("plots", "web"):
         for path in _modules(face):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Attribute) and node.attr in {"geomspace", "linspace", "logspace"}:
                     offenders.append(f"{face}/{path.name}:{node.lineno} {node.attr}")
-    assert not offenders, "compute curves in rackmath.analyses.figures: " + ", ".join(offenders)
+    assert not offenders, "compute curves in rackmath.views.figures: " + ", ".join(offenders)
 
 
 #: No module under src/rackmath may be longer than this (data files aside): split by responsibility.
@@ -175,7 +173,7 @@ def _draws_a_chart(tree: ast.AST) -> list[int]:
 
 
 def test_every_chart_is_drawn_by_the_two_renderers_only() -> None:
-    """A chart is one FigureData (rackmath.analyses.figures) drawn by Matplotlib and by Plotly;
+    """A chart is one FigureData (rackmath.views.figures) drawn by Matplotlib and by Plotly;
     no other face module builds a chart of its own."""
     offenders = []
     for face in FACES:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses.deployment import topology
+from rackmath.analyses.serving.planned import topology
 from rackmath.catalog.loader import system
 from rackmath.core import collectives as coll
 from rackmath.core import network as net

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import serving
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
@@ -29,7 +29,7 @@ def test_operator_flops_add_up_to_the_architecture_count() -> None:
         ("gemma-3-27b", "h100-hgx"),
     ):
         dep = rm.deployment(model_id, system_id, efficiency="pure")
-        g = serving.decode(dep, [1, 64, 4096], [512, 32768])
+        g = pooled.decode(dep, [1, 64, 4096], [512, 32768])
         total = sum(op.flops for op in g.times.operators)
         np.testing.assert_allclose(total, g.flops, rtol=1e-12, err_msg=model_id)
 
@@ -51,7 +51,7 @@ def test_one_operator_by_hand() -> None:
     ``80 x 8192 x 10240 x 2`` B of weights plus ``64 x 80 x (8192 + 10240) x 2`` B of
     activations over 3.35 TB/s = 4.06 ms: memory-bound, 4.06 ms."""
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", chips=1, efficiency="pure")
-    qkv = next(op for op in serving.decode(dep, [64], [1024]).times.operators if op.name == "attention_qkv")
+    qkv = next(op for op in pooled.decode(dep, [64], [1024]).times.operators if op.name == "attention_qkv")
     flops = 2 * 64 * 80 * 8192 * (8192 + 2 * 1024)
     weight = 80 * 8192 * 10240 * 2
     activation = 64 * 80 * (8192 + 10240) * 2
@@ -73,7 +73,7 @@ def test_the_blackboard_bounds_the_step_within_a_factor_of_two(
 ) -> None:
     """max(sum c, sum m) <= sum max(c, m) <= sum c + sum m <= 2 max(sum c, sum m)."""
     dep = rm.deployment(model_id, "gb200-nvl72", efficiency="pure")
-    g = serving.decode(dep, [batch], [context])
+    g = pooled.decode(dep, [batch], [context])
     step, board = float(g.step_s[0, 0]), float(g.blackboard_step_s[0, 0])
     assert board * (1 - 1e-12) <= step <= 2 * board * (1 + 1e-12)
 
@@ -142,7 +142,7 @@ def test_per_class_precision_reaches_the_step() -> None:
     """gpt-oss-120b keeps attention, router, embedding and head in bf16 beside mxfp4
     experts (modules_to_not_convert): the batch-1 step reads those at 2 B per weight."""
     dep = rm.deployment("gpt-oss-120b", "h100-hgx", chips=1, efficiency="pure")
-    step = serving.decode(dep, [1], [128]).times
+    step = pooled.decode(dep, [1], [128]).times
     by_name = {op.name: op for op in step.operators}
     counts = arch.param_counts(dep.model)
     out = (
@@ -166,9 +166,9 @@ def test_a_one_rank_plan_with_communication_off_is_the_ideal_chip(efficiency: st
     for model_id in ("llama-3.1-8b", "qwen3-30b-a3b"):
         model, sys = resolve_model(model_id), system("h100-hgx")
         planned = plan_deployment(model, sys, "tp=1", communication=False, efficiency=efficiency)
-        ideal = serving.make_deployment(model, sys, chips=1, efficiency=efficiency)
+        ideal = pooled.make_deployment(model, sys, chips=1, efficiency=efficiency)
         batches, contexts = [1, 7, 64, 512], [128, 4096, 32768]
-        p, f = planned.decode(batches, contexts), serving.decode(ideal, batches, contexts)
+        p, f = planned.decode(batches, contexts), pooled.decode(ideal, batches, contexts)
         np.testing.assert_allclose(p.step_s, f.step_s, rtol=1e-12, err_msg=model_id)
         np.testing.assert_allclose(p.step.blackboard_s, f.times.blackboard_s, rtol=1e-12, err_msg=model_id)
         assert [op.name for op in p.step.operators] == [op.name for op in f.times.operators]
@@ -187,8 +187,8 @@ def test_the_ideal_grid_fits_by_the_one_memory_account() -> None:
     per_sequence = float(arch.kv_bytes_per_sequence(d.model, context, 2.0)) + 17 * d.model.hidden_size * 2.0
     usable = 72 * d.system.chip.hbm_capacity_bytes * (1 - d.memory_reserve_frac)
     by_hand = np.floor((usable - weights) / per_sequence)
-    assert float(serving.max_batch(d, [context])[0]) == by_hand
-    g = serving.decode(d, [by_hand, by_hand + 1], [context])
+    assert float(pooled.max_batch(d, [context])[0]) == by_hand
+    g = pooled.decode(d, [by_hand, by_hand + 1], [context])
     assert g.fits[:, 0].tolist() == [True, False]
     # the lecture's weights + KV check alone would admit a few more sequences (activations add
     # 244 kB to the 288 MB a sequence holds at 4K)
@@ -201,10 +201,10 @@ def test_an_moe_user_waits_for_k_experts_not_every_weight() -> None:
     and the batch-1 cost is fewer than B* times the balance-batch cost (dense: exactly B*)."""
     d = rm.deployment("deepseek-v3", "gb200-nvl72", efficiency="pure")
     e = rm.explain(d)
-    b1 = float(serving.decode(d, [1.0], e.contexts[:1]).step_s[0, 0])
+    b1 = float(pooled.decode(d, [1.0], e.contexts[:1]).step_s[0, 0])
     assert e.batch_one_step_s == pytest.approx(b1, rel=1e-12)
     assert b1 < 0.2 * e.latency_floor_s  # 8 of 256 experts per layer, not all of them
-    from rackmath.analyses.derivation import derivation
+    from rackmath.views.derivation import derivation
 
     text = "\n".join(line for section in derivation(e) for line in section.lines)
     assert f"at most {1 / b1:,.0f} tokens/s per user" in text
@@ -252,7 +252,7 @@ def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> N
     "KV head") with the 128 heads as the tile's rows; GQA models keep the GQA curve."""
     dep = rm.deployment("deepseek-v3", "gb200-nvl72", chips=8)
     rates = dep.chip_rates(dep.chips)
-    att = next(o for o in serving.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
+    att = next(o for o in pooled.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
     assert (att.kernel.kind, att.kernel.fmt, att.kernel.fallback) == ("mla", "bfloat16", "")
     e, precision, _ = dep.efficiency_table.curve(OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
     frac = float(eff.achieved_compute_frac(e, 4096.0, cols=128.0, depth=4096.0))

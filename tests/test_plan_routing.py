@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
-from rackmath.analyses import candidates, frontier, plan_features
-from rackmath.analyses import search as srch
-from rackmath.analyses.candidates import Workload
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.analyses.plan_features import MoeRouting, PlanFeatures
+from rackmath.analyses.deploy import candidates, frontier, plan_features
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.analyses.deploy.plan_features import MoeRouting, PlanFeatures
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import model as catalog_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import loads

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rackmath.analyses.training_pipeline import pipeline_schedule
+from rackmath.analyses.training.pipeline import pipeline_schedule
 from rackmath.errors import InputError
 from rackmath.plots.training import save_pipeline_plot
 

@@ -1,4 +1,4 @@
-"""The figure data (rackmath.analyses.figures) and its two renderers.
+"""The figure data (rackmath.views.figures) and its two renderers.
 
 The analyses compute every curve; the renderers draw every series they are given, under
 the same names, and nothing else.
@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rackmath.analyses import explain as explain_analysis
-from rackmath.analyses import overtrain, serving, sparsity
-from rackmath.analyses.figures import economics_charts, serving_charts, training_charts, validation_charts
-from rackmath.analyses.figures._common import ERROR_AXIS_FRAC, SWEEP_PAST_BALANCE
+from rackmath.analyses.economics import overtrain, sparsity
+from rackmath.analyses.serving import explain as explain_analysis
+from rackmath.analyses.serving import pooled
 from rackmath.api import deployment, explain, pipeline
 from rackmath.core import scaling_laws as sl
-from rackmath.figure_spec import FigureData
 from rackmath.plots.render_mpl import draw, save_figure
+from rackmath.views.figure_spec import FigureData
+from rackmath.views.figures import economics_charts, serving_charts, training_charts, validation_charts
+from rackmath.views.figures._common import ERROR_AXIS_FRAC, SWEEP_PAST_BALANCE
 from rackmath.web.render_plotly import figure as plotly_figure
 
 SECONDS_PER_HOUR = 3600.0
@@ -99,7 +100,7 @@ def test_validation_errors_beyond_the_axis_sit_on_its_edge() -> None:
 def _all_figures(mixtral) -> list[FigureData]:  # type: ignore[no-untyped-def]
     dep = mixtral.deployment
     sweep = serving_charts.batch_sweep(mixtral)
-    point = serving.decode(dep, [64], [4096])
+    point = pooled.decode(dep, [64], [4096])
     r = overtrain.overtrain()
     study = sparsity.sparsity_study(dep, sparsities=[1, 4, 16], context=4096, users=500)
     return [

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackmath.analyses import simulate as sim
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import model as catalog_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime, runtimes

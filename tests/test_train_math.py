@@ -9,10 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import training as T
-from rackmath.analyses import training_runs as runs_analysis
-from rackmath.analyses import training_setup, training_step
-from rackmath.analyses.training_setup import CALIBRATED_TRAINING
+from rackmath.analyses.training import estimate as T
+from rackmath.analyses.training import runs as runs_analysis
+from rackmath.analyses.training import setup
+from rackmath.analyses.training import step as training_step
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING
 from rackmath.catalog.training_runs import gpt_model
 from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
@@ -158,7 +159,7 @@ def _setup(**kw):
     base = {"tokens": 1e12, "seq_len": 4096, "global_batch": 512}
     base.update(kw)
     plan = ParallelPlan.parse(base.pop("plan", "tp=8,pp=4,dp=4"))
-    return training_setup.make_training(rm.model("llama-3.1-70b"), rm.system("h100-hgx"), plan, **base)
+    return setup.make_training(rm.model("llama-3.1-70b"), rm.system("h100-hgx"), plan, **base)
 
 
 def test_step_lies_between_bounds_and_mfu_below_one():
@@ -175,7 +176,7 @@ def test_step_lies_between_bounds_and_mfu_below_one():
 
 def test_pure_roofline_single_chip_mfu_is_one_without_recompute():
     # one chip, no communication, no bubble, no recompute: step = model FLOPs / peak (+ optimizer)
-    s = training_setup.make_training(
+    s = setup.make_training(
         rm.model("llama-3.1-8b"),
         rm.system("h100-hgx"),
         ParallelPlan(),
@@ -205,7 +206,7 @@ def test_more_bandwidth_never_slows_a_step(bw_scale):
             "scale_out_bandwidth_bytes_per_s_per_direction": 50e9 * bw_scale,
         }
     )
-    faster = training_setup.make_training(
+    faster = setup.make_training(
         s.model,
         s.system.model_copy(update={"chip": chip}),
         s.plan,
@@ -260,7 +261,7 @@ def test_impossible_plans_and_budgets_get_clear_messages():
 
 
 def test_moe_expert_parallel_and_fp8():
-    s = training_setup.make_training(
+    s = setup.make_training(
         rm.model("deepseek-v3"),
         rm.system("h800-hgx"),
         ParallelPlan.parse("pp=16,dp=128,ep=64"),
@@ -360,7 +361,7 @@ def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
     expected = {"full": 8 * 10 * x + a, "sqrt": 8 * 4 * x + 3 * a, "reversible": 8 * 2 * x + a}
     assert expected == {"full": 198_144, "sqrt": 168_448, "reversible": 67_072}
     for mode, per_token in expected.items():
-        s = training_setup.make_training(
+        s = setup.make_training(
             rm.model("llama-3.1-70b"),
             rm.system("h100-hgx"),
             ParallelPlan.parse("tp=8,pp=8,dp=1"),
@@ -396,7 +397,7 @@ _INTERLEAVED_RUN = {
 
 
 def test_training_runs_state_interleaved_virtual_stages_and_the_bubble_follows(monkeypatch) -> None:
-    from rackmath.analyses import validation
+    from rackmath.analyses.reality import validation
     from rackmath.catalog import training_runs as runs_mod
     from rackmath.specs.scenario import Metric, Phase, Provenance, Scenario
 

@@ -16,11 +16,11 @@ from dataclasses import replace
 
 import pytest
 
-from rackmath.analyses import calibration as cal
-from rackmath.analyses import correction as co
-from rackmath.analyses import validation as val
-from rackmath.analyses import validation_report
-from rackmath.analyses.validation_report import ValidationReport
+from rackmath.analyses.reality import calibration as cal
+from rackmath.analyses.reality import correction as co
+from rackmath.analyses.reality import report as validation_report
+from rackmath.analyses.reality import validation as val
+from rackmath.analyses.reality.report import ValidationReport
 from rackmath.catalog.measurements import measurements
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
@@ -205,9 +205,9 @@ def test_training_rows_are_the_training_analysis_metric() -> None:
     """One copy of the training metric: a training row's prediction is the training analysis's
     estimate read under the run's own convention (training_runs.predicted_metric), pure and
     kernel-grounded (the per-operator training step on the chip's kernel tables)."""
-    from rackmath.analyses import training as T
-    from rackmath.analyses import training_runs as runs_analysis
-    from rackmath.analyses.training_runs import predicted_metric
+    from rackmath.analyses.training import estimate as T
+    from rackmath.analyses.training import runs as runs_analysis
+    from rackmath.analyses.training.runs import predicted_metric
     from rackmath.catalog.training_runs import training_runs
 
     runs = {r.measurement_id: r for r in training_runs() if r.measurement_id}

@@ -8,10 +8,10 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses import frontier, search
-from rackmath.analyses.candidates import Workload
+from rackmath.analyses.deploy import frontier, search
+from rackmath.analyses.deploy.candidates import Workload
 from rackmath.catalog import loader as catalog
+from rackmath.views import fmt
 from rackmath.web.state.deployments import DeploymentsState, deployments_query
 
 SCRIPT = """

@@ -18,12 +18,13 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses import cache_tiers, caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses.economics import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses.serving import cache_tiers
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
+from rackmath.views import fmt
 from rackmath.web import economics_views
 from rackmath.web.state.economics import (
     ECONOMICS_TABS,

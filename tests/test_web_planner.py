@@ -19,14 +19,14 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses import frontier, slo
-from rackmath.analyses.compare import Configuration, compare, explained
-from rackmath.analyses.systems_frontier import published_points, systems_frontier
+from rackmath.analyses.deploy import frontier, slo
+from rackmath.analyses.deploy.compare import Configuration, compare, explained
+from rackmath.analyses.deploy.systems_frontier import published_points, systems_frontier
 from rackmath.catalog import loader as catalog
 from rackmath.core import requests as rq
 from rackmath.specs.workload import LengthDist, Requests
 from rackmath.units import SECONDS_PER_HOUR
+from rackmath.views import fmt
 
 MODEL70, H100, B200 = "llama-3.1-70b", "h100-hgx", "b200-hgx"
 

@@ -16,11 +16,11 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses.training import choose_recompute
-from rackmath.analyses.training_setup import CALIBRATED_TRAINING
+from rackmath.analyses.training.estimate import choose_recompute
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING
 from rackmath.api import pipeline, train
 from rackmath.errors import DoesNotFitError
+from rackmath.views import fmt
 from rackmath.web.state.training import TrainingState, parse_training_query, training_query
 
 SCRIPT = """

@@ -17,8 +17,9 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath.analyses import validation, validation_report
-from rackmath.analyses.validation_report import ValidationReport
+from rackmath.analyses.reality import report as validation_report
+from rackmath.analyses.reality import validation
+from rackmath.analyses.reality.report import ValidationReport
 from rackmath.catalog.measurements import measurements
 from rackmath.web.state.validation import ValidationState, parse_validation_query, validation_query
 

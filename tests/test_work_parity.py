@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rackmath.analyses import kernel_attention_rows
-from rackmath.analyses import kernel_rows as kr
-from rackmath.analyses.op_rows import OpRows
+from rackmath.analyses.kernels import attention_rows
+from rackmath.analyses.kernels import rows as kr
+from rackmath.analyses.kernels.op_rows import OpRows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import model as load_model
 from rackmath.core import loads
@@ -94,7 +94,7 @@ def test_every_decode_row_reads_its_cache_once_per_kv_head(chip: str) -> None:
     ctx = df["isl"].to_numpy(float) + df["step"].to_numpy(float)
     ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
     _, kv = _bytes(df["kv_cache_dtype"].astype(str).to_numpy())
-    read = np.where(kernel_attention_rows.unshared_group(df, heads / kvh), heads, kvh)
+    read = np.where(attention_rows.unshared_group(df, heads / kvh), heads, kvh)
     np.testing.assert_allclose(r.flops, 4 * b * heads * hd * ctx, rtol=1e-12)
     np.testing.assert_allclose(r.bytes, b * ctx * 2 * read * hd * kv + 4 * b * heads * hd, rtol=1e-12)
     np.testing.assert_allclose(r.rows, b * read)  # a thread block per sequence and KV head

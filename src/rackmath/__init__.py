@@ -18,7 +18,7 @@ from typing import Any
 # The public names load on first use (PEP 562), so `import rackmath.errors` or
 # `rackmath --help` does not pull in NumPy, Pydantic and the catalogs.
 _LAZY = {
-    "balance": "rackmath.analyses.serving",
+    "balance": "rackmath.analyses.serving.pooled",
     "decode": "rackmath.api",
     "prefill": "rackmath.api",
     "deployment": "rackmath.api",

@@ -10,10 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rackmath import fmt
-from rackmath.analyses import candidates, plan_features
-from rackmath.analyses import search as srch
-from rackmath.analyses.candidates import (
+from rackmath.analyses.deploy import candidates, plan_features
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import (
     ASSUMPTIONS,
     BATCH_GRID,
     DEFAULT_MAX_CHIPS,
@@ -23,11 +22,11 @@ from rackmath.analyses.candidates import (
     Choice,
     Workload,
 )
-from rackmath.analyses.efficiency_tables import describe, parse_mode
-from rackmath.analyses.frontier import ParetoPoint, pareto
-from rackmath.analyses.layout import LayoutReport, layout
-from rackmath.analyses.plan_features import PlanFeatures
-from rackmath.analyses.simulate import parse_slo
+from rackmath.analyses.deploy.frontier import ParetoPoint, pareto
+from rackmath.analyses.deploy.layout import LayoutReport, layout
+from rackmath.analyses.deploy.plan_features import PlanFeatures
+from rackmath.analyses.deploy.simulate import parse_slo
+from rackmath.analyses.kernels.tables import describe, parse_mode
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
@@ -50,6 +49,7 @@ from rackmath.cli.output import make_table
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
+from rackmath.views import fmt
 
 
 class InfeasibleError(RackmathError):

@@ -15,8 +15,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rackmath import fmt
-from rackmath.analyses import cache_tiers, caching, fast_mode, prices
+from rackmath.analyses.economics import caching, fast_mode, prices
+from rackmath.analyses.serving import cache_tiers
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
@@ -25,6 +25,7 @@ from rackmath.cli.output import make_table
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration
 from rackmath.units import SECONDS_PER_YEAR
+from rackmath.views import fmt
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 _PLOT = plot_option()
@@ -263,7 +264,7 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
             f"{premium}"
         )
     if c.prefix is not None:
-        from rackmath.analyses.derivation import prefix_section
+        from rackmath.views.derivation import prefix_section
 
         for line in prefix_section(c.prefix).lines:
             out("  " + line)

@@ -11,11 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rackmath import fmt
-from rackmath.analyses.derivation import Section, derivation, explanation_dict, feature_sections
-from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
-from rackmath.analyses.explain import Explanation, cheapest_fitting_point, two_batch_split_points
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE
+from rackmath.analyses.serving.explain import Explanation, cheapest_fitting_point, two_batch_split_points
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -33,8 +31,10 @@ from rackmath.cli.options import (
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import DoesNotFitError
-from rackmath.narrative import reading
 from rackmath.specs.lists import number_list
+from rackmath.views import fmt
+from rackmath.views.derivation import Section, derivation, explanation_dict, feature_sections
+from rackmath.views.narrative import reading
 
 
 @app.command("explain")
@@ -170,7 +170,7 @@ def _section(section: Section, out: Callable[..., None]) -> None:
 
 
 def _assumptions(result: Explanation) -> list[str]:
-    from rackmath.analyses.explain import assumptions
+    from rackmath.analyses.serving.explain import assumptions
 
     return list(assumptions(result.deployment))
 

@@ -174,8 +174,8 @@ def positive(value: float | None, field: str) -> float | None:
 
 
 def dump_json(payload: Any) -> str:
-    """Strict JSON (:func:`rackmath.fmt.to_json`): NaN and infinities become null."""
-    from rackmath import fmt  # NumPy comes with it: loaded when a command prints, not for --help
+    """Strict JSON (:func:`rackmath.views.fmt.to_json`): NaN and infinities become null."""
+    from rackmath.views import fmt  # NumPy comes with it: loaded when a command prints, not for --help
 
     return fmt.to_json(payload)
 
@@ -187,8 +187,8 @@ def plural(n: float, word: str) -> str:
 
 def check_context(model: Any, tokens: float, field: str) -> None:
     """Refuse a context longer than the model's own window: the analysis layer's rule
-    (:func:`rackmath.analyses.serving.check_context`), imported when a command uses it."""
-    from rackmath.analyses.serving import check_context as rule
+    (:func:`rackmath.analyses.serving.pooled.check_context`), imported when a command uses it."""
+    from rackmath.analyses.serving.pooled import check_context as rule
 
     rule(model, tokens, field)
 

@@ -10,10 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rackmath import fmt
-from rackmath.analyses import simulate as sim
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.analyses.slo import Workload
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.analyses.deploy.slo import Workload
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
@@ -25,6 +24,7 @@ from rackmath.numbers import parse_number
 from rackmath.specs.workload import LengthDist, Requests, check_trace
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 from rackmath.userfiles import read_text
+from rackmath.views import fmt
 
 
 class SloUnmetError(RackmathError):

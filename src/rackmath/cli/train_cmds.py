@@ -8,10 +8,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rackmath import fmt
-from rackmath.analyses.training import TrainingEstimate
-from rackmath.analyses.training_pipeline import PipelineResult, schedule_drawing
-from rackmath.analyses.training_setup import CALIBRATED_TRAINING, PURE_ROOFLINE
+from rackmath.analyses.training.estimate import TrainingEstimate
+from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -27,6 +26,7 @@ from rackmath.cli.options import (
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
 from rackmath.errors import InputError
+from rackmath.views import fmt
 
 
 @app.command("train")

@@ -179,7 +179,7 @@ class BatchStepTable:
     """A step time that depends on the batch only: ``T = t[b - 1] + j x prefill`` for a step of
     ``b = d + j`` sequences of which ``j`` join with a whole prompt of ``prompt_tokens``.
 
-    ``fleet``'s replica (:mod:`rackmath.analyses.fleet`): decode-only step times per batch
+    ``fleet``'s replica (:mod:`rackmath.analyses.economics.fleet`): decode-only step times per batch
     from a stated figure or the roofline, a fixed prefill cost per joiner, prompts unchunked.
     :func:`simulate` reads it like a :class:`StepTable` (``p`` prompt tokens are ``p / I``
     joiners); with ``Limits(max_seqs=B, max_tokens >= B (I + 1), chunk_tokens=I,

@@ -51,7 +51,7 @@ class Efficiency:
     attention kernel). The default is the pure roofline.
 
     ``kernel_grounded``: each operator class reaches the fractions fitted on the chip's measured
-    kernel tables (resolved by the analysis layer, :mod:`rackmath.analyses.efficiency_tables`),
+    kernel tables (resolved by the analysis layer, :mod:`rackmath.analyses.kernels.tables`),
     and the scalars above multiply them; False keeps the scalars on the pure roofline.
     """
 

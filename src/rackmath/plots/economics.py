@@ -1,15 +1,15 @@
-"""Figures of the economics commands; data: :mod:`rackmath.analyses.figures`."""
+"""Figures of the economics commands; data: :mod:`rackmath.views.figures`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rackmath.analyses import fleet as fleet_analysis
-from rackmath.analyses import overtrain as overtrain_analysis
-from rackmath.analyses import prices as prices_analysis
-from rackmath.analyses import sparsity as sparsity_analysis
-from rackmath.analyses.figures import economics_charts
+from rackmath.analyses.economics import fleet as fleet_analysis
+from rackmath.analyses.economics import overtrain as overtrain_analysis
+from rackmath.analyses.economics import prices as prices_analysis
+from rackmath.analyses.economics import sparsity as sparsity_analysis
 from rackmath.plots.render_mpl import save_figure
+from rackmath.views.figures import economics_charts
 
 
 def save_prices_plot(report: prices_analysis.PricesReport, path: str | Path) -> Path:

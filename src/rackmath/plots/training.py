@@ -1,14 +1,14 @@
 """Training drawings: the lecture's pipeline picture from a simulated schedule, and the
-memory per chip by component and recomputation mode; data: :mod:`rackmath.analyses.figures`."""
+memory per chip by component and recomputation mode; data: :mod:`rackmath.views.figures`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rackmath.analyses.figures import training_charts
-from rackmath.analyses.training import TrainingEstimate
-from rackmath.analyses.training_pipeline import PipelineResult
+from rackmath.analyses.training.estimate import TrainingEstimate
+from rackmath.analyses.training.pipeline import PipelineResult
 from rackmath.plots.render_mpl import save_figure
+from rackmath.views.figures import training_charts
 
 
 def save_pipeline_plot(schedule: PipelineResult, path: str | Path) -> Path:

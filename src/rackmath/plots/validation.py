@@ -1,15 +1,15 @@
 """Plots of the reality check: predicted vs measured (log-log, ±20% band), and this
 machine's decode step time vs batch beside rackmath's prediction; data:
-:mod:`rackmath.analyses.figures`."""
+:mod:`rackmath.views.figures`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rackmath.analyses.figures import validation_charts
-from rackmath.analyses.measure import MeasureResult
-from rackmath.analyses.validation_report import ValidationReport
+from rackmath.analyses.reality.measure import MeasureResult
+from rackmath.analyses.reality.report import ValidationReport
 from rackmath.plots.render_mpl import save_figure
+from rackmath.views.figures import validation_charts
 
 
 def save_validation_plot(report: ValidationReport, path: str | Path) -> Path:

@@ -55,7 +55,7 @@ class OpEfficiency:
     TensorRT-LLM dispatches its NVFP4 min-latency MoE at <= 128 tokens only
     (``DeepseekV3DecoderLayer._enable_min_latency_mode``, NVIDIA/TensorRT-LLM 2025), and its
     tables hold no EP-1 timing of that kernel
-    (:func:`rackmath.analyses.kernel_rows._moe_ep1_not_scaling`).
+    (:func:`rackmath.analyses.kernels.rows._moe_ep1_not_scaling`).
     ``split_tokens`` (0: none) is the context a decode kernel gives each thread block when it
     splits a long context (split-KV, flash-decoding): the rows both saturations see become
     ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks),

@@ -107,9 +107,13 @@ def simulate_command(s: SimulateState, trace: bool = False) -> Command:
         line += ["--disaggregated", s.disaggregated, *_opt("--prefill-plan", s.prefill_plan)]
     if s.mtp:
         line += ["--mtp", str(s.mtp), "--acceptance", f"{s.acceptance:g}"]
-        notes += ("MTP in `rackmath simulate` needs its --mtp option (the page's analysis is analyses.slo)",)
+        notes += (
+            "MTP in `rackmath simulate` needs its --mtp option (the page's analysis is analyses.deploy.slo)",
+        )
     line += ["--pure"] if s.efficiency == "pure" else []
-    notes += ("SLO attainment is the page's (analyses.slo.attainment); the CLI prints the percentiles",)
+    notes += (
+        "SLO attainment is the page's (analyses.deploy.slo.attainment); the CLI prints the percentiles",
+    )
     return Command(((*line, "--json"),), notes)
 
 

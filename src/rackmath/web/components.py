@@ -19,12 +19,12 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import fmt
 from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
-from rackmath.figure_spec import FigureData
 from rackmath.specs.hardware import ChipSpec, SystemSpec
 from rackmath.specs.precision import Precision
+from rackmath.views import fmt
+from rackmath.views.figure_spec import FigureData
 from rackmath.web import render_plotly
 from rackmath.web.state._common import CUSTOM_MODEL, upload_text
 from rackmath.web.state.bounds import BOUNDS
@@ -271,7 +271,7 @@ def downloads(
 
 def table(records: Sequence[Mapping[str, Any]] | Any) -> None:
     """A table whose cells read with their units (``12.3 ms``, ``64.3%``, ``$0.12/M``) by
-    column suffix (:func:`rackmath.fmt.column`); the data behind it, and every download,
+    column suffix (:func:`rackmath.views.fmt.column`); the data behind it, and every download,
     stay in SI units."""
     import pandas as pd
 

@@ -7,14 +7,15 @@ import datetime as dt
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rackmath.analyses import cache_tiers, caching, fast_mode, fleet, overtrain, prices, sparsity
-from rackmath.analyses.figures import economics_charts
-from rackmath.analyses.serving import Deployment
+from rackmath.analyses.economics import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses.serving import cache_tiers
+from rackmath.analyses.serving.pooled import Deployment
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.errors import DoesNotFitError
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import BILLION, MILLION, MS, SECONDS_PER_DAY
+from rackmath.views.figures import economics_charts
 from rackmath.web.state import _common
 from rackmath.web.state.economics import (
     MAX_LOAD_FRAC,

@@ -1,6 +1,6 @@
 """Compare page: two to four configurations side by side at their batch and context.
 
-Every number is an attribute of :func:`rackmath.analyses.compare.compare` (each configuration
+Every number is an attribute of :func:`rackmath.analyses.deploy.compare.compare` (each configuration
 is ``rackmath explain`` at one point, with an optional parallel plan); this module lays it out.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses.compare import Comparison, Configuration, compare
-from rackmath.analyses.figures import planner_charts
+from rackmath.analyses.deploy.compare import Comparison, Configuration, compare
 from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
 from rackmath.specs.precision import Precision
+from rackmath.views import fmt
+from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import compare_command
 from rackmath.web.state._common import MAX_BATCH, MAX_CONTEXT

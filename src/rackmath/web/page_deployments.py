@@ -1,7 +1,7 @@
 """Deployments page: the cheapest fleet that meets an SLO, and the throughput/interactivity frontier.
 
-Every number comes from :func:`rackmath.analyses.search.search` and
-:func:`rackmath.analyses.search.pareto`; this module lays them out.
+Every number comes from :func:`rackmath.analyses.deploy.search.search` and
+:func:`rackmath.analyses.deploy.frontier.pareto`; this module lays them out.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses import frontier as frontier_analysis
-from rackmath.analyses import search
-from rackmath.analyses.candidates import ASSUMPTIONS, PRECISION_CHOICES, Choice, Workload
-from rackmath.analyses.figures import serving_charts
-from rackmath.analyses.frontier import Frontier
+from rackmath.analyses.deploy import frontier as frontier_analysis
+from rackmath.analyses.deploy import search
+from rackmath.analyses.deploy.candidates import ASSUMPTIONS, PRECISION_CHOICES, Choice, Workload
+from rackmath.analyses.deploy.frontier import Frontier
 from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
 from rackmath.units import MS
+from rackmath.views import fmt
+from rackmath.views.figures import serving_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import deployments_command
 from rackmath.web.render_plotly import figure as plotly_figure

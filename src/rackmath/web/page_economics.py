@@ -21,13 +21,13 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses import prices
-from rackmath.analyses.figures import economics_charts
+from rackmath.analyses.economics import prices
 from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
-from rackmath.figure_spec import FigureData
 from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
+from rackmath.views import fmt
+from rackmath.views.figure_spec import FigureData
+from rackmath.views.figures import economics_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import economics_command
 from rackmath.web.economics_controls import (

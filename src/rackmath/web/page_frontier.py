@@ -1,7 +1,7 @@
 """Frontier page: throughput per GPU against tokens/s per user for several systems on one set
 of axes, with cost and energy on the same x axis and published measurements overlaid.
 
-Every number comes from :func:`rackmath.analyses.systems_frontier.systems_frontier` (each
+Every number comes from :func:`rackmath.analyses.deploy.systems_frontier.systems_frontier` (each
 system's curve is ``rackmath pareto`` for it); this module lays it out.
 """
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses.candidates import PRECISION_CHOICES
-from rackmath.analyses.figures import planner_charts
-from rackmath.analyses.systems_frontier import MAX_SYSTEMS, SystemsFrontier, systems_frontier
+from rackmath.analyses.deploy.candidates import PRECISION_CHOICES
+from rackmath.analyses.deploy.systems_frontier import MAX_SYSTEMS, SystemsFrontier, systems_frontier
 from rackmath.catalog import loader as catalog
 from rackmath.errors import InputError, RackmathError
+from rackmath.views import fmt
+from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import frontier_command
 from rackmath.web.state._common import MAX_CONTEXT

@@ -1,6 +1,6 @@
 """Serving page: one model on one system, decode step time and cost against batch.
 
-Every number comes from :mod:`rackmath.analyses.serving` and :func:`rackmath.explain`;
+Every number comes from :mod:`rackmath.analyses.serving.pooled` and :func:`rackmath.explain`;
 this module lays them out. :func:`build_serving_view` is the page's whole computation
 (analysis + figures) as a function of its state; ``benchmarks/bench_web.py`` times it.
 """
@@ -17,21 +17,21 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses import serving
-from rackmath.analyses.derivation import derivation, explanation_dict, feature_sections
-from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
-from rackmath.analyses.explain import Explanation, assumptions
-from rackmath.analyses.figures import serving_charts
-from rackmath.analyses.serving import DecodeGrid, Deployment
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH, SpeculativeGrid, speculative_decode
+from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
+from rackmath.analyses.serving.explain import Explanation, assumptions
+from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH, SpeculativeGrid, speculative_decode
 from rackmath.api import deployment, explain
 from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, PrecisionUnavailableError, RackmathError
-from rackmath.narrative import reading
 from rackmath.specs.hardware import ChipSpec
 from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
+from rackmath.views import fmt
+from rackmath.views.derivation import derivation, explanation_dict, feature_sections
+from rackmath.views.figures import serving_charts
+from rackmath.views.narrative import reading
 from rackmath.web import components as ui
 from rackmath.web.commands import serving_command
 from rackmath.web.render_plotly import figure as plotly_figure
@@ -91,7 +91,7 @@ def _deployment(state: ServingState) -> Deployment:
     model = serving_model(state)
     base = catalog.system(state.system)
     compute = (
-        Precision.parse(state.compute) if state.compute else serving.default_precisions(model, base).compute
+        Precision.parse(state.compute) if state.compute else pooled.default_precisions(model, base).compute
     )
     return deployment(
         model,
@@ -134,7 +134,7 @@ def build_serving_view(state: ServingState, features: ServingFeatures = ServingF
     """Analysis and figures for ``state``; raises RackmathError for impossible choices."""
     result, sweep = _explained(dataclasses.replace(state, batch=1), features)
     dep = result.deployment
-    point = serving.decode(dep, [state.batch], [state.context])
+    point = pooled.decode(dep, [state.batch], [state.context])
     spec_point = (
         speculative_decode(dep, [state.batch], [state.context], result.speculative.speculation)
         if result.speculative is not None
@@ -203,7 +203,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             help=f"default {system.default_chips}; one scale-up domain holds {system.scale_up_domain_chips}",
         )
         try:
-            default = serving.default_precisions(
+            default = pooled.default_precisions(
                 serving_model(ServingState(model=model_id, config=config)), system
             )
         except RackmathError:
@@ -327,7 +327,7 @@ def render_serving_page() -> None:
         ui.figure(
             PAGE,
             "memory",
-            serving_charts.memory(dep, serving.decode(dep, [state.batch], [state.context])),
+            serving_charts.memory(dep, pooled.decode(dep, [state.batch], [state.context])),
             "serving",
         )
         return
@@ -459,7 +459,7 @@ def _numbers(view: ServingView, state: ServingState) -> None:
     for note in d.notes:
         st.warning(note)
     if d.efficiency_mode == "kernel":
-        pure_s = float(serving.decode(d.pure(), [state.batch], [state.context]).step_s[0, 0])
+        pure_s = float(pooled.decode(d.pure(), [state.batch], [state.context]).step_s[0, 0])
         st.caption(
             f"Efficiency: {d.efficiency_label}. The pure roofline (the lecture's number) gives "
             f"{fmt.seconds(pure_s)} per step at this point."

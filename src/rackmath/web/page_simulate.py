@@ -1,8 +1,8 @@
 """Simulate page: a stream of requests through a replica (or an xPyD fleet) under a runtime's
 caps; TTFT, TPOT and end-to-end percentiles, and the share of requests meeting the SLO.
 
-Every number comes from :func:`rackmath.analyses.slo.serve` (the request simulator of
-``rackmath simulate``, its per-request results, :func:`~rackmath.analyses.slo.attainment`);
+Every number comes from :func:`rackmath.analyses.deploy.slo.serve` (the request simulator of
+``rackmath simulate``, its per-request results, :func:`~rackmath.analyses.deploy.slo.attainment`);
 this module lays it out.
 """
 
@@ -12,15 +12,15 @@ from functools import lru_cache
 
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses.figures import planner_charts
-from rackmath.analyses.slo import Fleet, SloRun, Workload, parse_trace, serve
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.analyses.deploy.slo import Fleet, SloRun, Workload, parse_trace, serve
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.catalog import loader as catalog
 from rackmath.catalog.runtimes import runtimes
 from rackmath.errors import RackmathError
 from rackmath.specs.workload import LengthDist
 from rackmath.units import MS
+from rackmath.views import fmt
+from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import simulate_command
 from rackmath.web.state.planner import (
@@ -218,7 +218,8 @@ def _numbers(run: SloRun, state: SimulateState) -> None:
     if run.tokens_per_step > 1:
         st.caption(
             f"MTP: {state.mtp} draft tokens a step at acceptance {state.acceptance:g} yield "
-            f"{run.tokens_per_step:.3g} tokens a step on average (the expected value; see analyses.slo)."
+            f"{run.tokens_per_step:.3g} tokens a step on average "
+            "(the expected value; see analyses.deploy.slo)."
         )
 
 

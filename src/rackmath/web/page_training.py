@@ -1,6 +1,6 @@
 """Training page: step time, MFU, memory per chip and cost of a job; a pipeline schedule drawn.
 
-Every number comes from :mod:`rackmath.analyses.training` through :func:`rackmath.api.train`
+Every number comes from :mod:`rackmath.analyses.training.estimate` through :func:`rackmath.api.train`
 (``make_training`` + ``estimate``, ``recompute_options``, ``choose_recompute``) and
 :func:`rackmath.api.pipeline` (the simulated :class:`~rackmath.core.pipeline.Timeline` and
 its closed forms), as ``rackmath train`` and ``rackmath pipeline`` do; this module lays
@@ -18,16 +18,16 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import fmt
-from rackmath.analyses.figures import training_charts
-from rackmath.analyses.training import RecomputeOption, TrainingEstimate, choose_recompute
-from rackmath.analyses.training_pipeline import PipelineResult, schedule_drawing
-from rackmath.analyses.training_setup import CALIBRATED_TRAINING, PURE_ROOFLINE, gemm_recipes
+from rackmath.analyses.training.estimate import RecomputeOption, TrainingEstimate, choose_recompute
+from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE, gemm_recipes
 from rackmath.api import pipeline, train
 from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, InputError, RackmathError
 from rackmath.plots.training import save_pipeline_plot
 from rackmath.units import GB, TERA
+from rackmath.views import fmt
+from rackmath.views.figures import training_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import training_command
 from rackmath.web.state._common import CUSTOM_MODEL, MAX_CONTEXT, model_of

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses import candidates
+from rackmath.analyses.deploy import candidates
 from rackmath.errors import InputError, RackmathError
 from rackmath.web.state._common import (
     MAX_CONTEXT,

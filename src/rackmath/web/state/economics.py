@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses import caching, fleet, overtrain, sparsity
-from rackmath.analyses import overtrain as ot
+from rackmath.analyses.economics import caching, fleet, overtrain, sparsity
+from rackmath.analyses.economics import overtrain as ot
 from rackmath.errors import RackmathError
 from rackmath.units import BILLION, MILLION, MS
 from rackmath.web.state._common import (

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from rackmath.analyses.candidates import PRECISION_CHOICES
-from rackmath.analyses.compare import MAX_CONFIGURATIONS
-from rackmath.analyses.simulate import parse_xpyd
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
-from rackmath.analyses.systems_frontier import MAX_SYSTEMS
+from rackmath.analyses.deploy.candidates import PRECISION_CHOICES
+from rackmath.analyses.deploy.compare import MAX_CONFIGURATIONS
+from rackmath.analyses.deploy.simulate import parse_xpyd
+from rackmath.analyses.deploy.systems_frontier import MAX_SYSTEMS
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.catalog.runtimes import runtimes
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.plan import ParallelPlan

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.catalog import loader as catalog
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.hardware import ChipSpec, SystemSpec

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses.training_setup import GEMM_RECIPES
+from rackmath.analyses.training.setup import GEMM_RECIPES
 from rackmath.errors import RackmathError
 from rackmath.specs.plan import ParallelPlan
 from rackmath.web.state._common import (
