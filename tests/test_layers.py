@@ -21,8 +21,9 @@ ALLOWED = {
     "catalog": {"catalog", "specs", "errors", "units", "userfiles"},
 }
 # Faces draw what analyses return: they may import the analyses, the typed specs, the
-# catalog, the views (figure data, text, formatting) and the api, never rackmath.core. A face never imports another face, with one exception each:
-# the CLI's --plot and the web's PNG buttons write files through rackmath.plots.
+# catalog, the views (figure data, text, formatting) and the api, never rackmath.core. A face
+# never imports another face, with one exception each: the CLI's --plot and the web's PNG
+# buttons write files through rackmath.plots.
 FACE_SHARED = {
     *("analyses", "views", "specs", "catalog", "errors", "units", "api"),
     *("numbers", "userfiles", "frames", "progress"),

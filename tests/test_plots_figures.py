@@ -19,7 +19,7 @@ from rackmath.core import scaling_laws as sl
 from rackmath.plots.render_mpl import draw, save_figure
 from rackmath.views.figure_spec import FigureData
 from rackmath.views.figures import economics_charts, serving_charts, training_charts, validation_charts
-from rackmath.views.figures._common import ERROR_AXIS_FRAC, SWEEP_PAST_BALANCE
+from rackmath.views.figures.common import ERROR_AXIS_FRAC, SWEEP_PAST_BALANCE
 from rackmath.web.render_plotly import figure as plotly_figure
 
 SECONDS_PER_HOUR = 3600.0

@@ -28,7 +28,7 @@ from rackmath.specs.hf_config import load_config_file
 from rackmath.specs.precision import Precision
 from rackmath.views import fmt
 from rackmath.web import APP_PATH
-from rackmath.web.state._common import encode_config
+from rackmath.web.state.common import encode_config
 from rackmath.web.state.serving import ServingState, serving_query
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rackmath.catalog import loader as catalog
 from rackmath.errors import ConfigError, InputError, RackmathError, UnknownIdError
 from rackmath.specs.precision import Precision
-from rackmath.web.state._common import (
+from rackmath.web.state.common import (
     CUSTOM_MODEL,
     MAX_BATCH,
     MAX_CONTEXT,

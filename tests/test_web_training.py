@@ -286,7 +286,7 @@ def test_a_job_that_fits_under_no_mode_names_the_leanest() -> None:
 
 def test_a_pasted_config_json_trains_like_the_catalogs() -> None:
     from rackmath.specs.hf_config import load_config_file
-    from rackmath.web.state._common import encode_config
+    from rackmath.web.state.common import encode_config
 
     text = (Path(__file__).parent / "data" / "hf_configs" / "llama.json").read_text()
     at = run_page(

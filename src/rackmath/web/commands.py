@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from rackmath.units import BILLION, MILLION, TERA
-from rackmath.web.state._common import CUSTOM_MODEL
+from rackmath.web.state.common import CUSTOM_MODEL
 from rackmath.web.state.deployments import DeploymentsState
 from rackmath.web.state.economics import NO_PRICE, EconomicsState
 from rackmath.web.state.planner import CompareConfig, CompareState, FrontierState, SimulateState

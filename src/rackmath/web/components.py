@@ -26,8 +26,8 @@ from rackmath.specs.precision import Precision
 from rackmath.views import fmt
 from rackmath.views.figure_spec import FigureData
 from rackmath.web import render_plotly
-from rackmath.web.state._common import CUSTOM_MODEL, upload_text
 from rackmath.web.state.bounds import BOUNDS
+from rackmath.web.state.common import CUSTOM_MODEL, upload_text
 from rackmath.web.wording import in_page_words
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).

@@ -16,7 +16,7 @@ from rackmath.errors import DoesNotFitError
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import BILLION, MILLION, MS, SECONDS_PER_DAY
 from rackmath.views.figures import economics_charts
-from rackmath.web.state import _common
+from rackmath.web.state import common
 from rackmath.web.state.economics import (
     MAX_LOAD_FRAC,
     MAX_LOADS,
@@ -61,7 +61,7 @@ def caches_view(model: str, system: str, tab: CachesTab) -> caching.CacheEconomi
     return caching.cache_economics(
         dep,
         cache_tiers.default_tiers(dep, ce.memory_tiers(), amortization_s),
-        retentions_s=_common.durations_s(tab.retentions, "caches.retentions"),
+        retentions_s=common.durations_s(tab.retentions, "caches.retentions"),
         prompt_tokens=tab.prompt_tokens,
         amortization_s=amortization_s,
         price=ce.price(tab.price),
@@ -92,7 +92,7 @@ def fleet_view(model: str, system: str, tab: FleetTab) -> fleet.Fleet:
         chips_per_replica=tab.chips_per_replica,
         usd_per_chip_hour=tab.usd_per_chip_hour,
         output_tokens=tab.output_tokens,
-        loads=_common.number_list(
+        loads=common.number_list(
             tab.loads, "fleet.loads", minimum=1e-6, most=MAX_LOADS, maximum=MAX_LOAD_FRAC
         ),
         requests=tab.requests,
@@ -127,7 +127,7 @@ def sparsity_view(model: str, system: str, tab: SparsityTab) -> sparsity.Sparsit
     """Chips are sized per row by the study itself: the reference need not fit as it ships."""
     return sparsity.sparsity_study(
         deployment(model, system),
-        sparsities=_common.number_list(tab.sparsities, "sparsity.sparsities", minimum=1),
+        sparsities=common.number_list(tab.sparsities, "sparsity.sparsities", minimum=1),
         context=tab.context,
         users=tab.users,
         params_active=None if tab.params_active_billions is None else tab.params_active_billions * BILLION,

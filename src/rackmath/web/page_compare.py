@@ -20,7 +20,7 @@ from rackmath.views import fmt
 from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import compare_command
-from rackmath.web.state._common import MAX_BATCH, MAX_CONTEXT
+from rackmath.web.state.common import MAX_BATCH, MAX_CONTEXT
 from rackmath.web.state.planner import (
     EFFICIENCY_MODES,
     LETTERS,

@@ -24,7 +24,7 @@ from rackmath.views.figures import serving_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import deployments_command
 from rackmath.web.render_plotly import figure as plotly_figure
-from rackmath.web.state._common import CUSTOM_MODEL, MAX_CONTEXT, model_of
+from rackmath.web.state.common import CUSTOM_MODEL, MAX_CONTEXT, model_of
 from rackmath.web.state.deployments import DeploymentsState, deployments_query, parse_deployments_query
 
 PAGE = "deployments"

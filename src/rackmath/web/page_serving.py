@@ -35,7 +35,7 @@ from rackmath.views.narrative import reading
 from rackmath.web import components as ui
 from rackmath.web.commands import serving_command
 from rackmath.web.render_plotly import figure as plotly_figure
-from rackmath.web.state._common import CUSTOM_MODEL, MAX_BATCH, MAX_CONTEXT
+from rackmath.web.state.common import CUSTOM_MODEL, MAX_BATCH, MAX_CONTEXT
 from rackmath.web.state.serving import (
     DEFAULT_ACCEPTANCE,
     DEFAULT_PREFIX_TIER,

@@ -30,7 +30,7 @@ from rackmath.views import fmt
 from rackmath.views.figures import training_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import training_command
-from rackmath.web.state._common import CUSTOM_MODEL, MAX_CONTEXT, model_of
+from rackmath.web.state.common import CUSTOM_MODEL, MAX_CONTEXT, model_of
 from rackmath.web.state.training import (
     EFFICIENCIES,
     MAX_PIPE_MICROBATCHES,

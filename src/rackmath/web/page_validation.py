@@ -17,7 +17,7 @@ import streamlit as st
 
 from rackmath.analyses.reality import report
 from rackmath.views.figures import validation_charts
-from rackmath.views.figures._common import BAND_FRAC
+from rackmath.views.figures.common import BAND_FRAC
 from rackmath.web import components as ui
 from rackmath.web.commands import validation_command
 from rackmath.web.state.validation import (

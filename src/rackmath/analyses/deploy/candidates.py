@@ -86,11 +86,11 @@ def precision_family(name: str, model: ModelSpec, system: SystemSpec) -> pooled.
     raise InputError("precision", name, ", ".join(PRECISION_CHOICES))
 
 
-def _divisors(n: int) -> list[int]:
+def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _check_max_chips(max_chips: object) -> int:
+def check_max_chips(max_chips: object) -> int:
     if isinstance(max_chips, bool) or not isinstance(max_chips, int | np.integer) or max_chips < 1:
         raise InputError("--max-chips", max_chips, "a whole number >= 1")
     return int(max_chips)
@@ -112,14 +112,14 @@ def enumerate_plans(
     divisors of the layers up to ``max_pp``. With ``redundant_experts`` R > 0 an EP degree
     may also divide ``E + R`` and the width (EPLB: ``ep = 72`` for 256 + 32 slots).
     """
-    max_chips = _check_max_chips(max_chips)
+    max_chips = check_max_chips(max_chips)
     s = system.scale_up_domain_chips
     heads = model.attention.num_heads
-    tps = [t for t in _divisors(heads) if t <= s]
+    tps = [t for t in divisors(heads) if t <= s]
     widths = {2**i for i in range(int(math.log2(max_chips)) + 1)}
     widths |= {s * k for k in range(1, max_chips // s + 1)}
     widths |= {s // 2**i for i in range(8) if s % 2**i == 0}
-    pps = [p for p in _divisors(model.num_layers) if p <= max_pp]
+    pps = [p for p in divisors(model.num_layers) if p <= max_pp]
     experts = model.moe.num_experts if model.is_moe and model.moe else 1
     rows = []
     for pp in pps:
@@ -129,9 +129,9 @@ def enumerate_plans(
             for tp in tps:
                 if width % tp:
                     continue
-                eps = set(_divisors(math.gcd(experts, width)))
+                eps = set(divisors(math.gcd(experts, width)))
                 if redundant_experts and experts > 1:
-                    eps |= set(_divisors(math.gcd(experts + redundant_experts, width)))
+                    eps |= set(divisors(math.gcd(experts + redundant_experts, width)))
                 for ep in sorted(eps):
                     rows.append((tp, pp, width // tp, ep))
     return np.asarray(rows, dtype=np.int64).reshape(-1, 4)
@@ -490,7 +490,7 @@ class Choice:
         }
 
 
-def _choice(c: Candidates, i: int, traffic: float) -> Choice:
+def choice_at(c: Candidates, i: int, traffic: float) -> Choice:
     chips = int(c.chips[i])
     rate = float(c.tokens_per_s[i])
     replicas = int(econ.replicas_needed(traffic, rate))

@@ -15,8 +15,8 @@ from rackmath.analyses.deploy.candidates import (
     Candidates,
     FloatArray,
     Workload,
-    _check_max_chips,
-    _choice,
+    check_max_chips,
+    choice_at,
     evaluate,
 )
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
@@ -132,7 +132,7 @@ def pareto(
     """Tokens/s per chip against tokens/s per user over plans and batches (fitting only);
     with ``disaggregated`` also the xPyD frontier (:func:`disagg_search.frontier_points`)."""
     w = Workload(traffic_tokens_per_s=1.0, input_len=input_len, output_len=output_len)
-    cap = max(system.scale_up_domain_chips, 64) if max_chips is None else _check_max_chips(max_chips)
+    cap = max(system.scale_up_domain_chips, 64) if max_chips is None else check_max_chips(max_chips)
     xs: list[FloatArray] = []
     ys: list[FloatArray] = []
     meta: list[tuple[Candidates, int]] = []
@@ -165,7 +165,7 @@ def pareto(
     points = []
     for i in keep:
         c, j = meta[i]
-        ch = _choice(c, j, 1.0)
+        ch = choice_at(c, j, 1.0)
         points.append(
             ParetoPoint(
                 tokens_per_s_per_user=float(x[i]),
@@ -214,7 +214,7 @@ def _disaggregated_points(
             continue
         usd = d.usd_per_chip_hour / 3600.0 / per_chip * 1e6  # per output token of one chip's share
         for k in np.flatnonzero(pareto_mask(per_user, per_chip)):
-            ch = _choice(d, int(idx[k]), 1.0)
+            ch = choice_at(d, int(idx[k]), 1.0)
             rows.append(
                 ParetoPoint(
                     tokens_per_s_per_user=float(per_user[k]),

@@ -21,8 +21,8 @@ from rackmath.analyses.deploy.candidates import (
     Candidates,
     Choice,
     Workload,
-    _check_max_chips,
-    _choice,
+    check_max_chips,
+    choice_at,
     evaluate,
 )
 from rackmath.analyses.deploy.disagg_search import Disaggregated, best_disaggregated, compare
@@ -95,7 +95,7 @@ def _family_outcome(c: Candidates, w: Workload, max_chips: int) -> FamilyOutcome
             sid,
             c.family,
             c.size,
-            _choice(c, int(order[0]), w.traffic_tokens_per_s),
+            choice_at(c, int(order[0]), w.traffic_tokens_per_s),
             "",
             "",
             best_tpot,
@@ -201,7 +201,7 @@ def search(
     routing: MoeRouting = BALANCED,
 ) -> SearchResult:
     """The cheapest fleet meeting the SLOs, runners-up, and why each rejected family failed."""
-    max_chips = _check_max_chips(max_chips)
+    max_chips = check_max_chips(max_chips)
     for name in precisions:
         if name not in PRECISION_CHOICES:
             raise InputError("--precision", name, ", ".join(PRECISION_CHOICES))

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.kernels.op_rows import OpRows, _f, _hash, _op_rows
+from rackmath.analyses.kernels.op_rows import OpRows, floats, op_rows_of, shape_hash
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import attention as attn
 from rackmath.core import work as wk
@@ -26,12 +26,12 @@ from rackmath.specs.precision import kernel_format
 def attention_rows(df: Any, cls: OpClass) -> OpRows:
     """GQA/MHA rows: each distinct (heads, KV heads, head dim) is an attention spec of the
     registry, whose FLOPs per visible key and cache values per token the rows use."""
-    b, isl = _f(df, "batch_size"), _f(df, "isl")
+    b, isl = floats(df, "batch_size"), floats(df, "isl")
     heads, kvh, hd, win = (
-        _f(df, "num_heads"),
-        _f(df, "num_key_value_heads"),
-        _f(df, "head_dim"),
-        _f(df, "window_size"),
+        floats(df, "num_heads"),
+        floats(df, "num_key_value_heads"),
+        floats(df, "head_dim"),
+        floats(df, "window_size"),
     )
     kv_bytes = np.array([kernel_format(d).activation_bytes for d in df["kv_cache_dtype"].astype(str)])
     cols = [c for c in kt.REQUIRED["context_attention"] if c != "latency"]  # one call's shape
@@ -40,7 +40,7 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
     read_heads = np.where(unshared_group(df, heads / kvh), heads, kvh) if decode else kvh
     per_key_flops, per_key_values = _per_key(heads, read_heads, hd, decode)
     if decode:
-        ctx = isl + (_f(df, "step") if "step" in df else 0.0)
+        ctx = isl + (floats(df, "step") if "step" in df else 0.0)
         ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
         work = wk.decode_attention(
             b,
@@ -53,8 +53,8 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
             kv_read_bytes=b * ctx * per_key_values * kv_bytes,
         )
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        shape = {"context": isl + (_f(df, "step") if "step" in df else 0.0), "batch": b}  # as timed
-        return _op_rows(cls, dt, "gqa", work, df, _hash(df, [*cols, "step"]), shape)
+        shape = {"context": isl + (floats(df, "step") if "step" in df else 0.0), "batch": b}  # as timed
+        return op_rows_of(cls, dt, "gqa", work, df, shape_hash(df, [*cols, "step"]), shape)
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w
@@ -70,7 +70,7 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
         input_bytes=a_bytes,
     )
     dt = df["attn_dtype"].astype(str).to_numpy()
-    return _op_rows(cls, dt, "gqa", work, df, _hash(df, cols), {"isl": isl})
+    return op_rows_of(cls, dt, "gqa", work, df, shape_hash(df, cols), {"isl": isl})
 
 
 def _per_key(
@@ -118,8 +118,8 @@ def mla_rows(df: Any, cls: OpClass) -> OpRows:
     every head scores the 576-wide cached latent and sums 512-wide values, one latent read per
     sequence (:func:`rackmath.core.attention.flops_per_visible_token`); prefill runs
     decompressed (192-wide queries and keys, 128-wide values, one KV head per head)."""
-    b, isl, heads = _f(df, "batch_size"), _f(df, "isl"), _f(df, "num_heads")
-    step = _f(df, "step")
+    b, isl, heads = floats(df, "batch_size"), floats(df, "isl"), floats(df, "num_heads")
+    step = floats(df, "step")
     kv_bytes = np.array([kernel_format(d).activation_bytes for d in df["kv_cache_dtype"].astype(str)])
     decode = cls is OpClass.ATTENTION_DECODE
     flops_per_key, latent = np.empty(len(b)), 0.0
@@ -142,7 +142,7 @@ def mla_rows(df: Any, cls: OpClass) -> OpRows:
             flops=b * ctx * flops_per_key,
             kv_read_bytes=b * ctx * latent * kv_bytes,
         )
-        return _op_rows(cls, dt, "mla", work, df, _hash(df, cols), {"context": ctx, "batch": b})
+        return op_rows_of(cls, dt, "mla", work, df, shape_hash(df, cols), {"context": ctx, "batch": b})
     pairs = isl * (isl + 1) / 2 + step * isl  # a cached prefix of ``step`` tokens
     qk = float(s["qk_nope_head_dim"] + s["qk_rope_head_dim"])
     work = wk.prefill_attention(
@@ -157,7 +157,7 @@ def mla_rows(df: Any, cls: OpClass) -> OpRows:
         input_bytes=2.0,
     )
     dt = df["mla_dtype"].astype(str).to_numpy()
-    return _op_rows(cls, dt, "mla", work, df, _hash(df, cols), {"isl": isl})
+    return op_rows_of(cls, dt, "mla", work, df, shape_hash(df, cols), {"isl": isl})
 
 
 # The most query heads per KV head TensorRT-LLM's decode attention reads one KV head for

@@ -372,7 +372,7 @@ def load_package_chip(
             # A100: TensorRT-LLM 1.0.0 measured only power-law routing; SGLang has balanced rows.
             for alt in sorted(
                 (r for r in refs if r.chip_id == chip_id and r.kind == "moe" and r != ref),
-                key=lambda r: (r.framework, kt._version_key(r.version)),
+                key=lambda r: (r.framework, kt.version_key(r.version)),
                 reverse=True,
             ):
                 alt_df = kt.read_table(alt.path, kind)

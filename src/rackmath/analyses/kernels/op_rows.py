@@ -102,7 +102,7 @@ def _rows_of(n: int, w: wk.Work) -> wk.Work:
     return wk.Work(*parts)  # type: ignore[arg-type]  # the optional fields stay None
 
 
-def _op_rows(
+def op_rows_of(
     cls: OpClass,
     dtype: np.ndarray,
     kind: str | np.ndarray,
@@ -114,7 +114,7 @@ def _op_rows(
     n = len(dtype)
     kinds = np.broadcast_to(np.asarray(kind, dtype=object), (n,)).astype(str)
     shape = {k: np.broadcast_to(np.asarray(v, float), (n,)).copy() for k, v in (dims or {}).items()}
-    return OpRows(cls, dtype, kinds, _rows_of(n, w), _f(df, "latency") * 1e-3, key, shape)
+    return OpRows(cls, dtype, kinds, _rows_of(n, w), floats(df, "latency") * 1e-3, key, shape)
 
 
 #: The shape dimensions of each class whose whole values a validation holds out (one token
@@ -128,11 +128,11 @@ HELD_OUT_DIMS: dict[OpClass, tuple[str, ...]] = {
 }
 
 
-def _f(df: Any, col: str) -> np.ndarray:
+def floats(df: Any, col: str) -> np.ndarray:
     return df[col].to_numpy(float)
 
 
-def _hash(df: Any, cols: list[str]) -> np.ndarray:
+def shape_hash(df: Any, cols: list[str]) -> np.ndarray:
     import pandas as pd
 
     return pd.util.hash_pandas_object(df[cols].astype(str), index=False).to_numpy(np.uint64)

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.kernels import attention_rows
-from rackmath.analyses.kernels.op_rows import OpRows, _f, _hash, _op_rows
+from rackmath.analyses.kernels.op_rows import OpRows, floats, op_rows_of, shape_hash
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import collectives as coll
 from rackmath.core import work as wk
@@ -91,9 +91,13 @@ def _fastest_kernel(df: Any) -> Any:
 
 def _moe_rows(df: Any) -> OpRows:
     """Grouped expert GEMM rows of a MoE table (one row per measured call)."""
-    tok, h, inter = _f(df, "num_tokens"), _f(df, "hidden_size"), _f(df, "inter_size")
-    topk, e = _f(df, "topk"), _f(df, "num_experts")
-    tp, ep = _f(df, "moe_tp_size"), _f(df, "moe_ep_size")
+    tok, h, inter = (
+        floats(df, "num_tokens"),
+        floats(df, "hidden_size"),
+        floats(df, "inter_size"),
+    )
+    topk, e = floats(df, "topk"), floats(df, "num_experts")
+    tp, ep = floats(df, "moe_tp_size"), floats(df, "moe_ep_size")
     src = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df else np.full(len(df), "")
     mats = np.where(np.char.find(src.astype(str), "nongated") >= 0, 2.0, 3.0)
     dt = df["moe_dtype"].astype(str).to_numpy()
@@ -114,7 +118,9 @@ def _moe_rows(df: Any) -> OpRows:
         ep=ep,
     )
     kind = np.where(mats == 3.0, "gated", "nongated")
-    return _op_rows(OpClass.MOE, dt, kind, work, df, _hash(df, MOE_SHAPE), {"num_tokens": tok, "ep": ep})
+    return op_rows_of(
+        OpClass.MOE, dt, kind, work, df, shape_hash(df, MOE_SHAPE), {"num_tokens": tok, "ep": ep}
+    )
 
 
 def _format_bytes(dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,8 +170,12 @@ def _moe_slower_than_superset(df: Any) -> np.ndarray:
     d = df.assign(_gated=gated, _i=np.arange(len(df)))
     shape = ["moe_dtype", "_gated", "hidden_size", "inter_size", "num_experts", "topk"]
     for _, g in d.groupby(shape, sort=False):
-        tok, tp, ep = _f(g, "num_tokens"), _f(g, "moe_tp_size"), _f(g, "moe_ep_size")
-        lat = _f(g, "latency") * 1e-3
+        tok, tp, ep = (
+            floats(g, "num_tokens"),
+            floats(g, "moe_tp_size"),
+            floats(g, "moe_ep_size"),
+        )
+        lat = floats(g, "latency") * 1e-3
         superset = (
             (tok[None, :] >= tok[:, None]) & (tp[None, :] <= tp[:, None]) & (ep[None, :] <= ep[:, None])
         )
@@ -210,7 +220,7 @@ def _dispatched(df: Any) -> np.ndarray:
         return keep
     src = df["kernel_source"].astype(str)
     for name, most in DISPATCH_MAX_TOKENS.items():
-        keep &= ~(src.str.contains(name).to_numpy() & (_f(df, "num_tokens") > most))
+        keep &= ~(src.str.contains(name).to_numpy() & (floats(df, "num_tokens") > most))
     return keep
 
 
@@ -227,17 +237,21 @@ def _moe_ep1_not_scaling(df: Any) -> np.ndarray:
     if df.empty or "kernel_source" not in df:
         return out
     shape = [c for c in MOE_SHAPE if c != "moe_ep_size"]
-    ep = _f(df, "moe_ep_size")
-    d = df.assign(_i=np.arange(len(df)), _work=_pairs_factor(df, ep, _f(df, "topk")) / ep)
+    ep = floats(df, "moe_ep_size")
+    d = df.assign(_i=np.arange(len(df)), _work=_pairs_factor(df, ep, floats(df, "topk")) / ep)
     for _, g in d.groupby(["kernel_source", "moe_dtype"], sort=False, observed=True):
-        big = g[_f(g, "num_tokens") >= EP_SCALING_TOKENS]
+        big = g[floats(g, "num_tokens") >= EP_SCALING_TOKENS]
         # a shape timed twice (vLLM 0.19.0's H200 table mixes 0.19.0 and 0.19.1 rows): its median
-        ep1 = big[_f(big, "moe_ep_size") == 1].groupby(shape, observed=True)[["latency", "_work"]].median()
-        ep2 = big[_f(big, "moe_ep_size") == 2].groupby(shape, observed=True)[["latency", "_work"]].median()
+        ep1 = (
+            big[floats(big, "moe_ep_size") == 1].groupby(shape, observed=True)[["latency", "_work"]].median()
+        )
+        ep2 = (
+            big[floats(big, "moe_ep_size") == 2].groupby(shape, observed=True)[["latency", "_work"]].median()
+        )
         ratio = (ep1["latency"] / ep2["latency"]).dropna()
         work = (ep1["_work"] / ep2["_work"]).reindex(ratio.index)
         if len(ratio) and float(np.median(ratio / work)) < EP_SCALING_MIN / 2:
-            out[g["_i"].to_numpy()[_f(g, "moe_ep_size") == 1]] = True
+            out[g["_i"].to_numpy()[floats(g, "moe_ep_size") == 1]] = True
     return out
 
 
@@ -252,7 +266,7 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
     kind = df.attrs.get("kind")
     out: dict[OpClass, OpRows] = {}
     if kind == "gemm":
-        m, n, k = _f(df, "m"), _f(df, "n"), _f(df, "k")
+        m, n, k = floats(df, "m"), floats(df, "n"), floats(df, "k")
         dt = df["gemm_dtype"].astype(str).to_numpy()
         w, a = _format_bytes(dt)
         work = wk.gemm(
@@ -265,8 +279,8 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             in_values=k,
             out_values=n,
         )
-        key = _hash(df, ["gemm_dtype", "m", "n", "k"])
-        out[OpClass.GEMM] = _op_rows(OpClass.GEMM, dt, "", work, df, key, {"m": m})
+        key = shape_hash(df, ["gemm_dtype", "m", "n", "k"])
+        out[OpClass.GEMM] = op_rows_of(OpClass.GEMM, dt, "", work, df, key, {"m": m})
     elif kind == "moe":
         if physical:
             df = _moe_candidates(df, hbm_bytes_per_s)
@@ -277,10 +291,12 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             df = df[~_moe_slower_than_superset(df)]
         out[OpClass.MOE] = _moe_rows(df)
     elif kind == "memcpy":
-        nbytes = _f(df, "bytes")
+        nbytes = floats(df, "bytes")
         work = wk.elementwise(2 * nbytes, nbytes / 2)
         dt = np.full(len(df), "bfloat16")
-        out[OpClass.ELEMENTWISE] = _op_rows(OpClass.ELEMENTWISE, dt, "", work, df, _hash(df, ["bytes"]))
+        out[OpClass.ELEMENTWISE] = op_rows_of(
+            OpClass.ELEMENTWISE, dt, "", work, df, shape_hash(df, ["bytes"])
+        )
     elif kind in ("generation_attention", "context_attention", "attention"):
         names = df["op_name"].astype(str).to_numpy() if "op_name" in df else None
         for name, cls in (
@@ -415,7 +431,7 @@ def custom_own_kernel(custom: Any, nccl: Any | None) -> np.ndarray:
     nccl_s = twin["latency_nccl"].to_numpy(float)
     own = twin["latency"].to_numpy(float) < CUSTOM_OWN_KERNEL_FRAC * nccl_s
     known = np.isfinite(nccl_s)
-    size = _f(twin, "message_size")
+    size = floats(twin, "message_size")
     largest = size[own].max() if own.any() else 0.0
     return np.where(known, own, size <= largest)
 
@@ -456,41 +472,43 @@ def comm_rows(df: Any, deepep_ranks: float = DEEPEP_EP, nccl: Any | None = None)
             rows = _median_shapes(df[df["op_name"].astype(str) == op], shape, ["latency"])
             if rows.empty:
                 continue
-            s = _f(rows, "message_size") * _element_bytes(rows["nccl_dtype"])
-            w = _NCCL_WORK[op](s, _f(rows, "num_gpus"))
-            out[f"{name}:nccl"] = _comm(f"{name}:nccl", w, _f(rows, "latency") * 1e-3, _hash(rows, shape))
+            s = floats(rows, "message_size") * _element_bytes(rows["nccl_dtype"])
+            w = _NCCL_WORK[op](s, floats(rows, "num_gpus"))
+            out[f"{name}:nccl"] = _comm(
+                f"{name}:nccl", w, floats(rows, "latency") * 1e-3, shape_hash(rows, shape)
+            )
     elif kind == "custom_allreduce":
         auto = df[df["kernel_source"].astype(str) == "TRTLLM"]
         shape = ["allreduce_dtype", "num_gpus", "message_size"]
         rows = _median_shapes(auto, shape, ["latency"])
         rows = rows[custom_own_kernel(rows, nccl)]
-        s = _f(rows, "message_size") * _element_bytes(rows["allreduce_dtype"])
-        w = wk.one_shot_all_reduce(s, _f(rows, "num_gpus"))
-        latency_s = _f(rows, "latency") * 1e-3
-        out["all_reduce:custom"] = _comm("all_reduce:custom", w, latency_s, _hash(rows, shape))
+        s = floats(rows, "message_size") * _element_bytes(rows["allreduce_dtype"])
+        w = wk.one_shot_all_reduce(s, floats(rows, "num_gpus"))
+        latency_s = floats(rows, "latency") * 1e-3
+        out["all_reduce:custom"] = _comm("all_reduce:custom", w, latency_s, shape_hash(rows, shape))
     elif kind in ("deepep_ll", "deepep_normal"):
         shape = ["hidden_size", "num_token", "num_topk", "num_experts"]
-        one = df[_f(df, "node_num") == 1]
+        one = df[floats(df, "node_num") == 1]
         if kind == "deepep_ll":
             impl, cols = "deepep_ll", ("dispatch_avg_t_us", "combine_avg_t_us")
             rows = _median_shapes(one, shape, list(cols))
-            copies = _f(rows, "num_topk")  # one copy per selected expert
+            copies = floats(rows, "num_topk")  # one copy per selected expert
         else:
             impl, cols = "deepep_normal", ("dispatch_us", "combine_us")
             notify = {p: one.get(f"{p}_notify_us", 0.0) for p in ("dispatch", "combine")}
             timed = one.assign(
-                dispatch_us=_f(one, "dispatch_transmit_us") + np.asarray(notify["dispatch"], float),
-                combine_us=_f(one, "combine_transmit_us") + np.asarray(notify["combine"], float),
+                dispatch_us=floats(one, "dispatch_transmit_us") + np.asarray(notify["dispatch"], float),
+                combine_us=floats(one, "combine_transmit_us") + np.asarray(notify["combine"], float),
             )
             rows = timed.groupby(shape, sort=True, as_index=False)[list(cols)].min() if len(timed) else timed
-            copies = _destination_ranks(deepep_ranks, _f(rows, "num_experts"), _f(rows, "num_topk"))
-        key = _hash(rows, shape)
-        tokens, hidden = _f(rows, "num_token"), _f(rows, "hidden_size")
+            copies = _destination_ranks(deepep_ranks, floats(rows, "num_experts"), floats(rows, "num_topk"))
+        key = shape_hash(rows, shape)
+        tokens, hidden = floats(rows, "num_token"), floats(rows, "hidden_size")
         for phase, col, value_bytes in (
             ("dispatch", cols[0], wk.FP8_DISPATCH_BYTES),
             ("combine", cols[1], 2.0),
         ):
             w = wk.expert_exchange(tokens, copies, hidden, value_bytes, deepep_ranks)
             name = f"{phase}:{impl}"
-            out[name] = _comm(name, w, _f(rows, col) * 1e-6, key)
+            out[name] = _comm(name, w, floats(rows, col) * 1e-6, key)
     return out

@@ -204,7 +204,7 @@ def _version_pairs(refs: list[kt.TableRef], chip_id: str, kind: str) -> tuple[li
     for fw in frameworks:
         versions = sorted(
             (r for r in refs if r.chip_id == chip_id and r.kind == kind and r.framework == fw),
-            key=lambda r: kt._version_key(r.version),
+            key=lambda r: kt.version_key(r.version),
         )
         if len(versions) >= 2:
             pairs.append((versions[-1], versions[-2]))

@@ -362,14 +362,14 @@ class PlannedDeployment:
 
     def decode(self, batch: ArrayLike, context: ArrayLike) -> PlannedGrid:
         """One decode cycle for each (batch, context): every sequence makes one token."""
-        b, c = pooled._grid(batch, context)
+        b, c = pooled.batch_context_grid(batch, context)
         bs, cs, shape = _point(b, c)
         load = loads.decode_load(self.model, bs, cs, self.kv_bytes_per_element)
         return self._grid(b, c, self.step(load, decode=True, shape=shape), self.memory(bs, cs, shape=shape))
 
     def prefill(self, batch: ArrayLike, length: ArrayLike) -> PlannedGrid:
         """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written once)."""
-        b, n = pooled._grid(batch, length)
+        b, n = pooled.batch_context_grid(batch, length)
         bs, ns, shape = _point(b, n)
         load = loads.prefill_load(self.model, bs, ns, self.kv_bytes_per_element)
         step = self.step(load, decode=False, shape=shape)

@@ -319,7 +319,7 @@ def check_context(model: ModelSpec, tokens: ArrayLike, field: str = "context") -
         )
 
 
-def _grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
+def batch_context_grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
     b = np.asarray(batch, float)
     c = np.asarray(context, float)
     if b.size == 0 or not ((b >= 1) & (b < np.inf)).all():  # NaN fails both comparisons
@@ -473,7 +473,7 @@ class DecodeGrid(DecodeThroughput, Tabular):
 
 def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
     """Decode step over a batch x context grid (1-D inputs become an outer grid)."""
-    b, c = _grid(batch, context)
+    b, c = batch_context_grid(batch, context)
     d = deployment
     load = loads.decode_load(d.model, b, c, d.precisions.kv.bytes_per_element)
     step = d.ideal_step(load)
@@ -533,7 +533,7 @@ class PrefillGrid(Tabular):
 
 def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
     """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written, not read)."""
-    b, n = _grid(batch, length)
+    b, n = batch_context_grid(batch, length)
     d = deployment
     step = d.ideal_step(loads.prefill_load(d.model, b, n, d.precisions.kv.bytes_per_element))
     shape = step.step_s.shape

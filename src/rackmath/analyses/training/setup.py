@@ -228,7 +228,7 @@ def make_training(
             else model.native_weight_precision
         )
         recipe = (
-            GemmRecipe.parse(native) if native.value in GemmRecipe._value2member_map_ else GemmRecipe.BF16
+            GemmRecipe.parse(native) if native.value in {r.value for r in GemmRecipe} else GemmRecipe.BF16
         )
     precision = recipe.precision
     system.chip.peak_flops(precision)

@@ -10,5 +10,5 @@ values to an axis' unit (s -> ms, bytes -> GB, USD per token -> per million).
 
 One module per topic: ``serving_charts``, ``economics_charts``, ``training_charts``,
 ``validation_charts``, ``planner_charts`` (compare, the frontier across systems, SLOs);
-``_common`` holds the shared constants and guide lines.
+``common`` holds the shared constants and guide lines.
 """

@@ -18,16 +18,16 @@ from rackmath.core import scaling_laws as sl
 from rackmath.units import MILLION, MS
 from rackmath.views import fmt
 from rackmath.views.figure_spec import COLORS, PALETTE, Annotation, Axis, FigureData, Panel, Series
-from rackmath.views.figures._common import (
+from rackmath.views.figures.common import (
     CACHE_CURVE_RETENTIONS_S,
     OVERTRAIN_CURVE_SPAN,
     OVERTRAIN_Y_FACTOR,
-    _band,
-    _finite_or_none,
-    _hline,
-    _point,
-    _vline,
+    finite_or_none,
+    hline,
     log_span,
+    marked_points,
+    shaded_band,
+    vline,
 )
 
 
@@ -108,7 +108,7 @@ def long_context(lc: LongContext) -> FigureData:
             COLORS["weights"],
             dash="dash",
         ),
-        _vline(
+        vline(
             lc.crossover_context_tokens,
             lo,
             hi,
@@ -118,13 +118,13 @@ def long_context(lc: LongContext) -> FigureData:
         ),
     ]
     series += [
-        _vline(float(b), lo, hi, f"tier boundary {b:,} tokens", COLORS["floor"], "dot")
+        vline(float(b), lo, hi, f"tier boundary {b:,} tokens", COLORS["floor"], "dot")
         for b in lc.price.tier_boundaries_tokens
     ]
     nofit = c[~lc.fits]
     if nofit.size:
         x0, x1 = float(nofit.min()), float(c.max())
-        series.append(_band(x0, x1, lo, hi, f"batch {lc.batch:,.0f} does not fit (> {x0:,.0f} tokens)"))
+        series.append(shaded_band(x0, x1, lo, hi, f"batch {lc.batch:,.0f} does not fit (> {x0:,.0f} tokens)"))
     return FigureData.single(
         Panel(
             f"{lc.deployment.model.id}: cost per token vs context, {lc.price.id}'s tiers over it",
@@ -150,7 +150,7 @@ def cache(c: CacheEconomics, retentions_s: np.ndarray = CACHE_CURVE_RETENTIONS_S
         for i, t in enumerate(c.tiers)
     ]
     series.append(
-        _hline(
+        hline(
             float(retentions_s[0]),
             float(retentions_s[-1]),
             recompute,
@@ -160,7 +160,7 @@ def cache(c: CacheEconomics, retentions_s: np.ndarray = CACHE_CURVE_RETENTIONS_S
     )
     best = c.to_dict()["by_retention"]
     series.append(
-        _point(
+        marked_points(
             "cheapest at each chosen retention",
             [b["retention_s"] for b in best],
             [b["hit_usd_per_million_tokens"].get(b["cheapest"], recompute) for b in best],
@@ -202,13 +202,13 @@ def fast_mode(report: FastModeReport) -> FigureData:
                     for b, m, s in zip(dm.batches, dm.price_multiples, dm.speedups, strict=True)
                 ),
             ),
-            _point(
+            marked_points(
                 f"{dm.requested_price_multiple:g}x price: batch {dm.fast_batch:,.0f}, "
                 f"{dm.fast_speedup:.2f}x faster",
                 [dm.requested_price_multiple],
                 [dm.fast_speedup],
             ),
-            _hline(
+            hline(
                 1.0,
                 top_x,
                 dm.ceiling_speedup,
@@ -217,7 +217,7 @@ def fast_mode(report: FastModeReport) -> FigureData:
             ),
         ]
     series += [
-        _hline(
+        hline(
             1.0,
             top_x,
             ideal.ceiling_speedup,
@@ -225,7 +225,7 @@ def fast_mode(report: FastModeReport) -> FigureData:
             COLORS["compute"],
             "dot",
         ),
-        _point(
+        marked_points(
             f"ideal: {ideal.price_multiple:g}x price -> {ideal.speedup:g}x speed",
             [ideal.price_multiple],
             [ideal.speedup],
@@ -260,11 +260,11 @@ def fleet_latency(f: Fleet) -> FigureData:
         ("TPOT p99", [p.tpot_p99_s for p in f.loads], COLORS["weights"], "dash", "s"),
     ]
     series = [
-        Series(name, loads, _finite_or_none([v / MS for v in values]), color=color, dash=dash, marker=m)  # type: ignore[arg-type]
+        Series(name, loads, finite_or_none([v / MS for v in values]), color=color, dash=dash, marker=m)  # type: ignore[arg-type]
         for name, values, color, dash, m in rows
     ]
     series.append(
-        _hline(
+        hline(
             min(loads),
             max(loads),
             f.train.closed_form_worst_s / MS,
@@ -299,7 +299,7 @@ def fleet_batch(f: Fleet) -> FigureData:
                     color=COLORS["kv"],
                     marker="o",
                 ),
-                _hline(min(loads), max(loads), f.batch, f"max batch {f.batch:,.0f}", COLORS["floor"], "dot"),
+                hline(min(loads), max(loads), f.batch, f"max batch {f.batch:,.0f}", COLORS["floor"], "dot"),
             ),
         )
     )
@@ -351,10 +351,10 @@ def overtrain(result: Overtraining, curve: OvertrainCurve | None = None) -> Figu
                 Series("pre-training", n, curve.pretrain_flops, color=COLORS["compute"]),
                 Series("RL + inference", n, curve.rest_flops, color=COLORS["weights"]),
                 Series("lifetime total", n, curve.total_flops, color=COLORS["step"], width=3),
-                _vline(
+                vline(
                     result.params, lo, hi, f"equal thirds, N = {fmt.count(result.params)}", COLORS["memory"]
                 ),
-                _vline(
+                vline(
                     result.optimum_params,
                     lo,
                     hi,

@@ -13,14 +13,14 @@ from rackmath.core import roofline as rl
 from rackmath.units import GB, MS
 from rackmath.views import fmt
 from rackmath.views.figure_spec import COLORS, Annotation, Axis, FigureData, Panel, Series
-from rackmath.views.figures._common import (
+from rackmath.views.figures.common import (
     SWEEP_PAST_BALANCE,
     SWEEP_POINTS,
-    _band,
-    _hline,
-    _point,
-    _vline,
+    hline,
     log_span,
+    marked_points,
+    shaded_band,
+    vline,
 )
 
 
@@ -54,23 +54,23 @@ def compute_only_usd_per_million(result: Explanation, sweep: DecodeGrid) -> np.n
 def _balance(result: Explanation, lo: float, hi: float) -> list[Series]:
     b_star = float(result.balance.balance_batch_with_kv[0])
     if np.isfinite(b_star):
-        return [_vline(b_star, lo, hi, f"balance B* = {b_star:,.0f}", COLORS["balance"], "dashdot")]
+        return [vline(b_star, lo, hi, f"balance B* = {b_star:,.0f}", COLORS["balance"], "dashdot")]
     closed = float(result.balance.balance_batch)
-    return [_vline(closed, lo, hi, f"B* without KV = {closed:,.0f}", COLORS["balance"], "dashdot")]
+    return [vline(closed, lo, hi, f"B* without KV = {closed:,.0f}", COLORS["balance"], "dashdot")]
 
 
 def _nofit(result: Explanation, top: float, lo: float, hi: float) -> list[Series]:
     max_batch = float(result.max_batch[0])
     if not 1 <= max_batch < top:
         return []
-    return [_band(max_batch, top, lo, hi, f"KV does not fit (batch > {max_batch:,.0f})")]
+    return [shaded_band(max_batch, top, lo, hi, f"KV does not fit (batch > {max_batch:,.0f})")]
 
 
 def _selected(point: DecodeGrid | None, y: float, unit: str) -> list[Series]:
     if point is None:
         return []
     b = float(point.batch[0, 0])
-    return [_point(f"selected batch {b:,.0f}", [b], [y], hover=(f"batch {b:,.0f}<br>{y:.4g} {unit}",))]
+    return [marked_points(f"selected batch {b:,.0f}", [b], [y], hover=(f"batch {b:,.0f}<br>{y:.4g} {unit}",))]
 
 
 def step_time(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None = None) -> FigureData:
@@ -98,7 +98,7 @@ def step_time(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None =
             opacity=0.15,
         ),
         Series("step (sum over operators)", b, step_ms, color=COLORS["step"], width=3),
-        _hline(
+        hline(
             float(b[0]),
             float(b[-1]),
             floor_ms,
@@ -134,7 +134,7 @@ def cost(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None = None
     best = cheapest_fitting(sweep)
     if best is not None:
         series.append(
-            _point(
+            marked_points(
                 f"cheapest that fits: batch {b[best]:,.0f}, {fmt.usd(float(usd[best]))}/M",
                 [b[best]],
                 [usd[best]],

@@ -9,7 +9,7 @@ from rackmath.core import pipeline as pl
 from rackmath.units import GB
 from rackmath.views import fmt
 from rackmath.views.figure_spec import COLORS, Axis, FigureData, Panel, Series
-from rackmath.views.figures._common import _OP_COLORS, _OP_NAMES, LABELLED_OPS, _point
+from rackmath.views.figures.common import LABELLED_OPS, OP_COLORS, OP_NAMES, marked_points
 
 
 def pipeline(timeline: pl.Timeline, closed_form_bubble_frac: float | None = None) -> FigureData:
@@ -26,12 +26,12 @@ def pipeline(timeline: pl.Timeline, closed_form_bubble_frac: float | None = None
         text = tuple(f"{kind}{o.op.microbatch}" + (f".{o.op.chunk}" if chunk else "") for o in ops)
         series.append(
             Series(
-                _OP_NAMES[kind],
+                OP_NAMES[kind],
                 [o.end - o.start for o in ops],
                 [f"stage {o.stage}" for o in ops],
                 kind="barh",
                 base=[o.start for o in ops],
-                color=_OP_COLORS[kind],
+                color=OP_COLORS[kind],
                 opacity=tuple(1.0 if o.op.chunk % 2 == 0 else 0.6 for o in ops),
                 labels=text if label else None,
                 hover=tuple(f"{x}: {o.start:g} to {o.end:g}" for x, o in zip(text, ops, strict=True)),
@@ -79,7 +79,7 @@ def training_memory(est: TrainingEstimate) -> FigureData:
         )
     )
     series.append(
-        _point(
+        marked_points(
             f"chosen: {est.setup.recompute.value}, {fmt.nbytes(m.total_bytes)}",
             [est.setup.recompute.value],
             [m.total_bytes / GB],

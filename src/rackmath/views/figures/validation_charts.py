@@ -10,7 +10,7 @@ import numpy as np
 
 from rackmath.units import MS
 from rackmath.views.figure_spec import COLORS, PALETTE, Axis, FigureData, Panel, Series
-from rackmath.views.figures._common import BAND_FRAC, ERROR_AXIS_FRAC, PHASE_COLORS, log_span
+from rackmath.views.figures.common import BAND_FRAC, ERROR_AXIS_FRAC, PHASE_COLORS, log_span
 
 
 def metric_scale(rows: Sequence[dict[str, Any]]) -> dict[str, float]:

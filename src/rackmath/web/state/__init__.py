@@ -10,6 +10,6 @@ builds the frozen specs (a custom model from a pasted ``config.json``, a chip wi
 figures) that the analyses take.
 
 One module per page (``serving``, ``deployments``, ``economics``, ``training``,
-``validation``) over ``_common`` (the shared parsers);
+``validation``) over ``common`` (the shared parsers);
 ``bounds`` holds the input range of every page's numbers.
 """

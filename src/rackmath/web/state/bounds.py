@@ -1,6 +1,6 @@
 """The range of every real-valued input of every page, shared by the widgets and the URL parsers."""
 
-from rackmath.web.state._common import PAGE_BOUNDS
+from rackmath.web.state.common import PAGE_BOUNDS
 from rackmath.web.state.economics import ECONOMICS_BOUNDS
 
 #: The range of every real-valued input of every page (``<page>.<field>``), shared by the

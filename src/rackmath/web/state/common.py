@@ -65,7 +65,7 @@ def _one(params: QueryParams, key: str) -> str | None:
     return value
 
 
-def _in_range(
+def in_range(
     convert: Callable[[str], _Number], lo: float, hi: float, allowed: str
 ) -> Callable[[str, str], _Number]:
     """A parser of ``convert(text)`` that refuses what does not convert or falls outside [lo, hi]."""
@@ -82,11 +82,11 @@ def _in_range(
     return parse
 
 
-def _whole(lo: int, hi: int) -> Callable[[str, str], int]:
-    return _in_range(int, lo, hi, f"a whole number from {lo:,} to {hi:,}")
+def whole(lo: int, hi: int) -> Callable[[str, str], int]:
+    return in_range(int, lo, hi, f"a whole number from {lo:,} to {hi:,}")
 
 
-def _positive(key: str, text: str) -> float:
+def parse_positive(key: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -96,21 +96,21 @@ def _positive(key: str, text: str) -> float:
     return value
 
 
-def _precision(key: str, text: str) -> str:
+def parse_precision(key: str, text: str) -> str:
     return Precision.parse(text, f"{key} precision").value
 
 
-def _model_id(key: str, text: str) -> str:
+def parse_model_id(key: str, text: str) -> str:
     if text.strip().lower() == CUSTOM_MODEL:
         return CUSTOM_MODEL
     return catalog.model(text).id
 
 
-def _system_id(key: str, text: str) -> str:
+def parse_system_id(key: str, text: str) -> str:
     return catalog.system(text).id
 
 
-def _parse_fields(
+def parse_fields(
     params: QueryParams, parsers: Mapping[str, Callable[[str, str], Any]]
 ) -> tuple[dict[str, Any], list[RackmathError]]:
     values: dict[str, Any] = {}
@@ -144,17 +144,17 @@ def _custom_config(params: QueryParams, values: dict[str, Any], errors: list[Rac
 _State = TypeVar("_State")
 
 
-def _parse_model_page(
+def parse_model_page(
     params: QueryParams, parsers: Mapping[str, Callable[[str, str], Any]], state: Callable[..., _State]
 ) -> tuple[_State, list[RackmathError]]:
     """URL -> the state of a page that picks a model (a catalog id or a pasted config.json):
     each bad parameter is reported and left at its default."""
-    values, errors = _parse_fields(params, parsers)
+    values, errors = parse_fields(params, parsers)
     _custom_config(params, values, errors)
     return state(**values), errors
 
 
-def _query(state: Any) -> dict[str, str]:
+def state_query(state: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for f in fields(state):
         value = getattr(state, f.name)
@@ -169,7 +169,7 @@ def _query(state: Any) -> dict[str, str]:
     return out
 
 
-def _id_list(parse_one: Callable[[str, str], str]) -> Callable[[str, str], tuple[str, ...]]:
+def id_list(parse_one: Callable[[str, str], str]) -> Callable[[str, str], tuple[str, ...]]:
     def parse(key: str, text: str) -> tuple[str, ...]:
         items = tuple(dict.fromkeys(parse_one(key, part.strip()) for part in text.split(",") if part.strip()))
         if not items:
@@ -211,7 +211,7 @@ def upload_text(content: bytes) -> str:
         raise ConfigError("the uploaded file is not UTF-8 text; upload a config.json") from None
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+def choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
     def parse(key: str, text: str) -> str:
         value = text.strip().lower()
         if value not in options:
@@ -221,14 +221,14 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
     return parse
 
 
-def _fraction(key: str, text: str) -> float:
-    value = _positive(key, text)
+def parse_fraction(key: str, text: str) -> float:
+    value = parse_positive(key, text)
     if value > 1:
         raise InputError(key, text, "a fraction in (0, 1]")
     return value
 
 
-def _number_text(minimum: float, most: int = 64, maximum: float = math.inf) -> Callable[[str, str], str]:
+def number_text(minimum: float, most: int = 64, maximum: float = math.inf) -> Callable[[str, str], str]:
     """A comma list of numbers (``"0.2,0.5,0.95"``), kept as typed once it parses."""
 
     def parse(key: str, text: str) -> str:
@@ -238,7 +238,7 @@ def _number_text(minimum: float, most: int = 64, maximum: float = math.inf) -> C
     return parse
 
 
-def _durations_text(key: str, text: str) -> str:
+def parse_durations_text(key: str, text: str) -> str:
     """A comma list of durations (``"1s,5m,1h"``), kept as typed once it parses."""
     durations_s(text, key)
     return text.strip()
@@ -257,8 +257,8 @@ def number_list(
     return values
 
 
-def _between(lo: float, hi: float) -> Callable[[str, str], float]:
-    return _in_range(float, lo, hi, f"a number from {lo:g} to {hi:g}")
+def between(lo: float, hi: float) -> Callable[[str, str], float]:
+    return in_range(float, lo, hi, f"a number from {lo:g} to {hi:g}")
 
 
 def durations_s(text: str, field: str) -> tuple[float, ...]:
@@ -269,7 +269,7 @@ def durations_s(text: str, field: str) -> tuple[float, ...]:
     return tuple(parse_duration_s(p, field) for p in parts)
 
 
-def _priced(where: Callable[[Any], bool] = lambda p: True, allowed: str = "") -> Callable[[str, str], str]:
+def priced(where: Callable[[Any], bool] = lambda p: True, allowed: str = "") -> Callable[[str, str], str]:
     def parse(key: str, text: str) -> str:
         price = ce.price(text.strip())
         if not where(price):
@@ -279,8 +279,8 @@ def _priced(where: Callable[[Any], bool] = lambda p: True, allowed: str = "") ->
     return parse
 
 
-def _section_query(prefix: str, state: Any) -> dict[str, str]:
-    return {f"{prefix}.{k}": v for k, v in _query(state).items()}
+def section_query(prefix: str, state: Any) -> dict[str, str]:
+    return {f"{prefix}.{k}": v for k, v in state_query(state).items()}
 
 
 #: The range of every real-valued input of the Serving, Deployments and Training pages
@@ -302,9 +302,9 @@ PAGE_BOUNDS: dict[str, tuple[float, float]] = {
 }
 
 
-def _bounded(page: str, parsers: dict[str, Callable[[str, str], Any]]) -> None:
+def bounded(page: str, parsers: dict[str, Callable[[str, str], Any]]) -> None:
     """Replace a page's plain positive parsers by the range :data:`PAGE_BOUNDS` gives them."""
     for key, (lo, hi) in PAGE_BOUNDS.items():
         field = key.removeprefix(f"{page}.")
-        if key.startswith(f"{page}.") and parsers.get(field) is _positive:
-            parsers[field] = _between(lo, hi)
+        if key.startswith(f"{page}.") and parsers.get(field) is parse_positive:
+            parsers[field] = between(lo, hi)

@@ -35,8 +35,8 @@ PHASE_COLORS = {
     "max-throughput": COLORS["memory"],
     "training": COLORS["balance"],
 }
-_OP_COLORS = {"F": COLORS["compute"], "B": COLORS["weights"], "W": COLORS["kv"]}
-_OP_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient"}
+OP_COLORS = {"F": COLORS["compute"], "B": COLORS["weights"], "W": COLORS["kv"]}
+OP_NAMES = {"F": "forward", "B": "backward", "W": "weight gradient"}
 
 
 def log_span(values: Sequence[Any], pad: float = 2.0) -> tuple[float, float]:
@@ -48,21 +48,21 @@ def log_span(values: Sequence[Any], pad: float = 2.0) -> tuple[float, float]:
     return float(good.min()) / pad, float(good.max()) * pad
 
 
-def _vline(x: float, lo: float, hi: float, name: str, color: str, dash: Any = "dash") -> Series:
+def vline(x: float, lo: float, hi: float, name: str, color: str, dash: Any = "dash") -> Series:
     return Series(name, [x, x], [lo, hi], color=color, dash=dash, width=1.5)
 
 
-def _hline(x0: float, x1: float, y: float, name: str, color: str, dash: Any = "dash") -> Series:
+def hline(x0: float, x1: float, y: float, name: str, color: str, dash: Any = "dash") -> Series:
     return Series(name, [x0, x1], [y, y], color=color, dash=dash, width=1.5)
 
 
-def _band(x0: float, x1: float, lo: float, hi: float, name: str) -> Series:
+def shaded_band(x0: float, x1: float, lo: float, hi: float, name: str) -> Series:
     return Series(
         name, [x0, x1, x1, x0, x0], [lo, lo, hi, hi, lo], kind="fill", color=COLORS["nofit"], opacity=0.15
     )
 
 
-def _point(
+def marked_points(
     name: str,
     x: Any,
     y: Any,
@@ -76,5 +76,5 @@ def _point(
     return Series(name, x, y, kind="scatter", color=color, marker=marker, marker_size=size, hover=hover)
 
 
-def _finite_or_none(values: Sequence[float]) -> list[float | None]:
+def finite_or_none(values: Sequence[float]) -> list[float | None]:
     return [float(v) if np.isfinite(v) else None for v in values]
