@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.plots._files import checked_path, pyplot, save
+from rackmath.plots.files import checked_path, pyplot, save
 from rackmath.views.figure_spec import Axis, FigureData, Panel, Series
 
 _DASH = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-."}
