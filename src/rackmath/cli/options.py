@@ -10,7 +10,6 @@ and the light commands stay fast.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import typer
 from rackmath.cli.output import console
 from rackmath.errors import InputError
 from rackmath.numbers import fmt_bound, parse_duration, parse_number
+from rackmath.specs import checks
 
 #: Physical and work bounds shared by several commands (one place; the README quotes them).
 MAX_CONTEXT = 2**24  # 16.8M tokens: beyond every model's window; a model's own maximum binds first
@@ -78,9 +78,7 @@ def number(
         if value is None:
             return None
         x = parse_number(value, field, minimum=minimum, maximum=maximum, why=why)
-        if positive and x <= 0:
-            raise InputError(field, value, "a positive number")
-        return x
+        return checks.positive(field, x, allowed="a positive number", given=value) if positive else x
 
     return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="X")
 
@@ -152,9 +150,7 @@ def pure_option() -> Any:
 def one(text: str, field: str, *, minimum: float = 0.0, maximum: float | None = None) -> float:
     """One positive number from a text option (``"500M"``)."""
     value = parse_number(text, field, minimum=minimum, maximum=maximum)
-    if value <= 0:
-        raise InputError(field, text, "a positive number")
-    return value
+    return checks.positive(field, value, allowed="a positive number", given=text)
 
 
 def names(text: str, field: str) -> list[str]:
@@ -166,11 +162,7 @@ def names(text: str, field: str) -> list[str]:
 
 
 def positive(value: float | None, field: str) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(field, value, "a positive, finite number")
-    return value
+    return None if value is None else checks.positive(field, value)
 
 
 def dump_json(payload: Any) -> str:

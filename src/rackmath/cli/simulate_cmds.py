@@ -21,6 +21,7 @@ from rackmath.cli.options import check_context, count, dump_json, pure_option
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
+from rackmath.specs import checks
 from rackmath.specs.workload import LengthDist, Requests, check_trace
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 from rackmath.userfiles import read_text
@@ -40,9 +41,7 @@ def parse_rate(text: str) -> float:
             t, scale = t[: -len(suffix)], s
             break
     value = parse_number(t, "--rate") * scale
-    if not value > 0:
-        raise InputError("--rate", text, "requests per second > 0 (e.g. 5/s)")
-    return value
+    return checks.positive("--rate", value, allowed="requests per second > 0 (e.g. 5/s)", given=text)
 
 
 def read_trace(path: Path) -> Requests:
@@ -103,8 +102,7 @@ def simulate_command(
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
     profile = catalog_runtime(runtime).with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
-    if not (requests >= 1 and requests == int(requests)) or requests > sim.MAX_REQUESTS:
-        raise InputError("--requests", requests, f"a whole number from 1 to {sim.MAX_REQUESTS:,}")
+    checks.whole_valued("--requests", requests, maximum=sim.MAX_REQUESTS)
     if trace is not None:
         reqs = read_trace(trace)
         i_max, o_max = float(reqs.input_tokens.max()), float(reqs.output_tokens.max())

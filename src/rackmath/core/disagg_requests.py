@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
@@ -69,13 +70,8 @@ class DisaggregatedRun(rq.RequestTimes):
 
 
 def _check_pool(name: str, replicas: int) -> int:
-    if (
-        isinstance(replicas, bool)
-        or not isinstance(replicas, int | np.integer)
-        or not (1 <= replicas <= MAX_POOL_REPLICAS)
-    ):
-        raise InputError(name, replicas, f"a whole number of replicas from 1 to {MAX_POOL_REPLICAS:,}")
-    return int(replicas)
+    allowed = f"a whole number of replicas from 1 to {MAX_POOL_REPLICAS:,}"
+    return checks.whole(name, replicas, maximum=MAX_POOL_REPLICAS, allowed=allowed)
 
 
 def _round_robin(

@@ -51,6 +51,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.workload import LengthDist, Requests
 
 FloatArray = NDArray[np.float64]
@@ -68,8 +69,7 @@ def poisson_requests(
 ) -> Requests:
     """``n`` requests with Poisson arrivals (exponential gaps of mean ``1/rate``) and lengths drawn
     independently from the two distributions."""
-    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise InputError("--rate", rate_per_s, "requests per second > 0 (e.g. 5/s)")
+    checks.positive("--rate", rate_per_s, allowed="requests per second > 0 (e.g. 5/s)")
     # the arrival process of core.simulation, over a horizon that holds n arrivals but for a
     # 10-sigma shortfall (then a longer horizon)
     horizon = (n + 10 * math.sqrt(n) + 20) / rate_per_s
@@ -227,9 +227,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("max_seqs", "max_tokens", "chunk_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise InputError(name, v, "a whole number >= 1")
+            checks.whole(name, getattr(self, name))
         if self.max_tokens < self.max_seqs:  # every running sequence may need a token in one step
             raise InputError(
                 "max_tokens", self.max_tokens, f"at least max_seqs ({self.max_seqs:,}) tokens per step"

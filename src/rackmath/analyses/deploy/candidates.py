@@ -40,6 +40,7 @@ from rackmath.core.memory import ChipMemory
 from rackmath.core.network import CommOverlap
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
+from rackmath.specs import checks
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
@@ -91,9 +92,7 @@ def divisors(n: int) -> list[int]:
 
 
 def check_max_chips(max_chips: object) -> int:
-    if isinstance(max_chips, bool) or not isinstance(max_chips, int | np.integer) or max_chips < 1:
-        raise InputError("--max-chips", max_chips, "a whole number >= 1")
-    return int(max_chips)
+    return checks.whole("--max-chips", max_chips)
 
 
 def enumerate_plans(
@@ -150,13 +149,10 @@ class Workload:
     def __post_init__(self) -> None:
         check_traffic(self.traffic_tokens_per_s, "--traffic")
         for name in ("input_len", "output_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(name.replace("_", "-"), value, "a whole number of tokens >= 1")
+            checks.whole(name.replace("_", "-"), getattr(self, name), allowed="a whole number of tokens >= 1")
         for name in ("ttft_s", "tpot_s"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise InputError(name, value, "a positive time")
+            if getattr(self, name) is not None:
+                checks.positive(name, getattr(self, name), allowed="a positive time")
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,12 @@ argument); ``plan`` and ``pareto`` build it from ``--redundant-experts``, ``--sk
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from rackmath.core import speculative as spec
 from rackmath.errors import InputError
+from rackmath.specs import checks
 
 
 @dataclass(frozen=True)
@@ -40,21 +38,33 @@ class PlanFeatures:
     acceptance: float = 0.8
 
     def __post_init__(self) -> None:
-        r = self.redundant_experts
-        if isinstance(r, bool) or not isinstance(r, int | np.integer) or not 0 <= r <= 4096:
-            raise InputError("--redundant-experts", r, "a whole number of extra expert slots in [0, 4096]")
-        s = self.skew
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 1.0 <= s <= 64.0:
-            raise InputError("--skew", s, "busiest rank load / mean, in [1, 64] (1 balanced), e.g. 1.3")
-        o = self.tbo_overlap_frac
-        if isinstance(o, bool) or not isinstance(o, int | float) or not 0.0 <= o <= 1.0:
-            raise InputError("--tbo", o, "on, off or an overlap fraction in [0, 1], e.g. --tbo on")
-        k = self.mtp
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 0 <= k <= spec.MAX_DEPTH:
-            raise InputError("--mtp", k, f"a whole number of draft tokens from 0 (off) to {spec.MAX_DEPTH}")
-        a = self.acceptance
-        if isinstance(a, bool) or not isinstance(a, int | float) or not 0.0 <= a <= 1.0:
-            raise InputError("--acceptance", a, "the chance a draft token is kept, in [0, 1], e.g. 0.8")
+        checks.whole(
+            "--redundant-experts",
+            self.redundant_experts,
+            minimum=0,
+            maximum=4096,
+            allowed="a whole number of extra expert slots in [0, 4096]",
+        )
+        checks.between(
+            "--skew",
+            self.skew,
+            1.0,
+            64.0,
+            allowed="busiest rank load / mean, in [1, 64] (1 balanced), e.g. 1.3",
+        )
+        checks.fraction(
+            "--tbo", self.tbo_overlap_frac, allowed="on, off or an overlap fraction in [0, 1], e.g. --tbo on"
+        )
+        checks.whole(
+            "--mtp",
+            self.mtp,
+            minimum=0,
+            maximum=spec.MAX_DEPTH,
+            allowed=f"a whole number of draft tokens from 0 (off) to {spec.MAX_DEPTH}",
+        )
+        checks.fraction(
+            "--acceptance", self.acceptance, allowed="the chance a draft token is kept, in [0, 1], e.g. 0.8"
+        )
 
     @property
     def is_default(self) -> bool:
@@ -108,6 +118,6 @@ def parse_tbo(text: str) -> float:
         value = float(t)
     except ValueError:
         raise InputError("--tbo", text, "on, off or an overlap fraction in [0, 1], e.g. --tbo on") from None
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise InputError("--tbo", text, "on, off or an overlap fraction in [0, 1], e.g. --tbo on")
-    return value
+    return checks.fraction(
+        "--tbo", value, allowed="on, off or an overlap fraction in [0, 1], e.g. --tbo on", given=text
+    )

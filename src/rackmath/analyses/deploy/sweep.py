@@ -46,6 +46,7 @@ from rackmath.core import economics as econ
 from rackmath.errors import InputError, RackmathError
 from rackmath.frames import DECODE_COLUMNS, deployment_labels, require
 from rackmath.progress import progress
+from rackmath.specs import checks
 from rackmath.specs.plan import ParallelPlan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -196,8 +197,7 @@ def make_chunks(
 ) -> list[Chunk]:
     """Resolve ids (unknown ones fail here, before any work), bound the size, and chunk."""
     for name, value in (("--max-points", max_points), ("chunk points", chunk_points)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(name, value, "a whole number >= 1")
+        checks.whole(name, value)
     models = [resolve_model(m).id for m in spec.models]
     systems = [catalog_system(s).id for s in spec.systems]
     n = count_points(spec)

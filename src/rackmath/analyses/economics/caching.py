@@ -21,6 +21,7 @@ from rackmath.analyses.serving.prefix import PrefixPrefill, prefix_cache, prefix
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.economics import ModelPrice
 from rackmath.units import MILLION, SECONDS_PER_DAY, SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 
@@ -205,8 +206,7 @@ def cache_economics(
         raise InputError("retention", list(retentions_s), "positive durations")
     if not tiers:
         raise InputError("tiers", "()", "at least one memory tier")
-    if not (np.isfinite(prompt_tokens) and prompt_tokens >= 1):
-        raise InputError("prompt tokens", prompt_tokens, "a number >= 1")
+    checks.at_least("prompt tokens", prompt_tokens, 1)
     kv_tok = cached_kv_bytes_per_token(deployment, prompt_tokens)
     pre = pooled.prefill(deployment, [1.0], [prompt_tokens])
     recompute = float(pre.usd_per_million_input_tokens[0, 0]) / MILLION

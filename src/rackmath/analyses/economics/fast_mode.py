@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from rackmath.analyses.serving import pooled
 from rackmath.analyses.serving.pooled import Deployment
 from rackmath.core import economics as econ
-from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.economics import ModelPrice
 
 FloatArray = NDArray[np.float64]
@@ -56,10 +56,8 @@ def ideal(normal_over_balance: float, price_multiple: float) -> IdealFastMode:
     A fast batch that costs ``m`` times per token is ``B_f = B*/m`` (cost per token below
     ``B*`` is ``t_floor / B``); it runs at the floor, so the speed-up is ``k`` whatever ``m``.
     """
-    if not np.isfinite(normal_over_balance) or normal_over_balance < 1:
-        raise InputError("normal batch / balance batch", normal_over_balance, "a number >= 1")
-    if not np.isfinite(price_multiple) or price_multiple < 1:
-        raise InputError("price multiple", price_multiple, "a number >= 1 (a fast mode costs more)")
+    checks.at_least("normal batch / balance batch", normal_over_balance, 1)
+    checks.at_least("price multiple", price_multiple, 1, allowed="a number >= 1 (a fast mode costs more)")
     fast = 1.0 / price_multiple
     speedup, price = econ.fast_mode_ideal(normal_over_balance, fast, 1.0)
     ceiling = float(econ.ideal_step_s(normal_over_balance, 1.0, 1.0) / econ.ideal_step_s(1e-12, 1.0, 1.0))
@@ -125,10 +123,8 @@ def on_deployment(
     The fast batch for ``price_multiple`` is interpolated on that sweep; the slow mode is
     the cheapest batch above normal that still fits in memory (at most 8x normal).
     """
-    if not np.isfinite(price_multiple) or price_multiple < 1:
-        raise InputError("price multiple", price_multiple, "a number >= 1 (a fast mode costs more)")
-    if not np.isfinite(normal_over_balance) or normal_over_balance <= 0:
-        raise InputError("normal batch / balance batch", normal_over_balance, "a positive number")
+    checks.at_least("price multiple", price_multiple, 1, allowed="a number >= 1 (a fast mode costs more)")
+    checks.positive("normal batch / balance batch", normal_over_balance, allowed="a positive number")
     bal = pooled.balance(deployment, [context])
     b_star = float(bal.balance_batch_with_kv[0])
     if not np.isfinite(b_star):

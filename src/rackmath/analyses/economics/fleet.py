@@ -23,6 +23,7 @@ from rackmath.core import simulation as sim
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.progress import track
+from rackmath.specs import checks
 from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
@@ -76,12 +77,6 @@ def check_traffic(value: float, field: str = "traffic") -> float:
             "replica, and its cost per token means nothing)"
         )
         raise InputError(field, value, allowed)
-    return float(value)
-
-
-def _positive(name: str, value: float) -> float:
-    if not np.isfinite(value) or value <= 0:
-        raise InputError(name, value, "a positive, finite number")
     return float(value)
 
 
@@ -286,8 +281,7 @@ def simulate_loads(
     limits = table.limits()
     points = []
     for i, load in enumerate(track(loads, "Simulating loads")):
-        if not np.isfinite(load) or load <= 0:
-            raise InputError("load", load, "fractions of capacity > 0")
+        checks.positive("load", load, allowed="fractions of capacity > 0")
         rate = load * capacity
         horizon = _horizon_s(requests, rate, residence)
         arrivals = sim.poisson_arrivals_s(rate, horizon, seed + i)
@@ -358,22 +352,24 @@ def fleet(
     the drain time whatever the batch).
     """
     check_traffic(traffic_tokens_per_s, "--traffic")
-    if isinstance(batch, bool) or int(batch) != batch or batch < 1:
-        raise InputError("batch", batch, "a whole number >= 1")
-    if isinstance(output_tokens, bool) or int(output_tokens) != output_tokens or output_tokens < 1:
-        raise InputError("output tokens", output_tokens, "a whole number >= 1")
+    checks.whole_valued("batch", batch)
+    checks.whole_valued("output tokens", output_tokens)
     if output_tokens > MAX_OUTPUT_TOKENS:
         raise InputError("output tokens", output_tokens, f"a whole number from 1 to {MAX_OUTPUT_TOKENS:,}")
-    if isinstance(requests, bool) or int(requests) != requests or not 1 <= requests <= MAX_REQUESTS:
-        raise InputError("requests", requests, f"a whole number from 1 to {MAX_REQUESTS:,}")
+    checks.whole_valued("requests", requests, maximum=MAX_REQUESTS)
     loads = list(loads)
     if not 1 <= len(loads) <= MAX_LOADS:
         raise InputError("loads", len(loads), f"1 to {MAX_LOADS} loads")
     for load in loads:
-        if not np.isfinite(load) or not 0 < load <= MAX_LOAD_FRAC:
-            raise InputError("load", load, f"a fraction of capacity in (0, {MAX_LOAD_FRAC:g}]")
-    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise InputError("seed", seed, "a whole number >= 0")
+        checks.between(
+            "load",
+            load,
+            0.0,
+            MAX_LOAD_FRAC,
+            low_open=True,
+            allowed=f"a fraction of capacity in (0, {MAX_LOAD_FRAC:g}]",
+        )
+    checks.whole_valued("seed", seed, minimum=0)
     batch = int(batch)
     if deployment is not None:
         fits = int(pooled.max_batch(deployment, [context])[0])
@@ -387,7 +383,7 @@ def fleet(
         chips = deployment.chips if chips_per_replica is None else chips_per_replica
         price = deployment.usd_per_chip_hour if usd_per_chip_hour is None else usd_per_chip_hour
     else:
-        step = _positive("step time", LECTURE_STEP_S if step_s is None else step_s)
+        step = checks.positive("step time", LECTURE_STEP_S if step_s is None else step_s)
         if step < MIN_STEP_S:
             raise InputError(
                 "--step",
@@ -404,9 +400,8 @@ def fleet(
             price = chip("gb200").price_usd_per_chip_hour.value_usd
         else:
             price = usd_per_chip_hour
-    _positive("price per chip-hour", price)
-    if isinstance(chips, bool) or int(chips) != chips or chips < 1:
-        raise InputError("chips per replica", chips, "a whole number >= 1")
+    checks.positive("price per chip-hour", price)
+    checks.whole_valued("chips per replica", chips)
     full_step = float(steps[-1])
     per_replica = float(econ.replica_tokens_per_s(batch, full_step))
     replicas = int(econ.replicas_needed(traffic_tokens_per_s, per_replica))

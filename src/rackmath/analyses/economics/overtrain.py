@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from rackmath.core import scaling_laws as sl
-from rackmath.errors import InputError
 from rackmath.numbers import check_range
+from rackmath.specs import checks
 from rackmath.units import SECONDS_PER_DAY
 
 #: The lifecycle coefficients and Chinchilla's tokens per parameter, named here so that the
@@ -150,11 +150,9 @@ def overtrain(
         ("RL FLOPs per parameter-token", k.rl),
         ("inference FLOPs per parameter-token", k.inference),
     ):
-        if not np.isfinite(value) or value <= 0:
-            raise InputError(name, value, "a positive number")
+        checks.positive(name, value, allowed="a positive number")
     for name, value in (("RL efficiency", k.rl_efficiency), ("inference efficiency", k.inference_efficiency)):
-        if not 0 < value <= 1:
-            raise InputError(name, value, "a fraction in (0, 1]")
+        checks.fraction(name, value, zero=False)
     d_inf = float(sl.lifetime_tokens(tokens_per_s, duration_s))
     d_pre, d_rl = (float(x) for x in sl.equal_cost_tokens(d_inf, k))
     loss = float(sl.loss(params, d_pre, fit))

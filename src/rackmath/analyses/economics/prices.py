@@ -19,6 +19,7 @@ from rackmath.analyses.serving.pooled import Deployment
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.economics import ModelPrice
 
 FloatArray = NDArray[np.float64]
@@ -198,8 +199,7 @@ def long_context(
     with it). Input cost: prefilling one prompt of that length. The price at context ``L``
     is the tier a request with an ``L``-token prompt is billed at.
     """
-    if not np.isfinite(batch) or batch < 1:
-        raise InputError("batch", batch, "a number >= 1")
+    checks.at_least("batch", batch, 1)
     c = default_contexts(price) if contexts is None else np.asarray(contexts, float)
     dec = pooled.decode(deployment, [batch], c)
     pre = pooled.prefill(deployment, [1.0], c)

@@ -22,6 +22,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
+from rackmath.specs import checks
 
 FloatArray = NDArray[np.float64]
 
@@ -97,13 +98,11 @@ def sparsity_study(
     if s.size == 0 or np.any(~np.isfinite(s)) or np.any(s < 1):
         raise InputError("sparsity", list(sparsities), "numbers >= 1 (N_total / N_active)")
     for name, value in (("context", context), ("users", users)):
-        if not np.isfinite(value) or value < 1:
-            raise InputError(name, value, "a number >= 1")
+        checks.at_least(name, value, 1)
     d = deployment
     chip = d.system.chip
     n_active = float(params_active if params_active is not None else d.params.active)
-    if not np.isfinite(n_active) or n_active <= 0:
-        raise InputError("params_active", n_active, "a positive number")
+    checks.positive("params_active", n_active, allowed="a positive number")
     bpw = d.precisions.weights.bytes_per_element
     kv_tok = arch.kv_bytes_per_token(d.model, d.precisions.kv.bytes_per_element)
     flops_chip = chip.peak_flops(d.precisions.compute)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from rackmath.analyses.serving.pooled import Deployment
 from rackmath.core import economics as econ
-from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.economics import MemoryTierSpec
 from rackmath.units import SECONDS_PER_YEAR
 
@@ -55,8 +53,7 @@ def hbm_tier(deployment: Deployment, lecture_drain_time_s: float | None = None) 
 
 
 def purchased_tier(spec: MemoryTierSpec, amortization_s: float) -> CacheTier:
-    if not np.isfinite(amortization_s) or amortization_s <= 0:
-        raise InputError("amortization", amortization_s, "a positive duration")
+    checks.positive("amortization", amortization_s, allowed="a positive duration")
     price = spec.price
     years = amortization_s / SECONDS_PER_YEAR
     return CacheTier(

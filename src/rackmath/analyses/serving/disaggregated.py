@@ -24,6 +24,7 @@ from rackmath.core import loads, rack_rules
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
+from rackmath.specs import checks
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,7 @@ class ServingPoint:
 
 def _check_lengths(input_len: int, output_len: int) -> None:
     for name, value in (("input length", input_len), ("output length", output_len)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(name, value, "a whole number of tokens >= 1")
+        checks.whole(name, value, allowed="a whole number of tokens >= 1")
 
 
 def _batch(
@@ -82,9 +82,7 @@ def _batch(
         if limit < 1:
             raise InputError("batch", 0, f"a batch that fits: no sequence of {context:,.0f} tokens fits")
         return limit, limit
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise InputError("batch", batch, "a whole number >= 1")
-    return batch, limit
+    return checks.whole("batch", batch), limit
 
 
 def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | None = None) -> ServingPoint:
@@ -126,8 +124,7 @@ def disaggregated(
     _check_lengths(input_len, output_len)
     if prefill_batch is None:
         prefill_batch = prefill.plan.dp
-    if isinstance(prefill_batch, bool) or not isinstance(prefill_batch, int) or prefill_batch < 1:
-        raise InputError("prefill batch", prefill_batch, "a whole number >= 1")
+    checks.whole("prefill batch", prefill_batch)
     if prefill.model.id != decode.model.id:
         raise InputError("pools", f"{prefill.model.id} / {decode.model.id}", "the same model in both pools")
     context = input_len + output_len

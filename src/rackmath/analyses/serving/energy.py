@@ -18,6 +18,7 @@ from rackmath.core import energy as en
 from rackmath.core import parallel as par
 from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.hardware import ChipSpec
 
 FloatArray = NDArray[np.float64]
@@ -33,11 +34,14 @@ def check_pue(pue: object) -> float:
         value = float(pue)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError("--pue", pue, f"a number from 1 to {MAX_PUE:g}, e.g. {en.DEFAULT_PUE}") from None
-    if not np.isfinite(value) or not 1.0 <= value <= MAX_PUE:
-        raise InputError(
-            "--pue", pue, f"a number from 1 to {MAX_PUE:g} (facility over IT power), e.g. {en.DEFAULT_PUE}"
-        )
-    return value
+    return checks.between(
+        "--pue",
+        value,
+        1.0,
+        MAX_PUE,
+        allowed=f"a number from 1 to {MAX_PUE:g} (facility over IT power), e.g. {en.DEFAULT_PUE}",
+        given=pue,
+    )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.throughput import DecodeThroughput, batch_context_grid
 from rackmath.core import loads, numeric
 from rackmath.core import memory as mem
 from rackmath.core import network as net
@@ -31,6 +32,7 @@ from rackmath.core.network import DEFAULT_ACTIVATION_BYTES, CommOverlap, Topolog
 from rackmath.core.sharding import ShardableModel, StageSplit
 from rackmath.errors import InputError
 from rackmath.frames import Col, Tabular, deployment_labels, grid_layout
+from rackmath.specs import checks
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -50,8 +52,12 @@ def topology(system: SystemSpec, chips_per_domain: int | None = None) -> Topolog
             f"{chip.id} network bandwidth", None, "scale-up and scale-out bandwidth in the chip catalog"
         )
     s = system.scale_up_domain_chips if chips_per_domain is None else chips_per_domain
-    if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= system.scale_up_domain_chips:
-        raise InputError("chips per domain", s, f"1 to {system.scale_up_domain_chips} ({system.id}'s domain)")
+    checks.whole(
+        "chips per domain",
+        s,
+        maximum=system.scale_up_domain_chips,
+        allowed=f"1 to {system.scale_up_domain_chips} ({system.id}'s domain)",
+    )
     return Topology(
         chips_per_domain=float(s),
         scale_up_bytes_per_s=up,
@@ -184,7 +190,7 @@ class MemoryPerChip:
 
 
 @dataclass(frozen=True)
-class PlannedGrid(pooled.DecodeThroughput, Tabular):
+class PlannedGrid(DecodeThroughput, Tabular):
     """Decode (or prefill) over a batch x context grid under a plan."""
 
     frame_layout = grid_layout(
@@ -362,14 +368,14 @@ class PlannedDeployment:
 
     def decode(self, batch: ArrayLike, context: ArrayLike) -> PlannedGrid:
         """One decode cycle for each (batch, context): every sequence makes one token."""
-        b, c = pooled.batch_context_grid(batch, context)
+        b, c = batch_context_grid(batch, context)
         bs, cs, shape = _point(b, c)
         load = loads.decode_load(self.model, bs, cs, self.kv_bytes_per_element)
         return self._grid(b, c, self.step(load, decode=True, shape=shape), self.memory(bs, cs, shape=shape))
 
     def prefill(self, batch: ArrayLike, length: ArrayLike) -> PlannedGrid:
         """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written once)."""
-        b, n = pooled.batch_context_grid(batch, length)
+        b, n = batch_context_grid(batch, length)
         bs, ns, shape = _point(b, n)
         load = loads.prefill_load(self.model, bs, ns, self.kv_bytes_per_element)
         step = self.step(load, decode=False, shape=shape)
@@ -454,8 +460,7 @@ def plan_deployment(
     check = check_plan(model, the_plan, topo, allow_uneven_stages=allow_uneven_stages)
     if not check.ok:
         raise InputError("plan", str(the_plan), f"a plan that fits {model.id}: " + "; ".join(check.reasons))
-    if not 0.0 <= float(comm_overlap_frac) <= 1.0:
-        raise InputError("comm overlap", comm_overlap_frac, "a fraction in [0, 1]")
+    checks.fraction("comm overlap", comm_overlap_frac)
     if not extra_hop_latency_s >= 0:
         raise InputError("hop latency", extra_hop_latency_s, "seconds >= 0")
     base = pooled.make_deployment(

@@ -16,7 +16,6 @@ See :mod:`rackmath.analyses.kernels.tables`.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -25,6 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses.kernels import tables as et
+from rackmath.analyses.serving.throughput import DecodeThroughput, batch_context_grid
 from rackmath.core import architecture as arch
 from rackmath.core import loads
 from rackmath.core import memory as mem
@@ -36,6 +36,7 @@ from rackmath.core.memory import ChipMemory, ChipWeightBytes
 from rackmath.core.sharding import ShardableModel
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular, deployment_labels, grid_layout
+from rackmath.specs import checks
 from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
@@ -55,22 +56,6 @@ class Precisions:
     weights: Precision
     kv: Precision
     compute: Precision
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise InputError(name, value, "a whole number >= 1")
-    return int(value)
-
-
-def _positive_float(name: str, value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(name, value, "a positive number") from None
-    if not np.isfinite(number) or number <= 0:
-        raise InputError(name, value, "a positive, finite number")
-    return number
 
 
 def default_precisions(model: ModelSpec, system: SystemSpec) -> Precisions:
@@ -273,7 +258,7 @@ def make_deployment(
     ``efficiency``: ``"kernel"`` (default: fitted kernel curves), ``"pure"`` (the roofline) or
     an :class:`~rackmath.core.roofline.Efficiency`."""
     efficiency = et.parse_mode(efficiency)
-    n_chips = system.default_chips if chips is None else _positive_int("chips", chips)
+    n_chips = system.default_chips if chips is None else checks.whole("chips", chips)
     defaults = default_precisions(model, system)
     precisions = Precisions(
         weights=Precision.parse(weights, "weights precision") if weights else defaults.weights,
@@ -284,10 +269,9 @@ def make_deployment(
     price = (
         system.chip.price_usd_per_chip_hour.value_usd
         if usd_per_chip_hour is None
-        else _positive_float("price per chip-hour", usd_per_chip_hour)
+        else checks.positive("price per chip-hour", usd_per_chip_hour)
     )
-    if not 0.0 <= memory_reserve_frac < 1.0:
-        raise InputError("memory reserve", memory_reserve_frac, "a fraction in [0, 1)")
+    checks.fraction("memory reserve", memory_reserve_frac, one=False)
     notes = []
     if n_chips > system.scale_up_domain_chips:
         notes.append(
@@ -317,102 +301,6 @@ def check_context(model: ModelSpec, tokens: ArrayLike, field: str = "context") -
         raise InputError(
             field, f"{longest:,.0f} tokens", f"at most {window:,} tokens ({model.id}'s context window)"
         )
-
-
-def batch_context_grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    b = np.asarray(batch, float)
-    c = np.asarray(context, float)
-    if b.size == 0 or not ((b >= 1) & (b < np.inf)).all():  # NaN fails both comparisons
-        raise InputError("batch", batch, "numbers >= 1")
-    if c.size == 0 or not ((c >= 1) & (c < np.inf)).all():
-        raise InputError("context", context, "token counts >= 1")
-    return b[:, None] if b.ndim == 1 else b, c[None, :] if c.ndim == 1 else c
-
-
-class DecodeThroughput(ABC):
-    """Throughput and cost of one decode step over a batch, shared by every decode grid.
-
-    A subclass provides ``batch``, ``step_s`` and a ``deployment`` with ``chips`` and
-    ``usd_per_chip_hour``; each of ``batch`` sequences gains one token per step.
-    """
-
-    batch: FloatArray
-    deployment: Any
-
-    @property
-    @abstractmethod
-    def step_s(self) -> FloatArray:
-        """Seconds per decode step; each grid knows where its step time comes from."""
-
-    @property
-    def tokens_per_s(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s)
-
-    @property
-    def tokens_per_s_per_user(self) -> FloatArray:
-        return np.broadcast_to(1.0 / self.step_s, self.step_s.shape)
-
-    @property
-    def tokens_per_s_per_chip(self) -> FloatArray:
-        return np.asarray(self.tokens_per_s / self.deployment.chips)
-
-    @property
-    def usd_per_million_output_tokens(self) -> FloatArray:
-        d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
-
-    # The band (p10-p90) of each figure: the step's (:attr:`rackmath.core.parallel.PlanStep.step_band_s`,
-    # every operator at the edges of its curve's held-out error); a throughput's p10 comes from
-    # the step's p90 (a slower step yields fewer tokens), a price's p10 from the step's p10.
-
-    @property
-    def step_band_s(self) -> tuple[FloatArray, FloatArray]:
-        """The step's p10 and p90 (seconds), from the grid's plan step (the step itself when
-        the grid has none)."""
-        step = getattr(self, "times", None) or getattr(self, "step", None)
-        if not isinstance(step, par.PlanStep):
-            return self.step_s, self.step_s
-        lo, hi = step.step_band_s
-        return np.broadcast_to(lo, self.step_s.shape), np.broadcast_to(hi, self.step_s.shape)
-
-    @property
-    def step_s_p10(self) -> FloatArray:
-        return self.step_band_s[0]
-
-    @property
-    def step_s_p90(self) -> FloatArray:
-        return self.step_band_s[1]
-
-    @property
-    def tokens_per_s_per_chip_p10(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s_p90 / self.deployment.chips)
-
-    @property
-    def tokens_per_s_per_chip_p90(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s_p10 / self.deployment.chips)
-
-    @property
-    def usd_per_million_output_tokens_p10(self) -> FloatArray:
-        d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s_p10, self.batch, d.chips, d.usd_per_chip_hour)
-
-    @property
-    def usd_per_million_output_tokens_p90(self) -> FloatArray:
-        d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s_p90, self.batch, d.chips, d.usd_per_chip_hour)
-
-    def band_at(self, index: tuple[int, int]) -> dict[str, float]:
-        """The p10-p90 band of one point's step, throughput and price, as JSON keys."""
-        return {
-            "step_s_p10": float(self.step_s_p10[index]),
-            "step_s_p90": float(self.step_s_p90[index]),
-            "tokens_per_s_p10": float(self.tokens_per_s_per_chip_p10[index] * self.deployment.chips),
-            "tokens_per_s_p90": float(self.tokens_per_s_per_chip_p90[index] * self.deployment.chips),
-            "tokens_per_s_per_chip_p10": float(self.tokens_per_s_per_chip_p10[index]),
-            "tokens_per_s_per_chip_p90": float(self.tokens_per_s_per_chip_p90[index]),
-            "usd_per_million_output_tokens_p10": float(self.usd_per_million_output_tokens_p10[index]),
-            "usd_per_million_output_tokens_p90": float(self.usd_per_million_output_tokens_p90[index]),
-        }
 
 
 @dataclass(frozen=True)

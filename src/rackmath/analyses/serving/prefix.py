@@ -36,6 +36,7 @@ from rackmath.core import loads
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs import checks
 from rackmath.units import MILLION, SECONDS_PER_HOUR
 
 FloatArray = NDArray[np.float64]
@@ -60,12 +61,13 @@ def prefix_cache(hit_frac: object, tier: str, tiers: tuple[CacheTier, ...]) -> P
         h = float(hit_frac)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError("--prefix-hit", hit_frac, "a fraction in [0, 1), e.g. 0.6") from None
-    if not np.isfinite(h) or not 0.0 <= h < 1.0:
-        raise InputError(
-            "--prefix-hit",
-            hit_frac,
-            "a fraction in [0, 1) of each prompt found cached (1 leaves nothing to prefill), e.g. 0.6",
-        )
+    checks.fraction(
+        "--prefix-hit",
+        h,
+        one=False,
+        allowed="a fraction in [0, 1) of each prompt found cached (1 leaves nothing to prefill), e.g. 0.6",
+        given=hit_frac,
+    )
     key = TIER_ALIASES.get(tier.strip().lower(), tier.strip().lower())
     by_id = {t.id: t for t in tiers}
     if key not in by_id:

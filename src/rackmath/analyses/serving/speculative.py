@@ -15,12 +15,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.pooled import DecodeGrid, DecodeThroughput, Deployment
+from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
+from rackmath.analyses.serving.throughput import DecodeThroughput
 from rackmath.core import loads
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as spec
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.model import ModelSpec
 
 FloatArray = NDArray[np.float64]
@@ -53,10 +55,12 @@ def speculation(
 ) -> Speculation:
     """Validate a speculation: ``1 <= depth <= MAX_DEPTH``; acceptance one rate in [0, 1]
     (every position) or one per position."""
-    if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or not 1 <= depth <= spec.MAX_DEPTH:
-        raise InputError(
-            f"{field} depth k", depth, f"a whole number of draft tokens from 1 to {spec.MAX_DEPTH}"
-        )
+    k = checks.whole(
+        f"{field} depth k",
+        depth,
+        maximum=spec.MAX_DEPTH,
+        allowed=f"a whole number of draft tokens from 1 to {spec.MAX_DEPTH}",
+    )
     try:
         rates = np.atleast_1d(np.asarray(acceptance, float))
     except (TypeError, ValueError):
@@ -67,14 +71,14 @@ def speculation(
         raise InputError(
             f"{field} acceptance", acceptance, "rates in [0, 1] (the chance a draft token is kept), e.g. 0.8"
         )
-    if rates.size not in (1, depth):
+    if rates.size not in (1, k):
         raise InputError(
             f"{field} acceptance",
             acceptance,
-            f"one rate for every position or {depth} rates, one per draft position",
+            f"one rate for every position or {k} rates, one per draft position",
         )
-    per_position = spec.acceptance_by_position(rates, int(depth))
-    return Speculation(int(depth), tuple(float(a) for a in per_position), draft)
+    per_position = spec.acceptance_by_position(rates, k)
+    return Speculation(k, tuple(float(a) for a in per_position), draft)
 
 
 def parse_speculation(text: str, resolve_model: Any) -> Speculation:

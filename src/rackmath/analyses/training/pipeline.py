@@ -9,6 +9,7 @@ from typing import Any
 from rackmath.core import pipeline as pl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
+from rackmath.specs import checks
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,7 @@ def pipeline_schedule(
     """Simulate a schedule (unit forward time by default) and give its closed forms;
     ``times``: ``t_f``, ``t_b``, ``t_w`` as :func:`rackmath.core.pipeline.simulate` takes them."""
     sched = pl.Schedule.parse(schedule)
-    if isinstance(virtual_stages, bool) or not isinstance(virtual_stages, int) or virtual_stages < 1:
-        raise InputError("virtual stages", virtual_stages, "a whole number >= 1")
+    checks.whole("virtual stages", virtual_stages)
     if sched is pl.Schedule.INTERLEAVED and virtual_stages < 2:
         virtual_stages = 2  # the default of 1 means "the fewest chunks interleaving needs"
     elif sched is not pl.Schedule.INTERLEAVED and virtual_stages != 1:

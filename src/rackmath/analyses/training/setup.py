@@ -16,8 +16,6 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
-import numpy as np
-
 from rackmath.analyses.serving.pooled import DEFAULT_MEMORY_RESERVE_FRAC
 from rackmath.core import architecture as arch
 from rackmath.core import efficiency as eff
@@ -26,6 +24,7 @@ from rackmath.core import roofline as rl
 from rackmath.core import training as tr
 from rackmath.core.training_step import GemmRecipe
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
@@ -133,12 +132,6 @@ class TrainingSetup:
         return arch.param_counts(self.model)
 
 
-def _whole(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputError(name, value, f"a whole number >= {minimum}")
-    return int(value)
-
-
 def make_training(
     model: ModelSpec,
     system: SystemSpec,
@@ -167,12 +160,11 @@ def make_training(
     ep_dispatch_fp8: bool = False,
 ) -> TrainingSetup:
     """Check the plan against the model and system once; fill defaults; explain refusals."""
-    if chips is not None and _whole("chips", chips) != plan.chips:
+    if chips is not None and checks.whole("chips", chips) != plan.chips:
         raise InputError(
             "--chips", chips, f"the plan's tp x pp x dp x cp = {plan.chips} chips ({plan}); change one"
         )
-    if not (isinstance(tokens, int | float) and math.isfinite(tokens) and tokens > 0):
-        raise InputError("tokens", tokens, "a positive token budget, e.g. 15e12")
+    checks.positive("tokens", tokens, allowed="a positive token budget, e.g. 15e12")
     a = model.attention
     if a.num_heads % plan.tp:
         raise InputError("plan tp", plan.tp, f"a divisor of the {a.num_heads} attention heads")
@@ -184,18 +176,18 @@ def make_training(
         if model.moe.num_experts % plan.ep:
             raise InputError("plan ep", plan.ep, f"a divisor of the {model.moe.num_experts} experts")
     seq = min(DEFAULT_SEQ_LEN, model.max_context or DEFAULT_SEQ_LEN) if seq_len is None else seq_len
-    seq = _whole("seq-len", seq)
+    seq = checks.whole("seq-len", seq)
     if seq % plan.cp:
         raise InputError("seq-len", seq, f"a multiple of cp = {plan.cp}")
-    micro = _whole("microbatch", microbatch)
+    micro = checks.whole("microbatch", microbatch)
     unit = plan.dp * micro
     if global_batch is None:
         global_batch = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq / unit)) * unit
-    batch = _whole("batch", global_batch)
+    batch = checks.whole("batch", global_batch)
     if batch % unit:
         raise InputError("batch", batch, f"a multiple of dp x microbatch = {unit} sequences")
     sched = pl.Schedule.parse(schedule)
-    v = _whole("virtual stages", virtual_stages)
+    v = checks.whole("virtual stages", virtual_stages)
     m = batch // unit
     defaulted_v = False
     if sched is pl.Schedule.INTERLEAVED:
@@ -237,25 +229,24 @@ def make_training(
             raise InputError("efficiency", efficiency_table, "pure, calibrated or kernel")
         efficiency_table = kernel_table(system.chip.id, recipe, model.moe.gated if model.moe else True)
     overlap = (1.0 if sched is pl.Schedule.DUALPIPE else 0.0) if ep_overlap_frac is None else ep_overlap_frac
-    if not (isinstance(overlap, int | float) and 0.0 <= overlap <= 1.0):
-        raise InputError("ep overlap", overlap, "a fraction in [0, 1] (DualPipe hides all: 1)")
-    if not (isinstance(routing_skew, int | float) and 1.0 <= routing_skew <= 64.0):
-        raise InputError("routing skew", routing_skew, "the busiest expert rank over the mean, in [1, 64]")
-    if bucket_bytes is not None and not (math.isfinite(bucket_bytes) and bucket_bytes >= 2**20):
-        raise InputError("bucket bytes", bucket_bytes, "at least 1 MiB (e.g. 25e6, PyTorch DDP's default)")
-    if ep_max_domains is not None and (
-        isinstance(ep_max_domains, bool)
-        or not isinstance(ep_max_domains, int)
-        or not 1 <= ep_max_domains <= 4096
-    ):
-        raise InputError(
-            "ep max nodes", ep_max_domains, "a whole number of nodes >= 1 (DeepSeek-V3 routes to 4)"
+    checks.fraction("ep overlap", overlap, allowed="a fraction in [0, 1] (DualPipe hides all: 1)")
+    checks.between(
+        "routing skew", routing_skew, 1.0, 64.0, allowed="the busiest expert rank over the mean, in [1, 64]"
+    )
+    if bucket_bytes is not None:
+        checks.at_least(
+            "bucket bytes", bucket_bytes, 2**20, allowed="at least 1 MiB (e.g. 25e6, PyTorch DDP's default)"
+        )
+    if ep_max_domains is not None:
+        checks.whole(
+            "ep max nodes",
+            ep_max_domains,
+            maximum=4096,
+            allowed="a whole number of nodes >= 1 (DeepSeek-V3 routes to 4)",
         )
     price = system.chip.price_usd_per_chip_hour.value_usd if usd_per_chip_hour is None else usd_per_chip_hour
-    if not (math.isfinite(price) and price > 0):
-        raise InputError("price per chip-hour", price, "a positive number")
-    if not 0.0 <= memory_reserve_frac < 1.0:
-        raise InputError("memory reserve", memory_reserve_frac, "a fraction in [0, 1)")
+    checks.positive("price per chip-hour", price, allowed="a positive number")
+    checks.fraction("memory reserve", memory_reserve_frac, one=False)
     notes = []
     if defaulted_v:
         notes.append("interleaved with no --virtual-stages: 2 model chunks per stage assumed.")

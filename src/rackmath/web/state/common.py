@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from rackmath.catalog import economics as ce
 from rackmath.catalog import loader as catalog
 from rackmath.errors import ConfigError, InputError, RackmathError
-from rackmath.specs import lists
+from rackmath.specs import checks, lists
 from rackmath.specs.economics import parse_duration_s
 from rackmath.specs.hf_config import model_from_config
 from rackmath.specs.model import ModelSpec
@@ -75,8 +75,7 @@ def in_range(
             value = convert(text)
         except ValueError:
             raise InputError(key, text, allowed) from None
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise InputError(key, text, allowed)
+        checks.between(key, value, lo, hi, allowed=allowed, given=text)
         return value
 
     return parse
@@ -91,9 +90,7 @@ def parse_positive(key: str, text: str) -> float:
         value = float(text)
     except ValueError:
         raise InputError(key, text, "a positive, finite number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(key, text, "a positive, finite number")
-    return value
+    return checks.positive(key, value, given=text)
 
 
 def parse_precision(key: str, text: str) -> str:
