@@ -485,3 +485,72 @@ def test_the_feature_packages_have_empty_inits(package: str) -> None:
         )
     ]
     assert not full, f"keep only a docstring in: {full}"
+
+
+def _packages_graph(graph: dict[str, set[str]], root: str) -> dict[str, set[str]]:
+    """The module graph folded onto the subpackages of ``root`` (``rackmath.analyses.serving``)."""
+
+    def package(module: str) -> str | None:
+        rest = module.removeprefix(root + ".")
+        return f"{root}.{rest.split('.')[0]}" if module.startswith(root + ".") and "." in rest else None
+
+    folded: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if (a := package(module)) is not None:
+            folded.setdefault(a, set()).update(b for t in targets if (b := package(t)) not in (None, a))
+    return folded
+
+
+def test_the_analysis_packages_depend_one_way() -> None:
+    """serving <- deploy, economics, training, reality; kernels below serving: no two feature
+    packages import each other, even through different modules."""
+    packages = _packages_graph(_import_graph(PACKAGE.parent, "rackmath"), "rackmath.analyses")
+    assert not _circles(packages), f"feature packages that import each other: {_circles(packages)}"
+
+
+def test_the_package_check_sees_two_packages_importing_each_other(tmp_path: Path) -> None:
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/an/__init__.py": "",
+            "pkg/an/one/__init__.py": "",
+            "pkg/an/one/a.py": "from pkg.an.two import c\n",
+            "pkg/an/one/b.py": "",
+            "pkg/an/two/__init__.py": "",
+            "pkg/an/two/c.py": "from pkg.an.one import b\n",
+        },
+    )
+    packages = _packages_graph(_import_graph(src, "pkg"), "pkg.an")
+    assert _circles(packages) == [["pkg.an.one", "pkg.an.two"]]
+
+
+def _unlisted_modules(package_dir: Path) -> list[str]:
+    """Modules of a package (subpackages included) that its README.md does not name."""
+    readme = (package_dir / "README.md").read_text()
+    missing = []
+    for path in sorted(package_dir.rglob("*.py")):
+        name = str(path.relative_to(package_dir))
+        if path.name == "__init__.py" and path.parent == package_dir:
+            continue
+        if path.name == "__init__.py" and not any(
+            not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+            for n in ast.parse(path.read_text()).body
+        ):
+            continue  # a docstring-only __init__ is nothing to list
+        if f"`{name}`" not in readme:
+            missing.append(name)
+    return missing
+
+
+@pytest.mark.parametrize("package", sorted(p.parent.name for p in PACKAGE.glob("*/README.md")))
+def test_every_package_readme_lists_every_module(package: str) -> None:
+    missing = _unlisted_modules(PACKAGE / package)
+    assert not missing, f"{package}/README.md: add a line on what each of these owns: {missing}"
+
+
+def test_the_readme_check_finds_an_unlisted_module(tmp_path: Path) -> None:
+    pkg = _write(
+        tmp_path, {"README.md": "| `a.py` | a |\n", "__init__.py": '"""doc"""\n', "a.py": "", "sub/b.py": ""}
+    )
+    assert _unlisted_modules(pkg) == ["sub/b.py"]
