@@ -96,14 +96,22 @@ def test_an_error_names_the_pages_control_not_a_cli_flag() -> None:
     assert "raise the token budget" in error
 
 
+def _raises_input_error(call: ast.Call) -> bool:
+    """``InputError(...)``, or one of the checks that raise it (``checks.whole("--mtp", ...)``)."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id == "InputError"
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "checks"
+
+
 def _flags_in_messages() -> set[str]:
-    """Every ``--flag`` written in a string inside an InputError(...) call of the layers the
-    web calls (analyses, specs, catalog, core, the API)."""
+    """Every ``--flag`` written in a string inside an InputError(...) call (or a
+    ``specs/checks.py`` call) of the layers the web calls (analyses, specs, catalog, core)."""
     flags: set[str] = set()
     for folder in ("analyses", "specs", "catalog", "core"):
         for path in (SRC / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "InputError":
+                if isinstance(node, ast.Call) and _raises_input_error(node):
                     for sub in ast.walk(node):
                         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                             flags |= set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", sub.value))
