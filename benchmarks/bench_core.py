@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_core.py          # prints a table, writes benchmarks/results/core.json
 
 Measures (a) decode-step evaluations per second over a 1,000 x 1,000 batch-by-context grid,
-through the same `analyses.serving.decode` users call (the per-operator step, cost, MFU and
+through the same `analyses.serving.pooled.decode` users call (the per-operator step, cost, MFU and
 fit for every point; kernel-grounded efficiencies, the default, and the pure roofline), on one
 core, side by side with (b) a hand-fused NumPy evaluation of
 the same per-operator formula for a dense model (checked equal to the model's step), (c) one
@@ -26,7 +26,7 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the aim states
 
 import rackmath as rm
-from rackmath.analyses import serving
+from rackmath.analyses.serving import pooled
 from timing import machine  # benchmarks/timing.py: the scripts run from this folder
 
 RESULTS = Path(__file__).parent / "results"
@@ -37,11 +37,11 @@ def grid_points_per_s(model: str, system: str, repeats: int = 5, efficiency: str
     dep = rm.deployment(model, system, efficiency=efficiency)
     batches = np.arange(1, 1001, dtype=float)
     contexts = np.linspace(128, 131072, 1000)
-    serving.decode(dep, batches, contexts)  # warm-up
+    pooled.decode(dep, batches, contexts)  # warm-up
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        g = serving.decode(dep, batches, contexts)
+        g = pooled.decode(dep, batches, contexts)
         # force every output a user reads
         _ = (g.step_s, g.usd_per_million_output_tokens, g.mfu, g.fits, g.times.bottleneck)
         best = min(best, time.perf_counter() - start)
@@ -91,7 +91,7 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
         return np.asarray(total + norms + embedding)
 
     fused = step()
-    model_step = serving.decode(dep, b[:, 0], c[0]).step_s
+    model_step = pooled.decode(dep, b[:, 0], c[0]).step_s
     np.testing.assert_allclose(fused, model_step, rtol=1e-9)
     best = float("inf")
     for _ in range(repeats):
@@ -103,8 +103,8 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
 
 def plan_point_s(repeats: int = 200) -> float:
     """One plan-aware decode point (DeepSeek-V3, dp=64,ep=64 on a GB200 NVL72) in-process."""
-    from rackmath.analyses.deployment import plan_deployment
-    from rackmath.catalog import resolve_model, system
+    from rackmath.analyses.serving.planned import plan_deployment
+    from rackmath.catalog.loader import resolve_model, system
 
     dep = plan_deployment(resolve_model("deepseek-v3"), system("gb200-nvl72"), "dp=64,ep=64")
     dep.decode([512], [4096])  # warm-up: per-model constants are cached

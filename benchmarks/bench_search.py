@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rackmath.analyses import search as srch
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.deploy import candidates
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import DEFAULT_SYSTEMS, Workload
+from rackmath.catalog.loader import resolve_model, system
 from timing import machine, timed  # benchmarks/timing.py: the scripts run from this folder
 
 REPEATS = 7
@@ -19,13 +21,11 @@ OUT = Path(__file__).parent / "results" / "search.json"
 
 def main() -> None:
     model = resolve_model("deepseek-v3")
-    systems = [system(s) for s in srch.DEFAULT_SYSTEMS]
-    work = srch.Workload(
-        traffic_tokens_per_s=1_000_000, input_len=1024, output_len=1024, ttft_s=2.0, tpot_s=0.05
-    )
+    systems = [system(s) for s in DEFAULT_SYSTEMS]
+    work = Workload(traffic_tokens_per_s=1_000_000, input_len=1024, output_len=1024, ttft_s=2.0, tpot_s=0.05)
 
     one = system("gb200-nvl72")
-    t_eval, cands = timed(lambda: srch.evaluate(model, one, "native", work, max_chips=256), REPEATS)
+    t_eval, cands = timed(lambda: candidates.evaluate(model, one, "native", work, max_chips=256), REPEATS)
     n_eval = cands.size  # type: ignore[attr-defined]
 
     t_search, result = timed(
@@ -47,7 +47,7 @@ def main() -> None:
         },
         "six_system_search": {
             "model": model.id,
-            "systems": list(srch.DEFAULT_SYSTEMS),
+            "systems": list(DEFAULT_SYSTEMS),
             "precision_families": ["native", "fp8", "fp4"],
             "candidates": n_search,
             "wall_s": t_search,

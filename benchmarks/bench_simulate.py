@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rackmath.analyses import simulate as sim
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.catalog.runtimes import runtime
 from rackmath.core import requests as rq
 from rackmath.core import roofline as rl
+from rackmath.specs.workload import LengthDist
 from timing import machine, timed  # benchmarks/timing.py: the scripts run from this folder
 
 REPEATS = 3
@@ -25,7 +26,7 @@ OUT = Path(__file__).parent / "results" / "simulate.json"
 def main() -> None:
     model, sys_ = resolve_model("llama-3.1-70b"), system("h100-hgx")
     dep = plan_deployment(model, sys_, "tp=8", efficiency=rl.PURE_ROOFLINE)
-    i, o = rq.LengthDist.parse("lognormal:2000", "--input"), rq.LengthDist.parse("500", "--output")
+    i, o = LengthDist.parse("lognormal:2000", "--input"), LengthDist.parse("500", "--output")
     t_table, rep = timed(
         lambda: sim.replica(
             dep, runtime("vllm"), max_context=i.max_tokens + o.max_tokens, mean_context=i.mean + o.mean

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas
 
-from rackmath.analyses import sweep as sw
+from rackmath.analyses.deploy import sweep as sw
 from timing import machine, timed  # benchmarks/timing.py: the scripts run from this folder
 
 REPEATS = 5

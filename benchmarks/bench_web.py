@@ -27,7 +27,7 @@ from typing import Any
 
 from rackmath import __version__
 from rackmath.web import page_serving
-from rackmath.web.state import ServingState
+from rackmath.web.state.serving import ServingState
 from timing import machine  # benchmarks/timing.py: the scripts run from this folder
 
 BUDGET_S = 0.200
@@ -80,21 +80,21 @@ def _apptest_rerun_s(repeats: int) -> list[float]:
 def _planner_views() -> dict[str, list[float]]:
     """The Compare, Frontier and Simulate pages' computations (analysis + figures), uncached:
     each change is a new comparison (B's batch), a new set of systems, a new arrival rate."""
-    from rackmath.analyses import figures
+    from rackmath.views.figures import planner_charts
     from rackmath.web import page_compare, page_frontier, page_simulate
     from rackmath.web.state.planner import CompareState, FrontierState, SimulateState
 
     def compare(batch: int) -> None:
         s = CompareState()
         configs = (s.configs[0], dataclasses.replace(s.configs[1], batch=batch), *s.configs[2:])
-        figures.comparison(page_compare.comparison(CompareState(2, configs).shown))
+        planner_charts.comparison(page_compare.comparison(CompareState(2, configs).shown))
 
     def frontier(systems: tuple[str, ...]) -> None:
-        figures.systems_frontier(page_frontier.frontier_view(FrontierState(systems=systems)))
+        planner_charts.systems_frontier(page_frontier.frontier_view(FrontierState(systems=systems)))
 
     def simulate(rate: float) -> None:
         run = page_simulate.simulated(SimulateState(rate_per_s=rate))
-        figures.slo_distribution(run, "ttft"), figures.slo_distribution(run, "tpot")
+        planner_charts.slo_distribution(run, "ttft"), planner_charts.slo_distribution(run, "tpot")
 
     system_sets: list[object] = [
         ("h100-hgx", "h200-hgx", "b200-hgx", "gb200-nvl72", "mi355x-8"),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rackmath.analyses import kernel_calibrate, kernel_validation
+from rackmath.analyses.kernels import calibrate, validation
 from rackmath.catalog import kernel_efficiency, kernel_tables
 
 RESULTS = Path(__file__).parent / "results"
@@ -31,10 +31,10 @@ def main() -> None:
     if kernel_tables.package_data_dir() is None:
         raise SystemExit("needs aiconfigurator-core (pip install -e '.[kernels]')")
     start = time.perf_counter()
-    doc = kernel_calibrate.calibrate_kernels()
+    doc = calibrate.calibrate_kernels()
     fit_s = time.perf_counter() - start
     start = time.perf_counter()
-    report = kernel_validation.validate_kernels()
+    report = validation.validate_kernels()
     validate_s = time.perf_counter() - start
     fitted_rows = sum(o["rows_used"] for c in doc["chips"].values() for o in c["ops"])
     results = {
@@ -50,7 +50,7 @@ def main() -> None:
         "fit_all_chips_s": fit_s,
         "validate_kernels_s": validate_s,
         "catalog_bytes": kernel_efficiency.DATA_PATH.stat().st_size,
-        "catalog_bytes_if_rewritten": len(kernel_calibrate.catalog_text(doc).encode()),
+        "catalog_bytes_if_rewritten": len(calibrate.catalog_text(doc).encode()),
         "by_op": report["kernels"]["by_op"],
     }
     print(

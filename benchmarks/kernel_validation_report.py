@@ -7,11 +7,11 @@
 The full validation (every chip: 20% shape split, held-out values, held-out chips, held-out
 versions) takes several minutes on two cores, so it is not run inside pytest:
 ``docs/data/kernel_validation.json`` is its committed output, with the hash of its inputs
-(:func:`rackmath.analyses.kernel_validation.input_hash`). ``tests/test_kernel_targets.py`` asserts
+(:func:`rackmath.analyses.kernels.validation.input_hash`). ``tests/test_kernel_targets.py`` asserts
 the issue's targets on it and fails when its hash is not the current inputs' (rerun this script).
 The tables between the ``<!-- kernel-validation:... -->`` markers of docs/validation.md are
 generated from it, and the band-coverage table between ``<!-- band-coverage:... -->`` from
-:func:`rackmath.analyses.band_coverage.published_band_coverage` (about 20 s), never typed.
+:func:`rackmath.analyses.reality.band_coverage.published_band_coverage` (about 20 s), never typed.
 Needs the ``kernels`` extra.
 """
 
@@ -38,7 +38,7 @@ def _pct(s: dict[str, Any] | None) -> str:
 
 
 def _mark(cls: str, s: dict[str, Any] | None, p90: bool) -> str:
-    from rackmath.analyses.kernel_validation import P90_TARGET, median_target
+    from rackmath.analyses.kernels.validation import P90_TARGET, median_target
 
     if not s or s.get("median_abs_error") is None:
         return ""
@@ -115,7 +115,7 @@ COVERAGE_LABELS = {
 
 
 def coverage_table(coverage: dict[str, Any]) -> str:
-    """The docs table of :func:`rackmath.analyses.band_coverage.published_band_coverage`."""
+    """The docs table of :func:`rackmath.analyses.reality.band_coverage.published_band_coverage`."""
     out = [
         "| column | inside p10-p90 | below | above | median band width |",
         "|---|---|---|---|---|",
@@ -146,14 +146,14 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="exit 1 if the docs differ from the JSON")
     args = ap.parse_args()
     if not (args.render or args.check):
-        from rackmath.analyses.kernel_validation import validate_kernels
+        from rackmath.analyses.kernels.validation import validate_kernels
 
         report = validate_kernels()
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         REPORT.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n", encoding="utf-8")
         print(f"wrote {REPORT} ({report['kernels']['seconds']:.0f} s)")
     report = json.loads(REPORT.read_text(encoding="utf-8"))
-    from rackmath.analyses.band_coverage import published_band_coverage
+    from rackmath.analyses.reality.band_coverage import published_band_coverage
 
     text = DOCS.read_text(encoding="utf-8")
     new = render_coverage(render(text, report), published_band_coverage())

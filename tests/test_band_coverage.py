@@ -1,9 +1,9 @@
 """The p10-p90 band is validated on the project's own published rows (issue 26, part 9).
 
 A prediction's band is the same prediction with every operator at the 10th, then the 90th
-percentile of its kernel curve's held-out error (:func:`rackmath.analyses.validation.predict`
+percentile of its kernel curve's held-out error (:func:`rackmath.analyses.reality.validation.predict`
 with ``edge``). The kernel band alone is a kernel-level error; the end-to-end residual band
-(:mod:`rackmath.analyses.band_coverage`) adds the model-level term measured leave-one-source-out.
+(:mod:`rackmath.analyses.reality.band_coverage`) adds the model-level term measured leave-one-source-out.
 Target: about 80% of the measurements inside their band. Tolerance: 34 rows give a binomial
 standard deviation of sqrt(0.8 x 0.2 / 34) = 6.9 points, so the end-to-end band must cover
 between 66% and 94% (two standard deviations).
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from rackmath.analyses import band_coverage as bc
-from rackmath.analyses import correction as co
-from rackmath.analyses.validation import predict
+from rackmath.analyses.reality import band_coverage as bc
+from rackmath.analyses.reality import correction as co
+from rackmath.analyses.reality.validation import predict
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog.measurements import measurements
 

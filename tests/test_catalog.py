@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.errors import PrecisionUnavailableError, UnknownIdError
-from rackmath.specs import Precision
+from rackmath.specs.precision import Precision
 
 CHIPS = [
     "a100-80gb", "h100-sxm", "h800", "h200", "b200", "b300", "gb200", "gb300", "rubin",

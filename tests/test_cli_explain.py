@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import serving
+from rackmath.analyses.serving import pooled
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -64,13 +64,13 @@ def test_explain_json_has_the_stable_keys_and_matches_the_api(cli) -> None:
     assert len(data["points"]) == 4
     assert all(set(p) >= POINT_KEYS for p in data["points"])
     dep = rm.deployment("llama-3.1-70b", "h100-hgx")
-    g = serving.decode(dep, [64], [8000])
+    g = pooled.decode(dep, [64], [8000])
     point = next(p for p in data["points"] if p["batch"] == 64 and p["context"] == 8000)
     assert point["step_s"] == pytest.approx(float(g.step_s[0, 0]))
     assert point["usd_per_million_output_tokens"] == pytest.approx(
         float(g.usd_per_million_output_tokens[0, 0])
     )
-    assert data["latency_floor_s"] == pytest.approx(serving.latency_floor_s(dep))
+    assert data["latency_floor_s"] == pytest.approx(pooled.latency_floor_s(dep))
 
 
 def test_explain_text_reads_like_the_blackboard(cli) -> None:
@@ -161,7 +161,7 @@ def test_version(cli) -> None:
 
 
 def test_explain_with_a_plan_adds_communication_and_memory(cli) -> None:
-    from rackmath.analyses.deployment import plan_deployment
+    from rackmath.analyses.serving.planned import plan_deployment
 
     code, out, _ = cli(
         "explain", "deepseek-v3", "--on", "gb200-nvl72", "--chips", "64", "--plan", "dp=64,ep=64",

@@ -119,7 +119,7 @@ def test_a_malformed_scheduler_address_is_refused_before_any_connection(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """main 1de8042: ValueError from inside Dask after a 20 s connection timeout."""
-    from rackmath.analyses import sweep as sw
+    from rackmath.analyses.deploy import sweep as sw
 
     def no_work(*_: Any, **__: Any) -> None:
         raise AssertionError("the sweep ran before the address was checked")
@@ -157,7 +157,7 @@ def test_one_large_grid_is_chunked_inside_itself() -> None:
     """One combination of 60 x 5 = 300 points at chunk_points=100: chunks of at most 100
     points along the batch axis, and the same rows as one unchunked evaluation."""
     pytest.importorskip("pandas")
-    from rackmath.analyses import sweep as sw
+    from rackmath.analyses.deploy import sweep as sw
 
     spec = sw.parse_spec(
         {
@@ -207,12 +207,12 @@ def test_calibrate_kernels_out_into_a_missing_folder_is_refused_before_the_fit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """main 1de8042 fitted every table (minutes), then failed to write with a traceback."""
-    from rackmath.analyses import kernel_fit
+    from rackmath.analyses.kernels import fit
 
     def no_fit(*_: Any, **__: Any) -> None:
         raise AssertionError("the fit started before --out was checked")
 
-    monkeypatch.setattr(kernel_fit, "calibrate_kernels", no_fit)
+    monkeypatch.setattr(fit, "calibrate_kernels", no_fit)
     code, _, err = _run("calibrate", "kernels", "--out", str(tmp_path / "missing" / "fit.yaml"))
     _refused(code, err, "--out", "existing folder")
     code, _, err = _run("calibrate", "kernels", "--out", str(tmp_path / "fit.json"))
@@ -224,20 +224,20 @@ def test_calibrate_kernels_out_into_a_missing_folder_is_refused_before_the_fit(
 
 def test_a_trickle_of_traffic_is_refused_by_plan_and_by_the_search() -> None:
     """main 1de8042: `plan llama-3.1-8b --traffic 1e-30` priced a million tokens at $6e32."""
-    from rackmath.analyses import search
+    from rackmath.analyses.deploy import candidates
 
     code, out, err = _run("plan", "llama-3.1-8b", "--traffic", "1e-30")
     _refused(code, err, "--traffic", "at least 1 output token/s")
     assert "$" not in out
     with pytest.raises(InputError, match="at least 1 output token/s"):
-        search.Workload(traffic_tokens_per_s=1e-30)
-    assert search.Workload(traffic_tokens_per_s=1.0).traffic_tokens_per_s == 1.0
+        candidates.Workload(traffic_tokens_per_s=1e-30)
+    assert candidates.Workload(traffic_tokens_per_s=1.0).traffic_tokens_per_s == 1.0
 
 
 def test_a_sweep_skips_contexts_beyond_the_models_window() -> None:
     """main 1de8042 wrote rows for llama-3.1-8b at 200,000 tokens (its window is 131,072)."""
     pytest.importorskip("pandas")
-    from rackmath.analyses import sweep as sw
+    from rackmath.analyses.deploy import sweep as sw
 
     result = sw.sweep(
         {
@@ -311,7 +311,7 @@ def test_a_training_job_that_does_not_fit_quotes_no_cost() -> None:
 
 
 def test_the_rate_search_reports_each_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rackmath.analyses import simulate as sim
+    from rackmath.analyses.deploy import simulate as sim
 
     monkeypatch.setenv("RACKMATH_PROGRESS", "1")
     seen: list[float] = []
@@ -336,7 +336,7 @@ def test_the_rate_search_reports_each_probe(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_simulate_slo_json_stdout_stays_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RACKMATH_PROGRESS", "1")  # bars forced on: they still go to stderr
-    from rackmath.analyses import simulate as sim
+    from rackmath.analyses.deploy import simulate as sim
 
     monkeypatch.setattr(sim, "SEARCH_REQUESTS", 300)
     monkeypatch.setattr(sim, "SEARCH_PROBES", 2)
@@ -351,7 +351,8 @@ def test_simulate_slo_json_stdout_stays_json(monkeypatch: pytest.MonkeyPatch) ->
 def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pytest.MonkeyPatch) -> None:
     """`calibrate kernels` fits chip by chip under a bar (CLI level); `validate --kernels`
     advances a bar in its chip loop. Stand-ins replace the fits (minutes of work)."""
-    from rackmath.analyses import kernel_fit, kernel_validation
+    from rackmath.analyses.kernels import fit, validation
+    from rackmath.catalog import kernel_tables as kt
     from rackmath.cli import kernel_cmds
 
     monkeypatch.setenv("RACKMATH_PROGRESS", "1")
@@ -363,7 +364,7 @@ def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pyt
         meta = {"package": "p", "package_version": "0", "date": "d", "fit_seconds": 1.5}
         return {"chips": {chips[0]: {"ops": [], "collectives": {}}}, "transferred": {}, "meta": meta}
 
-    monkeypatch.setattr(kernel_fit, "calibrate_kernels", fake_fit)
+    monkeypatch.setattr(fit, "calibrate_kernels", fake_fit)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         doc = kernel_cmds._fit_with_progress(["h100-sxm", "b200"], None)
@@ -371,16 +372,14 @@ def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pyt
     assert doc["meta"]["fit_seconds"] == 3.0
     assert "Fitting kernel efficiencies" in err.getvalue()
 
-    monkeypatch.setattr(kernel_validation.kt, "discover", lambda: ["table"])
-    monkeypatch.setattr(
-        kernel_validation, "load_package_chip", lambda chip, refs: type("D", (), {"rejected": {}})()
-    )
-    monkeypatch.setattr(kernel_validation, "fit_chip", lambda *a, **k: None)
-    monkeypatch.setattr(kernel_validation, "_split", lambda *a, **k: None)
-    monkeypatch.setattr(kernel_validation, "_errors", lambda *a, **k: {})
-    monkeypatch.setattr(kernel_validation, "_held_out_version", lambda *a, **k: {})
+    monkeypatch.setattr(kt, "discover", lambda: ["table"])
+    monkeypatch.setattr(validation, "load_package_chip", lambda chip, refs: type("D", (), {"rejected": {}})())
+    monkeypatch.setattr(validation, "fit_chip", lambda *a, **k: None)
+    monkeypatch.setattr(validation, "_split", lambda *a, **k: None)
+    monkeypatch.setattr(validation, "_errors", lambda *a, **k: {})
+    monkeypatch.setattr(validation, "_held_out_version", lambda *a, **k: {})
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        report = kernel_validation.validate_kernels(["h100-sxm", "b200"])
+        report = validation.validate_kernels(["h100-sxm", "b200"])
     assert list(report["kernels"]["by_chip"]) == ["h100-sxm", "b200"]
     assert "Validating kernels" in err.getvalue()

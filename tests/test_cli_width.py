@@ -85,7 +85,7 @@ def test_sweep_fits_80_columns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_models_shows_every_id_and_alias_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rackmath import catalog
+    from rackmath.catalog import loader as catalog
 
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     _, text = _run(["models"])
@@ -119,7 +119,7 @@ def _kernel_doc() -> dict[str, Any]:
 
 def _kernel_report(doc: dict[str, Any]) -> dict[str, Any]:
     """A `validate --kernels` report of the real shape (every chip and class of ``doc``)."""
-    from rackmath.analyses.kernel_fit import CLASSES
+    from rackmath.analyses.kernels.fit import CLASSES
 
     stat = {"median_abs_error": 0.123, "p90_abs_error": 0.456, "rows": 10}
     by_chip = {chip: dict.fromkeys(CLASSES, stat) for chip in doc["chips"]}

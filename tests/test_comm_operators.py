@@ -13,16 +13,17 @@ import math
 import numpy as np
 import pytest
 
-from rackmath.analyses import kernel_fit as kf
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.analyses.efficiency_tables import efficiency_table
-from rackmath.analyses.kernel_rows import comm_rows
-from rackmath.analyses.kernel_validation import hash_split
+from rackmath.analyses.kernels import fit as kf
+from rackmath.analyses.kernels.rows import comm_rows
+from rackmath.analyses.kernels.tables import efficiency_table
+from rackmath.analyses.kernels.validation import hash_split
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog import kernel_tables as kt
-from rackmath.catalog import resolve_model, system
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import work as wk
-from rackmath.core.efficiency import OpClass, collective_time_s
+from rackmath.core.efficiency import collective_time_s
 from rackmath.core.parallel import PlanStep
+from rackmath.specs.efficiency import OpClass
 
 NVLINK4_BYTES_PER_S = 450e9  # H100 SXM, per direction (chips.yaml)
 NVLINK5_BYTES_PER_S = 900e9  # GB200, per direction
@@ -284,12 +285,12 @@ def test_the_primary_nccl_table_is_the_newest_real_version() -> None:
 
 
 def _llama8b_training(plan: str, **kw):
-    from rackmath.analyses import training as T
+    from rackmath.analyses.training import setup
     from rackmath.specs.plan import ParallelPlan
 
     base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
     base.update(kw)
-    return T.make_training(
+    return setup.make_training(
         resolve_model("llama-3.1-8b"), system("h100-hgx"), ParallelPlan.parse(plan), **base
     )
 
@@ -300,7 +301,7 @@ def test_training_tp_all_reduce_on_the_fitted_curve_by_hand() -> None:
     backward, 32 layers: 128 calls a micro-batch. Past the custom kernel's messages, so NCCL's
     ring on its fitted curve; the link model (the pure table) charges
     ``2 (7/8) S / 450 GB/s + 28 us`` a call."""
-    from rackmath.analyses import training as T
+    from rackmath.analyses.training import estimate as T
 
     s = 1 * 4096 * 4096 * 2.0
     nccl = efficiency_table("h100-sxm").collective("all_reduce:nccl")
@@ -322,7 +323,7 @@ def test_training_fsdp_gathers_and_scatters_on_their_curves() -> None:
     """ZeRO-3 over the 8 GPUs of one HGX: each bucket's parameters all-gathered twice (forward,
     backward) and its gradients reduce-scattered once, on NCCL's all-gather and reduce-scatter
     curves; the step lists both with their kernels, and ``dp_s`` is their sum."""
-    from rackmath.analyses import training as T
+    from rackmath.analyses.training import estimate as T
 
     st = T.estimate(_llama8b_training("dp=8", zero=3, efficiency_table="kernel")).step
     by = {o.name: o for o in st.collectives}
@@ -339,8 +340,8 @@ def test_training_expert_exchanges_run_deepep_normal_across_nodes() -> None:
     dispatch): training-sized calls run DeepEP's normal kernels on the fitted in-node leg
     (the H800 transfers the H100's curves), the crossing leg on the link model; the kernel
     says both."""
-    from rackmath.analyses import training as T
-    from rackmath.analyses import training_runs as R
+    from rackmath.analyses.training import estimate as T
+    from rackmath.analyses.training import runs as R
     from rackmath.catalog.training_runs import training_runs
     from rackmath.core.roofline import PURE_ROOFLINE
 

@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rackmath.analyses import disaggregated as dis
-from rackmath.analyses import search as srch
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.analyses.layout import layout
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.deploy import candidates, frontier
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.analyses.deploy.layout import layout
+from rackmath.analyses.serving import disaggregated as dis
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.cli.main import app
 from rackmath.core import parallel as par
+from rackmath.core import sharding as shard
 from rackmath.errors import InputError
 from rackmath.specs.plan import ParallelPlan
 
@@ -50,7 +53,7 @@ def test_memory_short_by() -> None:
     model, sys = resolve_model("deepseek-v3"), system("h100-hgx")
     dep = plan_deployment(model, sys, "tp=8", weights="bf16")
     mem = dep.memory(1, 4096)
-    m = par.shardable(model, 2.0)
+    m = shard.shardable(model, 2.0)
     expected_w = (
         m.tp_sharded_bytes + m.routed_expert_bytes + m.embedding_bytes + m.head_bytes
     ) / 8 + m.replicated_bytes
@@ -124,7 +127,7 @@ def test_disaggregated_and_mixed_by_hand() -> None:
 def test_search_best_meets_slos_and_matches_the_planned_deployment() -> None:
     model = resolve_model("deepseek-v3")
     systems = [system(s) for s in ("h200-hgx", "gb200-nvl72")]
-    w = srch.Workload(traffic_tokens_per_s=200_000, input_len=1024, output_len=1024, ttft_s=1.0, tpot_s=0.03)
+    w = Workload(traffic_tokens_per_s=200_000, input_len=1024, output_len=1024, ttft_s=1.0, tpot_s=0.03)
     r = srch.search(model, systems, w, max_chips=72)
     best = r.best
     assert best is not None and best.tpot_s <= 0.03 and best.ttft_s <= 1.0
@@ -146,11 +149,11 @@ def test_search_best_meets_slos_and_matches_the_planned_deployment() -> None:
 
 def test_infeasible_slo_names_the_binding_constraint() -> None:
     r = srch.search(
-        resolve_model("deepseek-v3"), [system("h100-hgx")], srch.Workload(1e5, tpot_s=1e-4), max_chips=64
+        resolve_model("deepseek-v3"), [system("h100-hgx")], Workload(1e5, tpot_s=1e-4), max_chips=64
     )
     assert r.best is None
     assert r.infeasible_reason.startswith("tpot: the best achievable TPOT is")
-    small = srch.search(resolve_model("deepseek-v3"), [system("h100-hgx")], srch.Workload(1e5), max_chips=8)
+    small = srch.search(resolve_model("deepseek-v3"), [system("h100-hgx")], Workload(1e5), max_chips=8)
     assert small.best is None and small.families[0].binding == "memory"
 
 
@@ -159,13 +162,13 @@ def test_pareto_and_search_refuse_a_chip_cap_below_one(max_chips: int) -> None:
     # 0 used to fall back to the default cap silently, -3 to raise a bare math domain error
     model, sys = resolve_model("llama-3.1-8b"), system("h100-hgx")
     with pytest.raises(InputError, match="--max-chips"):
-        srch.pareto(model, sys, max_chips=max_chips)
+        frontier.pareto(model, sys, max_chips=max_chips)
     with pytest.raises(InputError, match="--max-chips"):
-        srch.search(model, [sys], srch.Workload(1e5), max_chips=max_chips)
+        srch.search(model, [sys], Workload(1e5), max_chips=max_chips)
 
 
 def test_pareto_frontier_is_monotone() -> None:
-    f = srch.pareto(resolve_model("llama-3.1-70b"), system("h100-hgx"), max_chips=16)
+    f = frontier.pareto(resolve_model("llama-3.1-70b"), system("h100-hgx"), max_chips=16)
     x = np.array([p.tokens_per_s_per_user for p in f.frontier])
     y = np.array([p.tokens_per_s_per_chip for p in f.frontier])
     assert len(x) >= 5 and np.all(np.diff(x) < 0) and np.all(np.diff(y) > 0)
@@ -175,8 +178,8 @@ def test_pareto_frontier_is_monotone() -> None:
 def test_every_fitting_candidate_gives_each_data_parallel_rank_a_sequence() -> None:
     """A batch of 1 over dp=8 replicas leaves seven idle: not a deployment (it used to top
     the frontier with 64 chips at batch 1)."""
-    c = srch.evaluate(
-        resolve_model("llama-3.1-70b"), system("h100-hgx"), "native", srch.Workload(1e5), max_chips=64
+    c = candidates.evaluate(
+        resolve_model("llama-3.1-70b"), system("h100-hgx"), "native", Workload(1e5), max_chips=64
     )
     assert c is not None
     assert np.any(c.fits) and np.all(c.batch[c.fits] >= c.dp[c.fits])

@@ -9,15 +9,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses import serving
-from rackmath.analyses.deployment import plan_deployment, topology
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.planned import plan_deployment, topology
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
-from rackmath.core import operators as ops
+from rackmath.core import loads, rack_rules
+from rackmath.core import memory as mem
+from rackmath.core import network as net
 from rackmath.core import parallel as par
-from rackmath.core import rack_rules
+from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
+from rackmath.core.network import CommOverlap
 
 
 def _by_name(step: par.PlanStep, attribute: str) -> dict[str, np.ndarray]:
@@ -34,11 +37,11 @@ def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
     # the identity is the pure roofline's; kernel-grounded, each TP shard's narrower GEMMs reach
     # a lower fraction of peak than the pooled chip's full-width ones (checked below)
     planned = plan_deployment(model, sys, "tp=8", communication=False, efficiency="pure")
-    ideal = serving.make_deployment(model, sys, chips=8, efficiency="pure")
+    ideal = pooled.make_deployment(model, sys, chips=8, efficiency="pure")
     batches, contexts = [1, 16, 256, 2048], [512, 8192]
-    g, f = planned.decode(batches, contexts), serving.decode(ideal, batches, contexts)
+    g, f = planned.decode(batches, contexts), pooled.decode(ideal, batches, contexts)
     kg = plan_deployment(model, sys, "tp=8", communication=False).decode(batches, contexts)
-    kf = serving.decode(serving.make_deployment(model, sys, chips=8), batches, contexts)
+    kf = pooled.decode(pooled.make_deployment(model, sys, chips=8), batches, contexts)
     assert np.all(kg.step.compute_s >= kf.times.compute_s * (1 - 1e-12))
     for attribute in ("flops", "kv_read_bytes", "kv_write_bytes"):
         plan_ops, ideal_ops = _by_name(g.step, attribute), _by_name(f.times, attribute)
@@ -53,7 +56,7 @@ def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
     np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
     assert np.all(g.step.comm_s == 0) and np.all(g.step.hops_s == 0)
     assert np.all(g.step_s >= f.step_s * (1 - 1e-12))
-    p, q = planned.prefill([1, 4], [2048]), serving.prefill(ideal, [1, 4], [2048])
+    p, q = planned.prefill([1, 4], [2048]), pooled.prefill(ideal, [1, 4], [2048])
     np.testing.assert_allclose(p.step.compute_s, q.times.compute_s, rtol=1e-12)
 
 
@@ -62,8 +65,8 @@ def test_moe_pure_tp_reduces_too() -> None:
     chip; norms and routers are replicated on every rank."""
     model, sys = resolve_model("qwen3-30b-a3b"), system("h100-hgx")
     planned = plan_deployment(model, sys, "tp=4", communication=False)
-    ideal = serving.make_deployment(model, sys, chips=4)
-    g, f = planned.decode([1, 64, 1024], [4096]), serving.decode(ideal, [1, 64, 1024], [4096])
+    ideal = pooled.make_deployment(model, sys, chips=4)
+    g, f = planned.decode([1, 64, 1024], [4096]), pooled.decode(ideal, [1, 64, 1024], [4096])
     plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.times, "weight_bytes")
     np.testing.assert_allclose(4 * plan_w["routed_experts"], ideal_w["routed_experts"], rtol=1e-12)
     np.testing.assert_allclose(4 * plan_w["router"], 4 * ideal_w["router"], rtol=1e-12)
@@ -129,11 +132,11 @@ def test_lecture_memory_formula_kv_share_is_independent_of_p() -> None:
     n_bytes, e, b, length, kv_tok = 671e9, 64, 256, 4096, 70_272.0
     kv = b * length * kv_tok / e
     for p in (1, 2, 4, 8):
-        c = float(par.lecture_memory_per_chip_bytes(n_bytes, e, p, b, length, kv_tok))
+        c = float(mem.lecture_memory_per_chip_bytes(n_bytes, e, p, b, length, kv_tok))
         assert c == pytest.approx(n_bytes / (e * p) + kv, rel=1e-12)
     # the general per-chip KV with B = P b sequences and 1/P of the layers per stage agrees
     for p in (1, 2, 4, 8):
-        general = par.kv_bytes_per_chip(length * kv_tok, p * b, tp=1, pp=p, dp=e, kv_heads=1)
+        general = mem.kv_bytes_per_chip(length * kv_tok, p * b, tp=1, pp=p, dp=e, kv_heads=1)
         assert float(general) == pytest.approx(kv, rel=1e-12)
 
 
@@ -163,7 +166,7 @@ def test_weight_fetch_floor_for_scale_up_sizes() -> None:
 def test_balanced_stages_is_optimal(costs: list[float], stages: int) -> None:
     """The DP matches brute force over every contiguous split."""
     stages = min(stages, len(costs))
-    split = par.balanced_stages(costs, stages)
+    split = shard.balanced_stages(costs, stages)
     best = min(
         max(sum(costs[a:b]) for a, b in zip((0, *cuts), (*cuts, len(costs)), strict=True))
         for cuts in itertools.combinations(range(1, len(costs)), stages - 1)
@@ -175,13 +178,13 @@ def test_balanced_stages_is_optimal(costs: list[float], stages: int) -> None:
 
 def test_stage_balance_sees_dense_and_sliding_layers() -> None:
     """DeepSeek's 3 dense layers and gemma-3's 5:1 sliding/global pattern leave imbalance."""
-    ds = par.shardable(resolve_model("deepseek-v3"), 1.0)
-    assert par.balanced_stages(ds.layer_bytes, 8).imbalance > 1.05
+    ds = shard.shardable(resolve_model("deepseek-v3"), 1.0)
+    assert shard.balanced_stages(ds.layer_bytes, 8).imbalance > 1.05
     gemma = resolve_model("gemma-3-27b")
-    g = par.shardable(gemma, 2.0)
-    uniform = par.balanced_stages(g.layer_bytes, 31).imbalance
-    with_kv = par.layer_costs_bytes(gemma, g, batch=64, context=131072, kv_bytes_per_element=2.0)
-    assert par.balanced_stages(with_kv, 31).imbalance > uniform + 0.5
+    g = shard.shardable(gemma, 2.0)
+    uniform = shard.balanced_stages(g.layer_bytes, 31).imbalance
+    with_kv = shard.layer_costs_bytes(gemma, g, batch=64, context=131072, kv_bytes_per_element=2.0)
+    assert shard.balanced_stages(with_kv, 31).imbalance > uniform + 0.5
 
 
 _MODELS = ["deepseek-v3", "llama-3.1-70b", "qwen3-235b-a22b", "mixtral-8x7b"]
@@ -197,7 +200,7 @@ _MODELS = ["deepseek-v3", "llama-3.1-70b", "qwen3-235b-a22b", "mixtral-8x7b"]
 )
 def test_sharding_further_never_adds_memory(name: str, tp: int, pp: int, dp: int, ep: int, dim: str) -> None:
     model = resolve_model(name)
-    m = par.shardable(model, 1.0)
+    m = shard.shardable(model, 1.0)
     ep = ep if model.is_moe else 1
     plan = {"tp": tp, "pp": pp, "dp": dp, "ep": min(ep, dp * tp)}
     more = dict(plan)
@@ -206,9 +209,9 @@ def test_sharding_further_never_adds_memory(name: str, tp: int, pp: int, dp: int
         return
 
     def per_chip(p: dict[str, int]) -> float:
-        frac_w, frac_l = par.stage_fractions(m.layer_bytes, p["pp"])
-        w = par.weight_bytes_per_chip(m, tp=p["tp"], pp=p["pp"], ep=p["ep"], stage_frac=frac_w).total
-        kv = par.kv_bytes_per_chip(
+        frac_w, frac_l = shard.stage_fractions(m.layer_bytes, p["pp"])
+        w = mem.weight_bytes_per_chip(m, tp=p["tp"], pp=p["pp"], ep=p["ep"], stage_frac=frac_w).total
+        kv = mem.kv_bytes_per_chip(
             1e6, 512, tp=p["tp"], pp=p["pp"], dp=p["dp"], kv_heads=m.kv_heads, layer_frac=frac_l
         )
         return float(w + kv)
@@ -238,7 +241,7 @@ def test_all_to_all_in_domain_never_slower(
 )
 def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, batch: int) -> None:
     model = resolve_model("llama-3.1-405b")
-    m = par.shardable(model, 1.0)
+    m = shard.shardable(model, 1.0)
     topo = topology(system("h100-hgx"))
     lo, hi = sorted((h1, h2))
 
@@ -250,7 +253,7 @@ def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, 
                 pp=pp,
                 dp=1,
                 ep=1,
-                load=ops.decode_load(model, batch, 4096, 1.0),
+                load=loads.decode_load(model, batch, 4096, 1.0),
                 rates=ChipRates.uniform(1e15, 3.35e12),
                 topo=topo,
                 extra_hop_latency_s=h,
@@ -262,7 +265,7 @@ def test_hop_latency_never_lowers_decode_latency(pp: int, h1: float, h2: float, 
 
 @given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
 def test_comm_combination_between_max_and_sum(t: float, c: float, f: float) -> None:
-    got = float(par.combine_comm_s(t, c, f))
+    got = float(net.combine_comm_s(t, c, f))
     assert max(t, c) - 1e-15 <= got <= t + c + 1e-15
-    assert float(par.combine_comm_s(t, c, par.CommOverlap.ADDED)) == pytest.approx(t + c)
-    assert float(par.combine_comm_s(t, c, par.CommOverlap.OVERLAPPED)) == pytest.approx(max(t, c))
+    assert float(net.combine_comm_s(t, c, CommOverlap.ADDED)) == pytest.approx(t + c)
+    assert float(net.combine_comm_s(t, c, CommOverlap.OVERLAPPED)) == pytest.approx(max(t, c))

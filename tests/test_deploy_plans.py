@@ -20,11 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses.deployment import plan_deployment, topology
+from rackmath.analyses.serving.planned import plan_deployment, topology
+from rackmath.core import loads
+from rackmath.core import memory as memory_account
 from rackmath.core import network as net
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core import sharding as shard
 from rackmath.errors import InputError
 from rackmath.specs.plan import ParallelPlan
 
@@ -141,13 +144,13 @@ def test_attention_dp_holds_all_attention_weights_and_splits_kv_by_sequence(dsv3
     b, ctx = 256.0, 4096.0
     kv_el = 1.0  # fp8 KV for this check
     kv_seq = LAYERS * MLA_VALUES * kv_el * ctx
-    m = par.shardable(dsv3, 1.0)
-    kv_dp = par.kv_bytes_per_chip(kv_seq, b, tp=1, pp=1, dp=32, kv_heads=m.kv_heads)
-    kv_tp = par.kv_bytes_per_chip(kv_seq, b, tp=4, pp=1, dp=8, kv_heads=m.kv_heads)
+    m = shard.shardable(dsv3, 1.0)
+    kv_dp = memory_account.kv_bytes_per_chip(kv_seq, b, tp=1, pp=1, dp=32, kv_heads=m.kv_heads)
+    kv_tp = memory_account.kv_bytes_per_chip(kv_seq, b, tp=4, pp=1, dp=8, kv_heads=m.kv_heads)
     assert float(kv_dp) == pytest.approx(b / 32 * kv_seq, rel=1e-12)
     assert float(kv_tp) == pytest.approx(b / 8 * kv_seq, rel=1e-12)  # 4x the attention-DP cache
-    w_dp = par.weight_bytes_per_chip(m, tp=1, pp=1, ep=32)
-    w_tp = par.weight_bytes_per_chip(m, tp=4, pp=1, ep=32)
+    w_dp = memory_account.weight_bytes_per_chip(m, tp=1, pp=1, ep=32)
+    w_tp = memory_account.weight_bytes_per_chip(m, tp=4, pp=1, ep=32)
     assert float(w_dp.tp_sharded) == pytest.approx(m.tp_sharded_bytes)  # attention whole on every chip
     assert float(w_tp.tp_sharded) == pytest.approx(m.tp_sharded_bytes / 4)
     assert float(w_dp.routed_experts) == pytest.approx(
@@ -156,9 +159,9 @@ def test_attention_dp_holds_all_attention_weights_and_splits_kv_by_sequence(dsv3
 
 
 def test_moe_tp_splits_each_expert_beside_ep(dsv3) -> None:
-    m = par.shardable(dsv3, 1.0)
-    default = par.weight_bytes_per_chip(m, tp=4, pp=1, ep=16)  # max(16, 4) = 16 shards
-    split = par.weight_bytes_per_chip(m, tp=4, pp=1, ep=16, moe_tp=2)  # 2 x 16 = 32 shards
+    m = shard.shardable(dsv3, 1.0)
+    default = memory_account.weight_bytes_per_chip(m, tp=4, pp=1, ep=16)  # max(16, 4) = 16 shards
+    split = memory_account.weight_bytes_per_chip(m, tp=4, pp=1, ep=16, moe_tp=2)  # 2 x 16 = 32 shards
     assert float(default.routed_experts) == pytest.approx(E * EXPERT_PARAMS / 16, rel=1e-12)
     assert float(split.routed_experts) == pytest.approx(E * EXPERT_PARAMS / 32, rel=1e-12)
 
@@ -304,7 +307,7 @@ _PLANS = st.sampled_from(
 def _step(dsv3, nvl72, tp, dp, ep, b, ctx, **kw):
     dep = _dep(dsv3, nvl72, f"tp={tp},dp={dp},ep={ep}")
     m = dep.shardable
-    load = ops.decode_load(dsv3, b, ctx, 1.0)
+    load = loads.decode_load(dsv3, b, ctx, 1.0)
     return par.plan_step(
         m, tp=tp, pp=1, dp=dp, ep=ep, load=load, rates=dep.base.chip_rates(), topo=dep.topology, **kw
     )
@@ -350,10 +353,10 @@ def test_redundant_slots_never_reduce_memory_and_skew_never_speeds_up(
     dsv3, nvl72, plan, r, b, s1, s2
 ) -> None:
     tp, dp, ep = plan
-    m = par.shardable(dsv3, 1.0)
+    m = shard.shardable(dsv3, 1.0)
     kw = dict(batch=b, kv_bytes_per_sequence=1e6, tokens_in_flight=b, tp=tp, pp=1, dp=dp, ep=ep)
-    none = par.serving_memory_per_chip(m, **kw).total_bytes
-    more = par.serving_memory_per_chip(m, redundant_experts=r, **kw).total_bytes
+    none = memory_account.serving_memory_per_chip(m, **kw).total_bytes
+    more = memory_account.serving_memory_per_chip(m, redundant_experts=r, **kw).total_bytes
     assert float(more) >= float(none)
     lo, hi = sorted((min(s1, ep), min(s2, ep)))
     slow = _step(dsv3, nvl72, tp, dp, ep, max(b, 1.0), 4096.0, skew=hi)
@@ -384,12 +387,14 @@ def test_the_search_evaluates_skew_redundancy_and_tbo(dsv3, nvl72) -> None:
     """The search's candidates carry the plan fields: skew never speeds a candidate up,
     TBO never slows one down, redundant slots never shrink its memory; dense-EP-free
     candidates (ep = 1) are untouched."""
-    from rackmath.analyses import search as srch
+    from rackmath.analyses.deploy import candidates
 
-    w = srch.Workload(traffic_tokens_per_s=1e5)
-    base = srch.evaluate(dsv3, nvl72, "native", w, max_chips=72, max_pp=1)
-    hot = srch.evaluate(dsv3, nvl72, "native", w, max_chips=72, max_pp=1, skew=1.3, redundant_experts=32)
-    tbo = srch.evaluate(
+    w = candidates.Workload(traffic_tokens_per_s=1e5)
+    base = candidates.evaluate(dsv3, nvl72, "native", w, max_chips=72, max_pp=1)
+    hot = candidates.evaluate(
+        dsv3, nvl72, "native", w, max_chips=72, max_pp=1, skew=1.3, redundant_experts=32
+    )
+    tbo = candidates.evaluate(
         dsv3, nvl72, "native", w, max_chips=72, max_pp=1, skew=1.3, redundant_experts=32, tbo_overlap_frac=1.0
     )
     assert base is not None and hot is not None and tbo is not None

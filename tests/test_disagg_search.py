@@ -7,14 +7,16 @@ import math
 
 import pytest
 
-from rackmath.analyses import disagg_search as dis
-from rackmath.analyses import search as srch
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import model as catalog_model
-from rackmath.catalog import system as catalog_system
+from rackmath.analyses.deploy import candidates, frontier
+from rackmath.analyses.deploy import disagg_search as dis
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import BATCH_GRID, Workload
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import model as catalog_model
+from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import roofline as rl
 
-W = srch.Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024, ttft_s=2.0, tpot_s=0.05)
+W = Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024, ttft_s=2.0, tpot_s=0.05)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,7 @@ def test_the_sentence_states_both_costs(v3_result: srch.SearchResult) -> None:
 
 
 def test_an_unreachable_ttft_leaves_no_pool() -> None:
-    w = srch.Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024, ttft_s=1e-5, tpot_s=0.05)
+    w = Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024, ttft_s=1e-5, tpot_s=0.05)
     best, _, why = dis.best_disaggregated(
         catalog_model("deepseek-v3"),
         [catalog_system("gb200-nvl72")],
@@ -90,7 +92,7 @@ def test_an_unreachable_ttft_leaves_no_pool() -> None:
         families=("native",),
         max_chips=72,
         max_pp=1,
-        batches=srch.BATCH_GRID,
+        batches=BATCH_GRID,
     )
     assert best is None and "TTFT" in why
 
@@ -108,10 +110,10 @@ def test_plan_cli_finds_xpyd_for_deepseek(cli) -> None:
 
 def test_disaggregated_frontier_points_by_hand() -> None:
     m, s = catalog_model("deepseek-v3"), catalog_system("gb200-nvl72")
-    w = srch.Workload(traffic_tokens_per_s=1.0, input_len=1024, output_len=1024)
+    w = Workload(traffic_tokens_per_s=1.0, input_len=1024, output_len=1024)
     per_user, per_chip, d, idx = dis.frontier_points(m, s, w, family="native", max_chips=72)
     assert d is not None and idx.size == per_chip.size > 0
-    p = srch.evaluate(m, s, "native", w, max_chips=72, batches=dis.PREFILL_BATCHES, phase="prefill")
+    p = candidates.evaluate(m, s, "native", w, max_chips=72, batches=dis.PREFILL_BATCHES, phase="prefill")
     assert p is not None
     j = max(range(p.size), key=lambda k: (p.batch[k] / p.tpot_s[k] / p.chips[k]) if p.fits[k] else 0.0)
     k = int(idx[len(idx) // 2])
@@ -119,7 +121,7 @@ def test_disaggregated_frontier_points_by_hand() -> None:
     chips = d.chips[k] + rate / 1024 / (p.batch[j] / p.tpot_s[j]) * p.chips[j]
     assert per_chip[len(idx) // 2] == pytest.approx(rate / chips, rel=1e-12)
     assert per_user[len(idx) // 2] == pytest.approx(1 / d.tpot_s[k])
-    f = srch.pareto(m, s, disaggregated=True)
+    f = frontier.pareto(m, s, disaggregated=True)
     assert f.disaggregated_frontier and f.to_dict()["disaggregated_frontier"]
 
 
@@ -128,12 +130,12 @@ def test_runtime_caps_the_search_per_engine() -> None:
     # I = 1,024, O = 128: 9 B <= 8,192 -> B <= 910, so batch 724 can fit and 1,024 cannot.
     from rackmath.catalog.runtimes import runtime
 
-    w = srch.Workload(traffic_tokens_per_s=1e5, input_len=1024, output_len=128)
+    w = Workload(traffic_tokens_per_s=1e5, input_len=1024, output_len=128)
     m, s = catalog_model("llama-3.1-70b"), catalog_system("h100-hgx")
-    c = srch.evaluate(m, s, "native", w, max_chips=8, max_pp=1, runtime=runtime("vllm"))
+    c = candidates.evaluate(m, s, "native", w, max_chips=8, max_pp=1, runtime=runtime("vllm"))
     assert c is not None
     one = (c.dp == 1) & (c.tp == 8)
     assert not c.fits[one & (c.batch > 910)].any()
     assert c.fits[one & (c.batch == 724)].all()
-    free = srch.evaluate(m, s, "native", w, max_chips=8, max_pp=1)
+    free = candidates.evaluate(m, s, "native", w, max_chips=8, max_pp=1)
     assert free is not None and free.fits[one & (c.batch == 1024)].all()  # memory alone allows it

@@ -7,12 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from rackmath.analyses import simulate as sim
-from rackmath.catalog import model as catalog_model
-from rackmath.catalog import system as catalog_system
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.catalog.loader import model as catalog_model
+from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import disagg_requests as dq
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
+from rackmath.specs.workload import LengthDist, check_trace
 
 PRE, DEC = 0.040, 0.010  # constant prefill and decode steps (s)
 
@@ -26,7 +27,7 @@ def _run(
 ) -> dq.DisaggregatedRun:
     a, i, o = zip(*rows, strict=True)
     return dq.simulate_disaggregated(
-        rq.check_trace(a, i, o),
+        check_trace(a, i, o),
         prefill_table=rq.StepTable.constant(PRE),
         prefill_limits=_limits(),
         prefill_replicas=x,
@@ -54,7 +55,7 @@ def test_a_one_token_request_never_leaves_the_prefill_pool() -> None:
 def test_queueing_at_the_prefill_pool_and_round_robin() -> None:
     # two prompts at t = 0 on one prefill replica with a 1,000-token budget: the second waits a step
     lim = rq.Limits(max_seqs=64, max_tokens=1000, chunk_tokens=1000, kv_tokens=1e6)
-    reqs = rq.check_trace([0.0, 0.0], [1000, 1000], [3, 3])
+    reqs = check_trace([0.0, 0.0], [1000, 1000], [3, 3])
     kw = {"decode_table": rq.StepTable.constant(DEC), "decode_limits": _limits(), "decode_replicas": 1}
     one = dq.simulate_disaggregated(
         reqs,
@@ -90,7 +91,7 @@ def test_bad_pools_are_one_line() -> None:
 def test_kv_transfer_is_the_searchs_figure() -> None:
     # Llama-3.1-70B bf16 KV: 80 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 327,680 B a token;
     # 2,000 tokens over 4 links of NVLink (1P1D of tp=4 on one HGX: 8 chips in the domain)
-    from rackmath.analyses.deployment import plan_deployment
+    from rackmath.analyses.serving.planned import plan_deployment
     from rackmath.catalog.runtimes import runtime
 
     m, s = catalog_model("llama-3.1-70b"), catalog_system("h200-hgx")
@@ -122,18 +123,18 @@ def test_infinite_lengths_are_one_line() -> None:
     # fuzz: `simulate --output inf` raised OverflowError in int(inf)
     for text in ("inf", "uniform:1-inf", "lognormal:inf", "1e400"):
         with pytest.raises(InputError, match="--output"):
-            rq.LengthDist.parse(text, "--output")
+            LengthDist.parse(text, "--output")
 
 
 def test_the_rate_search_runs_an_xpyd_fleet() -> None:
     """`simulate --disaggregated 1P1D --slo ...`: the answer's probe meets the SLO, every faster
     probe fails it, and the bracket is 1.5x the smaller pool's capacity."""
-    from rackmath.analyses.deployment import plan_deployment
+    from rackmath.analyses.serving.planned import plan_deployment
     from rackmath.catalog.runtimes import runtime
 
     m, s = catalog_model("llama-3.1-8b"), catalog_system("h100-hgx")
     dep = plan_deployment(m, s, "tp=1", efficiency="pure")
-    i, o = rq.LengthDist("fixed", 1000), rq.LengthDist("fixed", 200)
+    i, o = LengthDist("fixed", 1000), LengthDist("fixed", 200)
     pre = sim.replica(dep, runtime("vllm"), max_context=1001, mean_context=1001)
     dec = sim.replica(dep, runtime("vllm"), max_context=1200, mean_context=1200)
     slo = {"ttft_p99": 0.5, "tpot_p99": 0.02}

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import caching, fast_mode, prices, serving, sparsity
-from rackmath.analyses.serving import Deployment
+from rackmath.analyses.economics import caching, fast_mode, prices, sparsity
+from rackmath.analyses.serving import cache_tiers, pooled
+from rackmath.analyses.serving.pooled import Deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import architecture as arch
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.errors import InputError
 
 
@@ -32,8 +33,8 @@ def test_survey_ages_and_roofline_ratio() -> None:
     d = dsv3()
     s = prices.survey(list(ce.prices().values()), d, as_of=dt.date(2026, 11, 22), batch=2000, context=8192)
     assert s.oldest_days == max(p.age_days(dt.date(2026, 11, 22)) for p in ce.prices().values())
-    out = serving.decode(d, [2000], [8192]).usd_per_million_output_tokens[0, 0]
-    inp = serving.prefill(d, [1], [8192]).usd_per_million_input_tokens[0, 0]
+    out = pooled.decode(d, [2000], [8192]).usd_per_million_output_tokens[0, 0]
+    inp = pooled.prefill(d, [1], [8192]).usd_per_million_input_tokens[0, 0]
     assert s.roofline.output_over_input == pytest.approx(out / inp)
     # the roofline lands in the 3-8x band that list prices show (D34)
     assert 3 < s.roofline.output_over_input < 10
@@ -42,13 +43,13 @@ def test_survey_ages_and_roofline_ratio() -> None:
     # One 8,192-token prompt on 64 pooled chips: attention computes in bf16 (half the fp8
     # peak), and the routed experts are memory-bound: 8,192 tokens x 8 picks touch all 256
     # experts of all 58 MoE layers, 256 x 58 x 3 x 7168 x 2048 B = 654 GB over 512 TB/s = 1.28 ms
-    pre = serving.prefill(d, [1], [8192])
+    pre = pooled.prefill(d, [1], [8192])
     experts = next(op for op in pre.times.operators if op.name == "routed_experts")
     # block-scaled fp8 weights: one 4-byte scale per 128 x 128 block
     expert_bytes = 256 * 58 * 3 * 7168 * 2048 * (1.0 + 4 / (128 * 128))
     assert float(experts.weight_bytes.ravel()[0]) == pytest.approx(expert_bytes, rel=1e-6)
     assert float(experts.memory_s.ravel()[0]) > float(experts.compute_s.ravel()[0])
-    f_attn = float(ops.prefill_attention_flops_per_sequence(d.model, 8192))
+    f_attn = float(loads.prefill_attention_flops_per_sequence(d.model, 8192))
     f_all = float(arch.prefill_flops_per_sequence(d.model, 8192))
     assert s.roofline.prefill_mfu == pytest.approx(float(pre.mfu[0, 0]))
     assert s.roofline.prefill_mfu < f_all / (f_all + f_attn)  # below the compute-only bound
@@ -75,7 +76,7 @@ def test_long_context_gemini_over_deepseek() -> None:
     assert lc.above_cost_everywhere
     c = 1_000_000
     i = int(np.where(lc.contexts == c)[0][0])
-    cost = serving.decode(dsv3(), [64], [c]).usd_per_million_output_tokens[0, 0]
+    cost = pooled.decode(dsv3(), [64], [c]).usd_per_million_output_tokens[0, 0]
     assert lc.output_margin[i] == pytest.approx(18.0 / cost - 1)
     # the step in the price is at the boundary, whole-request repricing
     j = int(np.where(lc.contexts == 200_001)[0][0])
@@ -90,7 +91,7 @@ def test_long_context_refuses_a_bad_batch() -> None:
 
 def _cache(price: str = "claude-opus-4.6") -> caching.CacheEconomics:
     d = dsv3()
-    return caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), price=ce.price(price))
+    return caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), price=ce.price(price))
 
 
 def test_cache_tiers_map_five_minutes_to_flash_and_an_hour_to_disk() -> None:
@@ -117,7 +118,7 @@ def test_cache_retention_property_on_the_catalog() -> None:
     # A longer retention never makes a slower tier relatively worse than a faster one.
     d = dsv3()
     c = caching.cache_economics(
-        d, caching.default_tiers(d, ce.memory_tiers()), retentions_s=list(np.geomspace(1e-3, 1e7, 60))
+        d, cache_tiers.default_tiers(d, ce.memory_tiers()), retentions_s=list(np.geomspace(1e-3, 1e7, 60))
     )
     hit = c.hit_usd_per_token
     for fast in range(len(c.tiers)):
@@ -128,12 +129,12 @@ def test_cache_retention_property_on_the_catalog() -> None:
 
 def test_amortization_is_explicit() -> None:
     d = dsv3()
-    three = caching.default_tiers(d, ce.memory_tiers(), 3 * 365 * 86400)
-    six = caching.default_tiers(d, ce.memory_tiers(), 6 * 365 * 86400)
+    three = cache_tiers.default_tiers(d, ce.memory_tiers(), 3 * 365 * 86400)
+    six = cache_tiers.default_tiers(d, ce.memory_tiers(), 6 * 365 * 86400)
     assert six[2].device_usd_per_s == pytest.approx(three[2].device_usd_per_s / 2)
     assert six[0].device_usd_per_s == three[0].device_usd_per_s  # HBM: rental, no amortization
     with pytest.raises(InputError, match="amortization"):
-        caching.purchased_tier(ce.memory_tier("disk"), -1.0)
+        cache_tiers.purchased_tier(ce.memory_tier("disk"), -1.0)
     with pytest.raises(InputError, match="retention"):
         caching.cache_economics(d, three, retentions_s=[-5.0])
 
@@ -154,7 +155,7 @@ def test_fast_mode_on_a_dense_deployment() -> None:
     d = llama70()
     f = fast_mode.on_deployment(d, context=4096, price_multiple=6.0)
     # the fast batch really costs 6x the normal one per token (independent decode calls)
-    cost = serving.decode(d, [f.fast_batch, f.normal_batch], [4096]).usd_per_million_output_tokens[:, 0]
+    cost = pooled.decode(d, [f.fast_batch, f.normal_batch], [4096]).usd_per_million_output_tokens[:, 0]
     assert cost[0] / cost[1] == pytest.approx(6.0, rel=0.02)
     # no batch is faster than batch 1: the ceiling bounds every speed-up
     assert np.all(f.speedups <= f.ceiling_speedup + 1e-9)
@@ -191,7 +192,7 @@ def test_cached_prompt_bytes_honour_sliding_windows() -> None:
     per_layer = 2 * 16 * 128 * 2
     expected = per_layer * (10 * 8192 + 52 * 1024) / 8192
     assert expected == 135_168
-    c = caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=8192)
+    c = caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), prompt_tokens=8192)
     assert c.kv_bytes_per_token == pytest.approx(expected, rel=1e-12)
     assert arch.kv_bytes_per_token(d.model, 2) == 62 * per_layer == 507_904  # the old, window-blind figure
     # the hold cost scales with the bytes: HBM for an hour, per token, by hand
@@ -201,7 +202,7 @@ def test_cached_prompt_bytes_honour_sliding_windows() -> None:
         expected / hbm.capacity_bytes * hbm.device_usd_per_s * 3600, rel=1e-12
     )
     # a prompt within the window: every layer holds every token
-    short = caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=1000)
+    short = caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), prompt_tokens=1000)
     assert short.kv_bytes_per_token == pytest.approx(507_904, rel=1e-12)
     with pytest.raises(InputError):
-        caching.cache_economics(d, caching.default_tiers(d, ce.memory_tiers()), prompt_tokens=0)
+        caching.cache_economics(d, cache_tiers.default_tiers(d, ce.memory_tiers()), prompt_tokens=0)

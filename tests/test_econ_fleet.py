@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import fleet, serving
+from rackmath.analyses.economics import fleet
+from rackmath.analyses.serving import pooled
 from rackmath.core import requests as rq
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
+from rackmath.specs.workload import Requests
 
 
 @cache
@@ -75,7 +77,7 @@ def test_continuous_batching_with_a_constant_step_is_the_train() -> None:
 def _batch_run(arrivals, steps, out: int, prefill_s: float = 0.0, cutoff_s: float = np.inf) -> rq.RequestRun:
     """fleet's replica: the request simulator with batch-only step times (core.requests)."""
     a = np.asarray(arrivals, float)
-    reqs = rq.Requests(a, np.ones(a.size, np.int64), np.full(a.size, out, np.int64))
+    reqs = Requests(a, np.ones(a.size, np.int64), np.full(a.size, out, np.int64))
     table = rq.BatchStepTable(steps, prompt_tokens=1, prefill_s=prefill_s)
     return rq.simulate(reqs, table, table.limits(), cutoff_s=cutoff_s)
 
@@ -125,7 +127,7 @@ def test_a_batch_that_does_not_fit_is_refused() -> None:
 def test_roofline_step_times_drive_the_simulation() -> None:
     d = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
     f = fleet.fleet(deployment=d, batch=64, context=2048, output_tokens=64, loads=(0.5,), requests=1500)
-    steps = serving.decode(d, np.arange(1, 65), [2048]).step_s[:, 0]
+    steps = pooled.decode(d, np.arange(1, 65), [2048]).step_s[:, 0]
     assert f.step_s == pytest.approx(steps[-1])
     assert f.tokens_per_s_per_replica == pytest.approx(64 / steps[-1])
     p = f.loads[0]
@@ -155,7 +157,7 @@ def test_bad_fleet_inputs(kwargs, match) -> None:
 
 def test_zero_overrides_are_refused_with_a_deployment_too() -> None:
     # 0 chips or $0 must not silently fall back to the deployment's own values
-    dep = serving.make_deployment(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), chips=1)
+    dep = pooled.make_deployment(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), chips=1)
     zeros = (({"chips_per_replica": 0}, "chips per replica"), ({"usd_per_chip_hour": 0.0}, "price"))
     for kwargs, match in zeros:
         with pytest.raises(InputError, match=match):

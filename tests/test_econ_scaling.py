@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses import overtrain
+from rackmath.analyses.economics import overtrain
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
 

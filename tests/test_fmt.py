@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rackmath import fmt
+from rackmath.views import fmt
 
 
 @pytest.mark.parametrize(

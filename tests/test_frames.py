@@ -12,9 +12,10 @@ import pytest
 
 import rackmath as rm
 from rackmath import frames, progress
-from rackmath.analyses import fleet, search
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.deploy import candidates
+from rackmath.analyses.economics import fleet
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import resolve_model, system
 
 pd = pytest.importorskip("pandas")
 xr = pytest.importorskip("xarray")
@@ -32,12 +33,12 @@ def grid():
 def results(grid):
     """One instance of every Tabular result class."""
     planned = plan_deployment(resolve_model("deepseek-v3"), system("gb200-nvl72"), "dp=64,ep=64")
-    work = search.Workload(traffic_tokens_per_s=1e6)
+    work = candidates.Workload(traffic_tokens_per_s=1e6)
     return {
         "DecodeGrid": grid,
         "PrefillGrid": rm.prefill(grid.deployment, [1, 4], [1024, 8192]),
         "PlannedGrid": planned.decode(BATCH, CONTEXT),
-        "Candidates": search.evaluate(resolve_model("llama-3.1-70b"), system("h100-hgx"), "fp8", work),
+        "Candidates": candidates.evaluate(resolve_model("llama-3.1-70b"), system("h100-hgx"), "fp8", work),
         "Fleet": fleet.fleet(requests=300, loads=(0.5, 0.9)),
         "PipelineResult": rm.pipeline(4, 4, "gpipe"),
         "TrainingEstimate": rm.train("llama-3.1-8b", "h100-hgx", "tp=8", tokens=1e12),

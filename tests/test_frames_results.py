@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import explain, search, serving
-from rackmath.analyses import validation as val
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.deploy import frontier, search
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.analyses.reality import report as validation_report
+from rackmath.analyses.serving import explain, pooled
+from rackmath.catalog.loader import resolve_model, system
 
 pytest.importorskip("pandas")
 
@@ -28,7 +30,7 @@ def test_explanation_frame_is_the_decode_grid_with_its_balance_figures() -> None
 
 
 def test_search_frame_ranks_the_best_first() -> None:
-    w = search.Workload(traffic_tokens_per_s=1e5, input_len=1024, output_len=512)
+    w = Workload(traffic_tokens_per_s=1e5, input_len=1024, output_len=512)
     result = search.search(resolve_model("llama-3.1-8b"), [system("h100-hgx")], w, runners_up=3)
     assert result.best is not None
     frame = result.to_frame()
@@ -38,7 +40,7 @@ def test_search_frame_ranks_the_best_first() -> None:
 
 
 def test_frontier_frame_has_one_row_per_point() -> None:
-    f = search.pareto(resolve_model("llama-3.1-8b"), system("h100-hgx"))
+    f = frontier.pareto(resolve_model("llama-3.1-8b"), system("h100-hgx"))
     frame = f.to_frame()
     assert len(frame) == len(f.frontier)
     per_user = frame["tokens_per_s_per_user"].to_numpy()
@@ -47,7 +49,7 @@ def test_frontier_frame_has_one_row_per_point() -> None:
 
 def test_balance_point_frame_has_one_row_per_context() -> None:
     d = rm.deployment("llama-3.1-70b", "h100-hgx")
-    b = serving.balance(d, [1024, 8192])
+    b = pooled.balance(d, [1024, 8192])
     frame = b.to_frame()
     assert len(frame) == 2
     assert set(frame["dense_balance_batch"]) == {b.dense_balance_batch}
@@ -55,7 +57,7 @@ def test_balance_point_frame_has_one_row_per_context() -> None:
 
 
 def test_validation_frame_carries_each_rows_errors() -> None:
-    report = val.validate()
+    report = validation_report.validate()
     frame = report.to_frame()
     assert len(frame) == len(report.rows)
     np.testing.assert_allclose(

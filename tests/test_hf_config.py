@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.core.architecture import param_counts
 from rackmath.errors import ConfigError, UnknownIdError
-from rackmath.specs import AttentionKind, MlpKind, Precision, load_config_file, model_from_config
+from rackmath.specs.hf_config import load_config_file, model_from_config
+from rackmath.specs.model import AttentionKind, MlpKind
+from rackmath.specs.precision import Precision
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -101,7 +103,7 @@ def test_hub_import_fetches_only_config_json(monkeypatch: pytest.MonkeyPatch) ->
         return str(HF_CONFIGS / "mixtral.json")
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=fake_download))
-    from rackmath.catalog import resolve_model
+    from rackmath.catalog.loader import resolve_model
 
     spec = resolve_model("hf:mistralai/Mixtral-8x7B-v0.1")
     assert calls == [("mistralai/Mixtral-8x7B-v0.1", "config.json")]
@@ -116,7 +118,7 @@ def test_hub_errors_are_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> 
         raise OSError("network unreachable")
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=offline))
-    from rackmath.catalog import resolve_model
+    from rackmath.catalog.loader import resolve_model
 
     with pytest.raises(ConfigError, match=r"could not fetch config\.json of 'org/model'"):
         resolve_model("hf:org/model")
@@ -135,7 +137,7 @@ def test_hub_retries_are_not_printed_and_the_error_is_one_line(
         raise OSError("cannot reach the Hub.\nCheck your connection.")
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=flaky))
-    from rackmath.catalog import resolve_model
+    from rackmath.catalog.loader import resolve_model
 
     hub_log = logging.getLogger("huggingface_hub")
     before = hub_log.level

@@ -8,7 +8,7 @@
   :attr:`rackmath.core.parallel.PlanStep.step_band_s`), and explain, frames and the step-time
   chart carry it;
 * a transferred chip's band is the donor's, widened (worked number of
-  :func:`rackmath.analyses.efficiency_tables.widened`).
+  :func:`rackmath.analyses.kernels.tables.widened`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rackmath.analyses import efficiency_tables as et
+from rackmath.analyses.kernels import tables as et
 from rackmath.core import operators as ops
 from rackmath.core import parallel as par
-from rackmath.core.efficiency import OpClass
-from rackmath.specs.efficiency import ErrorBand, Kernel
+from rackmath.specs.efficiency import ErrorBand, Kernel, OpClass
 
 
 def test_held_out_values_take_every_fourth_interior_value() -> None:
     pytest.importorskip("scipy")
-    from rackmath.analyses.kernel_bands import held_out_values
+    from rackmath.analyses.kernels.bands import held_out_values
 
     values = np.array([1, 2, 4, 8, 16, 32, 64, 4, 4, 64], float)
     held = held_out_values(values)
@@ -55,7 +54,7 @@ def _small_gemm_table(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def small_fit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     pytest.importorskip("scipy")
-    from rackmath.analyses.kernel_calibrate import calibrate_kernels, catalog_text
+    from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text
     from rackmath.catalog import kernel_tables as kt
 
     if kt.package_data_dir() is None:
@@ -65,7 +64,7 @@ def small_fit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 
 def test_a_refit_of_a_small_table_is_byte_for_byte_the_same(small_fit: tuple[Path, str]) -> None:
-    from rackmath.analyses.kernel_calibrate import calibrate_kernels, catalog_text
+    from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text
 
     path, first = small_fit
     again = catalog_text(calibrate_kernels(["h100-sxm"], [path], date="2026-01-01"))
@@ -87,8 +86,8 @@ def test_the_small_fit_carries_its_held_out_band(small_fit: tuple[Path, str]) ->
 def test_the_small_fit_predicts_held_out_token_counts_within_the_gemm_target(
     small_fit: tuple[Path, str],
 ) -> None:
-    from rackmath.analyses import kernel_bands as kb
-    from rackmath.analyses.kernel_fit import ChipData, ChipPeaks
+    from rackmath.analyses.kernels import bands as kb
+    from rackmath.analyses.kernels.fit import ChipData, ChipPeaks
     from rackmath.catalog import kernel_tables as kt
 
     path, _ = small_fit
@@ -104,7 +103,7 @@ def test_fits_run_on_one_blas_thread() -> None:
     pytest.importorskip("threadpoolctl")
     from threadpoolctl import threadpool_info
 
-    from rackmath.analyses.kernel_fit import deterministic_threads
+    from rackmath.analyses.kernels.fit import deterministic_threads
 
     with deterministic_threads():
         assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
@@ -184,10 +183,10 @@ def test_explain_json_frames_and_chart_carry_the_band(cli) -> None:
         assert p["step_s"] - p["step_s_p10"] <= (1 - lo) * ops_s * (1 + 1e-9)
     code, text, _ = cli("explain", "llama-3.1-70b", "--on", "h100-hgx")
     assert "p10-p90" in text
-    from rackmath.analyses.explain import explain
-    from rackmath.analyses.figures import serving_charts
-    from rackmath.analyses.serving import decode, make_deployment
-    from rackmath.catalog import model, system
+    from rackmath.analyses.serving.explain import explain
+    from rackmath.analyses.serving.pooled import decode, make_deployment
+    from rackmath.catalog.loader import model, system
+    from rackmath.views.figures import serving_charts
 
     d = make_deployment(model("llama-3.1-70b"), system("h100-hgx"))
     result = explain(d)
@@ -197,3 +196,32 @@ def test_explain_json_frames_and_chart_carry_the_band(cli) -> None:
     fig = serving_charts.step_time(result, sweep)
     (band,) = [s for s in fig.panels[0].series if s.name.startswith("step p10-p90")]
     assert band.kind == "fill"
+
+
+def test_the_validation_hash_covers_every_kernels_module_it_imports() -> None:
+    """``input_hash`` reads every file of analyses/kernels/ that the validation imports, directly
+    or through another (a moved or split module must stay in :data:`INPUT_FILES`)."""
+    import ast
+
+    from rackmath.analyses.kernels import validation
+
+    src = Path(validation.__file__).resolve().parents[2]
+    seen: set[str] = set()
+    todo = ["analyses/kernels/validation.py"]
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        seen.add(rel)
+        for node in ast.walk(ast.parse((src / rel).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "rackmath.analyses.kernels"
+            ):
+                names = (
+                    [node.module]
+                    if node.module != "rackmath.analyses.kernels"
+                    else [f"{node.module}.{a.name}" for a in node.names]
+                )
+                todo += [n.removeprefix("rackmath.").replace(".", "/") + ".py" for n in names]
+    assert seen <= set(validation.INPUT_FILES), sorted(seen - set(validation.INPUT_FILES))
+    assert all((src / name).is_file() for name in validation.INPUT_FILES)

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath.analyses import efficiency_tables as et
-from rackmath.analyses import serving
+from rackmath.analyses.kernels import tables as et
+from rackmath.analyses.serving import pooled
 from rackmath.catalog import kernel_efficiency as ke
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.core import roofline as rl
-from rackmath.core.efficiency import OpClass
 from rackmath.errors import InputError
+from rackmath.specs.efficiency import OpClass
 from rackmath.specs.precision import Precision
 
 
@@ -49,7 +49,7 @@ def test_a_kernel_grounded_gemm_is_the_fitted_formula_by_hand() -> None:
     projection (bf16) at the catalog's fitted H100 bf16 GEMM entry, recomputed from the raw
     entry: rows = 64 tokens, the GEMM's columns 6,144 (32 query + 2 x 8 KV heads of 128) over a
     reduction of 4,096 (the hidden size), one call per layer (32)."""
-    load = ops.decode_load(rm.resolve_model("llama-3.1-8b"), 64.0, 2048.0, 2.0)
+    load = loads.decode_load(rm.resolve_model("llama-3.1-8b"), 64.0, 2048.0, 2.0)
     kernel = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
     pure = kernel.pure()
     qkv = _op(kernel.ideal_step(load), "attention_qkv")
@@ -87,7 +87,7 @@ def test_a_kernel_grounded_gemm_is_the_fitted_formula_by_hand() -> None:
 def test_weight_only_formats_take_the_dequantizing_kernels_fit() -> None:
     d = rm.deployment("llama-3.1-8b", "a100-hgx", chips=1, weights="int4", compute="bf16")
     e = _entry("a100-80gb", "gemm", "int4_wo")
-    load = ops.decode_load(d.model, 8.0, 1024.0, 2.0)
+    load = loads.decode_load(d.model, 8.0, 1024.0, 2.0)
     mlp = _op(d.ideal_step(load), "dense_mlp")
     assert mlp.kernel.fmt == "int4_wo" and not mlp.kernel.fallback
     assert d.efficiency_table.of(OpClass.GEMM, "int4_wo") == et.op_from_entry(e)
@@ -110,7 +110,7 @@ def test_chips_without_tables_are_transferred_and_scaled_by_their_own_peaks(
     for key, curve in own.items():
         assert curve.efficiency == given[key].efficiency and curve.source == given[key].source
         assert curve.band.p10 <= given[key].band.p10 and curve.band.p90 >= given[key].band.p90
-    load = ops.decode_load(far.model, 256.0, 4096.0, 2.0)
+    load = loads.decode_load(far.model, 256.0, 4096.0, 2.0)
     gemm = _op(far.ideal_step(load), "dense_mlp")
     assert gemm.kernel.chip == donor and gemm.kernel.transferred
     e = far.efficiency_table.of(OpClass.GEMM, gemm.kernel.fmt)
@@ -166,7 +166,7 @@ def test_explain_pure_reproduces_the_lecture_and_kernel_shows_both(cli) -> None:
     lecture_s = float(dep.weight_bytes_read(1.0)) / dep.bandwidth_bytes_per_s
     step1 = pure["points"][0]["step_s"]
     assert step1 == pytest.approx(lecture_s, rel=0.01)  # activations and KV of one token: < 1%
-    grid = serving.decode(dep, [1, 64], [1])
+    grid = pooled.decode(dep, [1, 64], [1])
     assert [p["step_s"] for p in pure["points"]] == pytest.approx(grid.step_s.ravel().tolist(), rel=1e-12)
     code, out, err = cli(*args)
     assert code == 0, err
@@ -219,7 +219,7 @@ def test_pareto_pure_flag(cli) -> None:
 
 def test_the_serving_page_toggles_the_efficiency() -> None:
     from rackmath.web.page_serving import build_serving_view
-    from rackmath.web.state import parse_serving_query, serving_query
+    from rackmath.web.state.serving import parse_serving_query, serving_query
 
     state, errors = parse_serving_query({"model": "llama-3.1-8b", "system": "h100-hgx", "efficiency": "pure"})
     assert not errors and state.efficiency == "pure"
@@ -237,7 +237,7 @@ def test_a_moe_shape_timed_by_two_kernels_keeps_the_faster() -> None:
     framework dispatches the faster, so the fit sees one row per shape (gated and non-gated
     kernels are different operators and both stay)."""
     pd = pytest.importorskip("pandas")
-    from rackmath.analyses import kernel_rows as kr
+    from rackmath.analyses.kernels import rows as kr
 
     shape = {
         "moe_dtype": "nvfp4",
@@ -269,7 +269,7 @@ def test_experts_and_attention_hand_their_kernel_shapes_to_the_curves() -> None:
     from rackmath.core.efficiency import achieved_bandwidth_frac, achieved_compute_frac
 
     d = rm.deployment("mixtral-8x7b", "h200-hgx", chips=1)
-    load = ops.decode_load(d.model, 4.0, 1000.0, 2.0)
+    load = loads.decode_load(d.model, 4.0, 1000.0, 2.0)
     step = d.ideal_step(load)
     peak = d.system.chip.peak_flops(Precision.BF16)
     bw = d.system.chip.hbm_bandwidth_bytes_per_s
@@ -297,7 +297,7 @@ def test_a_non_gated_moe_runs_on_the_non_gated_kernels_curve() -> None:
     m = gated.model
     assert m.moe is not None
     plain = rm.deployment(replace(m, moe=replace(m.moe, gated=False)), "b200-hgx", chips=1)
-    load = ops.decode_load(m, 64.0, 1000.0, 2.0)
+    load = loads.decode_load(m, 64.0, 1000.0, 2.0)
     plain_op = _op(plain.ideal_step(load), "routed_experts")
     gated_op = _op(gated.ideal_step(load), "routed_experts")
     assert (plain_op.kernel.kind, gated_op.kernel.kind) == ("nongated", "gated")
@@ -346,7 +346,7 @@ def test_the_min_latency_moe_kernel_runs_only_where_its_table_timed_it() -> None
             pp=1,
             dp=8,
             ep=ep,
-            load=ops.decode_load(d.model, batch, 2000.0, 2.0),
+            load=loads.decode_load(d.model, batch, 2000.0, 2.0),
             rates=replace(rates, efficiency=t),
             topo=None,
             communication=False,

@@ -20,21 +20,19 @@ pytest.importorskip("scipy")
 
 import pandas as pd
 
-from rackmath.analyses import efficiency_tables as et
-from rackmath.analyses import kernel_calibrate as kc
-from rackmath.analyses import kernel_fit as kf
+from rackmath.analyses.kernels import calibrate as kc
+from rackmath.analyses.kernels import fit as kf
+from rackmath.analyses.kernels import tables as et
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import chip, chips
 from rackmath.core.efficiency import (
-    CollectiveEfficiency,
-    OpClass,
-    OpEfficiency,
     achieved_bandwidth_frac,
     achieved_compute_frac,
     collective_time_s,
     operator_time_s,
 )
+from rackmath.specs.efficiency import CollectiveEfficiency, OpClass, OpEfficiency
 
 H100 = chip("h100-sxm")
 TRUE_GEMM = OpEfficiency(
@@ -348,7 +346,7 @@ def test_an_empty_operator_takes_no_time_not_nan() -> None:
     time is 0, never 0/0 (the fraction floors depth and columns at 1)."""
     from rackmath.core import efficiency as ceff
 
-    e = ceff.OpEfficiency(compute_frac=0.7, compute_half_cols=64.0, compute_half_depth=512.0)
+    e = OpEfficiency(compute_frac=0.7, compute_half_cols=64.0, compute_half_depth=512.0)
     frac = ceff.achieved_compute_frac(e, 8.0, cols=0.0, depth=0.0)
     assert frac == pytest.approx(0.7 * (1 / 65) * (1 / 513))
     compute_s, memory_s, time_s = ceff.operator_times(e, 0.0, 0.0, 1e15, 1e12, 8.0, 0.0, 0.0)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rackmath.analyses import efficiency_tables as et
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.kernels import tables as et
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog.loader import chip as load_chip
 from rackmath.catalog.loader import model as load_model
@@ -132,10 +132,10 @@ def test_deepseek_attention_at_batch_8192_on_the_pooled_rack_is_the_bf16_mla_cur
     fp8 GEMM curve at the fp8 peak: 8,192 x 61 x 2 x 128 x 1,088 x 4,096 FLOPs and 8,192 x 61
     x 576 x 2 B x 4,096 of latent. The measured table at the per-chip shape (128 sequences of
     4,096 tokens, 128 heads, bf16) is 127.9 us per layer, 7.80 ms for 61 layers."""
-    from rackmath.analyses import serving
+    from rackmath.analyses.serving import pooled
 
-    d = serving.make_deployment(load_model("deepseek-v3"), system("gb200-nvl72"), chips=64)
-    att = next(o for o in serving.decode(d, [8192], [4096]).times.operators if o.name == "attention")
+    d = pooled.make_deployment(load_model("deepseek-v3"), system("gb200-nvl72"), chips=64)
+    att = next(o for o in pooled.decode(d, [8192], [4096]).times.operators if o.name == "attention")
     layers, ctx = 61, 4096
     flops = 8192 * layers * 2 * 128 * 1088 * ctx
     kv = 8192 * layers * 576 * 2.0 * ctx
@@ -151,10 +151,10 @@ def test_gpt_oss_on_one_b200_runs_each_class_on_its_own_format() -> None:
     """gpt-oss-120b on one B200, batch 1: attention, router and LM head are bf16 weights and run
     bf16 GEMMs at the bf16 peak; the mxfp4 experts run TensorRT-LLM's w4a8 (mxfp4 x mxfp8)
     grouped GEMM at the fp8 peak. Each GEMM's time by hand on its curve."""
-    from rackmath.analyses import serving
+    from rackmath.analyses.serving import pooled
 
-    d = serving.make_deployment(load_model("gpt-oss-120b"), system("b200-hgx"), chips=1)
-    step = serving.decode(d, [1], [4096]).times
+    d = pooled.make_deployment(load_model("gpt-oss-120b"), system("b200-hgx"), chips=1)
+    step = pooled.decode(d, [1], [4096]).times
     by = {o.name: o for o in step.operators}
     fmts = {
         n: by[n].kernel.fmt for n in ("attention_qkv", "attention_out", "router", "lm_head", "routed_experts")

@@ -1,5 +1,5 @@
 """The kernel model's physical terms (core/efficiency.py) and the table rows it rejects
-(analyses/kernel_rows.py): worked numbers from the docstrings, recomputed by hand, and the
+(analyses/kernels/rows.py): worked numbers from the docstrings, recomputed by hand, and the
 invariants the forms must keep."""
 
 from __future__ import annotations
@@ -10,15 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses import kernel_rows as kr
-from rackmath.core.efficiency import (
-    OpEfficiency,
-    achieved_bandwidth_frac,
-    operator_time_s,
-    operator_timing,
-    overlapped_s,
-)
+from rackmath.analyses.kernels import rows as kr
+from rackmath.core.efficiency import achieved_bandwidth_frac, operator_time_s, operator_timing, overlapped_s
 from rackmath.errors import InputError
+from rackmath.specs import efficiency as seff
+from rackmath.specs.efficiency import OpEfficiency
 
 
 def test_power_mean_overlap_worked_numbers() -> None:
@@ -107,7 +103,7 @@ def test_balanced_routing_hits_min_of_experts_and_pairs() -> None:
     expect 8 (1 - (3/4)^2) = 3.5): the weights of 4 experts of 3 x 4096 x 14336 bf16 values.
     Each pair moves its hidden in and out and the gate/up outputs in and out of the down GEMM:
     (4096 + 14336) + (2 x 14336 + 4096) = 51,200 bf16 values (core/work.grouped_gemm)."""
-    r = kr.table_rows(_moe_table([(2, 1, 1, 0.5), (64, 1, 1, 1.0)]))[kr.OpClass.MOE]
+    r = kr.table_rows(_moe_table([(2, 1, 1, 0.5), (64, 1, 1, 1.0)]))[seff.OpClass.MOE]
     weights = 3 * 4096 * 14336 * 2.0
     per_pair = ((4096 + 14336) + (2 * 14336 + 4096)) * 2.0
     assert r.bytes[0] == pytest.approx(4 * weights + 4 * per_pair)
@@ -123,9 +119,9 @@ def test_a_row_slower_than_a_superset_of_its_work_is_rejected() -> None:
     )
     flagged = kr._moe_slower_than_superset(df)
     assert flagged.tolist() == [False, False, True, False, False]
-    kept = kr.table_rows(df)[kr.OpClass.MOE]
+    kept = kr.table_rows(df)[seff.OpClass.MOE]
     assert len(kept.latency_s) == 4 and 5.08e-3 not in kept.latency_s
-    assert len(kr.table_rows(df, physical=False)[kr.OpClass.MOE].latency_s) == 5
+    assert len(kr.table_rows(df, physical=False)[seff.OpClass.MOE].latency_s) == 5
 
 
 def test_a_row_faster_than_hbm_allows_is_rejected_before_the_fastest_kernel_is_chosen() -> None:
@@ -135,9 +131,9 @@ def test_a_row_faster_than_hbm_allows_is_rejected_before_the_fastest_kernel_is_c
     fast = df.assign(kernel_source="moe_torch_flow_min_latency", latency=0.05)
     both = pd.concat([df, fast], ignore_index=True)
     both.attrs["kind"] = "moe"
-    kept = kr.table_rows(both, hbm_bytes_per_s=3.35e12)[kr.OpClass.MOE]
+    kept = kr.table_rows(both, hbm_bytes_per_s=3.35e12)[seff.OpClass.MOE]
     assert kept.latency_s.tolist() == pytest.approx([1.0e-3])
-    assert kr.table_rows(both)[kr.OpClass.MOE].latency_s.tolist() == pytest.approx([0.05e-3])
+    assert kr.table_rows(both)[seff.OpClass.MOE].latency_s.tolist() == pytest.approx([0.05e-3])
 
 
 def test_a_kernel_whose_ep1_rows_repeat_its_ep2_work_loses_its_ep1_rows() -> None:
@@ -158,7 +154,7 @@ def test_an_sglang_0510_row_runs_min_ep_topk_times_the_ranks_share_of_pairs() ->
     trt = _moe_table([(16384, 1, 8, 14.1)])
     sgl = trt.assign(framework="SGLang", version="0.5.10")
     sgl.attrs["kind"] = "moe"
-    r_trt, r_sgl = (kr.table_rows(t)[kr.OpClass.MOE] for t in (trt, sgl))
+    r_trt, r_sgl = (kr.table_rows(t)[seff.OpClass.MOE] for t in (trt, sgl))
     assert r_trt.flops[0] == pytest.approx(2 * 3 * 4096 * 14336 * 4096)
     assert r_sgl.flops[0] == pytest.approx(2 * 3 * 4096 * 14336 * 8192)
     weights = 3 * 4096 * 14336 * 2.0  # one local expert, bf16
@@ -196,7 +192,7 @@ def test_trtllm_decode_attention_beyond_32_query_heads_per_kv_head_reads_per_que
         }
     )
     df.attrs["kind"] = "generation_attention"
-    r = kr.table_rows(df)[kr.OpClass.ATTENTION_DECODE]
+    r = kr.table_rows(df)[seff.OpClass.ATTENTION_DECODE]
     cache = 32 * 2048 * 2 * 128 * 2.0
     queries = 4 * 32 * 128 * np.array([32, 64, 64])
     assert (r.bytes - queries).tolist() == pytest.approx([cache, 64 * cache, cache])
@@ -210,7 +206,7 @@ def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
     plain = gated.assign(kernel_source="moe_torch_flow_nongated")
     both = pd.concat([gated, plain], ignore_index=True)
     both.attrs["kind"] = "moe"
-    r = kr.table_rows(both)[kr.OpClass.MOE]
+    r = kr.table_rows(both)[seff.OpClass.MOE]
     gated_rows = r.kind == "gated"
     assert sorted(r.kind.tolist()) == ["gated", "nongated"]
     assert r.flops[~gated_rows][0] == pytest.approx(r.flops[gated_rows][0] * 2 / 3)
@@ -259,14 +255,14 @@ def test_min_latency_rows_beyond_its_dispatch_range_are_not_candidates() -> None
     both = pd.concat([cutlass, fast], ignore_index=True)
     both.attrs["kind"] = "moe"
     assert kr._dispatched(both).tolist() == [True, True, True, False]
-    r = kr.table_rows(both)[kr.OpClass.MOE]
+    r = kr.table_rows(both)[seff.OpClass.MOE]
     assert sorted(r.latency_s.tolist()) == pytest.approx([0.20e-3, 0.50e-3])
     assert r.tokens is not None and sorted(r.tokens.tolist()) == [128.0, 256.0]
 
 
 def test_blackwell_nvfp4_moe_runs_two_kernels_and_hopper_one() -> None:
-    from rackmath.analyses.efficiency_tables import efficiency_table
-    from rackmath.core.efficiency import OpClass
+    from rackmath.analyses.kernels.tables import efficiency_table
+    from rackmath.specs.efficiency import OpClass
 
     b200 = efficiency_table("b200").of(OpClass.MOE, "nvfp4", "gated")
     assert b200.alternative is not None and b200.alternative.kernel.endswith("min_latency")

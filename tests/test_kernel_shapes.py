@@ -24,11 +24,11 @@ import warnings
 import numpy as np
 import pytest
 
-from rackmath.analyses.deployment import plan_deployment
+from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import model as load_model
 from rackmath.catalog.loader import system as load_system
-from rackmath.core import operators as ops
+from rackmath.core import loads
 
 pytestmark = pytest.mark.skipif(kt.package_data_dir() is None, reason="needs the kernels extra")
 
@@ -83,7 +83,7 @@ def _comparisons(
 ) -> list[tuple[str, float, float]]:
     """(operator, rackmath seconds per layer, table seconds per layer) of one decode step."""
     d = plan_deployment(load_model(model_id), load_system(SYSTEMS[chip]), plan, communication=False)
-    step = d.step(ops.decode_load(d.model, float(batch), float(ctx), d.kv_bytes_per_element), decode=True)
+    step = d.step(loads.decode_load(d.model, float(batch), float(ctx), d.kv_bytes_per_element), decode=True)
     by = {op.name: op for op in step.operators}
     m, p, a = d.model, d.plan, d.model.attention
     q, kv = o.common.GEMMQuantMode, o.common.KVCacheQuantMode

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from rackmath.analyses.kernel_validation import P90_TARGET, input_hash, median_target
+from rackmath.analyses.kernels.validation import P90_TARGET, input_hash, median_target
 from rackmath.catalog import kernel_tables as kt
 
 REPORT_PATH = Path(__file__).resolve().parent.parent / "docs" / "data" / "kernel_validation.json"
@@ -173,9 +173,9 @@ def test_the_report_renders_in_80_columns(capsys: pytest.CaptureFixture[str]) ->
 
 def test_validate_kernels_json_on_the_cli(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI prints the analysis' report as JSON (the analysis stubbed with the committed one)."""
-    from rackmath.analyses import kernel_validation
+    from rackmath.analyses.kernels import validation
 
-    monkeypatch.setattr(kernel_validation, "validate_kernels", lambda chips=None: {"kernels": REPORT})
+    monkeypatch.setattr(validation, "validate_kernels", lambda chips=None: {"kernels": REPORT})
     code, out, err = cli("validate", "--kernels", "--json", "--chips", "h100-sxm")
     assert code == 0, err
     assert json.loads(out)["kernels"]["held_out_values"] == REPORT["held_out_values"]

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.core import architecture as arch
-from rackmath.specs import AttentionKind, LayerSpec, MlpKind
+from rackmath.specs.model import AttentionKind, LayerSpec, MlpKind
 
 BF16 = 2.0
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from rackmath import catalog
 from rackmath.analyses.catalog_facts import chip_facts, model_facts
-from rackmath.specs import Precision
+from rackmath.catalog import loader as catalog
+from rackmath.specs.precision import Precision
 
 # Llama-3.1-70B config.json: 80 layers, 8 KV heads of dimension 128 (GQA).
 LLAMA_70B_LAYERS, LLAMA_70B_KV_HEADS, LLAMA_70B_HEAD_DIM = 80, 8, 128

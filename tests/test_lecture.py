@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import rackmath as rm
-from rackmath import catalog
-from rackmath.analyses import serving
+from rackmath.analyses.serving import pooled
+from rackmath.catalog import loader as catalog
 from rackmath.core import roofline as rl
-from rackmath.specs import Precision
+from rackmath.specs.precision import Precision
 
 FP8 = Precision.FP8.bytes_per_element
 FP4 = Precision.FP4.bytes_per_element
@@ -50,7 +50,7 @@ def test_lecture_deepseek_balance_batch_2400() -> None:
 
 def test_real_deepseek_v3_balance_batch_from_its_config() -> None:
     dep = rm.deployment("deepseek-v3", "gb200-nvl72", weights="fp4", compute="fp4", efficiency="pure")
-    bal = serving.balance(dep, [1.0])
+    bal = pooled.balance(dep, [1.0])
     p = dep.params
     # 10e15 * 0.5 / (2 * 8e12) = 312.5 per chip, times N_total / N_active from the config
     assert bal.dense_balance_batch == pytest.approx(312.5)
@@ -66,10 +66,10 @@ def test_latency_floor_deepseek_v3_on_64_gb200() -> None:
     dep = rm.deployment("deepseek-v3", "gb200-nvl72", chips=64, weights="fp8", efficiency="pure")
     p = dep.params
     expected = (p.total - p.embedding) * 1.0 / (64 * 8e12)
-    assert serving.latency_floor_s(dep) == pytest.approx(expected)
+    assert pooled.latency_floor_s(dep) == pytest.approx(expected)
     # the lecture's round "0.7 TB on 64 B200s, about 1.4 ms"
     assert float(rl.latency_floor_s(0.7e12, 64 * 8e12)) == pytest.approx(1.37e-3, rel=0.01)
-    assert serving.latency_floor_s(dep) == pytest.approx(1.4e-3, rel=0.10)
+    assert pooled.latency_floor_s(dep) == pytest.approx(1.4e-3, rel=0.10)
 
 
 def test_hbm_drain_times() -> None:

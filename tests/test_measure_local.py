@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rackmath.analyses import measure as ms
+from rackmath.analyses.reality import measure as ms
 from rackmath.cli.main import main
 from rackmath.core import architecture as arch
 from rackmath.measure import torch_bench as tb

@@ -15,14 +15,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
+from rackmath.core import loads
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import ConfigError
-from rackmath.specs import AttentionKind, MlpKind
 from rackmath.specs.hf_config import load_config_file, model_from_config
+from rackmath.specs.model import AttentionKind, MlpKind
 from rackmath.specs.precision import Precision
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
@@ -166,7 +167,7 @@ def test_qwen3_next_state_is_independent_of_context() -> None:
         assert float(arch.kv_bytes_read_per_sequence(m, c, BF16)) == state + full_per_token * c
     assert state == 39_518_208
     # one decode step writes one token's entries and rewrites every state
-    load = ops.decode_load(m, 1, 50_000, BF16)
+    load = loads.decode_load(m, 1, 50_000, BF16)
     assert float(load.decode_kv_write_bytes) == state + full_per_token
     # state-update FLOPs per token per linear layer: 2 x 3 x 32 x 128 x 128
     flops = arch.decode_attention_flops_per_token(m, [1_000, 2_000])
@@ -198,14 +199,14 @@ def test_dsa_prefill_flops_bound_each_query_at_top_k() -> None:
     pairs = k * (k + 1) / 2 + (n - k) * k
     expected = 61 * (2 * 128 * (192 + 128) * pairs + 2 * 64 * 128 * n * (n + 1) / 2)
     assert float(arch.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
-    assert float(ops.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
+    assert float(loads.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_operator_models_attention_reads_what_the_registry_says() -> None:
     rates = ChipRates.uniform(1e15, 1e12)
     for model_id in ("deepseek-v3.2", "llama-4-maverick", "qwen3-next-80b-a3b"):
         m = catalog.model(model_id)
-        load = ops.decode_load(m, 8.0, 100_000.0, BF16)
+        load = loads.decode_load(m, 8.0, 100_000.0, BF16)
         table = ops.pass_operators(ops.operator_model(m, Precision.BF16), load, rates, tp=1, pp=1, dp=1, ep=1)
         attention = next(op for op in table if op.name == "attention")
         assert float(attention.kv_read_bytes) == 8 * float(arch.kv_bytes_read_per_sequence(m, 100_000, BF16))

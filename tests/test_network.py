@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath.analyses.deployment import topology
-from rackmath.catalog import system
+from rackmath.analyses.serving.planned import topology
+from rackmath.catalog.loader import system
 from rackmath.core import collectives as coll
 from rackmath.core import network as net
-from rackmath.core import parallel as par
 from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
 
@@ -33,7 +32,7 @@ def test_tp_all_reduce_is_one_function_for_serving_and_training() -> None:
     by_hand = 2 * (7 / 8) * message / 900e9 + 2 * 7 * 2e-6
     group = net.place(NVL72, 8)
     assert float(net.all_reduce_s(group, message)) == pytest.approx(by_hand, rel=1e-12)
-    serving = float(par.tp_all_reduce_s(512, 7168, 1, 8, NVL72))
+    serving = float(net.tp_all_reduce_s(512, 7168, 1, 8, NVL72))
     training = tcomm.tp_comm_s(message, tcomm.group_link(8, 1, 72, **LINK_KW), layers=1, forward_passes=1)
     assert serving == pytest.approx(2 * by_hand, rel=1e-12)
     assert training == pytest.approx(2 * 2 * by_hand, rel=1e-12)
@@ -52,7 +51,7 @@ def test_expert_all_to_all_is_one_function_for_serving_and_training() -> None:
     dispatch = float(net.expert_dispatch_bytes(32, 64, 256, 8, 7168))
     assert dispatch == pytest.approx(message, rel=1e-12)
     assert float(net.all_to_all_s(net.place(two_racks, 64), dispatch)) == pytest.approx(by_hand, rel=1e-12)
-    serving = float(par.ep_all_to_all_s(32, ranks, 7168, 1, 64, two_racks))
+    serving = float(net.ep_all_to_all_s(32, ranks, 7168, 1, 64, two_racks))
     link = tcomm.group_link(64, 1, 32, **LINK_KW)
     training = tcomm.ep_comm_s(dispatch, link, moe_layers=1)
     assert serving == pytest.approx(2 * by_hand, rel=1e-12)

@@ -10,13 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import serving
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
+from rackmath.core import loads
 from rackmath.core import operators as ops
+from rackmath.specs.efficiency import ANY, Curve, CurveKey, EfficiencyTable, OpClass, OpEfficiency
 
 
 def test_operator_flops_add_up_to_the_architecture_count() -> None:
@@ -27,7 +29,7 @@ def test_operator_flops_add_up_to_the_architecture_count() -> None:
         ("gemma-3-27b", "h100-hgx"),
     ):
         dep = rm.deployment(model_id, system_id, efficiency="pure")
-        g = serving.decode(dep, [1, 64, 4096], [512, 32768])
+        g = pooled.decode(dep, [1, 64, 4096], [512, 32768])
         total = sum(op.flops for op in g.times.operators)
         np.testing.assert_allclose(total, g.flops, rtol=1e-12, err_msg=model_id)
 
@@ -49,7 +51,7 @@ def test_one_operator_by_hand() -> None:
     ``80 x 8192 x 10240 x 2`` B of weights plus ``64 x 80 x (8192 + 10240) x 2`` B of
     activations over 3.35 TB/s = 4.06 ms: memory-bound, 4.06 ms."""
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", chips=1, efficiency="pure")
-    qkv = next(op for op in serving.decode(dep, [64], [1024]).times.operators if op.name == "attention_qkv")
+    qkv = next(op for op in pooled.decode(dep, [64], [1024]).times.operators if op.name == "attention_qkv")
     flops = 2 * 64 * 80 * 8192 * (8192 + 2 * 1024)
     weight = 80 * 8192 * 10240 * 2
     activation = 64 * 80 * (8192 + 10240) * 2
@@ -71,7 +73,7 @@ def test_the_blackboard_bounds_the_step_within_a_factor_of_two(
 ) -> None:
     """max(sum c, sum m) <= sum max(c, m) <= sum c + sum m <= 2 max(sum c, sum m)."""
     dep = rm.deployment(model_id, "gb200-nvl72", efficiency="pure")
-    g = serving.decode(dep, [batch], [context])
+    g = pooled.decode(dep, [batch], [context])
     step, board = float(g.step_s[0, 0]), float(g.blackboard_step_s[0, 0])
     assert board * (1 - 1e-12) <= step <= 2 * board * (1 + 1e-12)
 
@@ -79,19 +81,19 @@ def test_the_blackboard_bounds_the_step_within_a_factor_of_two(
 def test_efficiency_only_slows_operators_down() -> None:
     """A table below the pure roofline never makes a step faster, and a floor adds per call."""
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", efficiency="pure")
-    slow = eff.EfficiencyTable(
+    slow = EfficiencyTable(
         curves=(
             (
-                eff.CurveKey(eff.OpClass.GEMM, eff.ANY, eff.ANY),
-                eff.Curve(eff.OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6), "", "test"),
+                CurveKey(OpClass.GEMM, ANY, ANY),
+                Curve(OpEfficiency(compute_frac=0.7, compute_half_rows=32, floor_s=5e-6), "", "test"),
             ),
             (
-                eff.CurveKey(eff.OpClass.ATTENTION_DECODE, eff.ANY, eff.ANY),
-                eff.Curve(eff.OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8), "", "test"),
+                CurveKey(OpClass.ATTENTION_DECODE, ANY, ANY),
+                Curve(OpEfficiency(bandwidth_frac=0.8, bandwidth_half_rows=8), "", "test"),
             ),
         )
     )
-    load = ops.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
+    load = loads.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
     pure = dep.ideal_step(load)
     rates = replace(dep.chip_rates(dep.chips), efficiency=slow)
     from rackmath.core import parallel as par
@@ -125,8 +127,8 @@ def test_sparse_attention_reads_a_bounded_top_k_but_holds_everything() -> None:
         arch.kv_bytes_per_sequence(base, c, 2.0)
     )
     # a decode step of the sparse model is far cheaper in KV traffic at long context
-    step_dsa = float(ops.decode_load(dsa, 1.0, c, 2.0).kv_bytes)
-    step_dense = float(ops.decode_load(base, 1.0, c, 2.0).kv_bytes)
+    step_dsa = float(loads.decode_load(dsa, 1.0, c, 2.0).kv_bytes)
+    step_dense = float(loads.decode_load(base, 1.0, c, 2.0).kv_bytes)
     assert step_dsa < 0.2 * step_dense
 
 
@@ -140,7 +142,7 @@ def test_per_class_precision_reaches_the_step() -> None:
     """gpt-oss-120b keeps attention, router, embedding and head in bf16 beside mxfp4
     experts (modules_to_not_convert): the batch-1 step reads those at 2 B per weight."""
     dep = rm.deployment("gpt-oss-120b", "h100-hgx", chips=1, efficiency="pure")
-    step = serving.decode(dep, [1], [128]).times
+    step = pooled.decode(dep, [1], [128]).times
     by_name = {op.name: op for op in step.operators}
     counts = arch.param_counts(dep.model)
     out = (
@@ -164,9 +166,9 @@ def test_a_one_rank_plan_with_communication_off_is_the_ideal_chip(efficiency: st
     for model_id in ("llama-3.1-8b", "qwen3-30b-a3b"):
         model, sys = resolve_model(model_id), system("h100-hgx")
         planned = plan_deployment(model, sys, "tp=1", communication=False, efficiency=efficiency)
-        ideal = serving.make_deployment(model, sys, chips=1, efficiency=efficiency)
+        ideal = pooled.make_deployment(model, sys, chips=1, efficiency=efficiency)
         batches, contexts = [1, 7, 64, 512], [128, 4096, 32768]
-        p, f = planned.decode(batches, contexts), serving.decode(ideal, batches, contexts)
+        p, f = planned.decode(batches, contexts), pooled.decode(ideal, batches, contexts)
         np.testing.assert_allclose(p.step_s, f.step_s, rtol=1e-12, err_msg=model_id)
         np.testing.assert_allclose(p.step.blackboard_s, f.times.blackboard_s, rtol=1e-12, err_msg=model_id)
         assert [op.name for op in p.step.operators] == [op.name for op in f.times.operators]
@@ -185,8 +187,8 @@ def test_the_ideal_grid_fits_by_the_one_memory_account() -> None:
     per_sequence = float(arch.kv_bytes_per_sequence(d.model, context, 2.0)) + 17 * d.model.hidden_size * 2.0
     usable = 72 * d.system.chip.hbm_capacity_bytes * (1 - d.memory_reserve_frac)
     by_hand = np.floor((usable - weights) / per_sequence)
-    assert float(serving.max_batch(d, [context])[0]) == by_hand
-    g = serving.decode(d, [by_hand, by_hand + 1], [context])
+    assert float(pooled.max_batch(d, [context])[0]) == by_hand
+    g = pooled.decode(d, [by_hand, by_hand + 1], [context])
     assert g.fits[:, 0].tolist() == [True, False]
     # the lecture's weights + KV check alone would admit a few more sequences (activations add
     # 244 kB to the 288 MB a sequence holds at 4K)
@@ -199,10 +201,12 @@ def test_an_moe_user_waits_for_k_experts_not_every_weight() -> None:
     and the batch-1 cost is fewer than B* times the balance-batch cost (dense: exactly B*)."""
     d = rm.deployment("deepseek-v3", "gb200-nvl72", efficiency="pure")
     e = rm.explain(d)
-    b1 = float(serving.decode(d, [1.0], e.contexts[:1]).step_s[0, 0])
+    b1 = float(pooled.decode(d, [1.0], e.contexts[:1]).step_s[0, 0])
     assert e.batch_one_step_s == pytest.approx(b1, rel=1e-12)
     assert b1 < 0.2 * e.latency_floor_s  # 8 of 256 experts per layer, not all of them
-    text = "\n".join(line for section in e.derivation() for line in section.lines)
+    from rackmath.views.derivation import derivation
+
+    text = "\n".join(line for section in derivation(e) for line in section.lines)
     assert f"at most {1 / b1:,.0f} tokens/s per user" in text
     assert e.batch_one_over_balance_cost < e.cost_reference_batch
 
@@ -214,8 +218,8 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     has no prompt operator."""
     model = resolve_model("llama-3.1-70b")
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    decode = ops.decode_load(model, 64.0, 2048.0, 2.0)
-    prompt = ops.prefill_load(model, 1.0, 8192.0, 2.0)
+    decode = loads.decode_load(model, 64.0, 2048.0, 2.0)
+    prompt = loads.prefill_load(model, 1.0, 8192.0, 2.0)
     mixed = replace(
         decode,
         prefill_sequences=prompt.prefill_sequences,
@@ -226,9 +230,9 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     step = dep.ideal_step(mixed)
     by_name = {op.name: op for op in step.operators}
     dec, pre = by_name["attention"], by_name["attention_prefill"]
-    assert dec.op_class is eff.OpClass.ATTENTION_DECODE and pre.op_class is eff.OpClass.ATTENTION_PREFILL
+    assert dec.op_class is OpClass.ATTENTION_DECODE and pre.op_class is OpClass.ATTENTION_PREFILL
     assert float(dec.flops + pre.flops) == pytest.approx(float(mixed.attention_flops), rel=1e-12)
-    assert float(pre.flops) == pytest.approx(float(ops.prefill_attention_flops_per_sequence(model, 8192.0)))
+    assert float(pre.flops) == pytest.approx(float(loads.prefill_attention_flops_per_sequence(model, 8192.0)))
     kv_held = float(arch.kv_bytes_per_sequence(model, 8192.0, 2.0))
     assert float(pre.kv_write_bytes) == pytest.approx(kv_held, rel=1e-12)  # the chunk writes its cache
     # the chunk is costed at prefill efficiency: no slower than the decode class would make it
@@ -236,7 +240,7 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
 
     chunk = wk.elementwise(0.0, 64.0 * 8.0, model.num_layers)._replace(flops=pre.flops)
     rates = dep.chip_rates(dep.chips)
-    as_decode = ops.timed("x", eff.OpClass.ATTENTION_DECODE, rates, chunk, ("bfloat16",), "gqa")
+    as_decode = ops.timed("x", OpClass.ATTENTION_DECODE, rates, chunk, ("bfloat16",), "gqa")
     assert float(pre.compute_s) < float(as_decode.compute_s)
     assert "attention_prefill" not in {op.name for op in dep.ideal_step(decode).operators}
 
@@ -248,9 +252,9 @@ def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> N
     "KV head") with the 128 heads as the tile's rows; GQA models keep the GQA curve."""
     dep = rm.deployment("deepseek-v3", "gb200-nvl72", chips=8)
     rates = dep.chip_rates(dep.chips)
-    att = next(o for o in serving.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
+    att = next(o for o in pooled.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
     assert (att.kernel.kind, att.kernel.fmt, att.kernel.fallback) == ("mla", "bfloat16", "")
-    e, precision, _ = dep.efficiency_table.curve(eff.OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
+    e, precision, _ = dep.efficiency_table.curve(OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
     frac = float(eff.achieved_compute_frac(e, 4096.0, cols=128.0, depth=4096.0))
     expected = float(np.sum(att.flops)) / (rates.peak(precision) * frac)
     assert float(np.sum(att.compute_s)) == pytest.approx(expected, rel=1e-9)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.core.architecture import attention_params, param_counts
-from rackmath.specs import ActiveCountRule
+from rackmath.specs.model import ActiveCountRule
 
 TOLERANCE = 0.02  # the acceptance bound
 
@@ -102,7 +102,7 @@ def test_tied_embeddings_are_counted_once() -> None:
 def test_gpt_oss_weight_bytes_by_class_follow_modules_to_not_convert() -> None:
     import rackmath as rm
     from rackmath.core import architecture as arch
-    from rackmath.specs import Precision
+    from rackmath.specs.precision import Precision
 
     # gpt-oss-120b config: h 2880, 36 layers, 64 heads x 64, 8 KV heads, qkv and output bias,
     # sinks, 128 experts of 2880 (gated, biased), top-4, router with bias, vocab 201,088, untied.

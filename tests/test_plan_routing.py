@@ -11,17 +11,20 @@ import math
 import numpy as np
 import pytest
 
-from rackmath.analyses import search as srch
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import model as catalog_model
-from rackmath.catalog import system as catalog_system
-from rackmath.core import operators as ops
+from rackmath.analyses.deploy import candidates, frontier, plan_features
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.analyses.deploy.plan_features import MoeRouting, PlanFeatures
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import model as catalog_model
+from rackmath.catalog.loader import system as catalog_system
+from rackmath.core import loads
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.specs.plan import ParallelPlan
 
-W = srch.Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024, ttft_s=2.0, tpot_s=0.05)
-EPLB = srch.MoeRouting(redundant_experts=32, skew=1.3, tbo_overlap_frac=1.0)
+W = Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024, ttft_s=2.0, tpot_s=0.05)
+EPLB = MoeRouting(redundant_experts=32, skew=1.3, tbo_overlap_frac=1.0)
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +33,8 @@ def runs() -> dict[str, srch.SearchResult]:
     return {
         name: srch.search(m, s, W, routing=r, disaggregated=True, efficiency=rl.PURE_ROOFLINE)
         for name, r in (
-            ("balanced", srch.MoeRouting()),
-            ("slots+skew", srch.MoeRouting(redundant_experts=32, skew=1.3)),
+            ("balanced", MoeRouting()),
+            ("slots+skew", MoeRouting(redundant_experts=32, skew=1.3)),
             ("eplb", EPLB),
         )
     }
@@ -45,17 +48,21 @@ def test_bad_routing_is_one_line() -> None:
         ({"redundant_experts": -1}, "--redundant-experts"),
     ):
         with pytest.raises(InputError, match=field):
-            srch.MoeRouting(**kw)  # type: ignore[arg-type]
-    assert srch.parse_tbo("on") == 1.0 and srch.parse_tbo("OFF") == 0.0 and srch.parse_tbo("0.25") == 0.25
+            MoeRouting(**kw)  # type: ignore[arg-type]
+    assert (
+        plan_features.parse_tbo("on") == 1.0
+        and plan_features.parse_tbo("OFF") == 0.0
+        and plan_features.parse_tbo("0.25") == 0.25
+    )
     for bad in ("2", "nan", "half"):
         with pytest.raises(InputError, match="--tbo"):
-            srch.parse_tbo(bad)
+            plan_features.parse_tbo(bad)
 
 
 def test_redundant_slots_open_ep_degrees_that_do_not_divide_the_experts() -> None:
     m, s = catalog_model("deepseek-v3"), catalog_system("gb200-nvl72")
-    plain = {int(r[3]) for r in srch.enumerate_plans(m, s, max_chips=72)}
-    eplb = {int(r[3]) for r in srch.enumerate_plans(m, s, max_chips=72, redundant_experts=32)}
+    plain = {int(r[3]) for r in candidates.enumerate_plans(m, s, max_chips=72)}
+    eplb = {int(r[3]) for r in candidates.enumerate_plans(m, s, max_chips=72, redundant_experts=32)}
     assert 72 not in plain and 36 not in plain  # 256 = 2^8
     assert {72, 36, 18, 9} <= eplb and plain <= eplb  # 256 + 32 = 288 = 72 x 4
 
@@ -70,7 +77,7 @@ def test_the_choice_is_the_plan_grammar_step(runs: dict[str, srch.SearchResult])
     pr = best.precisions
     prec = {"weights": pr.weights.value, "kv": pr.kv.value, "compute": pr.compute.value}
     dep = plan_deployment(m, s, best.plan_text, efficiency=rl.PURE_ROOFLINE, **prec)  # type: ignore[arg-type]
-    load = ops.mixed_load(m, float(best.batch), 1024, 1024, pr.kv.bytes_per_element)
+    load = loads.mixed_load(m, float(best.batch), 1024, 1024, pr.kv.bytes_per_element)
     step = float(dep.step(load, decode=True).step_s)
     assert best.tpot_s == pytest.approx(step, rel=1e-9)
     # the same plan without TBO is slower: the all-to-all adds to the step again
@@ -118,8 +125,8 @@ def test_docs_example_eplb_skew_tbo_changes_the_choice(runs: dict[str, srch.Sear
 def test_pareto_threads_the_routing() -> None:
     m, s = catalog_model("deepseek-v3"), catalog_system("gb200-nvl72")
     kw = {"precisions": ("fp8",), "max_chips": 72, "efficiency": rl.PURE_ROOFLINE}
-    plain = srch.pareto(m, s, **kw)  # type: ignore[arg-type]
-    tbo = srch.pareto(m, s, routing=srch.MoeRouting(tbo_overlap_frac=1.0), disaggregated=True, **kw)  # type: ignore[arg-type]
+    plain = frontier.pareto(m, s, **kw)  # type: ignore[arg-type]
+    tbo = frontier.pareto(m, s, routing=MoeRouting(tbo_overlap_frac=1.0), disaggregated=True, **kw)  # type: ignore[arg-type]
     ep_points = [p for p in tbo.frontier if ",ep=" in p.plan_text]
     assert ep_points and all(p.plan_text.endswith("tbo=on") for p in ep_points)
     assert any(p.plan_text.endswith("tbo=on") for p in tbo.disaggregated_frontier)
@@ -132,7 +139,7 @@ def test_pareto_threads_the_routing() -> None:
 def test_moe_tp_all_reduce_by_hand() -> None:
     """dp=72,ep=18,moe_tp=4 on an NVL72: the experts' TP all-reduce, recomputed from the catalog."""
     m, s = catalog_model("deepseek-v3"), catalog_system("gb200-nvl72")
-    load = ops.decode_load(m, 4608.0, 4096.0, 1.0)
+    load = loads.decode_load(m, 4608.0, 4096.0, 1.0)
     kw = {"weights": "fp8", "kv": "fp8", "compute": "fp8", "efficiency": rl.PURE_ROOFLINE}
 
     def comm(plan: str) -> tuple[float, float]:
@@ -164,18 +171,20 @@ def test_mtp_in_the_search_by_hand() -> None:
     from dataclasses import replace
 
     m, s = catalog_model("deepseek-v3"), catalog_system("gb200-nvl72")
-    w = srch.Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024)
-    f = srch.PlanFeatures(mtp=1, acceptance=0.8)
+    w = Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024)
+    f = PlanFeatures(mtp=1, acceptance=0.8)
     assert f.tokens_per_step == pytest.approx(1.8)
-    c = srch.evaluate(m, s, "fp8", w, max_chips=8, batches=(4096,), efficiency=rl.PURE_ROOFLINE, routing=f)
+    c = candidates.evaluate(
+        m, s, "fp8", w, max_chips=8, batches=(4096,), efficiency=rl.PURE_ROOFLINE, routing=f
+    )
     assert c is not None
     i = int(np.flatnonzero((c.dp == 8) & (c.ep == 8) & (c.tp == 1) & (c.pp == 1))[0])
     dep = plan_deployment(
         m, s, "dp=8,ep=8", weights="fp8", kv="fp8", compute="fp8", efficiency=rl.PURE_ROOFLINE
     )
     # verification: 4,096 sequences x 2 query tokens at I + O/2, plus 4,096 x 1.8 / 1,024 new prompts
-    verify = ops.decode_load(m, 4096.0, 1536.0, 1.0, tokens_per_sequence=2)
-    pre = ops.prefill_load(m, 4096 * 1.8 / 1024, 1024.0, 1.0)
+    verify = loads.decode_load(m, 4096.0, 1536.0, 1.0, tokens_per_sequence=2)
+    pre = loads.prefill_load(m, 4096 * 1.8 / 1024, 1024.0, 1.0)
     load = replace(
         verify,
         prefill_sequences=pre.prefill_sequences,
@@ -184,7 +193,7 @@ def test_mtp_in_the_search_by_hand() -> None:
         prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
     )
     t_verify = float(dep.step(load, decode=True).step_s)
-    t_plain = float(dep.step(ops.decode_load(m, 4096.0, 1536.0, 1.0), decode=True).step_s)
+    t_plain = float(dep.step(loads.decode_load(m, 4096.0, 1536.0, 1.0), decode=True).step_s)
     cycle = t_verify + 1 * t_plain / 61  # the MTP head: one layer's share of the plain step
     assert float(c.tpot_s[i]) == pytest.approx(cycle / 1.8, rel=1e-9)
     assert float(c.tokens_per_s[i]) == pytest.approx(4096 * 1.8 / cycle, rel=1e-9)
@@ -194,13 +203,13 @@ def test_mtp_in_the_search_by_hand() -> None:
     gains = []
     for b in (64, 4096):
         kw = {"max_chips": 8, "batches": (b,), "efficiency": rl.PURE_ROOFLINE}
-        plain = srch.evaluate(m, s, "fp8", w, **kw)  # type: ignore[arg-type]
-        two = srch.evaluate(m, s, "fp8", w, routing=srch.PlanFeatures(mtp=2, acceptance=0.8), **kw)  # type: ignore[arg-type]
+        plain = candidates.evaluate(m, s, "fp8", w, **kw)  # type: ignore[arg-type]
+        two = candidates.evaluate(m, s, "fp8", w, routing=PlanFeatures(mtp=2, acceptance=0.8), **kw)  # type: ignore[arg-type]
         assert plain is not None and two is not None
         j = int(np.flatnonzero((plain.dp == 8) & (plain.ep == 8) & (plain.tp == 1))[0])
         gains.append(float(plain.tpot_s[j] / two.tpot_s[j]))
     assert gains[0] > gains[1] and gains[0] > 1.5
     with pytest.raises(InputError, match="--acceptance"):
-        srch.PlanFeatures(mtp=1, acceptance=1.2)
+        PlanFeatures(mtp=1, acceptance=1.2)
     with pytest.raises(InputError, match="--mtp"):
-        srch.PlanFeatures(mtp=17)
+        PlanFeatures(mtp=17)

@@ -1,4 +1,4 @@
-"""The figure data (rackmath.analyses.figures) and its two renderers.
+"""The figure data (rackmath.views.figures) and its two renderers.
 
 The analyses compute every curve; the renderers draw every series they are given, under
 the same names, and nothing else.
@@ -11,11 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rackmath.analyses import figures, overtrain, serving, sparsity
+from rackmath.analyses.economics import overtrain, sparsity
+from rackmath.analyses.serving import explain as explain_analysis
+from rackmath.analyses.serving import pooled
 from rackmath.api import deployment, explain, pipeline
 from rackmath.core import scaling_laws as sl
-from rackmath.figure_spec import FigureData
 from rackmath.plots.render_mpl import draw, save_figure
+from rackmath.views.figure_spec import FigureData
+from rackmath.views.figures import economics_charts, serving_charts, training_charts, validation_charts
+from rackmath.views.figures.common import ERROR_AXIS_FRAC, SWEEP_PAST_BALANCE
 from rackmath.web.render_plotly import figure as plotly_figure
 
 SECONDS_PER_HOUR = 3600.0
@@ -27,17 +31,17 @@ def mixtral():  # type: ignore[no-untyped-def]
 
 
 def test_the_sweep_reaches_past_the_balance_batch(mixtral) -> None:  # type: ignore[no-untyped-def]
-    sweep = figures.batch_sweep(mixtral)
+    sweep = serving_charts.batch_sweep(mixtral)
     b = sweep.batch[:, 0]
     knee = float(mixtral.balance.balance_batch_with_kv[0])
     knee = knee if np.isfinite(knee) else float(mixtral.balance.balance_batch)
-    top = max(float(np.max(mixtral.batches)), figures.SWEEP_PAST_BALANCE * knee)
+    top = max(float(np.max(mixtral.batches)), SWEEP_PAST_BALANCE * knee)
     assert b[0] == 1 and b[-1] == pytest.approx(top, abs=0.5)
     assert np.all(np.diff(b) > 0)
 
 
 def test_compute_only_cost_is_compute_time_rented(mixtral) -> None:  # type: ignore[no-untyped-def]
-    sweep = figures.batch_sweep(mixtral)
+    sweep = serving_charts.batch_sweep(mixtral)
     d = mixtral.deployment
     expected = (
         sweep.times.compute_s[:, 0]
@@ -47,24 +51,28 @@ def test_compute_only_cost_is_compute_time_rented(mixtral) -> None:  # type: ign
         / sweep.batch[:, 0]
         * 1e6
     )
-    np.testing.assert_allclose(figures.compute_only_usd_per_million(mixtral, sweep), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        serving_charts.compute_only_usd_per_million(mixtral, sweep), expected, rtol=1e-12
+    )
     # the full cost can never be below the compute-only cost
     assert np.all(sweep.usd_per_million_output_tokens[:, 0] >= expected * (1 - 1e-12))
 
 
 def test_the_cheapest_fitting_batch_is_the_brute_force_minimum(mixtral) -> None:  # type: ignore[no-untyped-def]
-    sweep = figures.batch_sweep(mixtral)
+    sweep = serving_charts.batch_sweep(mixtral)
     usd, fits = sweep.usd_per_million_output_tokens[:, 0], sweep.fits[:, 0]
     brute = min((u, i) for i, (u, f) in enumerate(zip(usd, fits, strict=True)) if f)[1]
-    assert figures.cheapest_fitting(sweep) == brute
+    assert explain_analysis.cheapest_fitting(sweep) == brute
     assert fits[brute] and not fits[-1]  # the sweep runs past the KV limit of 8 x H100
-    marker = next(s for s in figures.cost(mixtral, sweep).panel.series if s.name.startswith("cheapest"))
+    marker = next(
+        s for s in serving_charts.cost(mixtral, sweep).panel.series if s.name.startswith("cheapest")
+    )
     assert marker.x == [sweep.batch[brute, 0]]
 
 
 def test_the_overtraining_curve_is_lowest_at_the_exact_optimum() -> None:
     r = overtrain.overtrain()
-    curve = figures.overtrain_curve(r, points=2001)
+    curve = economics_charts.overtrain_curve(r, points=2001)
     best = curve.params[int(np.argmin(curve.total_flops))]
     step = (curve.params[1] / curve.params[0]) ** 1.5
     assert r.optimum_params / step <= best <= r.optimum_params * step
@@ -80,26 +88,30 @@ def test_validation_errors_beyond_the_axis_sit_on_its_edge() -> None:
         {"id": 1, "phase": "decode", "model": "m", "metric": "tpot", "roofline": {"error_frac": 1e15}},
         {"id": 2, "phase": "decode", "model": "m", "metric": "tpot", "roofline": {"error_frac": -0.1}},
     ]
-    s = next(s for s in figures.validation_errors(rows, ["roofline"]).panel.series if s.name == "roofline")
-    assert list(s.y) == [figures.ERROR_AXIS_FRAC[1], -0.1]
+    s = next(
+        s
+        for s in validation_charts.validation_errors(rows, ["roofline"]).panel.series
+        if s.name == "roofline"
+    )
+    assert list(s.y) == [ERROR_AXIS_FRAC[1], -0.1]
     assert s.hover is not None and "beyond the axis" in s.hover[0] and "beyond" not in s.hover[1]
 
 
 def _all_figures(mixtral) -> list[FigureData]:  # type: ignore[no-untyped-def]
     dep = mixtral.deployment
-    sweep = figures.batch_sweep(mixtral)
-    point = serving.decode(dep, [64], [4096])
+    sweep = serving_charts.batch_sweep(mixtral)
+    point = pooled.decode(dep, [64], [4096])
     r = overtrain.overtrain()
     study = sparsity.sparsity_study(dep, sparsities=[1, 4, 16], context=4096, users=500)
     return [
-        figures.step_time(mixtral, sweep, point),
-        figures.cost(mixtral, sweep, point),
-        figures.memory(dep, point),
-        figures.mfu_context(mixtral),
-        figures.overtrain(r),
-        figures.sparsity_cost(study),
-        figures.sparsity_needs(study),
-        figures.pipeline(pipeline(4, 8, "interleaved", virtual_stages=2).timeline),
+        serving_charts.step_time(mixtral, sweep, point),
+        serving_charts.cost(mixtral, sweep, point),
+        serving_charts.memory(dep, point),
+        serving_charts.mfu_context(mixtral),
+        economics_charts.overtrain(r),
+        economics_charts.sparsity_cost(study),
+        economics_charts.sparsity_needs(study),
+        training_charts.pipeline(pipeline(4, 8, "interleaved", virtual_stages=2).timeline),
     ]
 
 
@@ -118,12 +130,12 @@ def test_both_renderers_draw_every_series_by_name(mixtral) -> None:  # type: ign
 
 
 def test_log_axes_carry_the_panel_range_in_decades(mixtral) -> None:  # type: ignore[no-untyped-def]
-    fd = figures.step_time(mixtral, figures.batch_sweep(mixtral))
+    fd = serving_charts.step_time(mixtral, serving_charts.batch_sweep(mixtral))
     lo, hi = fd.panel.y.range or (0.0, 0.0)
     assert plotly_figure(fd).layout.yaxis.range == pytest.approx((np.log10(lo), np.log10(hi)))
 
 
 def test_a_figure_file_is_written(tmp_path: Path, mixtral) -> None:  # type: ignore[no-untyped-def]
-    out = save_figure(figures.explain(mixtral), tmp_path / "explain.svg")
+    out = save_figure(serving_charts.explain(mixtral), tmp_path / "explain.svg")
     text = out.read_text()
     assert "Step time vs batch" in text and "Cost per token vs batch" in text

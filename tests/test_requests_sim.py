@@ -7,23 +7,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackmath.analyses import simulate as sim
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import model as catalog_model
-from rackmath.catalog import system as catalog_system
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import model as catalog_model
+from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime, runtimes
 from rackmath.core import architecture as arch
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.core import requests as rq
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs.workload import LengthDist, Requests, check_trace
 
 S = 0.01  # a constant step, seconds
 
 
-def _reqs(rows: list[tuple[float, int, int]]) -> rq.Requests:
+def _reqs(rows: list[tuple[float, int, int]]) -> Requests:
     a, i, o = zip(*rows, strict=True)
-    return rq.check_trace(a, i, o)
+    return check_trace(a, i, o)
 
 
 def _limits(**kw: object) -> rq.Limits:
@@ -78,7 +79,7 @@ def test_md1_mean_wait_matches_pollaczek_khinchine() -> None:
     # one sequence at a time, one-token outputs, constant step: an M/D/1 queue.
     # rho = 50/s x 10 ms = 0.5 -> W_q = 0.5 x 10 ms / (2 x 0.5) = 5 ms (hand), within 3 %
     assert rq.md1_mean_wait_s(50.0, S) == pytest.approx(0.005)
-    reqs = rq.poisson_requests(50.0, 100_000, rq.LengthDist("fixed", 10), rq.LengthDist("fixed", 1), seed=3)
+    reqs = rq.poisson_requests(50.0, 100_000, LengthDist("fixed", 10), LengthDist("fixed", 1), seed=3)
     run = rq.simulate(reqs, rq.StepTable.constant(S), _limits(max_seqs=1))
     wait = float(np.mean(run.ttft_s - S))
     assert wait == pytest.approx(0.005, rel=0.03)
@@ -92,7 +93,7 @@ def test_fast_forward_equals_step_by_step() -> None:
         np.array([1.0, 5000.0]),
         np.array([[[0.01, 0.02], [0.03, 0.04]], [[0.02, 0.05], [0.04, 0.06]]]),
     )
-    reqs = rq.poisson_requests(2.0, 300, rq.LengthDist("fixed", 200), rq.LengthDist("fixed", 400), seed=1)
+    reqs = rq.poisson_requests(2.0, 300, LengthDist("fixed", 200), LengthDist("fixed", 400), seed=1)
     fast = rq.simulate(reqs, table, _limits())
     old = rq.FAST_FORWARD_MIN_STEPS
     try:
@@ -119,9 +120,9 @@ def test_table_is_exact_for_a_linear_step(d: float, p: float, c: float) -> None:
 
 
 def test_lognormal_has_the_stated_mean() -> None:
-    x = rq.LengthDist.parse("lognormal:2000", "--input").sample(200_000, np.random.default_rng(0))
+    x = LengthDist.parse("lognormal:2000", "--input").sample(200_000, np.random.default_rng(0))
     assert x.mean() == pytest.approx(2000, rel=0.01)
-    u = rq.LengthDist.parse("uniform:100-300", "--input").sample(100_000, np.random.default_rng(0))
+    u = LengthDist.parse("uniform:100-300", "--input").sample(100_000, np.random.default_rng(0))
     assert (u.min(), u.max()) == (100, 300)
     assert u.mean() == pytest.approx(200, rel=0.01)
 
@@ -137,19 +138,19 @@ def test_lognormal_has_the_stated_mean() -> None:
 )
 def test_bad_traces_name_the_field(rows: list[tuple[float, float, float]], field: str) -> None:
     with pytest.raises(InputError) as e:
-        rq.check_trace(*zip(*rows, strict=True))
+        check_trace(*zip(*rows, strict=True))
     assert e.value.field == field
 
 
 @pytest.mark.parametrize("text", ["0", "-3", "lognormal:0", "uniform:5-2", "normal:5", "x"])
 def test_bad_lengths(text: str) -> None:
     with pytest.raises(InputError):
-        rq.LengthDist.parse(text, "--input")
+        LengthDist.parse(text, "--input")
 
 
 def test_rates_and_slos_refuse_nonsense() -> None:
     with pytest.raises(InputError):
-        rq.poisson_requests(0.0, 10, rq.LengthDist("fixed", 1), rq.LengthDist("fixed", 1))
+        rq.poisson_requests(0.0, 10, LengthDist("fixed", 1), LengthDist("fixed", 1))
     assert sim.parse_slo("ttft_p99=2s,tpot_p99=50ms") == {"ttft_p99": 2.0, "tpot_p99": 0.05}
     for bad in ("ttft=2s", "ttft_p99=0s", "ttft_p99=2", "tpot_p99=-1ms", ""):
         with pytest.raises(InputError):
@@ -194,23 +195,23 @@ def test_step_table_is_the_plan_step(dep) -> None:  # type: ignore[no-untyped-de
     table = sim.step_table(dep, 64, 8192, 4000.0)
     kv = dep.kv_bytes_per_element
     c = float(table.context[3])
-    want = float(dep.step(ops.decode_load(dep.model, 64.0, c, kv), decode=True).step_s)
+    want = float(dep.step(loads.decode_load(dep.model, 64.0, c, kv), decode=True).step_s)
     assert float(table(64.0, 0.0, c)) == pytest.approx(want, rel=1e-12)
-    want_p = float(dep.step(ops.prefill_load(dep.model, 1.0, 8192.0, kv), decode=True).step_s)
+    want_p = float(dep.step(loads.prefill_load(dep.model, 1.0, 8192.0, kv), decode=True).step_s)
     assert float(table(0.0, 8192.0, c)) == pytest.approx(want_p, rel=1e-12)
 
 
 def test_runtime_caps_the_batch(dep) -> None:  # type: ignore[no-untyped-def]
     # an overloaded replica under max_seqs = 16 runs 16 sequences nearly all the time
     rep = sim.replica(dep, runtime("vllm").with_overrides(max_seqs=16), max_context=600, mean_context=600)
-    reqs = rq.poisson_requests(1000.0, 2000, rq.LengthDist("fixed", 100), rq.LengthDist("fixed", 500))
+    reqs = rq.poisson_requests(1000.0, 2000, LengthDist("fixed", 100), LengthDist("fixed", 500))
     res = sim.run(rep, reqs, 1000.0)
     assert 15.0 < res.mean_decode_batch <= 16.0
 
 
 def test_max_rate_meets_the_slo_and_brackets(dep) -> None:  # type: ignore[no-untyped-def]
     rep = sim.replica(dep, runtime("vllm"), max_context=1500, mean_context=1500)
-    i, o = rq.LengthDist("fixed", 1000), rq.LengthDist("fixed", 200)
+    i, o = LengthDist("fixed", 1000), LengthDist("fixed", 200)
     slo = {"ttft_p99": 1.0, "tpot_p99": 0.03}
     found = sim.max_rate(rep, i, o, slo, requests=2000, probes=6)
     assert found.best is not None and found.best.meets(slo)
@@ -272,7 +273,7 @@ def test_generalizes_the_fleet_simulator() -> None:
     a, k, batch, out = 0.004, 2e-5, 64, 50
     arrivals = sim.poisson_arrivals_s(300.0, 20.0, seed=5)
     steps = a + k * np.arange(1, batch + 1)
-    reqs = rq.Requests(arrivals, np.ones(arrivals.size, np.int64), np.full(arrivals.size, out, np.int64))
+    reqs = Requests(arrivals, np.ones(arrivals.size, np.int64), np.full(arrivals.size, out, np.int64))
     fleet_table = rq.BatchStepTable(steps, prompt_tokens=1)
     ref = rq.simulate(reqs, fleet_table, fleet_table.limits())
     grid = np.array([0.0, float(batch)])

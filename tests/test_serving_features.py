@@ -9,19 +9,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import energy, prefix, serving
-from rackmath.analyses import speculative as sp
-from rackmath.catalog import chip, resolve_model
+from rackmath.analyses.serving import energy, pooled, prefix
+from rackmath.analyses.serving import speculative as sp
 from rackmath.catalog import economics as ce
+from rackmath.catalog.loader import chip, resolve_model
 from rackmath.catalog.power import chip_power
 from rackmath.core import energy as en
-from rackmath.core import operators as ops
+from rackmath.core import loads
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as cs
 from rackmath.errors import InputError, UnknownIdError
 
 
-def _dep(model: str = "llama-3.1-70b", system: str = "h200-hgx", **kw: object) -> serving.Deployment:
+def _dep(model: str = "llama-3.1-70b", system: str = "h200-hgx", **kw: object) -> pooled.Deployment:
     return rm.deployment(model, system, efficiency=rl.PURE_ROOFLINE, **kw)  # type: ignore[arg-type]
 
 
@@ -50,8 +50,8 @@ def test_verification_reads_weights_once_and_computes_k_plus_one_tokens() -> Non
     plain step and runs 4x the GEMM FLOPs (attention at the mean context L + 1.5)."""
     d = _dep()
     m = d.model
-    plain = d.ideal_step(ops.decode_load(m, [[8.0]], [[4096.0]], 2.0))
-    wide = d.ideal_step(ops.decode_load(m, [[8.0]], [[4096.0]], 2.0, tokens_per_sequence=4))
+    plain = d.ideal_step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0))
+    wide = d.ideal_step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0, tokens_per_sequence=4))
     assert wide.weight_bytes.item() == pytest.approx(plain.weight_bytes.item(), rel=1e-12)
     assert wide.kv_read_bytes.item() == pytest.approx(plain.kv_read_bytes.item(), rel=1e-12)
     for name in ("attention_qkv", "dense_mlp", "lm_head"):
@@ -89,10 +89,10 @@ def test_draft_model_cost_is_k_plain_steps_of_the_draft() -> None:
     s = sp.parse_speculation("draft=llama-3.1-8b,k=3,acceptance=0.8,0.6,0.5", resolve_model)
     assert s.acceptance == (0.8, 0.6, 0.5) and s.tokens_per_step == pytest.approx(2.52)
     g = sp.speculative_decode(d, [1, 64], [4096], s)
-    drafter = serving.make_deployment(
+    drafter = pooled.make_deployment(
         resolve_model("llama-3.1-8b"), d.system, chips=d.chips, efficiency=rl.PURE_ROOFLINE
     )
-    np.testing.assert_allclose(g.draft_s, 3 * serving.decode(drafter, [1, 64], [4096]).step_s, rtol=1e-12)
+    np.testing.assert_allclose(g.draft_s, 3 * pooled.decode(drafter, [1, 64], [4096]).step_s, rtol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,7 @@ def test_pure_roofline_draws_tdp_and_energy_per_token_by_hand() -> None:
     """Under the pure roofline every operator saturates its bound resource: the step draws
     TDP, so J/token = PUE x TDP x chips x t_step / B."""
     d = _dep()
-    g = serving.decode(d, [1, 64, 512], [4096])
+    g = pooled.decode(d, [1, 64, 512], [4096])
     e = energy.decode_energy(g, pue=1.2)
     assert e is not None
     tdp = chip("h200").tdp_w
@@ -209,7 +209,7 @@ def test_slower_kernels_draw_between_floor_and_tdp() -> None:
         "h200-hgx",
         efficiency=rl.Efficiency(flops_frac=0.5, bandwidth_frac=0.8, overhead_s=1e-4),
     )
-    g = serving.decode(d, [1, 64, 4096], [4096])
+    g = pooled.decode(d, [1, 64, 4096], [4096])
     e = energy.decode_energy(g)
     assert e is not None
     p = chip_power(d.system.chip)
@@ -253,15 +253,16 @@ def test_explain_json_carries_the_features_and_the_derivation(cli) -> None:
 
 
 def test_explain_text_draws_the_analysis_sections(cli) -> None:
-    from rackmath.analyses.explain import explain
+    from rackmath.analyses.serving.explain import explain
+    from rackmath.views.derivation import derivation
 
     code, out, _ = cli("explain", "llama-3.1-8b", "--on", "h100-hgx", "--chips", "1")
     assert code == 0
     result = explain(rm.deployment("llama-3.1-8b", "h100-hgx", chips=1))
-    for section in result.derivation():
+    for section in derivation(result):
         assert section.title in out
     # the line with the balance batch, as the analysis wrote it (Rich may wrap long lines)
-    assert result.derivation()[4].lines[1].split("=")[0].strip() in out
+    assert derivation(result)[4].lines[1].split("=")[0].strip() in out
 
 
 @pytest.mark.parametrize(
@@ -301,7 +302,7 @@ def test_web_serving_page_shows_energy_and_mtp_from_the_analysis() -> None:
     shown = {m.label: m.value for m in at.metric}
     dep = rm.deployment("llama-3.1-8b", "h100-hgx")
     g = sp.speculative_decode(dep, [64], [4096], sp.speculation(1, 0.8))
-    e = energy.decode_energy(serving.decode(dep, [64], [4096]))
+    e = energy.decode_energy(pooled.decode(dep, [64], [4096]))
     assert e is not None
     assert shown["Tokens per step"] == "1.80"
     assert shown["Gain over plain decode"] == f"{g.speedup[0, 0]:.2f}x"
@@ -312,15 +313,15 @@ def test_web_serving_page_shows_energy_and_mtp_from_the_analysis() -> None:
 def test_plan_candidates_carry_energy_between_the_floor_and_tdp() -> None:
     """The search's hook: J per output token of a mixed step lies between the chips' floor
     and their TDP drawn for the whole step, times the default PUE."""
-    from rackmath.analyses import search as srch
-    from rackmath.catalog import system
+    from rackmath.analyses.deploy import candidates
+    from rackmath.catalog.loader import system
 
     sys_ = system("h100-hgx")
-    c = srch.evaluate(
+    c = candidates.evaluate(
         resolve_model("llama-3.1-8b"),
         sys_,
         "native",
-        srch.Workload(traffic_tokens_per_s=1e4, input_len=1024, output_len=1024),
+        candidates.Workload(traffic_tokens_per_s=1e4, input_len=1024, output_len=1024),
         max_chips=8,
     )
     assert c is not None and c.joules_per_token is not None
@@ -361,7 +362,7 @@ def test_docs_worked_numbers() -> None:
     assert g.tpot_s[0, 0] == pytest.approx(2.039e-3, rel=2e-3)
     assert g.speedup[1, 0] == pytest.approx(0.99, abs=0.005)
     # energy: batch 64 at L = 8,192 draws TDP for the whole step under the pure roofline
-    dec = serving.decode(d, [1, 64], [8192])
+    dec = pooled.decode(d, [1, 64], [8192])
     e = energy.decode_energy(dec)
     assert e is not None
     assert e.joules_per_token[1, 0] == pytest.approx(1.2 * 700 * 8 * dec.step_s[1, 0] / 64, rel=1e-9)

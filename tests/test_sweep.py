@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from rackmath.analyses import sweep as sw
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.analyses.serving import decode, make_deployment
-from rackmath.catalog import resolve_model, system
+from rackmath.analyses.deploy import sweep as sw
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.analyses.serving.pooled import decode, make_deployment
+from rackmath.catalog.loader import resolve_model, system
 from rackmath.errors import InputError, UnknownIdError
 
 pd = pytest.importorskip("pandas")

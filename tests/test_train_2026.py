@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import training as T
+from rackmath.analyses.training import estimate as T
+from rackmath.analyses.training import pipeline, setup
+from rackmath.analyses.training import runs as runs_analysis
 from rackmath.core import architecture as arch
 from rackmath.core import pipeline as pl
 from rackmath.core import training_step as ts
@@ -30,7 +32,7 @@ def _llama8b(**kw):
     base = dict(tokens=1e9, seq_len=2048, global_batch=2, recompute="none")
     base.update(kw)
     plan = base.pop("plan", ParallelPlan())
-    return T.make_training(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), plan, **base)
+    return setup.make_training(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), plan, **base)
 
 
 # ---------------------------------------------------------------------------- core formulas
@@ -121,7 +123,7 @@ def test_fp8_beats_bf16_but_not_twofold():
 def _qwen_moe(**kw):
     base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
     base.update(kw)
-    return T.make_training(
+    return setup.make_training(
         rm.model("qwen3-30b-a3b"), rm.system("h100-hgx"), ParallelPlan.parse("ep=8,dp=8"), **base
     )
 
@@ -224,13 +226,13 @@ def test_dualpipe_run_and_refusals():
     with pytest.raises(InputError, match="even number of stages"):
         _llama8b(plan=ParallelPlan.parse("pp=1"), schedule="dualpipe")
     with pytest.raises(InputError, match="an even number >= 2 x the 4 stages"):
-        T.pipeline_schedule("dualpipe", 4, 6)
+        pipeline.pipeline_schedule("dualpipe", 4, 6)
 
 
 # ---------------------------------------------------------------------------- validation
 def test_every_run_states_its_convention_and_validation_compares_like_with_like():
-    from rackmath.analyses import validation as V
-    from rackmath.analyses.training_runs import predicted_metric
+    from rackmath.analyses.reality import validation as V
+    from rackmath.analyses.training.runs import predicted_metric
     from rackmath.catalog.training_runs import RunMetric, training_runs
 
     for run in training_runs():
@@ -239,20 +241,20 @@ def test_every_run_states_its_convention_and_validation_compares_like_with_like(
             # the validation engine's MFU is model FLOPs with attention over the run's peak:
             # every MFU row so far states that convention (a row that does not fails here)
             assert (run.convention.flops, run.convention.attention) == ("model", True), run.id
-            e = T.estimate(T.run_setup(run))
+            e = T.estimate(runs_analysis.run_setup(run))
             assert predicted_metric(run, e) == pytest.approx(e.mfu), run.id
     assert V is not None
 
 
 def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_rows():
-    from rackmath.analyses.training_runs import predicted_metric
-    from rackmath.analyses.training_setup import kernel_table
+    from rackmath.analyses.training.runs import predicted_metric
+    from rackmath.analyses.training.setup import kernel_table
     from rackmath.catalog.training_runs import training_runs
 
     errors = []
     for run in training_runs():
         table = kernel_table(run.system.chip.id, run.compute)
-        e = T.estimate(T.run_setup(run, efficiency_table=table))
+        e = T.estimate(runs_analysis.run_setup(run, efficiency_table=table))
         if run.measurement_id is not None:
             errors.append(abs(predicted_metric(run, e) / run.value - 1))
         if run.system.chip.id in ("tpu-v4", "h800"):
@@ -268,11 +270,14 @@ def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_
 
 @pytest.mark.xfail(strict=True, reason="kernel-grounded training median 20.1% > 15% on 2026-11-24")
 def test_kernel_grounded_training_median_target():
-    from rackmath.analyses.training_runs import predicted_metric
+    from rackmath.analyses.training.runs import predicted_metric
     from rackmath.catalog.training_runs import training_runs
 
     errors = sorted(
-        abs(predicted_metric(r, T.estimate(T.run_setup(r, efficiency_table="kernel"))) / r.value - 1)
+        abs(
+            predicted_metric(r, T.estimate(runs_analysis.run_setup(r, efficiency_table="kernel"))) / r.value
+            - 1
+        )
         for r in training_runs()
         if r.measurement_id is not None
     )
@@ -283,7 +288,7 @@ def test_kernel_grounded_training_median_target():
 def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transferred():
 
     def job(system, compute):
-        return T.make_training(
+        return setup.make_training(
             rm.model("llama-3.1-70b"),
             rm.system(system),
             ParallelPlan.parse("tp=4,dp=2"),
@@ -305,7 +310,7 @@ def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transfe
     assert kernels["attention_qkv"].fmt == "nvfp4" and kernels["dense_mlp"].fmt == "nvfp4"
     assert kernels["lm_head"].fmt == "bfloat16" and kernels["attention"].fmt == "bfloat16"
     assert not any(k.fallback for n, k in kernels.items() if n not in ("norms", "embedding"))
-    tpu = T.make_training(
+    tpu = setup.make_training(
         rm.model("palm-540b"),
         rm.system("tpu-v4-pod"),
         ParallelPlan.parse("tp=12,dp=512"),
@@ -329,7 +334,7 @@ def test_a_non_gated_moe_trains_on_the_non_gated_kernels_curve():
     plain = replace(gated, moe=replace(gated.moe, gated=False))
 
     def kernels(model):
-        s = T.make_training(
+        s = setup.make_training(
             model,
             rm.system("b200-hgx"),
             ParallelPlan.parse("tp=1,dp=8,ep=8"),
@@ -356,7 +361,7 @@ def test_the_slowest_stage_runs_the_whole_lm_head():
     assert float(ops["attention_qkv"].forward_s) == pytest.approx(float(one["attention_qkv"].forward_s) / 4)
     # 126 layers over 16 stages (Llama 3 405B): a middle stage of 8 layers outweighs the end
     # stage of 7 layers + the head (0.66 of a layer's FLOPs), so the head is not on the pace
-    big = T.make_training(
+    big = setup.make_training(
         rm.model("llama-3.1-405b"),
         rm.system("h100-hgx"),
         ParallelPlan.parse("tp=8,pp=16,dp=64"),

@@ -104,7 +104,7 @@ def test_refusals_name_the_field(stages, microbatches, field):
 
 
 def test_drawing_beside_a_run_lays_out_dualpipe():
-    from rackmath.analyses.training_pipeline import schedule_drawing
+    from rackmath.analyses.training.pipeline import schedule_drawing
 
     d = schedule_drawing("dualpipe", 4, 64)
     assert d.timeline.schedule is pl.Schedule.DUALPIPE and d.timeline.microbatches == 8

@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rackmath.analyses import training_runs as R
-from rackmath.analyses.training import estimate
-from rackmath.analyses.training_setup import PURE_ROOFLINE
+from rackmath.analyses.training import runs as R
+from rackmath.analyses.training.estimate import estimate
+from rackmath.analyses.training.setup import PURE_ROOFLINE
 from rackmath.catalog.training_runs import training_runs
 from rackmath.core import collectives as coll
 from rackmath.core import network as net

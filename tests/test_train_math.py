@@ -9,7 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses import training as T
+from rackmath.analyses.training import estimate as T
+from rackmath.analyses.training import runs as runs_analysis
+from rackmath.analyses.training import setup
+from rackmath.analyses.training import step as training_step
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING
 from rackmath.catalog.training_runs import gpt_model
 from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
@@ -155,7 +159,7 @@ def _setup(**kw):
     base = {"tokens": 1e12, "seq_len": 4096, "global_batch": 512}
     base.update(kw)
     plan = ParallelPlan.parse(base.pop("plan", "tp=8,pp=4,dp=4"))
-    return T.make_training(rm.model("llama-3.1-70b"), rm.system("h100-hgx"), plan, **base)
+    return setup.make_training(rm.model("llama-3.1-70b"), rm.system("h100-hgx"), plan, **base)
 
 
 def test_step_lies_between_bounds_and_mfu_below_one():
@@ -172,7 +176,7 @@ def test_step_lies_between_bounds_and_mfu_below_one():
 
 def test_pure_roofline_single_chip_mfu_is_one_without_recompute():
     # one chip, no communication, no bubble, no recompute: step = model FLOPs / peak (+ optimizer)
-    s = T.make_training(
+    s = setup.make_training(
         rm.model("llama-3.1-8b"),
         rm.system("h100-hgx"),
         ParallelPlan(),
@@ -202,7 +206,7 @@ def test_more_bandwidth_never_slows_a_step(bw_scale):
             "scale_out_bandwidth_bytes_per_s_per_direction": 50e9 * bw_scale,
         }
     )
-    faster = T.make_training(
+    faster = setup.make_training(
         s.model,
         s.system.model_copy(update={"chip": chip}),
         s.plan,
@@ -257,7 +261,7 @@ def test_impossible_plans_and_budgets_get_clear_messages():
 
 
 def test_moe_expert_parallel_and_fp8():
-    s = T.make_training(
+    s = setup.make_training(
         rm.model("deepseek-v3"),
         rm.system("h800-hgx"),
         ParallelPlan.parse("pp=16,dp=128,ep=64"),
@@ -283,7 +287,10 @@ def test_moe_expert_parallel_and_fp8():
 def _predictions(eff=None):
     from rackmath.catalog.training_runs import training_runs
 
-    return [T.predict_run(r) if eff is None else T.predict_run(r, eff) for r in training_runs()]
+    return [
+        runs_analysis.predict_run(r) if eff is None else runs_analysis.predict_run(r, eff)
+        for r in training_runs()
+    ]
 
 
 def test_training_rows_covered():
@@ -296,7 +303,7 @@ def test_pure_roofline_is_optimistic_on_average_and_within_a_factor_of_three():
     # Pure roofline predicts more throughput than achieved (it has no kernel inefficiency);
     # per row it lands within a factor of 3 (the GPT-3 175B A100 row is the worst, 1.8x).
     preds = _predictions()
-    ratios = [T.throughput_ratio(p) for p in preds]
+    ratios = [runs_analysis.throughput_ratio(p) for p in preds]
     assert math.exp(sum(math.log(r) for r in ratios) / len(ratios)) < 1
     for p, r in zip(preds, ratios, strict=True):
         assert 1 / 3 < r < 1.5, p.run_id
@@ -304,11 +311,13 @@ def test_pure_roofline_is_optimistic_on_average_and_within_a_factor_of_three():
 
 def test_calibrated_constant_is_the_one_global_fit_and_improves_error():
     pure = _predictions()
-    assert T.calibrated_flops_frac(pure) == pytest.approx(T.CALIBRATED_TRAINING.flops_frac, abs=0.01)
-    calibrated = _predictions(T.CALIBRATED_TRAINING)
+    assert runs_analysis.calibrated_flops_frac(pure) == pytest.approx(
+        CALIBRATED_TRAINING.flops_frac, abs=0.01
+    )
+    calibrated = _predictions(CALIBRATED_TRAINING)
 
     def mean_abs_log(ps):
-        return sum(abs(math.log(T.throughput_ratio(p))) for p in ps) / len(ps)
+        return sum(abs(math.log(runs_analysis.throughput_ratio(p))) for p in ps) / len(ps)
 
     assert mean_abs_log(calibrated) < mean_abs_log(pure)
     # calibrated: every dense row within 30% (GPT-3 175B on A100: -24%), median within 25%
@@ -352,7 +361,7 @@ def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
     expected = {"full": 8 * 10 * x + a, "sqrt": 8 * 4 * x + 3 * a, "reversible": 8 * 2 * x + a}
     assert expected == {"full": 198_144, "sqrt": 168_448, "reversible": 67_072}
     for mode, per_token in expected.items():
-        s = T.make_training(
+        s = setup.make_training(
             rm.model("llama-3.1-70b"),
             rm.system("h100-hgx"),
             ParallelPlan.parse("tp=8,pp=8,dp=1"),
@@ -361,7 +370,7 @@ def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
             global_batch=64,
             recompute=mode,
         )
-        mem = T.memory_per_chip(s)
+        mem = training_step.memory_per_chip(s)
         assert mem.in_flight_microbatches == 8
         assert mem.activations_bytes == pytest.approx(4096 * per_token, rel=1e-12)
     # the split itself: stored scales with micro-batches in flight, the rebuild does not
@@ -388,7 +397,7 @@ _INTERLEAVED_RUN = {
 
 
 def test_training_runs_state_interleaved_virtual_stages_and_the_bubble_follows(monkeypatch) -> None:
-    from rackmath.analyses import validation
+    from rackmath.analyses.reality import validation
     from rackmath.catalog import training_runs as runs_mod
     from rackmath.specs.scenario import Metric, Phase, Provenance, Scenario
 
@@ -398,9 +407,9 @@ def test_training_runs_state_interleaved_virtual_stages_and_the_bubble_follows(m
     # interleaved 1F1B idles (P-1) chunk-slots per stage against v m of work, so the pipeline
     # takes (1 + (P-1)/(v m)) = 1 + 3/512 times the ideal m t_mb; the idle share of the step
     # is (P-1)/(v m + P-1) = 3/515 (1F1B, v = 1: 3/128 and 3/131).
-    s = T.run_setup(run)
+    s = runs_analysis.run_setup(run)
     assert s.virtual_stages == 4
-    step = T.step_breakdown(s)
+    step = training_step.step_breakdown(s)
     assert step.microbatches == 128
     assert step.bubble_frac == pytest.approx(3 / 515, rel=1e-12)
     t_mb = step.compute_mb_s + step.tp_mb_s + step.cp_mb_s + step.ep_mb_s + step.pp_mb_s
@@ -410,7 +419,7 @@ def test_training_runs_state_interleaved_virtual_stages_and_the_bubble_follows(m
     prov = Provenance(0, "hand", "hand", "", "https://example.invalid", "", "exact", "")
     row = Scenario(prov, Phase.TRAINING, Metric.TRAINING_STEP_S, 1.0, "s", "", training_run=run.id)
     assert validation.predict(row).value == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
-    assert T.predict_run(run).predicted == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
+    assert runs_analysis.predict_run(run).predicted == pytest.approx(T.estimate(s).step.step_s, rel=1e-12)
     # v > 1 without interleaving is refused when the catalog is read
     with pytest.raises(ValueError, match="interleaved"):
         runs_mod._run({**_INTERLEAVED_RUN, "schedule": "1f1b"})

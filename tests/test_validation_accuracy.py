@@ -16,9 +16,11 @@ from dataclasses import replace
 
 import pytest
 
-from rackmath.analyses import calibration as cal
-from rackmath.analyses import correction as co
-from rackmath.analyses import validation as val
+from rackmath.analyses.reality import calibration as cal
+from rackmath.analyses.reality import correction as co
+from rackmath.analyses.reality import report as validation_report
+from rackmath.analyses.reality import validation as val
+from rackmath.analyses.reality.report import ValidationReport
 from rackmath.catalog.measurements import measurements
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
@@ -38,16 +40,16 @@ PHASE_LOSO_MEDIAN_BOUND = 0.21
 
 
 @pytest.fixture(scope="module")
-def report() -> val.ValidationReport:
-    return val.validate()
+def report() -> ValidationReport:
+    return validation_report.validate()
 
 
-def test_every_expressed_row_is_predicted(report: val.ValidationReport) -> None:
+def test_every_expressed_row_is_predicted(report: ValidationReport) -> None:
     failed = {c: report.failed(c) for c in report.columns}
     assert failed == {c: [] for c in report.columns}
 
 
-def test_aggregate_errors_within_the_gates(report: val.ValidationReport) -> None:
+def test_aggregate_errors_within_the_gates(report: ValidationReport) -> None:
     problems = []
     for column, (median_bound, p90_bound) in GATES.items():
         st = report.stats(column)
@@ -62,19 +64,19 @@ def test_aggregate_errors_within_the_gates(report: val.ValidationReport) -> None
     assert not problems, problems
 
 
-def test_loso_meets_the_targets(report: val.ValidationReport) -> None:
+def test_loso_meets_the_targets(report: ValidationReport) -> None:
     st = report.stats("loso")
     assert st.median_abs_error <= TARGET_MEDIAN and st.p90_abs_error <= TARGET_P90
 
 
-def test_kernel_grounding_and_the_correction_are_worth_having(report: val.ValidationReport) -> None:
+def test_kernel_grounding_and_the_correction_are_worth_having(report: ValidationReport) -> None:
     roof, kernel, calibrated, loso = (report.stats(c) for c in ("roofline", "kernel", "calibrated", "loso"))
     assert kernel.median_abs_error < roof.median_abs_error / 2  # the kernel tables alone, no fit
     assert calibrated.median_abs_error < kernel.median_abs_error
     assert loso.p90_abs_error >= calibrated.p90_abs_error  # out of sample is not better
 
 
-def test_the_report_has_four_columns_and_its_groups(report: val.ValidationReport) -> None:
+def test_the_report_has_four_columns_and_its_groups(report: ValidationReport) -> None:
     assert report.columns == ("roofline", "kernel", "calibrated", "loso")
     d = report.to_dict()
     block = d["aggregates"]["kernel"]
@@ -90,7 +92,7 @@ def test_the_report_has_four_columns_and_its_groups(report: val.ValidationReport
         assert r.column("kernel") == val.predict(r.scenario, co.KERNEL)
 
 
-def test_the_roofline_is_optimistic_where_no_communication_is_involved(report: val.ValidationReport) -> None:
+def test_the_roofline_is_optimistic_where_no_communication_is_involved(report: ValidationReport) -> None:
     """The pure roofline is a speed limit: single-chip throughput is never under-predicted
     and latency never over-predicted (communication models can err either way)."""
     wrong = []
@@ -105,7 +107,7 @@ def test_the_roofline_is_optimistic_where_no_communication_is_involved(report: v
     assert not wrong, wrong
 
 
-def test_correction_is_few_pooled_and_physical(report: val.ValidationReport) -> None:
+def test_correction_is_few_pooled_and_physical(report: ValidationReport) -> None:
     c = report.calibration
     assert c.families == ()  # pooled over every chip: no per-chip or per-family scalar
     p = co.correction_parameters(c)
@@ -117,7 +119,7 @@ def test_correction_is_few_pooled_and_physical(report: val.ValidationReport) -> 
     assert untouched == co.KERNEL.pooled  # nothing else moved from the kernel-grounded model
 
 
-def test_weight_only_formats_run_on_their_dequantizing_kernels(report: val.ValidationReport) -> None:
+def test_weight_only_formats_run_on_their_dequantizing_kernels(report: ValidationReport) -> None:
     """gpt-fast on one A100 (rows 1-3: bf16, int8, int4 weight-only): the int8_wo / int4_wo
     GEMM fits make int4's predicted gain over int8 smaller than the 2x its bytes alone give,
     as measured (196.8 / 155.6 = 1.26x), with no end-to-end dequantization parameter."""
@@ -203,8 +205,9 @@ def test_training_rows_are_the_training_analysis_metric() -> None:
     """One copy of the training metric: a training row's prediction is the training analysis's
     estimate read under the run's own convention (training_runs.predicted_metric), pure and
     kernel-grounded (the per-operator training step on the chip's kernel tables)."""
-    from rackmath.analyses import training as T
-    from rackmath.analyses.training_runs import predicted_metric
+    from rackmath.analyses.training import estimate as T
+    from rackmath.analyses.training import runs as runs_analysis
+    from rackmath.analyses.training.runs import predicted_metric
     from rackmath.catalog.training_runs import training_runs
 
     runs = {r.measurement_id: r for r in training_runs() if r.measurement_id}
@@ -212,7 +215,7 @@ def test_training_rows_are_the_training_analysis_metric() -> None:
     assert len(rows) == 7
     for s in rows:
         run = runs[s.row_id]
-        pure = predicted_metric(run, T.estimate(T.run_setup(run)))
-        kernel = predicted_metric(run, T.estimate(T.run_setup(run, efficiency_table="kernel")))
+        pure = predicted_metric(run, T.estimate(runs_analysis.run_setup(run)))
+        kernel = predicted_metric(run, T.estimate(runs_analysis.run_setup(run, efficiency_table="kernel")))
         assert val.predict(s).value == pytest.approx(pure, rel=1e-12)
         assert val.predict(s, co.KERNEL).value == pytest.approx(kernel, rel=1e-12)

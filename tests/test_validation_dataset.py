@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.catalog.measurements import measurements
 from rackmath.specs.scenario import Metric, Phase
 

@@ -20,12 +20,16 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import catalog, explain, fmt
-from rackmath.analyses import serving
+from rackmath import explain
+from rackmath.analyses.serving import pooled
 from rackmath.api import deployment
-from rackmath.specs import load_config_file
+from rackmath.catalog import loader as catalog
+from rackmath.specs.hf_config import load_config_file
+from rackmath.specs.precision import Precision
+from rackmath.views import fmt
 from rackmath.web import APP_PATH
-from rackmath.web.state import ServingState, encode_config, serving_query
+from rackmath.web.state.common import encode_config
+from rackmath.web.state.serving import ServingState, serving_query
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 TIMEOUT_S = 60
@@ -66,8 +70,8 @@ def ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def point(dep: serving.Deployment, batch: int, context: int) -> serving.DecodeGrid:
-    return serving.decode(dep, [batch], [context])
+def point(dep: pooled.Deployment, batch: int, context: int) -> pooled.DecodeGrid:
+    return pooled.decode(dep, [batch], [context])
 
 
 # --------------------------------------------------------------------------- the default view
@@ -108,10 +112,10 @@ def test_step_time_plot_is_the_sweep_in_milliseconds_and_marks_the_floor() -> No
     spec = plots(at)[0]
     step = trace(spec, "step (sum")
     dep = deployment("llama-3.1-8b", "h100-hgx", chips=1)
-    grid = serving.decode(dep, step["x"], [256])
+    grid = pooled.decode(dep, step["x"], [256])
     np.testing.assert_allclose(step["y"], grid.step_s[:, 0] * 1e3, rtol=1e-12)
     floor = trace(spec, "latency floor")
-    assert floor["y"][0] == pytest.approx(serving.latency_floor_s(dep) * 1e3, rel=1e-12)
+    assert floor["y"][0] == pytest.approx(pooled.latency_floor_s(dep) * 1e3, rel=1e-12)
     b_star = explain(dep, contexts=[256]).balance.balance_batch_with_kv[0]
     # at 256 tokens the KV fetch per sequence is small enough that compute takes over
     assert np.isfinite(b_star)
@@ -140,7 +144,7 @@ def test_context_slider_changes_what_fits() -> None:
     at.select_slider(key="serving.context").set_value(131072).run()
     ok(at)
     dep = deployment("deepseek-v3", "gb200-nvl72")
-    expected = serving.max_batch(dep, [131072])[0]
+    expected = pooled.max_batch(dep, [131072])[0]
     assert metrics(at)["Largest batch that fits"] == f"{expected:,.0f}"
     assert at.query_params["context"] == "131072"
 
@@ -152,7 +156,7 @@ def test_system_change_resets_the_chip_count_to_the_new_systems_default() -> Non
     ok(at)
     assert at.number_input(key="serving.chips").value == catalog.system("h100-hgx").default_chips == 8
     dep = deployment("llama-3.1-70b", "h100-hgx")
-    assert metrics(at)["Latency floor"] == fmt.seconds(serving.latency_floor_s(dep))
+    assert metrics(at)["Latency floor"] == fmt.seconds(pooled.latency_floor_s(dep))
     assert at.query_params["system"] == "h100-hgx" and at.query_params["chips"] == "8"
 
 
@@ -162,8 +166,8 @@ def test_chips_scale_the_latency_floor_down() -> None:
     ok(at)
     four = deployment("llama-3.1-70b", "h100-hgx", chips=4)
     eight = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    assert serving.latency_floor_s(four) == pytest.approx(2 * serving.latency_floor_s(eight))
-    assert metrics(at)["Latency floor"] == fmt.seconds(serving.latency_floor_s(four))
+    assert pooled.latency_floor_s(four) == pytest.approx(2 * pooled.latency_floor_s(eight))
+    assert metrics(at)["Latency floor"] == fmt.seconds(pooled.latency_floor_s(four))
 
 
 def test_fp8_weights_halve_the_latency_floor_of_a_bf16_model() -> None:
@@ -172,9 +176,9 @@ def test_fp8_weights_halve_the_latency_floor_of_a_bf16_model() -> None:
     at.selectbox(key="serving.weights").set_value("fp8").run()
     ok(at)
     dep = deployment("llama-3.1-70b", "h100-hgx", weights="fp8")
-    assert metrics(at)["Latency floor"] == fmt.seconds(serving.latency_floor_s(dep)) != bf16
+    assert metrics(at)["Latency floor"] == fmt.seconds(pooled.latency_floor_s(dep)) != bf16
     base = deployment("llama-3.1-70b", "h100-hgx")
-    assert serving.latency_floor_s(dep) == pytest.approx(serving.latency_floor_s(base) / 2)
+    assert pooled.latency_floor_s(dep) == pytest.approx(pooled.latency_floor_s(base) / 2)
     assert at.query_params["weights"] == "fp8"
 
 
@@ -197,7 +201,7 @@ def test_editing_the_chips_bandwidth_moves_the_floor() -> None:
     at.number_input(key="serving.hbm_tb_per_s").set_value(2 * chip.hbm_bandwidth_bytes_per_s / 1e12).run()
     ok(at)
     base = deployment("llama-3.1-8b", "h100-hgx", chips=1)
-    assert metrics(at)["Latency floor"] == fmt.seconds(serving.latency_floor_s(base) / 2)
+    assert metrics(at)["Latency floor"] == fmt.seconds(pooled.latency_floor_s(base) / 2)
     assert "edited" in at.markdown[2].value or any("(edited)" in m.value for m in at.markdown)
     assert float(at.query_params["hbm_tb_per_s"]) == pytest.approx(2 * chip.hbm_bandwidth_bytes_per_s / 1e12)
 
@@ -206,12 +210,12 @@ def test_editing_the_chips_capacity_changes_what_fits() -> None:
     at = run_app({"model": "llama-3.1-8b", "system": "h100-hgx", "chips": "1"})
     at.number_input(key="serving.hbm_gb").set_value(160.0).run()
     ok(at)
-    from rackmath.web.state import serving_system
+    from rackmath.web.state.serving import serving_system
 
-    system = serving_system(ServingState(system="h100-hgx", hbm_gb=160.0), serving.Precision.BF16)
+    system = serving_system(ServingState(system="h100-hgx", hbm_gb=160.0), Precision.BF16)
     assert system.chip.hbm_capacity_bytes == 160e9
     dep = deployment("llama-3.1-8b", system, chips=1)
-    assert metrics(at)["Largest batch that fits"] == f"{serving.max_batch(dep, [4096])[0]:,.0f}"
+    assert metrics(at)["Largest batch that fits"] == f"{pooled.max_batch(dep, [4096])[0]:,.0f}"
 
 
 # --------------------------------------------------------------------------- custom models
@@ -237,7 +241,7 @@ def test_a_pasted_config_json_is_served_like_the_catalogs() -> None:
     assert errors(at) == []
     spec = load_config_file(HF_CONFIGS / "llama.json")
     dep = deployment(spec, "h100-hgx", chips=1)
-    assert metrics(at)["Latency floor"] == fmt.seconds(serving.latency_floor_s(dep))
+    assert metrics(at)["Latency floor"] == fmt.seconds(pooled.latency_floor_s(dep))
     assert at.query_params["model"] == "custom" and at.query_params["cfg"] == encode_config(text)
 
 
@@ -249,7 +253,7 @@ def test_an_uploaded_config_json_is_read() -> None:
     ok(at)
     assert errors(at) == []
     dep = deployment(load_config_file(HF_CONFIGS / "qwen3_moe.json"), "h100-hgx", chips=8)
-    assert metrics(at)["B* without KV"] == f"{serving.balance(dep, [4096]).balance_batch:,.0f}"
+    assert metrics(at)["B* without KV"] == f"{pooled.balance(dep, [4096]).balance_batch:,.0f}"
 
 
 def test_a_custom_model_in_the_url_is_restored() -> None:
@@ -258,7 +262,7 @@ def test_a_custom_model_in_the_url_is_restored() -> None:
     ok(at)
     assert at.text_area(key="serving.config").value == text
     dep = deployment(load_config_file(HF_CONFIGS / "mistral.json"), "h100-hgx", chips=1)
-    assert metrics(at)["Latency floor"] == fmt.seconds(serving.latency_floor_s(dep))
+    assert metrics(at)["Latency floor"] == fmt.seconds(pooled.latency_floor_s(dep))
 
 
 @pytest.mark.parametrize(
@@ -338,7 +342,7 @@ def test_a_batch_beyond_memory_warns() -> None:
     at = run_app({"model": "llama-3.1-70b", "system": "h100-hgx", "batch": "65536"})
     ok(at)
     dep = deployment("llama-3.1-70b", "h100-hgx")
-    mb = serving.max_batch(dep, [4096])[0]
+    mb = pooled.max_batch(dep, [4096])[0]
     assert any(f"largest batch that fits is {mb:,.0f}" in w.value for w in at.warning)
 
 

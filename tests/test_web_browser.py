@@ -28,8 +28,9 @@ sync_api = pytest.importorskip(
     "playwright.sync_api", reason="needs the browser extra: pip install 'rackmath[browser]'"
 )
 
-from rackmath import catalog, explain  # noqa: E402
+from rackmath import explain  # noqa: E402
 from rackmath.api import deployment  # noqa: E402
+from rackmath.catalog import loader as catalog  # noqa: E402
 from rackmath.cli.web_cmds import streamlit_command  # noqa: E402
 
 pytestmark = pytest.mark.browser
@@ -221,7 +222,7 @@ def test_a_shared_url_reproduces_the_view(server: str, page: Any) -> None:
     text = page.inner_text("body")
     assert catalog.model("llama-3.1-70b").name in text
     grid = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    from rackmath.analyses.serving import decode
+    from rackmath.analyses.serving.pooled import decode
 
     point = decode(grid, [64], [8192])
     assert _metric(page, "Tokens/s (all chips)") == f"{point.tokens_per_s[0, 0]:,.0f}"
@@ -267,7 +268,7 @@ def test_deployments_page_searches_and_reports_an_impossible_slo(server: str, pa
 
 
 def test_economics_fast_mode_follows_the_price_multiple_and_tabs_keep_the_url(server: str, page: Any) -> None:
-    from rackmath.analyses import fast_mode
+    from rackmath.analyses.economics import fast_mode
     from rackmath.catalog import economics as ce
 
     _open(page, f"{server}/economics?tab=fast")
@@ -297,8 +298,8 @@ def test_economics_fast_mode_follows_the_price_multiple_and_tabs_keep_the_url(se
 
 
 def test_training_page_numbers_and_the_pipeline_drawing(server: str, page: Any) -> None:
-    from rackmath import fmt
     from rackmath.api import pipeline, train
+    from rackmath.views import fmt
 
     _open(page, f"{server}/training")
     _no_errors(page)
@@ -401,8 +402,8 @@ def _command_text(page: Any) -> str:
 
 
 def test_compare_shows_the_apis_numbers_and_follows_a_control(server: str, page: Any) -> None:
-    from rackmath import fmt
-    from rackmath.analyses.compare import Configuration, compare
+    from rackmath.analyses.deploy.compare import Configuration, compare
+    from rackmath.views import fmt
 
     _open(page, f"{server}/compare?n=2&b.system=b200-hgx&b.batch=256")
     _no_errors(page)
@@ -443,9 +444,9 @@ def test_compare_shows_the_apis_numbers_and_follows_a_control(server: str, page:
 
 
 def test_simulate_shows_the_apis_attainment_and_follows_the_ttft_limit(server: str, page: Any) -> None:
-    from rackmath import fmt
-    from rackmath.analyses import slo
-    from rackmath.analyses.simulate import LengthDist
+    from rackmath.analyses.deploy import slo
+    from rackmath.specs.workload import LengthDist
+    from rackmath.views import fmt
 
     _open(page, f"{server}/simulate?requests=300&rate_per_s=4.0&output=300&ttft_ms=400&tpot_ms=25")
     _no_errors(page)
@@ -470,7 +471,7 @@ def test_simulate_shows_the_apis_attainment_and_follows_the_ttft_limit(server: s
 
 
 def test_frontier_draws_each_systems_curve_and_the_cost_view(server: str, page: Any) -> None:
-    from rackmath.analyses.systems_frontier import systems_frontier
+    from rackmath.analyses.deploy.systems_frontier import systems_frontier
 
     _open(page, f"{server}/frontier?model=llama-3.1-8b&systems=h100-hgx,b200-hgx&max_chips=16")
     _no_errors(page)
@@ -551,7 +552,7 @@ def test_simulate_runs_an_uploaded_trace_as_the_cli_does(
     import json
     import shlex
 
-    from rackmath import fmt
+    from rackmath.views import fmt
 
     rows = ["arrival_s,input_tokens,output_tokens"]
     rows += [f"{0.25 * i:g},{500 + 37 * (i % 9)},{40 + 11 * (i % 5)}" for i in range(60)]

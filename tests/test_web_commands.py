@@ -18,7 +18,7 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
+from rackmath.views import fmt
 
 Cli = Callable[..., tuple[int, str, str]]
 

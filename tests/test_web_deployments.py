@@ -8,9 +8,11 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import catalog, fmt
-from rackmath.analyses import search
-from rackmath.web.state import DeploymentsState, deployments_query
+from rackmath.analyses.deploy import frontier, search
+from rackmath.analyses.deploy.candidates import Workload
+from rackmath.catalog import loader as catalog
+from rackmath.views import fmt
+from rackmath.web.state.deployments import DeploymentsState, deployments_query
 
 SCRIPT = """
 from rackmath.web.pages import guarded
@@ -36,7 +38,7 @@ def expected(state: DeploymentsState) -> search.SearchResult:
     return search.search(
         catalog.model(state.model),
         [catalog.system(s) for s in state.systems],
-        search.Workload(
+        Workload(
             state.traffic_tokens_per_s,
             input_len=state.input_len,
             output_len=state.output_len,
@@ -69,7 +71,7 @@ def test_the_frontier_plot_is_the_pareto_result() -> None:
     at = run_page(SMALL)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     line = next(t for t in spec["data"] if str(t["name"]).startswith("frontier"))
-    f = search.pareto(catalog.model("llama-3.1-8b"), catalog.system("h100-hgx"), precisions=("native",))
+    f = frontier.pareto(catalog.model("llama-3.1-8b"), catalog.system("h100-hgx"), precisions=("native",))
     assert line["x"] == [p.tokens_per_s_per_user for p in f.frontier]
     # the frontier runs from the most interactive point down: throughput per chip only rises
     assert len(line["y"]) > 2 and all(b >= a for a, b in zip(line["y"], line["y"][1:], strict=False))

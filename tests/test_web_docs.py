@@ -14,7 +14,8 @@ import pytest
 
 pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackmath[web]'")
 
-from rackmath import catalog, fmt
+from rackmath.catalog import loader as catalog
+from rackmath.views import fmt
 from rackmath.web.commands import compare_command, frontier_command, simulate_command
 from rackmath.web.page_compare import comparison
 from rackmath.web.page_frontier import frontier_view

@@ -18,14 +18,15 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses.economics import caching, fast_mode, fleet, overtrain, prices, sparsity
+from rackmath.analyses.serving import cache_tiers
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
-from rackmath.web import page_economics
-from rackmath.web.state import (
+from rackmath.views import fmt
+from rackmath.web import economics_views
+from rackmath.web.state.economics import (
     ECONOMICS_TABS,
     EconomicsState,
     FleetTab,
@@ -128,7 +129,7 @@ def test_cache_tiers_and_the_cheapest_by_retention_are_the_analysis() -> None:
     amort = 3 * 365 * 86400.0
     c = caching.cache_economics(
         dep,
-        caching.default_tiers(dep, ce.memory_tiers(), amort),
+        cache_tiers.default_tiers(dep, ce.memory_tiers(), amort),
         retentions_s=[10.0, 300.0, 3600.0],
         amortization_s=amort,
         price=ce.price("claude-opus-4.6"),
@@ -306,14 +307,14 @@ def test_every_tab_offers_csv_json_and_the_matplotlib_png() -> None:
         at = run_page(tab=tab)
         labels = {b.label for b in at.get("download_button")}
         assert {"CSV", "JSON", "full result (JSON)", "Plots as PNG (matplotlib)"} <= labels, tab
-    report = page_economics.prices_report(EconomicsState(), dt.date.today())  # what the PNG draws
+    report = economics_views.prices_report(EconomicsState(), dt.date.today())  # what the PNG draws
     assert report.to_dict()["caching"]["lecture_mapping"] == {"300s": "flash", "3600s": "disk"}
 
 
 def test_every_number_on_the_fleets_tab_is_bounded() -> None:
     """Loads, batch, output tokens, traffic, step time and price: each widget has a min and a
     max, the ones the URL parser enforces (as the CLI refuses out-of-range options)."""
-    from rackmath.web.state import ECONOMICS_BOUNDS
+    from rackmath.web.state.economics import ECONOMICS_BOUNDS
 
     at = run_page(tab="fleet")
     ok(at)

@@ -19,13 +19,14 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import catalog, fmt
-from rackmath.analyses import frontier, slo
-from rackmath.analyses.compare import Configuration, compare, explained
-from rackmath.analyses.simulate import LengthDist
-from rackmath.analyses.systems_frontier import published_points, systems_frontier
+from rackmath.analyses.deploy import frontier, slo
+from rackmath.analyses.deploy.compare import Configuration, compare, explained
+from rackmath.analyses.deploy.systems_frontier import published_points, systems_frontier
+from rackmath.catalog import loader as catalog
 from rackmath.core import requests as rq
+from rackmath.specs.workload import LengthDist, Requests
 from rackmath.units import SECONDS_PER_HOUR
+from rackmath.views import fmt
 
 MODEL70, H100, B200 = "llama-3.1-70b", "h100-hgx", "b200-hgx"
 
@@ -184,7 +185,7 @@ def test_a_system_the_model_does_not_fit_on_is_named_not_drawn() -> None:
 class _Times(rq.RequestTimes):
     def __init__(self, arrival: list[float], first: list[float], finish: list[float], out: list[int]) -> None:
         n = len(arrival)
-        self.requests = rq.Requests(np.array(arrival), np.ones(n, np.int64), np.array(out, np.int64))
+        self.requests = Requests(np.array(arrival), np.ones(n, np.int64), np.array(out, np.int64))
         self.first_token_s = np.array(first, float)
         self.finish_s = np.array(finish, float)
 
@@ -217,7 +218,7 @@ def test_attainment_is_monotone_in_the_limit(ttfts: list[float], lo: float, hi: 
 
 
 def test_mtp_runs_each_request_as_its_expected_steps_holding_its_whole_kv() -> None:
-    reqs = rq.Requests(np.zeros(3), np.array([100, 100, 100]), np.array([1, 2, 500]))
+    reqs = Requests(np.zeros(3), np.array([100, 100, 100]), np.array([1, 2, 500]))
     m = slo.mtp_requests(reqs, 2.44)
     assert m.output_tokens.tolist() == [1, 2, 1 + math.ceil(499 / 2.44)]
     assert (m.cached_tokens + m.output_tokens).tolist() == [1, 2, 500]  # KV reserved for I + O

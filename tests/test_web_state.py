@@ -11,25 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.errors import ConfigError, InputError, RackmathError, UnknownIdError
-from rackmath.specs import Precision
-from rackmath.web.state import (
+from rackmath.specs.precision import Precision
+from rackmath.web.state.common import (
     CUSTOM_MODEL,
     MAX_BATCH,
     MAX_CONTEXT,
-    DeploymentsState,
-    ServingState,
     decode_config,
-    deployments_query,
-    edited_chip,
     encode_config,
     model_from_text,
-    parse_deployments_query,
-    parse_serving_query,
-    serving_query,
     upload_text,
 )
+from rackmath.web.state.deployments import DeploymentsState, deployments_query, parse_deployments_query
+from rackmath.web.state.serving import ServingState, edited_chip, parse_serving_query, serving_query
 
 HF_CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -38,7 +33,7 @@ positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infin
 
 def bounded(name: str) -> st.SearchStrategy[float]:
     """Any value the page accepts for ``name`` (its bounds are the widgets' and the URL's)."""
-    from rackmath.web.state import BOUNDS
+    from rackmath.web.state.bounds import BOUNDS
 
     lo, hi = BOUNDS[name]
     return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
@@ -133,7 +128,7 @@ def test_bad_config_text_is_a_config_error(text: str, message: str) -> None:
 
 
 def test_a_pasted_config_reads_like_the_file() -> None:
-    from rackmath.specs import load_config_file
+    from rackmath.specs.hf_config import load_config_file
 
     pasted = model_from_text((HF_CONFIGS / "qwen3_moe.json").read_text())
     read = load_config_file(HF_CONFIGS / "qwen3_moe.json")
@@ -178,13 +173,13 @@ def test_csv_and_json_exports_hold_the_rows() -> None:
 
 
 def test_memory_figure_stacks_to_the_chips_capacity() -> None:
-    from rackmath.analyses import serving
-    from rackmath.analyses.figures import memory
+    from rackmath.analyses.serving import pooled
     from rackmath.api import deployment
+    from rackmath.views.figures.serving_charts import memory
     from rackmath.web.render_plotly import figure
 
     dep = deployment("llama-3.1-70b", "h100-hgx")
-    fig = figure(memory(dep, serving.decode(dep, [64], [4096])))
+    fig = figure(memory(dep, pooled.decode(dep, [64], [4096])))
     bars = [t for t in fig.data if t.type == "bar"]
     assert next(t.name for t in bars) == "weights"
     assert sum(float(t.x[0]) for t in bars) == pytest.approx(dep.system.chip.hbm_capacity_bytes / 1e9)
@@ -194,15 +189,15 @@ def test_memory_figure_stacks_to_the_chips_capacity() -> None:
 
 
 def test_the_no_fit_band_starts_at_the_largest_batch() -> None:
-    from rackmath.analyses import serving
-    from rackmath.analyses.figures import batch_sweep, cost
+    from rackmath.analyses.serving import pooled
     from rackmath.api import deployment, explain
+    from rackmath.views.figures.serving_charts import batch_sweep, cost
     from rackmath.web.render_plotly import figure
 
     dep = deployment("llama-3.1-70b", "h100-hgx")
     result = explain(dep, contexts=[4096])
     sweep = batch_sweep(result, top_batch=4096)
-    fig = figure(cost(result, sweep, serving.decode(dep, [64], [4096])))
+    fig = figure(cost(result, sweep, pooled.decode(dep, [64], [4096])))
     band = next(t for t in fig.data if str(t.name).startswith("KV does not fit"))
     assert band.x[0] == pytest.approx(float(result.max_batch[0]))
 
@@ -280,7 +275,9 @@ def test_every_number_widget_has_a_minimum_and_a_maximum() -> None:
 
 
 def test_the_bounds_table_is_what_the_url_parsers_enforce() -> None:
-    from rackmath.web.state import BOUNDS, parse_economics_query, parse_serving_query
+    from rackmath.web.state.bounds import BOUNDS
+    from rackmath.web.state.economics import parse_economics_query
+    from rackmath.web.state.serving import parse_serving_query
 
     _lo, hi = BOUNDS["economics.fleet.traffic_tokens_per_s"]
     _, errors = parse_economics_query({"fleet.traffic_tokens_per_s": str(hi * 10)})

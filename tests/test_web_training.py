@@ -16,11 +16,12 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses.training import CALIBRATED_TRAINING, choose_recompute
+from rackmath.analyses.training.estimate import choose_recompute
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING
 from rackmath.api import pipeline, train
 from rackmath.errors import DoesNotFitError
-from rackmath.web.state import TrainingState, parse_training_query, training_query
+from rackmath.views import fmt
+from rackmath.web.state.training import TrainingState, parse_training_query, training_query
 
 SCRIPT = """
 from rackmath.web.pages import guarded
@@ -265,7 +266,7 @@ def test_the_pipeline_png_is_rackmath_pipeline_plot(tmp_path: Path) -> None:
     from rackmath.plots.training import save_pipeline_plot
 
     # the page hands this function, bound to the timeline it shows, to its PNG download
-    path = save_pipeline_plot(pipeline(2, 2, "1f1b").timeline, tmp_path / "pipeline.png")
+    path = save_pipeline_plot(pipeline(2, 2, "1f1b"), tmp_path / "pipeline.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -284,8 +285,8 @@ def test_a_job_that_fits_under_no_mode_names_the_leanest() -> None:
 
 
 def test_a_pasted_config_json_trains_like_the_catalogs() -> None:
-    from rackmath.specs import load_config_file
-    from rackmath.web.state import encode_config
+    from rackmath.specs.hf_config import load_config_file
+    from rackmath.web.state.common import encode_config
 
     text = (Path(__file__).parent / "data" / "hf_configs" / "llama.json").read_text()
     at = run_page(

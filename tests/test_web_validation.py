@@ -17,9 +17,11 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath.analyses import validation
+from rackmath.analyses.reality import report as validation_report
+from rackmath.analyses.reality import validation
+from rackmath.analyses.reality.report import ValidationReport
 from rackmath.catalog.measurements import measurements
-from rackmath.web.state import ValidationState, parse_validation_query, validation_query
+from rackmath.web.state.validation import ValidationState, parse_validation_query, validation_query
 
 SCRIPT = """
 from rackmath.web.pages import guarded
@@ -29,8 +31,8 @@ guarded(render_validation_page)()
 
 
 @pytest.fixture(scope="module")
-def report() -> validation.ValidationReport:
-    return validation.validate()
+def report() -> ValidationReport:
+    return validation_report.validate()
 
 
 def run_page(**query: str) -> AppTest:
@@ -63,7 +65,7 @@ def points(spec: dict[str, Any], phase: str) -> list[tuple[float, float]]:
     return list(zip(values(t["x"]), values(t["y"]), strict=True))
 
 
-def test_the_plots_and_tables_are_the_validation_report(report: validation.ValidationReport) -> None:
+def test_the_plots_and_tables_are_the_validation_report(report: ValidationReport) -> None:
     at = run_page()
     ok(at)
     assert errors(at) == []
@@ -134,7 +136,7 @@ def test_filters_pick_rows_and_the_url_keeps_them() -> None:
     assert at.query_params["phases"] == "decode,training" and at.query_params["hardware"] == "a100-80gb"
 
 
-def test_leave_one_source_out_alone(report: validation.ValidationReport) -> None:
+def test_leave_one_source_out_alone(report: ValidationReport) -> None:
     at = run_page(columns="loso")
     ok(at)
     specs = plots(at)

@@ -16,9 +16,9 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath import fmt
-from rackmath.analyses import serving
+from rackmath.analyses.serving import pooled
 from rackmath.api import deployment
+from rackmath.views import fmt
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rackmath"
 
@@ -46,7 +46,7 @@ def test_the_reading_describes_the_batch_and_context_the_sliders_chose() -> None
     at = run_page("serving", model="llama-3.1-70b", system="h100-hgx", chips="8", batch="256", context="8192")
     assert not at.exception
     dep = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    p = serving.decode(dep, [256], [8192])
+    p = pooled.decode(dep, [256], [8192])
     [text] = [m.value for m in at.markdown if m.value.startswith("At batch")]
     assert text.startswith(
         f"At batch 256 a step takes {fmt.seconds(float(p.step_s[0, 0]))} and is bound by "
@@ -69,7 +69,7 @@ def test_a_batch_that_does_not_fit_is_said_in_the_reading() -> None:
 def test_the_operator_table_shows_flops_and_bytes_with_units() -> None:
     at = run_page("serving", model="llama-3.1-70b", system="h100-hgx", chips="8", batch="64", context="8192")
     dep = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    ops = serving.decode(dep, [64], [8192]).times.breakdown_at((0, 0))["operators"]
+    ops = pooled.decode(dep, [64], [8192]).times.breakdown_at((0, 0))["operators"]
     rows = shown_table(at, -1)
     assert [r["name"] for r in rows] == [o["name"] for o in sorted(ops, key=lambda o: -o["time_s"])]
     by_name = {o["name"]: o for o in ops}
@@ -96,14 +96,22 @@ def test_an_error_names_the_pages_control_not_a_cli_flag() -> None:
     assert "raise the token budget" in error
 
 
+def _raises_input_error(call: ast.Call) -> bool:
+    """``InputError(...)``, or one of the checks that raise it (``checks.whole("--mtp", ...)``)."""
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id == "InputError"
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "checks"
+
+
 def _flags_in_messages() -> set[str]:
-    """Every ``--flag`` written in a string inside an InputError(...) call of the layers the
-    web calls (analyses, specs, catalog, core, the API)."""
+    """Every ``--flag`` written in a string inside an InputError(...) call (or a
+    ``specs/checks.py`` call) of the layers the web calls (analyses, specs, catalog, core)."""
     flags: set[str] = set()
     for folder in ("analyses", "specs", "catalog", "core"):
         for path in (SRC / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "InputError":
+                if isinstance(node, ast.Call) and _raises_input_error(node):
                     for sub in ast.walk(node):
                         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                             flags |= set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", sub.value))

@@ -13,15 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rackmath.analyses import kernel_attention_rows
-from rackmath.analyses import kernel_rows as kr
-from rackmath.analyses.op_rows import OpRows
+from rackmath.analyses.kernels import attention_rows
+from rackmath.analyses.kernels import rows as kr
+from rackmath.analyses.kernels.op_rows import OpRows
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import model as load_model
+from rackmath.core import loads
 from rackmath.core import operators as ops
-from rackmath.core import parallel as par
+from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.efficiency import OpClass
+from rackmath.specs.efficiency import OpClass
 from rackmath.specs.precision import Precision, kernel_format
 
 pytestmark = pytest.mark.skipif(kt.package_data_dir() is None, reason="needs the kernels extra")
@@ -93,7 +94,7 @@ def test_every_decode_row_reads_its_cache_once_per_kv_head(chip: str) -> None:
     ctx = df["isl"].to_numpy(float) + df["step"].to_numpy(float)
     ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
     _, kv = _bytes(df["kv_cache_dtype"].astype(str).to_numpy())
-    read = np.where(kernel_attention_rows.unshared_group(df, heads / kvh), heads, kvh)
+    read = np.where(attention_rows.unshared_group(df, heads / kvh), heads, kvh)
     np.testing.assert_allclose(r.flops, 4 * b * heads * hd * ctx, rtol=1e-12)
     np.testing.assert_allclose(r.bytes, b * ctx * 2 * read * hd * kv + 4 * b * heads * hd, rtol=1e-12)
     np.testing.assert_allclose(r.rows, b * read)  # a thread block per sequence and KV head
@@ -134,10 +135,10 @@ def test_gb200_mla_row_of_the_issue_is_59_percent_of_hbm() -> None:
 
 def _one_layer(model_id: str, weights: Precision, kv: Precision, batch: float, context: float, tp: int = 1):
     m = load_model(model_id)
-    sm = par.shardable(m, weights)
+    sm = shard.shardable(m, weights)
     rates = ChipRates.uniform(1e15, 1e12)
     rates = ChipRates(rates.peak_flops_per_s, 1e12, compute=weights.compute_class, kv=kv)
-    load = ops.decode_load(m, batch, context, kv.bytes_per_element)
+    load = loads.decode_load(m, batch, context, kv.bytes_per_element)
     operators = ops.pass_operators(sm.operators, load, rates, tp=tp, pp=1, dp=1, ep=1)
     return m, {op.name: op for op in operators}
 

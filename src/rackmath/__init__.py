@@ -7,7 +7,7 @@ Quick use from Python::
     dep = rm.deployment("deepseek-v3", "gb200-nvl72")
     grid = rm.decode(dep, batch=[1, 64, 2048], context=[4096])
     grid.step_s, grid.usd_per_million_output_tokens      # NumPy arrays
-    rm.explain(dep).to_dict()                            # the `rackmath explain --json` object
+    rm.explain(dep).to_dict()                            # `rackmath explain --json`, less its text
 """
 
 from __future__ import annotations
@@ -18,25 +18,25 @@ from typing import Any
 # The public names load on first use (PEP 562), so `import rackmath.errors` or
 # `rackmath --help` does not pull in NumPy, Pydantic and the catalogs.
 _LAZY = {
-    "balance": "rackmath.analyses.serving",
+    "balance": "rackmath.analyses.serving.pooled",
     "decode": "rackmath.api",
     "prefill": "rackmath.api",
     "deployment": "rackmath.api",
     "explain": "rackmath.api",
     "pipeline": "rackmath.api",
     "train": "rackmath.api",
-    "chip": "rackmath.catalog",
-    "chips": "rackmath.catalog",
-    "model": "rackmath.catalog",
-    "models": "rackmath.catalog",
-    "resolve_model": "rackmath.catalog",
-    "system": "rackmath.catalog",
-    "systems": "rackmath.catalog",
-    "Efficiency": "rackmath.core",
-    "param_counts": "rackmath.core",
+    "chip": "rackmath.catalog.loader",
+    "chips": "rackmath.catalog.loader",
+    "model": "rackmath.catalog.loader",
+    "models": "rackmath.catalog.loader",
+    "resolve_model": "rackmath.catalog.loader",
+    "system": "rackmath.catalog.loader",
+    "systems": "rackmath.catalog.loader",
+    "Efficiency": "rackmath.core.roofline",
+    "param_counts": "rackmath.core.architecture",
     "RackmathError": "rackmath.errors",
-    "Precision": "rackmath.specs",
-    "load_config_file": "rackmath.specs",
+    "Precision": "rackmath.specs.precision",
+    "load_config_file": "rackmath.specs.hf_config",
 }
 
 

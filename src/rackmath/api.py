@@ -7,22 +7,31 @@ from typing import TYPE_CHECKING, Any
 
 from numpy.typing import ArrayLike
 
-from rackmath.analyses import explain as _explain
-from rackmath.analyses import prefix as _prefix
-from rackmath.analyses import serving as _serving
-from rackmath.analyses import speculative as _speculative
-from rackmath.analyses.serving import DecodeGrid, Deployment, PrefillGrid, check_context, make_deployment
-from rackmath.catalog import resolve_model
-from rackmath.catalog import system as _system
+from rackmath.analyses.serving import explain as _explain
+from rackmath.analyses.serving import pooled as _serving
+from rackmath.analyses.serving import prefix as _prefix
+from rackmath.analyses.serving import speculative as _speculative
+from rackmath.analyses.serving.pooled import (
+    DecodeGrid,
+    Deployment,
+    PrefillGrid,
+    check_context,
+    make_deployment,
+)
 from rackmath.catalog.economics import memory_tiers
+from rackmath.catalog.loader import resolve_model
+from rackmath.catalog.loader import system as _system
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.core.roofline import KERNEL_GROUNDED, Efficiency
 from rackmath.errors import InputError
-from rackmath.specs import ModelSpec, Precision, SystemSpec
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
+from rackmath.specs.precision import Precision
 
 if TYPE_CHECKING:  # training loads only when asked for (a fresh `rackmath explain` stays fast)
-    from rackmath.analyses.training import PipelineResult, TrainingEstimate
+    from rackmath.analyses.training.estimate import TrainingEstimate
+    from rackmath.analyses.training.pipeline import PipelineResult
 
 
 def deployment(
@@ -55,14 +64,14 @@ def deployment(
 
 
 def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
-    """:func:`rackmath.analyses.serving.decode` over ``batch x context``, refusing a context
+    """:func:`rackmath.analyses.serving.pooled.decode` over ``batch x context``, refusing a context
     beyond the model's window as ``rackmath explain --context`` does."""
     check_context(deployment.model, context, "context")
     return _serving.decode(deployment, batch, context)
 
 
 def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
-    """:func:`rackmath.analyses.serving.prefill`, refusing a prompt beyond the model's window."""
+    """:func:`rackmath.analyses.serving.pooled.prefill`, refusing a prompt beyond the model's window."""
     check_context(deployment.model, length, "length")
     return _serving.prefill(deployment, batch, length)
 
@@ -120,7 +129,7 @@ def train(
     """Step time, MFU, memory per chip and cost of training ``model`` for ``tokens`` tokens.
 
     ``rm.train("llama-3.1-405b", "h100-hgx", "tp=8,pp=16,dp=64", tokens=15.6e12)``; options
-    are those of :func:`rackmath.analyses.training.make_training` (``seq_len``,
+    are those of :func:`rackmath.analyses.training.setup.make_training` (``seq_len``,
     ``global_batch``, ``microbatch``, ``schedule``, ``recompute``, ``zero``, ...). A job whose
     memory per chip does not fit has ``memory.fits`` false; ``require_fit=True`` raises
     :class:`~rackmath.errors.DoesNotFitError` for it instead, as ``rackmath train`` exits 1.
@@ -128,10 +137,11 @@ def train(
     model_spec = resolve_model(model) if isinstance(model, str) else model
     system_spec = _system(system) if isinstance(system, str) else system
     plan_spec = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
-    from rackmath.analyses import training as _training
+    from rackmath.analyses.training.estimate import estimate
+    from rackmath.analyses.training.setup import make_training
 
-    setup = _training.make_training(model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options)
-    result = _training.estimate(setup)
+    setup = make_training(model_spec, system_spec, plan_spec, tokens=tokens, chips=chips, **options)
+    result = estimate(setup)
     return result.require_fit() if require_fit else result
 
 
@@ -139,6 +149,6 @@ def pipeline(
     stages: int, microbatches: int, schedule: str = "1f1b", *, virtual_stages: int = 1
 ) -> PipelineResult:
     """Simulate a pipeline schedule: ``rm.pipeline(4, 4, "gpipe").timeline.bubble_frac == 3/7``."""
-    from rackmath.analyses import training as _training
+    from rackmath.analyses.training.pipeline import pipeline_schedule
 
-    return _training.pipeline_schedule(schedule, stages, microbatches, virtual_stages=virtual_stages)
+    return pipeline_schedule(schedule, stages, microbatches, virtual_stages=virtual_stages)

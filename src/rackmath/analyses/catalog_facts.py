@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
-from rackmath.core.architecture import decode_flops_per_token as decode_flops_per_token
-from rackmath.specs import ChipSpec, ModelSpec, Precision
+from rackmath.specs.hardware import ChipSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.precision import Precision
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,2 @@
-"""The embedded catalogs: chips, systems and models, loaded once and validated."""
-
-from rackmath.catalog.loader import (
-    chip,
-    chips,
-    model,
-    models,
-    resolve_model,
-    system,
-    systems,
-)
-
-__all__ = ["chip", "chips", "model", "models", "resolve_model", "system", "systems"]
+"""The embedded catalogs, loaded once and validated: chips, systems and models
+(:mod:`rackmath.catalog.loader`); prices, power, runtimes, kernel tables and measurements beside them."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rackmath.catalog.loader import CatalogError, _by_id, _entries, _lookup
+from rackmath.catalog.loader import CatalogError, by_id, catalog_entries, lookup
 from rackmath.errors import InputError
 from rackmath.specs.economics import MemoryTierSpec, ModelPrice
 from rackmath.userfiles import load_yaml
@@ -40,7 +40,7 @@ def _price_entries(raw_entries: list[dict[str, Any]], origin: str, *, user: bool
 @cache
 def prices() -> dict[str, ModelPrice]:
     """The shipped price catalog, by id."""
-    return _price_entries(_entries("prices.yaml", "prices"), "prices.yaml", user=False)
+    return _price_entries(catalog_entries("prices.yaml", "prices"), "prices.yaml", user=False)
 
 
 def load_prices_file(path: str | Path) -> dict[str, ModelPrice]:
@@ -64,7 +64,7 @@ def price_table(extra_file: str | Path | None = None) -> dict[str, ModelPrice]:
 
 def price(model_id: str, table: dict[str, ModelPrice] | None = None) -> ModelPrice:
     """One model's prices by id (``claude-opus-4.6``); unknown ids suggest near misses."""
-    result: ModelPrice = _lookup("priced model", model_id, table if table is not None else prices())
+    result: ModelPrice = lookup("priced model", model_id, table if table is not None else prices())
     return result
 
 
@@ -75,10 +75,10 @@ def providers(table: dict[str, ModelPrice] | None = None) -> tuple[str, ...]:
 @cache
 def memory_tiers() -> dict[str, MemoryTierSpec]:
     """The shipped memory tiers by id, fastest first."""
-    tiers = _by_id("memory_tiers.yaml", "tiers", MemoryTierSpec)
+    tiers = by_id("memory_tiers.yaml", "tiers", MemoryTierSpec)
     return dict(sorted(tiers.items(), key=lambda item: item[1].level))
 
 
 def memory_tier(tier_id: str) -> MemoryTierSpec:
-    result: MemoryTierSpec = _lookup("memory tier", tier_id, memory_tiers())
+    result: MemoryTierSpec = lookup("memory tier", tier_id, memory_tiers())
     return result

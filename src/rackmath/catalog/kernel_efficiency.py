@@ -2,7 +2,7 @@
 
 This module reads the data only (plain dicts, with their source); the typed
 :class:`~rackmath.core.efficiency.EfficiencyTable` a cost model uses is built from it by
-:func:`rackmath.analyses.efficiency_tables.efficiency_table` (catalog/ does not import core/).
+:func:`rackmath.analyses.kernels.tables.efficiency_table` (catalog/ does not import core/).
 Chips without measured tables take the entries of the chip named in the file's
 ``transferred`` map. Refit with ``rackmath calibrate kernels`` (see docs/calibration.md).
 """

@@ -203,7 +203,7 @@ def discover(root: Path | None = None) -> list[TableRef]:
     return refs
 
 
-def _version_key(v: str) -> tuple[Any, ...]:
+def version_key(v: str) -> tuple[Any, ...]:
     parts = []
     for token in v.replace("rc", ".").replace("post", ".").split("."):
         parts.append(int(token) if token.isdigit() else 0)
@@ -242,7 +242,7 @@ def primary(refs: list[TableRef], chip_id: str, kind: str) -> TableRef | None:
 
         def newest(r: TableRef) -> tuple[Any, ...]:
             measured = content_version(r)
-            return (_version_key(measured), measured == r.version, _version_key(r.version))
+            return (version_key(measured), measured == r.version, version_key(r.version))
 
         return max(cands, key=newest)
     cands = [r for r in cands if r.framework == "trtllm"]
@@ -251,7 +251,7 @@ def primary(refs: list[TableRef], chip_id: str, kind: str) -> TableRef | None:
         return exact[0]
     if not cands:
         return None
-    return max(cands, key=lambda r: _version_key(r.version))
+    return max(cands, key=lambda r: version_key(r.version))
 
 
 def detect_kind(columns: list[str]) -> str | None:

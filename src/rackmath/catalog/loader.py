@@ -27,7 +27,7 @@ class CatalogError(RackmathError):
     """A catalog file that does not validate: a bug in the shipped data, not user input."""
 
 
-def _read(name: str) -> dict[str, Any]:
+def read_data(name: str) -> dict[str, Any]:
     text = resources.files("rackmath.catalog").joinpath("data", name).read_text()
     data = yaml.load(text, Loader=_SafeLoader)
     if not isinstance(data, dict):
@@ -35,8 +35,8 @@ def _read(name: str) -> dict[str, Any]:
     return data
 
 
-def _entries(name: str, key: str) -> list[dict[str, Any]]:
-    entries = _read(name).get(key)
+def catalog_entries(name: str, key: str) -> list[dict[str, Any]]:
+    entries = read_data(name).get(key)
     if not isinstance(entries, list):
         raise CatalogError(f"{name}: expected a list under {key!r}")
     return entries
@@ -53,10 +53,10 @@ def _validated(spec: type[_Spec], raw: dict[str, Any], origin: str) -> _Spec:
         raise CatalogError(f"{origin} entry {raw.get('id')!r}: {exc}") from exc
 
 
-def _by_id(name: str, key: str, spec: type[_Spec]) -> dict[str, _Spec]:
+def by_id(name: str, key: str, spec: type[_Spec]) -> dict[str, _Spec]:
     """Every entry under ``key`` in the catalog file ``name``, validated as ``spec``, by id."""
     out: dict[str, _Spec] = {}
-    for raw in _entries(name, key):
+    for raw in catalog_entries(name, key):
         entry = _validated(spec, raw, name)
         out[entry.id] = entry  # type: ignore[attr-defined]
     return out
@@ -64,14 +64,14 @@ def _by_id(name: str, key: str, spec: type[_Spec]) -> dict[str, _Spec]:
 
 @cache
 def chips() -> dict[str, ChipSpec]:
-    return _by_id("chips.yaml", "chips", ChipSpec)
+    return by_id("chips.yaml", "chips", ChipSpec)
 
 
 @cache
 def systems() -> dict[str, SystemSpec]:
     known_chips = chips()
     out: dict[str, SystemSpec] = {}
-    for raw in _entries("systems.yaml", "systems"):
+    for raw in catalog_entries("systems.yaml", "systems"):
         chip_id = raw.get("chip")
         if chip_id not in known_chips:
             raise CatalogError(f"systems.yaml entry {raw.get('id')!r}: unknown chip {chip_id!r}")
@@ -111,7 +111,7 @@ def _model_entry(raw: dict[str, Any]) -> ModelSpec:
 @cache
 def models() -> dict[str, ModelSpec]:
     out: dict[str, ModelSpec] = {}
-    for raw in _entries("models.yaml", "models"):
+    for raw in catalog_entries("models.yaml", "models"):
         try:
             spec = _model_entry(raw)
         except (RackmathError, KeyError, TypeError, ValueError) as exc:
@@ -125,7 +125,7 @@ def _model_aliases() -> dict[str, str]:
     return {alias: m.id for m in models().values() for alias in (m.id, *m.aliases)}
 
 
-def _lookup(kind: str, given: str, table: dict[str, Any]) -> Any:
+def lookup(kind: str, given: str, table: dict[str, Any]) -> Any:
     key = given.strip().lower()
     if key in table:
         return table[key]
@@ -133,13 +133,13 @@ def _lookup(kind: str, given: str, table: dict[str, Any]) -> Any:
 
 
 def chip(chip_id: str) -> ChipSpec:
-    return _lookup("chip", chip_id, chips())
+    return lookup("chip", chip_id, chips())
 
 
 def system(system_id: str) -> SystemSpec:
     """A catalog system by id; a chip id is refused with the systems built from that chip."""
     try:
-        return _lookup("system", system_id, systems())
+        return lookup("system", system_id, systems())
     except UnknownIdError:
         key = str(system_id).strip().lower()
         if key not in chips():
@@ -155,7 +155,7 @@ def system(system_id: str) -> SystemSpec:
 
 def model(model_id: str) -> ModelSpec:
     """A catalog model by id or alias (``deepseek-r1`` is ``deepseek-v3``)."""
-    canonical = _lookup("model", model_id, _model_aliases())
+    canonical = lookup("model", model_id, _model_aliases())
     return models()[canonical]
 
 

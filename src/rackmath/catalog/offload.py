@@ -7,14 +7,14 @@ from functools import cache
 
 from pydantic import ValidationError
 
-from rackmath.catalog.loader import CatalogError, _entries
+from rackmath.catalog.loader import CatalogError, catalog_entries
 from rackmath.specs.economics import MemoryTierSpec
 
 
 @cache
 def offload_tiers() -> dict[str, MemoryTierSpec]:
     out: dict[str, MemoryTierSpec] = {}
-    for raw in _entries("offload_tiers.yaml", "tiers"):
+    for raw in catalog_entries("offload_tiers.yaml", "tiers"):
         try:
             spec = MemoryTierSpec.model_validate(raw)
         except ValidationError as exc:

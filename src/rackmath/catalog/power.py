@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from rackmath.catalog.loader import CatalogError, _read
+from rackmath.catalog.loader import CatalogError, read_data
 from rackmath.specs.hardware import ChipSpec
 
 
@@ -29,7 +29,7 @@ class ChipPower:
 
 @cache
 def _table() -> tuple[float, str, dict[str, dict[str, object]]]:
-    raw = _read("chip_power.yaml")
+    raw = read_data("chip_power.yaml")
     frac = raw.get("default_idle_frac_of_tdp")
     if not isinstance(frac, int | float) or not 0 < frac < 1:
         raise CatalogError("chip_power.yaml: default_idle_frac_of_tdp must be a fraction in (0, 1)")

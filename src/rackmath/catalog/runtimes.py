@@ -6,14 +6,14 @@ from functools import cache
 
 from pydantic import ValidationError
 
-from rackmath.catalog.loader import CatalogError, _entries, _lookup
+from rackmath.catalog.loader import CatalogError, catalog_entries, lookup
 from rackmath.specs.runtime import RuntimeProfile
 
 
 @cache
 def runtimes() -> dict[str, RuntimeProfile]:
     out: dict[str, RuntimeProfile] = {}
-    for raw in _entries("runtimes.yaml", "runtimes"):
+    for raw in catalog_entries("runtimes.yaml", "runtimes"):
         try:
             profile = RuntimeProfile(**raw)
         except ValidationError as exc:
@@ -24,5 +24,5 @@ def runtimes() -> dict[str, RuntimeProfile]:
 
 def runtime(runtime_id: str) -> RuntimeProfile:
     """A runtime profile by id (``vllm``, ``sglang``, ``trtllm``, ``ideal``)."""
-    result: RuntimeProfile = _lookup("runtime", runtime_id.lower(), runtimes())
+    result: RuntimeProfile = lookup("runtime", runtime_id.lower(), runtimes())
     return result

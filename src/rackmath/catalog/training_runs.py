@@ -115,7 +115,7 @@ def gpt_model(run_id: str, hidden: int, layers: int, heads: int, vocab: int) -> 
 
 def _schedule(raw: dict[str, Any]) -> tuple[str, int]:
     """The run's pipeline schedule and virtual stages, checked against each other (the
-    schedule name itself is parsed by ``analyses.training.make_training``)."""
+    schedule name itself is parsed by ``analyses.training.estimate.make_training``)."""
     schedule = str(raw.get("schedule", "1f1b")).strip().lower()
     v = raw.get("virtual_stages", 1)
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:

@@ -7,13 +7,15 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rackmath import catalog, fmt
 from rackmath.analyses.catalog_facts import chip_facts, model_facts
+from rackmath.catalog import loader as catalog
 from rackmath.cli.main import app
-from rackmath.cli.options import dump_json, make_table
+from rackmath.cli.options import dump_json
 from rackmath.cli.output import console as cli_console
-from rackmath.specs import Precision
+from rackmath.cli.output import make_table
+from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
+from rackmath.views import fmt
 
 
 @app.command("models")

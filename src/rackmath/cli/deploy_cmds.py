@@ -10,14 +10,25 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rackmath import fmt
-from rackmath.analyses import search as srch
-from rackmath.analyses.efficiency_tables import describe, parse_mode
-from rackmath.analyses.layout import LayoutReport, layout
-from rackmath.analyses.search import ParetoPoint
-from rackmath.analyses.simulate import parse_slo
-from rackmath.catalog import resolve_model
-from rackmath.catalog import system as catalog_system
+from rackmath.analyses.deploy import candidates, plan_features
+from rackmath.analyses.deploy import search as srch
+from rackmath.analyses.deploy.candidates import (
+    ASSUMPTIONS,
+    BATCH_GRID,
+    DEFAULT_MAX_CHIPS,
+    DEFAULT_PRECISIONS,
+    DEFAULT_SYSTEMS,
+    PRECISION_CHOICES,
+    Choice,
+    Workload,
+)
+from rackmath.analyses.deploy.frontier import ParetoPoint, pareto
+from rackmath.analyses.deploy.layout import LayoutReport, layout
+from rackmath.analyses.deploy.plan_features import PlanFeatures
+from rackmath.analyses.deploy.simulate import parse_slo
+from rackmath.analyses.kernels.tables import describe, parse_mode
+from rackmath.catalog.loader import resolve_model
+from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -27,7 +38,6 @@ from rackmath.cli.options import (
     check_context,
     count,
     dump_json,
-    make_table,
     names,
     number,
     plot_option,
@@ -35,8 +45,11 @@ from rackmath.cli.options import (
     pure_option,
 )
 from rackmath.cli.output import console as cli_console
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError, RackmathError
-from rackmath.specs import ModelSpec, SystemSpec
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.views import fmt
 
 
 class InfeasibleError(RackmathError):
@@ -59,10 +72,10 @@ def _check_search_size(
 ) -> None:
     """Refuse a search whose candidate count exceeds ``budget`` before doing it."""
     plans = sum(
-        len(srch.enumerate_plans(model, s, max_chips=max_chips, redundant_experts=redundant_experts))
+        len(candidates.enumerate_plans(model, s, max_chips=max_chips, redundant_experts=redundant_experts))
         for s in systems
     )
-    total = plans * len(srch.BATCH_GRID) * len(precisions)
+    total = plans * len(BATCH_GRID) * len(precisions)
     if total > budget:
         raise InputError(
             "--max-chips",
@@ -75,18 +88,18 @@ def _check_search_size(
 def _check_precisions(model: ModelSpec, systems: list[SystemSpec], precisions: list[str]) -> None:
     """Refuse precision families that no searched system has a peak for (nothing to search)."""
     for name in precisions:
-        if name not in srch.PRECISION_CHOICES:
-            raise InputError("--precision", name, ", ".join(srch.PRECISION_CHOICES))
-    if any(srch.precision_family(p, model, s) is not None for s in systems for p in precisions):
+        if name not in PRECISION_CHOICES:
+            raise InputError("--precision", name, ", ".join(PRECISION_CHOICES))
+    if any(candidates.precision_family(p, model, s) is not None for s in systems for p in precisions):
         return
     have = "; ".join(
-        f"{s.id} has {', '.join(p for p in srch.PRECISION_CHOICES if srch.precision_family(p, model, s))}"
+        f"{s.id} has {', '.join(p for p in PRECISION_CHOICES if candidates.precision_family(p, model, s))}"
         for s in systems
     )
     raise InputError("--precision", ",".join(precisions), f"a precision the systems support ({have})")
 
 
-def _choice_row(c: srch.Choice) -> list[str]:
+def _choice_row(c: Choice) -> list[str]:
     return [
         c.system,
         f"{c.precisions.weights.value}/{c.precisions.compute.value}",
@@ -153,9 +166,7 @@ def plan_command(
     tpot_ms: float | None = number(
         None, "--tpot-ms", help="Time-per-output-token SLO (ms).", maximum=3.6e6, positive=True
     ),
-    hardware: str = typer.Option(
-        ",".join(srch.DEFAULT_SYSTEMS), "--hardware", help="Comma list of system ids."
-    ),
+    hardware: str = typer.Option(",".join(DEFAULT_SYSTEMS), "--hardware", help="Comma list of system ids."),
     on: str | None = typer.Option(None, "--on", help="One system id (instead of --hardware)."),
     slo: str | None = typer.Option(
         None, "--slo", help="Limits as ttft_p99=2s,tpot_p99=50ms (instead of --ttft-ms/--tpot-ms)."
@@ -167,9 +178,9 @@ def plan_command(
         None, "--runtime", help="Fit as an engine runs it: vllm, sglang, trtllm (caps per DP engine)."
     ),
     max_chips: int = count(
-        srch.DEFAULT_MAX_CHIPS, "--max-chips", help="Most chips per replica.", maximum=MAX_SEARCH_CHIPS
+        DEFAULT_MAX_CHIPS, "--max-chips", help="Most chips per replica.", maximum=MAX_SEARCH_CHIPS
     ),
-    precision: str = typer.Option(",".join(srch.DEFAULT_PRECISIONS), "--precision", help="native, fp8, fp4."),
+    precision: str = typer.Option(",".join(DEFAULT_PRECISIONS), "--precision", help="native, fp8, fp4."),
     max_candidates: int = count(
         MAX_SEARCH_CANDIDATES,
         "--max-candidates",
@@ -190,7 +201,7 @@ def plan_command(
     systems = [catalog_system(s) for s in ([on] if on else names(hardware, "--hardware"))]
     precisions = names(precision, "--precision")
     _check_precisions(spec, systems, precisions)
-    routing = srch.PlanFeatures(redundant_experts, skew, srch.parse_tbo(tbo), mtp, acceptance)
+    routing = PlanFeatures(redundant_experts, skew, plan_features.parse_tbo(tbo), mtp, acceptance)
     factor = 3 if disaggregated else 1  # the pools evaluate decode and prefill candidates too
     _check_search_size(spec, systems, precisions, max_chips, max_candidates // factor, redundant_experts)
     ttft_s = None if ttft_ms is None else ttft_ms / 1e3
@@ -202,7 +213,7 @@ def plan_command(
             allowed = "ttft_p99 and tpot_p99 limits (plan has no queueing; see simulate)"
             raise InputError("--slo", slo, allowed)
         ttft_s, tpot_s = limits.get("ttft_p99", ttft_s), limits.get("tpot_p99", tpot_s)
-    work = srch.Workload(
+    work = Workload(
         traffic_tokens_per_s=traffic,
         input_len=input_len,
         output_len=output_len,
@@ -288,7 +299,7 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
                 "output tokens"
             )
         out(f"  {r.disaggregated_note}")
-    out("\n[dim]Assumptions: " + " ".join(srch.ASSUMPTIONS) + "[/]")
+    out("\n[dim]Assumptions: " + " ".join(ASSUMPTIONS) + "[/]")
 
 
 @app.command("pareto")
@@ -322,9 +333,9 @@ def pareto_command(
     precisions = names(precision, "--precision")
     _check_precisions(spec, [sys_], precisions)
     cap = max_chips or max(sys_.scale_up_domain_chips, 64)
-    routing = srch.PlanFeatures(redundant_experts, skew, srch.parse_tbo(tbo), mtp, acceptance)
+    routing = PlanFeatures(redundant_experts, skew, plan_features.parse_tbo(tbo), mtp, acceptance)
     _check_search_size(spec, [sys_], precisions, cap, MAX_SEARCH_CANDIDATES, redundant_experts)
-    result = srch.pareto(
+    result = pareto(
         spec,
         sys_,
         input_len=input_len,

@@ -15,24 +15,17 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rackmath import fmt
-from rackmath.analyses import caching, fast_mode, prices
+from rackmath.analyses.economics import caching, fast_mode, prices
+from rackmath.analyses.serving import cache_tiers
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
-from rackmath.cli.options import (
-    MAX_BATCH,
-    MAX_CONTEXT,
-    emit,
-    make_table,
-    number,
-    one,
-    plot_option,
-    pure_option,
-)
+from rackmath.cli.options import MAX_BATCH, MAX_CONTEXT, emit, number, one, plot_option, pure_option
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration
 from rackmath.units import SECONDS_PER_YEAR
+from rackmath.views import fmt
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 _PLOT = plot_option()
@@ -113,7 +106,7 @@ def prices_command(
         raise InputError("--retention", retention, "at most 32 durations")
     cache = caching.cache_economics(
         dep,
-        caching.default_tiers(dep, ce.memory_tiers(), amort),
+        cache_tiers.default_tiers(dep, ce.memory_tiers(), amort),
         retentions_s=retentions,
         prompt_tokens=one(prompt_tokens, "--prompt-tokens", minimum=1, maximum=MAX_CONTEXT),
         amortization_s=amort,
@@ -271,7 +264,7 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
             f"{premium}"
         )
     if c.prefix is not None:
-        from rackmath.analyses.derivation import prefix_section
+        from rackmath.views.derivation import prefix_section
 
         for line in prefix_section(c.prefix).lines:
             out("  " + line)

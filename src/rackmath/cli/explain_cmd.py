@@ -11,11 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rackmath import fmt
-from rackmath.analyses.derivation import Section
-from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
-from rackmath.analyses.explain import Explanation, cheapest_fitting_point, two_batch_split_points
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE
+from rackmath.analyses.serving.explain import Explanation, cheapest_fitting_point, two_batch_split_points
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -28,13 +26,15 @@ from rackmath.cli.options import (
     count,
     dump_json,
     number,
-    number_list,
     plot_option,
     pure_option,
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import DoesNotFitError
-from rackmath.narrative import reading
+from rackmath.specs.lists import number_list
+from rackmath.views import fmt
+from rackmath.views.derivation import Section, derivation, explanation_dict, feature_sections
+from rackmath.views.narrative import reading
 
 
 @app.command("explain")
@@ -135,7 +135,7 @@ def explain_command(
 
         save_explain_plot(result, plot)
     if as_json:
-        typer.echo(dump_json(result.to_dict()))
+        typer.echo(dump_json(explanation_dict(result)))
         return
     render(result, cli_console())
     if plot is not None:
@@ -146,14 +146,14 @@ def render(result: Explanation, console: Console) -> None:
     d = result.deployment
     out = console.print
     out(f"[bold]rackmath explain[/] {d.model.name} on {d.system.name} ({d.chips} x {d.system.chip.id})")
-    for section in result.derivation():
+    for section in derivation(result):
         _section(section, out)
     out("\n[bold]6. Decode over batch size[/]")
     out(_table(result))
     _render_operators(result, out)
     if result.planned is not None:
         _render_plan(result, out)
-    for section in result.feature_sections():
+    for section in feature_sections(result):
         _section(section, out)
     out("\n[bold]Reading[/]")
     out("  " + reading(result))
@@ -170,7 +170,7 @@ def _section(section: Section, out: Callable[..., None]) -> None:
 
 
 def _assumptions(result: Explanation) -> list[str]:
-    from rackmath.analyses.explain import assumptions
+    from rackmath.analyses.serving.explain import assumptions
 
     return list(assumptions(result.deployment))
 

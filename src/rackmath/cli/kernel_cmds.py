@@ -1,7 +1,7 @@
 """Kernel-level faces: ``calibrate kernels``, ``validate --kernels``, ``measure --kernels``.
 
 The commands are options of the existing ``calibrate`` / ``validate`` / ``measure`` commands
-(cli/reality_cmds.py dispatches here); this module lays out what analyses/kernel_fit.py returns.
+(cli/reality_cmds.py dispatches here); this module lays out what analyses/kernels/fit.py returns.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import typer
 import yaml
 from rich.console import Console
 
-from rackmath.cli.options import dump_json, make_table, out_file, out_folder
+from rackmath.cli.options import dump_json, out_file, out_folder
 from rackmath.cli.output import console as cli_console
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError
 
 
@@ -34,7 +35,7 @@ def calibrate_kernels_command(
     install: bool = False,
     check: bool = False,
 ) -> None:
-    from rackmath.analyses.kernel_calibrate import calibrate_kernels, catalog_text
+    from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
@@ -115,7 +116,7 @@ def _second_kernel(alt: dict) -> str:
 
 
 def validate_kernels_command(as_json: bool, chips: str | None = None) -> None:
-    from rackmath.analyses.kernel_validation import validate_kernels
+    from rackmath.analyses.kernels.validation import validate_kernels
 
     chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
     report = validate_kernels(chip_list)
@@ -127,7 +128,7 @@ def validate_kernels_command(as_json: bool, chips: str | None = None) -> None:
 
 def _target_mark(cls: str, s: dict[str, Any] | None, p90: bool) -> str:
     """``!`` after a figure that misses its target (median by class; p90 <= 35%)."""
-    from rackmath.analyses.kernel_validation import P90_TARGET, median_target
+    from rackmath.analyses.kernels.validation import P90_TARGET, median_target
 
     if not s or s.get("median_abs_error") is None:
         return ""

@@ -10,18 +10,15 @@ and the light commands stay fast.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from rackmath.cli.output import console as console
-from rackmath.cli.output import make_table as make_table
+from rackmath.cli.output import console
 from rackmath.errors import InputError
 from rackmath.numbers import fmt_bound, parse_duration, parse_number
-from rackmath.specs.lists import MAX_LIST as MAX_LIST
-from rackmath.specs.lists import number_list as number_list
+from rackmath.specs import checks
 
 #: Physical and work bounds shared by several commands (one place; the README quotes them).
 MAX_CONTEXT = 2**24  # 16.8M tokens: beyond every model's window; a model's own maximum binds first
@@ -81,9 +78,7 @@ def number(
         if value is None:
             return None
         x = parse_number(value, field, minimum=minimum, maximum=maximum, why=why)
-        if positive and x <= 0:
-            raise InputError(field, value, "a positive number")
-        return x
+        return checks.positive(field, x, allowed="a positive number", given=value) if positive else x
 
     return typer.Option(_default(default), *decls, help=help, parser=parse, metavar="X")
 
@@ -155,9 +150,7 @@ def pure_option() -> Any:
 def one(text: str, field: str, *, minimum: float = 0.0, maximum: float | None = None) -> float:
     """One positive number from a text option (``"500M"``)."""
     value = parse_number(text, field, minimum=minimum, maximum=maximum)
-    if value <= 0:
-        raise InputError(field, text, "a positive number")
-    return value
+    return checks.positive(field, value, allowed="a positive number", given=text)
 
 
 def names(text: str, field: str) -> list[str]:
@@ -169,16 +162,12 @@ def names(text: str, field: str) -> list[str]:
 
 
 def positive(value: float | None, field: str) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value) or value <= 0:
-        raise InputError(field, value, "a positive, finite number")
-    return value
+    return None if value is None else checks.positive(field, value)
 
 
 def dump_json(payload: Any) -> str:
-    """Strict JSON (:func:`rackmath.fmt.to_json`): NaN and infinities become null."""
-    from rackmath import fmt  # NumPy comes with it: loaded when a command prints, not for --help
+    """Strict JSON (:func:`rackmath.views.fmt.to_json`): NaN and infinities become null."""
+    from rackmath.views import fmt  # NumPy comes with it: loaded when a command prints, not for --help
 
     return fmt.to_json(payload)
 
@@ -190,8 +179,8 @@ def plural(n: float, word: str) -> str:
 
 def check_context(model: Any, tokens: float, field: str) -> None:
     """Refuse a context longer than the model's own window: the analysis layer's rule
-    (:func:`rackmath.analyses.serving.check_context`), imported when a command uses it."""
-    from rackmath.analyses.serving import check_context as rule
+    (:func:`rackmath.analyses.serving.pooled.check_context`), imported when a command uses it."""
+    from rackmath.analyses.serving.pooled import check_context as rule
 
     rule(model, tokens, field)
 

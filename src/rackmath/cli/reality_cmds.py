@@ -7,11 +7,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from rackmath import fmt
 from rackmath.cli.main import app
 from rackmath.cli.options import count, dump_json, plot_option
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError
+from rackmath.views import fmt
 
 
 def _pct(x: float | None) -> str:
@@ -42,7 +42,7 @@ def validate_command(
         from rackmath.cli.kernel_cmds import validate_kernels_command
 
         return validate_kernels_command(as_json, chips)
-    from rackmath.analyses.validation import validate
+    from rackmath.analyses.reality.report import validate
 
     report = validate(measurements_file)
     if plot is not None:
@@ -137,7 +137,7 @@ def calibrate_command(
         from rackmath.cli.kernel_cmds import calibrate_kernels_command
 
         return calibrate_kernels_command(target, from_file, chips, out, as_json, install=install, check=check)
-    from rackmath.analyses.calibration import calibrate
+    from rackmath.analyses.reality.calibration import calibrate
 
     result = calibrate(tuple(exclude_source))
     if as_json:
@@ -208,7 +208,7 @@ def measure_command(
         return measure_kernels_command(quick, out, as_json)
     from dataclasses import replace
 
-    from rackmath.analyses.measure import compare
+    from rackmath.analyses.reality.measure import compare
     from rackmath.measure import torch_bench
 
     cfg = torch_bench.default_config(quick)

@@ -11,9 +11,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from rackmath import fmt
-from rackmath.analyses import fleet, overtrain, sparsity
-from rackmath.analyses import overtrain as ot
+from rackmath.analyses.economics import fleet, overtrain, sparsity
+from rackmath.analyses.economics import overtrain as ot
 from rackmath.api import deployment
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -24,16 +23,17 @@ from rackmath.cli.options import (
     count,
     duration,
     emit,
-    make_table,
     number,
-    number_list,
     one,
     plot_option,
     plural,
     pure_option,
 )
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError
+from rackmath.specs.lists import number_list
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
+from rackmath.views import fmt
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
 _PLOT = plot_option()

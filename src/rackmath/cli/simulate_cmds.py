@@ -10,19 +10,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rackmath import fmt
-from rackmath.analyses import simulate as sim
-from rackmath.analyses.deployment import plan_deployment
-from rackmath.catalog import resolve_model
-from rackmath.catalog import system as catalog_system
+from rackmath.analyses.deploy import simulate as sim
+from rackmath.analyses.deploy.slo import Workload
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.catalog.loader import resolve_model
+from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.cli.main import app
 from rackmath.cli.options import check_context, count, dump_json, pure_option
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
+from rackmath.specs import checks
+from rackmath.specs.workload import LengthDist, Requests, check_trace
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 from rackmath.userfiles import read_text
+from rackmath.views import fmt
 
 
 class SloUnmetError(RackmathError):
@@ -38,12 +41,10 @@ def parse_rate(text: str) -> float:
             t, scale = t[: -len(suffix)], s
             break
     value = parse_number(t, "--rate") * scale
-    if not value > 0:
-        raise InputError("--rate", text, "requests per second > 0 (e.g. 5/s)")
-    return value
+    return checks.positive("--rate", value, allowed="requests per second > 0 (e.g. 5/s)", given=text)
 
 
-def read_trace(path: Path) -> sim.Requests:
+def read_trace(path: Path) -> Requests:
     """CSV rows of ``arrival_s,input_tokens,output_tokens`` (a header line is allowed)."""
     rows = [r for r in csv.reader(io.StringIO(read_text(path, "--trace"))) if r and r[0].strip()]
     if rows and not rows[0][0].strip().lstrip("-").replace(".", "", 1).replace("e", "", 1).isdigit():
@@ -54,7 +55,7 @@ def read_trace(path: Path) -> sim.Requests:
         cols = [[float(r[j]) for r in rows] for j in range(3)]
     except ValueError as exc:
         raise InputError("--trace", str(path), f"numbers in every row ({exc})") from None
-    return sim.check_trace(*cols)
+    return check_trace(*cols)
 
 
 def _default_plan(heads: int, chips: int | None, domain: int) -> str:
@@ -101,16 +102,15 @@ def simulate_command(
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
     profile = catalog_runtime(runtime).with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
-    if not (requests >= 1 and requests == int(requests)) or requests > sim.MAX_REQUESTS:
-        raise InputError("--requests", requests, f"a whole number from 1 to {sim.MAX_REQUESTS:,}")
+    checks.whole_valued("--requests", requests, maximum=sim.MAX_REQUESTS)
     if trace is not None:
         reqs = read_trace(trace)
         i_max, o_max = float(reqs.input_tokens.max()), float(reqs.output_tokens.max())
         i_mean, o_mean = float(reqs.input_tokens.mean()), float(reqs.output_tokens.mean())
         dists = None
     else:
-        i_dist = sim.LengthDist.parse(input_len, "--input")
-        o_dist = sim.LengthDist.parse(output_len, "--output")
+        i_dist = LengthDist.parse(input_len, "--input")
+        o_dist = LengthDist.parse(output_len, "--output")
         i_max, o_max, i_mean, o_mean = i_dist.max_tokens, o_dist.max_tokens, i_dist.mean, o_dist.mean
         dists = (i_dist, o_dist)
     check_context(spec, i_max + o_max, "--input + --output")
@@ -145,7 +145,7 @@ def simulate_command(
                 reqs_, r_ = reqs, None
             else:
                 r_ = parse_rate(rate)
-                reqs_ = sim.poisson_requests(r_, int(requests), *dists, seed)
+                reqs_ = Workload(r_, int(requests), *dists, seed).draw()
             fleet_result, tier = sim.disaggregated_run(pre, rep, x, y, reqs_, r_)
         payload = {
             "model": spec.id,
@@ -195,7 +195,7 @@ def simulate_command(
             result = sim.run(rep, reqs)
         else:
             r = parse_rate(rate)
-            result = sim.run(rep, sim.poisson_requests(r, int(requests), *dists, seed), r)
+            result = sim.run(rep, Workload(r, int(requests), *dists, seed).draw(), r)
         payload["result"] = result.to_dict()
     if as_json:
         typer.echo(dump_json(payload))

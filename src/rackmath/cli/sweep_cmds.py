@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rackmath.analyses import sweep as sw
+from rackmath.analyses.deploy import sweep as sw
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json, out_file
 from rackmath.cli.output import console as cli_console

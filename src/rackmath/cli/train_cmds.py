@@ -8,9 +8,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rackmath import fmt
-from rackmath.analyses.training import CALIBRATED_TRAINING, PURE_ROOFLINE, PipelineResult, TrainingEstimate
-from rackmath.analyses.training_pipeline import schedule_drawing
+from rackmath.analyses.training.estimate import TrainingEstimate
+from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
 from rackmath.cli.options import (
@@ -20,12 +20,13 @@ from rackmath.cli.options import (
     MAX_USD_PER_CHIP_HOUR,
     count,
     dump_json,
-    make_table,
     number,
     plot_option,
 )
 from rackmath.cli.output import console as cli_console
+from rackmath.cli.output import make_table
 from rackmath.errors import InputError
+from rackmath.views import fmt
 
 
 @app.command("train")
@@ -134,7 +135,7 @@ def train_command(
 
         s = result.setup
         shown = schedule_drawing(s.schedule, s.plan.pp, s.microbatches, virtual_stages=s.virtual_stages)
-        save_training_plot(result, shown.timeline, plot)
+        save_training_plot(result, shown, plot)
     if as_json:
         typer.echo(dump_json(result.to_dict()))
     else:
@@ -275,7 +276,7 @@ def pipeline_command(
     if plot is not None:
         from rackmath.plots.training import save_pipeline_plot
 
-        save_pipeline_plot(result.timeline, plot)
+        save_pipeline_plot(result, plot)
     if as_json:
         typer.echo(dump_json(result.to_dict()))
         return

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from rackmath.core import efficiency as eff
-from rackmath.specs.efficiency import Kernel
+from rackmath.specs.efficiency import PURE_TABLE, EfficiencyTable, Kernel, OpClass, OpEfficiency
 from rackmath.specs.precision import FORMATS, Precision, attention_format, gemm_formats
 
 
 class _Choice(NamedTuple):
-    efficiency: eff.OpEfficiency
+    efficiency: OpEfficiency
     pure: bool
     peak_flops_per_s: float
     kernel: Kernel
@@ -33,7 +33,7 @@ class ChipRates:
 
     peak_flops_per_s: Mapping[str, float]
     bandwidth_bytes_per_s: float
-    efficiency: eff.EfficiencyTable = eff.PURE_TABLE
+    efficiency: EfficiencyTable = PURE_TABLE
     compute: Precision = Precision.BF16
     kv: Precision = Precision.BF16
 
@@ -47,7 +47,7 @@ class ChipRates:
         cls,
         flops_per_s: float,
         bandwidth_bytes_per_s: float,
-        efficiency: eff.EfficiencyTable = eff.PURE_TABLE,
+        efficiency: EfficiencyTable = PURE_TABLE,
     ) -> ChipRates:
         """Every precision at one peak (a chip for tests and hand derivations)."""
         return cls(
@@ -62,9 +62,9 @@ class ChipRates:
         cls = Precision(precision).compute_class.value
         return float(peaks.get(cls) or peaks.get("bf16") or max(peaks.values()))
 
-    def curve(self, op_class: eff.OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
+    def curve(self, op_class: OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
         """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
-        cache: dict[tuple[eff.OpClass, tuple[str, ...], str], _Choice] = self._curves  # type: ignore[attr-defined]
+        cache: dict[tuple[OpClass, tuple[str, ...], str], _Choice] = self._curves  # type: ignore[attr-defined]
         hit = cache.get((op_class, formats, kind))
         if hit is None:
             compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""

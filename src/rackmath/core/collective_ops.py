@@ -50,6 +50,7 @@ from rackmath.core.network import (
 from rackmath.core.numeric import maximum, num
 from rackmath.core.operators import Operator
 from rackmath.core.sharding import ShardableModel
+from rackmath.specs import efficiency as seff
 from rackmath.specs.efficiency import CollectiveCurve, EfficiencyTable, Kernel, OpClass
 
 FloatArray = NDArray[np.float64]
@@ -342,7 +343,7 @@ PER_CYCLE_COLLECTIVES = ("pp_send",)
 def step_collectives(
     m: ShardableModel,
     tokens: FloatArray,
-    table: ops.eff.EfficiencyTable,
+    table: seff.EfficiencyTable,
     topo: Topology,
     tp: FloatArray,
     dp: FloatArray,
@@ -375,8 +376,8 @@ def step_collectives(
         group = place(topo, tp)
         out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * layers, table))
     moe_layers = m.num_moe_layers / pp
-    chip_tokens = tokens / (dp * tp) * ops.num(skew)
-    mt = ops.num(moe_tp)
+    chip_tokens = tokens / (dp * tp) * num(skew)
+    mt = num(moe_tp)
     on = (mt > 1) & (mt != tp)
     if on.any() if type(on) is np.ndarray else on:
         message = chip_tokens * destination_ranks * mt * m.hidden * activation_bytes

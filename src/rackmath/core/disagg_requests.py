@@ -37,6 +37,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
+from rackmath.specs import checks
+from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
 
@@ -48,7 +50,7 @@ MAX_POOL_REPLICAS = 1024
 class DisaggregatedRun(rq.RequestTimes):
     """Per-request times (s) of one simulated xPyD fleet, with each pool's step count."""
 
-    requests: rq.Requests
+    requests: Requests
     prefill_done_s: FloatArray
     first_token_s: FloatArray  # prefill done + KV transfer
     finish_s: FloatArray
@@ -68,17 +70,12 @@ class DisaggregatedRun(rq.RequestTimes):
 
 
 def _check_pool(name: str, replicas: int) -> int:
-    if (
-        isinstance(replicas, bool)
-        or not isinstance(replicas, int | np.integer)
-        or not (1 <= replicas <= MAX_POOL_REPLICAS)
-    ):
-        raise InputError(name, replicas, f"a whole number of replicas from 1 to {MAX_POOL_REPLICAS:,}")
-    return int(replicas)
+    allowed = f"a whole number of replicas from 1 to {MAX_POOL_REPLICAS:,}"
+    return checks.whole(name, replicas, maximum=MAX_POOL_REPLICAS, allowed=allowed)
 
 
 def _round_robin(
-    order: NDArray[np.int64], replicas: int, build: rq.Requests, table: object, limits: rq.Limits
+    order: NDArray[np.int64], replicas: int, build: Requests, table: object, limits: rq.Limits
 ) -> tuple[FloatArray, FloatArray, int, float]:
     """Deal ``build``'s requests (already in ``order``) over ``replicas`` and simulate each.
     Returns (first token, finish) per request of ``build`` in its own order, steps, seq-steps."""
@@ -89,7 +86,7 @@ def _round_robin(
         idx = order[k::replicas]
         if idx.size == 0:
             continue
-        part = rq.Requests(
+        part = Requests(
             build.arrival_s[idx],
             build.input_tokens[idx],
             build.output_tokens[idx],
@@ -103,7 +100,7 @@ def _round_robin(
 
 
 def simulate_disaggregated(
-    requests: rq.Requests,
+    requests: Requests,
     *,
     prefill_table: rq.StepTable,
     prefill_limits: rq.Limits,
@@ -123,7 +120,7 @@ def simulate_disaggregated(
     if not np.all(np.isfinite(t_kv) & (t_kv >= 0)):
         raise InputError("kv_transfer_s", float(np.min(t_kv)), "a finite time >= 0")
     # 1. the prefill pool: each request makes one token there (its first)
-    pre = rq.Requests(requests.arrival_s, requests.input_tokens, np.ones(n, np.int64))
+    pre = Requests(requests.arrival_s, requests.input_tokens, np.ones(n, np.int64))
     done, _, p_steps, _ = _round_robin(np.arange(n), x, pre, prefill_table, prefill_limits)
     first = done + t_kv
     finish = np.where(requests.output_tokens == 1, done, np.nan)  # done at the prefill pool
@@ -133,7 +130,7 @@ def simulate_disaggregated(
     if go.size:
         land = first[go]
         order = np.argsort(land, kind="stable")
-        dec = rq.Requests(
+        dec = Requests(
             land[order],
             np.ones(go.size, np.int64),
             requests.output_tokens[go][order] - 1,

@@ -3,7 +3,7 @@
 Pure and vectorized like :mod:`rackmath.core.roofline` (SI units in, SI units out: bytes,
 seconds, FLOP, USD). Roofline quantities (step time, balance batch, latency floor, cost per
 token of a real model) come from :mod:`rackmath.core.roofline` and
-:mod:`rackmath.analyses.serving`; this module adds only the economic algebra on top.
+:mod:`rackmath.analyses.serving.pooled`; this module adds only the economic algebra on top.
 The lecture (Pope 2026) derivations each function reproduces are named D<n> as in
 ``lecture-derivations.md``.
 """

@@ -86,10 +86,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core.numeric import ceil, maximum, minimum, num
-from rackmath.specs.efficiency import (  # the data classes live in specs; re-exported here
+from rackmath.specs.efficiency import (
     ANY,
     PURE,
-    PURE_NETWORK,
     PURE_TABLE,
     CollectiveEfficiency,
     Curve,
@@ -102,32 +101,6 @@ from rackmath.specs.efficiency import (  # the data classes live in specs; re-ex
 FloatArray = NDArray[np.float64]
 _ONE = np.float64(1.0)
 _ZERO = np.float64(0.0)
-
-__all__ = [
-    "ANY",
-    "PURE",
-    "PURE_NETWORK",
-    "PURE_TABLE",
-    "CollectiveEfficiency",
-    "Curve",
-    "CurveKey",
-    "EfficiencyTable",
-    "OpClass",
-    "OpEfficiency",
-    "achieved_bandwidth_frac",
-    "achieved_compute_frac",
-    "bandwidth_frac_of",
-    "collective_time_s",
-    "collective_timing",
-    "compute_frac_of",
-    "is_pure",
-    "operator_time_s",
-    "operator_times",
-    "operator_timing",
-    "overlapped_s",
-    "table_from_fractions",
-    "timing_of",
-]
 
 
 def achieved_compute_frac(

@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core import collectives as coll
 from rackmath.core.numeric import maximum, minimum, num
 from rackmath.errors import InputError
+from rackmath.specs import checks
 
 FloatArray = NDArray[np.float64]
 
@@ -375,9 +376,7 @@ def combine_comm_s(roofline_s: ArrayLike, comm_s: ArrayLike, comm_overlap_frac: 
 
     Always between ``max(t, c)`` and ``t + c``; never below the roofline.
     """
-    f = float(comm_overlap_frac)
-    if not 0.0 <= f <= 1.0:
-        raise InputError("comm_overlap_frac", comm_overlap_frac, "a fraction in [0, 1]")
+    f = checks.fraction("comm_overlap_frac", comm_overlap_frac)
     c = num(comm_s)
     return maximum(num(roofline_s), f * c) + (1.0 - f) * c
 

@@ -71,14 +71,12 @@ from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.loads import StepLoad
-from rackmath.core.loads import decode_load as decode_load  # re-exported: callers build loads here
-from rackmath.core.loads import mixed_load as mixed_load
-from rackmath.core.loads import prefill_attention_flops_per_sequence as prefill_attention_flops_per_sequence
-from rackmath.core.loads import prefill_load as prefill_load
+from rackmath.core.loads import (
+    StepLoad,
+)
 from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.core.roofline import expected_distinct_experts
-from rackmath.specs.efficiency import Kernel
+from rackmath.specs.efficiency import Kernel, OpClass
 from rackmath.specs.model import WEIGHT_CLASSES, AttentionKind, MlpKind, ModelSpec
 from rackmath.specs.precision import FORMATS, Precision
 
@@ -234,7 +232,7 @@ class Operator(NamedTuple):
     ``kernel`` names the curve the time comes from."""
 
     name: str
-    op_class: eff.OpClass
+    op_class: OpClass
     flops: FloatArray
     weight_bytes: FloatArray
     activation_bytes: FloatArray
@@ -279,7 +277,7 @@ _BOUNDS = np.array(["compute", "memory", "latency"])
 
 def timed(
     name: str,
-    op_class: eff.OpClass,
+    op_class: OpClass,
     rates: ChipRates,
     work: wk.Work,
     formats: tuple[str, ...],
@@ -393,7 +391,7 @@ def pass_operators(
             out_values=out_values,
             calls=n_layers,
         )
-        return timed(name, eff.OpClass.GEMM, rates, work, formats)
+        return timed(name, OpClass.GEMM, rates, work, formats)
 
     kv_split = minimum(t, float(m.kv_heads))
     heads = m.heads / t  # query heads on one chip
@@ -420,7 +418,7 @@ def pass_operators(
             kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
             calls=layers,
         )
-        attention.append(timed("attention", eff.OpClass.ATTENTION_DECODE, rates, work, att_formats, kind))
+        attention.append(timed("attention", OpClass.ATTENTION_DECODE, rates, work, att_formats, kind))
     if prefill:
         qk, v, kv_heads = m.prefill_dims
         prompts = load.prefill_sequences / (p * d)  # a rank's prompts
@@ -438,12 +436,12 @@ def pass_operators(
             calls=layers,
         )
         name = "attention_prefill" if decode else "attention"
-        attention.append(timed(name, eff.OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))
+        attention.append(timed(name, OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))
     emb_bytes = m.bytes_per_param["embedding"]
     table: list[Operator | None] = [
         timed(
             "embedding",
-            eff.OpClass.ELEMENTWISE,
+            OpClass.ELEMENTWISE,
             rates,
             wk.elementwise(tokens * h * emb_bytes / p, tokens, calls=1.0 / p),
             _ELEMENTWISE,
@@ -460,7 +458,7 @@ def pass_operators(
     table += [
         timed(
             "norms",
-            eff.OpClass.ELEMENTWISE,
+            OpClass.ELEMENTWISE,
             rates,
             wk.elementwise(
                 tokens * layers * NORM_VALUES_PER_HIDDEN_PER_LAYER * h * ACTIVATION_BYTES,
@@ -536,7 +534,7 @@ def _moe_operators(
     )
     router = timed(
         "router",
-        eff.OpClass.GEMM,
+        OpClass.GEMM,
         rates,
         wk.gemm(
             tokens,
@@ -564,5 +562,5 @@ def _moe_operators(
         if P["shared_experts"]
         else None
     )
-    routed = timed("routed_experts", eff.OpClass.MOE, rates, work, formats, kind)
+    routed = timed("routed_experts", OpClass.MOE, rates, work, formats, kind)
     return [router, shared, routed]

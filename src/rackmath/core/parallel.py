@@ -4,7 +4,7 @@ Pure and vectorized: plan dimensions (``tp, pp, dp, ep``), batch and context are
 NumPy-broadcast arrays, so a search over thousands of plans x batches is one call. The
 model enters as a :class:`~rackmath.core.sharding.ShardableModel` (bytes by how they
 shard, :mod:`rackmath.core.sharding`); what a chip holds is the one memory account of
-:mod:`rackmath.core.memory` (both re-exported here, the plan-aware API's names).
+:mod:`rackmath.core.memory`.
 
 Layout (Megatron-Core's rank order; the lecture's "layout mirrors the model"):
 chips are numbered tensor-parallel innermost, then data/expert parallel, then pipeline
@@ -43,44 +43,25 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import collective_ops as cops
+from rackmath.core import numeric
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.memory import (  # noqa: F401  re-exported: the plan-aware API names them here
-    ACTIVATION_VALUES_PER_HIDDEN,
-    ChipMemory,
-    ChipWeightBytes,
-    activation_bytes_per_chip,
-    expert_shards,
-    kv_bytes_per_chip,
-    kv_shards,
-    lecture_memory_per_chip_bytes,
-    max_concurrency,
-    serving_memory_per_chip,
-    weight_bytes_per_chip,
-)
-from rackmath.core.network import (  # noqa: F401  re-exported
+from rackmath.core.loads import StepLoad
+from rackmath.core.network import (
     DEFAULT_ACTIVATION_BYTES,
     CommOverlap,
     Topology,
     combine_comm_s,
     crossing_hops,
-    ep_all_to_all_s,
-    kv_transfer_s,
-    moe_tp_all_reduce_s,
     pipeline_hop_s,
     pipeline_hops,
-    tp_all_reduce_s,
     two_batch_overlap_s,
 )
-from rackmath.core.sharding import (  # noqa: F401  re-exported
+from rackmath.core.sharding import (
     ShardableModel,
-    StageSplit,
-    balanced_stages,
-    layer_costs_bytes,
-    shardable,
-    stage_fractions,
 )
 from rackmath.errors import InputError
+from rackmath.specs import efficiency as seff
 
 FloatArray = NDArray[np.float64]
 
@@ -89,7 +70,7 @@ FloatArray = NDArray[np.float64]
 #: activation hops and the sampled token's return to the first stage).
 LECTURE_HOP_LATENCY_S = 2.5e-3
 
-_ATTENTION = (ops.eff.OpClass.ATTENTION_DECODE, ops.eff.OpClass.ATTENTION_PREFILL)
+_ATTENTION = (seff.OpClass.ATTENTION_DECODE, seff.OpClass.ATTENTION_PREFILL)
 
 
 def _ordered(operators: tuple[ops.Operator, ...]) -> list[ops.Operator]:
@@ -430,7 +411,7 @@ def plan_step(
     pp: ArrayLike,
     dp: ArrayLike,
     ep: ArrayLike,
-    load: ops.StepLoad,
+    load: StepLoad,
     rates: ChipRates,
     topo: Topology | None,
     stage_frac: ArrayLike | None = None,
@@ -468,13 +449,13 @@ def plan_step(
     does, the operators reported are the two halves'. ``shape`` (default: the inputs' broadcast shape) is the
     shape of the answer's arrays: a one-point load given as scalars is computed on scalars.
     """
-    t, p, d, e = (ops.num(x) for x in (tp, pp, dp, ep))
+    t, p, d, e = (numeric.num(x) for x in (tp, pp, dp, ep))
     split: ArrayLike = False
     chips_per_stage = d * t
     mb_tokens = load.tokens / p
-    imbalance = p / p if stage_frac is None else p * ops.num(stage_frac)
+    imbalance = p / p if stage_frac is None else p * numeric.num(stage_frac)
 
-    def operators_of(step_load: ops.StepLoad) -> tuple[ops.Operator, ...]:
+    def operators_of(step_load: StepLoad) -> tuple[ops.Operator, ...]:
         return ops.pass_operators(
             m.operators,
             step_load,
@@ -515,7 +496,7 @@ def plan_step(
             hop_up = pipeline_hop_s(message, False, topo, extra_hop_latency_s)
             hops_s = crossing * hop_out + (hops - crossing) * hop_up + zero
         stage = combine_comm_s(pass_s, tp_comm + ep_comm, comm_overlap_frac)
-        o = ops.num(tbo_overlap_frac)
+        o = numeric.num(tbo_overlap_frac)
         if (o > 0) if o.ndim == 0 else np.any(o > 0):
             # two micro-batches of half the tokens: each runs every operator (weights read twice,
             # GEMMs at half the rows) and its own collectives; one's all-to-all hides under the
@@ -576,14 +557,14 @@ def plan_step(
     )
 
 
-def host_overhead_s(table: ops.eff.EfficiencyTable, load: ops.StepLoad, dp: ArrayLike) -> FloatArray | float:
+def host_overhead_s(table: seff.EfficiencyTable, load: StepLoad, dp: ArrayLike) -> FloatArray | float:
     """Host time of one cycle: ``overhead_s`` per step plus ``overhead_s_per_sequence`` for
     each sequence the busiest engine runs, ``ceil(B / dp)`` of a batch of ``B`` (each
     attention-DP rank or replica schedules its own: 64 ranks running 8,192 sequences pay for
     128 at 10 us, 1.28 ms, not 82 ms)."""
     if not table.overhead_s_per_sequence:
         return table.overhead_s
-    sequences = ops.whole(load.decode_sequences / load.decode_queries, ops.num(dp))
+    sequences = ops.whole(load.decode_sequences / load.decode_queries, numeric.num(dp))
     return np.asarray(table.overhead_s + table.overhead_s_per_sequence * sequences)
 
 

@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs import checks
 
 
 class Schedule(StrEnum):
@@ -171,14 +172,12 @@ def _check(stages: int, microbatches: int, virtual_stages: int = 1) -> None:
         ("microbatches", microbatches),
         ("virtual stages", virtual_stages),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(name, value, "a whole number >= 1")
+        checks.whole(name, value)
 
 
 def _check_times(t_f: float, t_b: float, t_w: float) -> None:
     for name, value in (("t_f", t_f), ("t_b", t_b), ("t_w", t_w)):
-        if not (isinstance(value, int | float) and 0 < value < float("inf")):
-            raise InputError(name, value, "a positive, finite duration")
+        checks.positive(name, value, allowed="a positive, finite duration")
 
 
 def _times(t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) -> tuple[float, float, float]:

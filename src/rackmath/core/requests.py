@@ -51,6 +51,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
+from rackmath.specs import checks
+from rackmath.specs.workload import LengthDist, Requests
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -59,123 +61,7 @@ IntArray = NDArray[np.int64]
 POLICIES: tuple[str, ...] = ("mixed", "prefill_first")
 #: A pure-decode stretch longer than this many steps is advanced in one vectorized call.
 FAST_FORWARD_MIN_STEPS = 8
-#: Length distributions a workload may draw from.
-DISTRIBUTIONS: tuple[str, ...] = ("fixed", "uniform", "lognormal")
-#: Log-space standard deviation of the lognormal lengths when none is stated. An
-#: estimate (a spread of about 2x either side of the median), not a measured figure.
-DEFAULT_LOGNORMAL_SIGMA = 0.7
-
-
 # ----------------------------------------------------------------------------- inputs
-
-
-@dataclass(frozen=True)
-class LengthDist:
-    """A token-length distribution: ``fixed:N``, ``uniform:LO-HI`` or ``lognormal:MEAN``.
-
-    The lognormal has the stated *mean* (not median): ``mu = ln(mean) - sigma^2/2``.
-    Draws are rounded and clipped to at least 1 token.
-    """
-
-    kind: str
-    mean: float
-    low: float = 0.0
-    high: float = 0.0
-    sigma: float = DEFAULT_LOGNORMAL_SIGMA
-
-    @classmethod
-    def parse(cls, text: str, field: str) -> LengthDist:
-        allowed = "N, fixed:N, uniform:LO-HI or lognormal:MEAN (tokens >= 1)"
-        s = str(text).strip().lower()
-        kind, _, arg = s.partition(":") if ":" in s else ("fixed", "", s)
-        try:
-            if kind == "fixed":
-                n = float(arg)
-                if math.isfinite(n) and n >= 1 and n == int(n):
-                    return cls("fixed", n)
-            elif kind == "uniform":
-                lo_s, _, hi_s = arg.partition("-")
-                lo, hi = float(lo_s), float(hi_s)
-                if math.isfinite(hi) and 1 <= lo <= hi:
-                    return cls("uniform", (lo + hi) / 2, lo, hi)
-            elif kind == "lognormal":
-                m = float(arg)
-                if math.isfinite(m) and m >= 1:
-                    return cls("lognormal", m)
-        except ValueError:
-            pass
-        raise InputError(field, text, allowed)
-
-    def sample(self, n: int, rng: np.random.Generator) -> IntArray:
-        if self.kind == "fixed":
-            x = np.full(n, self.mean)
-        elif self.kind == "uniform":
-            x = rng.integers(int(self.low), int(self.high) + 1, size=n).astype(float)
-        else:
-            mu = math.log(self.mean) - self.sigma**2 / 2
-            x = rng.lognormal(mu, self.sigma, size=n)
-        return np.maximum(np.rint(x), 1).astype(np.int64)
-
-    @property
-    def max_tokens(self) -> float:
-        """The largest draw this can make (lognormal: its 99.99th percentile, a bound used only
-        to size the step table)."""
-        if self.kind == "fixed":
-            return self.mean
-        if self.kind == "uniform":
-            return self.high
-        mu = math.log(self.mean) - self.sigma**2 / 2
-        return float(math.exp(mu + 3.72 * self.sigma))
-
-    def __str__(self) -> str:
-        if self.kind == "fixed":
-            return f"{self.mean:.0f}"
-        if self.kind == "uniform":
-            return f"uniform:{self.low:.0f}-{self.high:.0f}"
-        return f"lognormal:{self.mean:g}"
-
-
-@dataclass(frozen=True)
-class Requests:
-    """Arrival times (s, sorted) and token lengths of each request."""
-
-    arrival_s: FloatArray
-    input_tokens: IntArray
-    output_tokens: IntArray
-    #: tokens already in the replica's KV on arrival (a disaggregated decode pool's transferred
-    #: prompt): held and attended to, never prefilled; None is 0 for every request
-    cached_tokens: IntArray | None = None
-
-    @property
-    def size(self) -> int:
-        return int(self.arrival_s.size)
-
-
-def check_trace(arrival_s: ArrayLike, input_tokens: ArrayLike, output_tokens: ArrayLike) -> Requests:
-    """Validate a trace: times finite, >= 0 and sorted; lengths whole numbers >= 1."""
-    a = np.asarray(arrival_s, float)
-    i = np.asarray(input_tokens, float)
-    o = np.asarray(output_tokens, float)
-    if a.ndim != 1 or a.size == 0 or i.shape != a.shape or o.shape != a.shape:
-        raise InputError(
-            "trace", f"{a.size} rows", "one or more rows of (arrival_s, input_tokens, output_tokens)"
-        )
-    if not np.all(np.isfinite(a)) or np.any(a < 0):
-        row = int(np.flatnonzero(~np.isfinite(a) | (a < 0))[0])
-        raise InputError("trace arrival_s", f"{a[row]} at row {row + 1}", "times >= 0 s, sorted ascending")
-    if np.any(np.diff(a) < 0):
-        row = int(np.flatnonzero(np.diff(a) < 0)[0]) + 1
-        raise InputError(
-            "trace arrival_s",
-            f"{a[row]} after {a[row - 1]} at row {row + 1}",
-            "times sorted ascending (sort the file)",
-        )
-    for name, x in (("trace input_tokens", i), ("trace output_tokens", o)):
-        bad = ~np.isfinite(x) | (x < 1) | (x != np.round(x))
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            raise InputError(name, f"{x[row]} at row {row + 1}", "whole numbers of tokens >= 1")
-    return Requests(a, i.astype(np.int64), o.astype(np.int64))
 
 
 def poisson_requests(
@@ -183,8 +69,7 @@ def poisson_requests(
 ) -> Requests:
     """``n`` requests with Poisson arrivals (exponential gaps of mean ``1/rate``) and lengths drawn
     independently from the two distributions."""
-    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise InputError("--rate", rate_per_s, "requests per second > 0 (e.g. 5/s)")
+    checks.positive("--rate", rate_per_s, allowed="requests per second > 0 (e.g. 5/s)")
     # the arrival process of core.simulation, over a horizon that holds n arrivals but for a
     # 10-sigma shortfall (then a longer horizon)
     horizon = (n + 10 * math.sqrt(n) + 20) / rate_per_s
@@ -294,7 +179,7 @@ class BatchStepTable:
     """A step time that depends on the batch only: ``T = t[b - 1] + j x prefill`` for a step of
     ``b = d + j`` sequences of which ``j`` join with a whole prompt of ``prompt_tokens``.
 
-    ``fleet``'s replica (:mod:`rackmath.analyses.fleet`): decode-only step times per batch
+    ``fleet``'s replica (:mod:`rackmath.analyses.economics.fleet`): decode-only step times per batch
     from a stated figure or the roofline, a fixed prefill cost per joiner, prompts unchunked.
     :func:`simulate` reads it like a :class:`StepTable` (``p`` prompt tokens are ``p / I``
     joiners); with ``Limits(max_seqs=B, max_tokens >= B (I + 1), chunk_tokens=I,
@@ -342,9 +227,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("max_seqs", "max_tokens", "chunk_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise InputError(name, v, "a whole number >= 1")
+            checks.whole(name, getattr(self, name))
         if self.max_tokens < self.max_seqs:  # every running sequence may need a token in one step
             raise InputError(
                 "max_tokens", self.max_tokens, f"at least max_seqs ({self.max_seqs:,}) tokens per step"

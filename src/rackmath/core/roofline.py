@@ -29,9 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core.efficiency import EfficiencyTable, table_from_fractions
+from rackmath.core.efficiency import table_from_fractions
 from rackmath.core.numeric import num
 from rackmath.errors import InputError
+from rackmath.specs import checks
+from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.units import FLOPS_PER_MAC, SECONDS_PER_HOUR
 
 FloatArray = NDArray[np.float64]
@@ -50,7 +52,7 @@ class Efficiency:
     attention kernel). The default is the pure roofline.
 
     ``kernel_grounded``: each operator class reaches the fractions fitted on the chip's measured
-    kernel tables (resolved by the analysis layer, :mod:`rackmath.analyses.efficiency_tables`),
+    kernel tables (resolved by the analysis layer, :mod:`rackmath.analyses.kernels.tables`),
     and the scalars above multiply them; False keeps the scalars on the pure roofline.
     """
 
@@ -70,9 +72,7 @@ class Efficiency:
         if self.all_reduce not in ("auto", "nccl"):
             raise InputError("all_reduce", self.all_reduce, "'auto' (custom or NCCL) or 'nccl'")
         for name in ("flops_frac", "bandwidth_frac", "weight_bandwidth_frac", "kv_bandwidth_frac"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise InputError(name, value, "a fraction in (0, 1]")
+            checks.fraction(name, getattr(self, name), zero=False)
         for name in ("overhead_s", "overhead_s_per_sequence"):
             if not getattr(self, name) >= 0.0:
                 raise InputError(name, getattr(self, name), "seconds >= 0")

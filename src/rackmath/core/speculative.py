@@ -1,7 +1,7 @@
 """Speculative decoding and multi-token prediction (MTP): tokens per step and time per token.
 
 A draft proposes ``k`` tokens; the target verifies them in one wider decode step (each
-sequence runs ``k + 1`` query tokens: :func:`rackmath.core.operators.decode_load` with
+sequence runs ``k + 1`` query tokens: :func:`rackmath.core.loads.decode_load` with
 ``tokens_per_sequence = k + 1``) and keeps the longest accepted prefix plus one token of
 its own. With ``a_i`` the probability that draft token ``i`` is accepted given that the
 ones before it were (the acceptance rate per position), the tokens a step yields are

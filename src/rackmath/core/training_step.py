@@ -56,11 +56,11 @@ from enum import StrEnum
 import numpy as np
 from numpy.typing import NDArray
 
-from rackmath.core import efficiency as eff
 from rackmath.core import operators as ops
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import UnknownIdError
+from rackmath.specs import efficiency as seff
 from rackmath.specs.efficiency import Kernel
 from rackmath.specs.precision import FORMATS, Precision, gemm_formats
 
@@ -134,7 +134,7 @@ class TrainingOperator:
     """One operator of a training micro-batch on one chip (seconds; FLOPs of the forward)."""
 
     name: str
-    op_class: eff.OpClass
+    op_class: seff.OpClass
     precision: str
     forward_flops: FloatArray
     forward_s: FloatArray
@@ -156,8 +156,8 @@ class TrainingOperator:
         return np.asarray(self.forward_s + self.input_grad_s + self.weight_grad_s + self.recompute_s)
 
 
-def _backward_shares(op_class: eff.OpClass) -> tuple[float, float]:
-    if op_class in (eff.OpClass.GEMM, eff.OpClass.MOE):
+def _backward_shares(op_class: seff.OpClass) -> tuple[float, float]:
+    if op_class in (seff.OpClass.GEMM, seff.OpClass.MOE):
         return 1.0, 1.0
     return 2.0, 0.0
 
@@ -166,7 +166,7 @@ def _elementwise(
     bytes_moved: FloatArray, rows: FloatArray, calls: float, rates: ChipRates
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     op = ops.timed(
-        "cast", eff.OpClass.ELEMENTWISE, rates, wk.elementwise(bytes_moved, rows, calls), ("bfloat16",)
+        "cast", seff.OpClass.ELEMENTWISE, rates, wk.elementwise(bytes_moved, rows, calls), ("bfloat16",)
     )
     return op.compute_s, op.memory_s, op.time_s
 
@@ -198,9 +198,9 @@ def training_operators(
         if op.name == "routed_experts":
             f = f * routing_skew
         b_in, b_w = _backward_shares(op.op_class)
-        attention = op.op_class in (eff.OpClass.ATTENTION_PREFILL, eff.OpClass.ATTENTION_DECODE)
+        attention = op.op_class in (seff.OpClass.ATTENTION_PREFILL, seff.OpClass.ATTENTION_DECODE)
         share = rec[0] if attention else rec[1]
-        if op.op_class in (eff.OpClass.GEMM, eff.OpClass.MOE) and op.name not in HIGH_PRECISION_GEMMS:
+        if op.op_class in (seff.OpClass.GEMM, seff.OpClass.MOE) and op.name not in HIGH_PRECISION_GEMMS:
             gemm_input_values = gemm_input_values + op.input_values
             precision = recipe.value
         else:
@@ -225,7 +225,7 @@ def training_operators(
             out.append(
                 TrainingOperator(
                     "router_aux",
-                    eff.OpClass.ELEMENTWISE,
+                    seff.OpClass.ELEMENTWISE,
                     "fp32",
                     np.zeros(()),
                     aux,
@@ -242,7 +242,7 @@ def training_operators(
         out.append(
             TrainingOperator(
                 "casts",
-                eff.OpClass.ELEMENTWISE,
+                seff.OpClass.ELEMENTWISE,
                 recipe.value,
                 np.zeros(()),
                 cast,

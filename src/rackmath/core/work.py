@@ -1,7 +1,7 @@
 """Each operator's work, described once: FLOPs, bytes by tensor class, and its kernel's shape.
 
 The per-operator step (:mod:`rackmath.core.operators`) and the kernel fit
-(:mod:`rackmath.analyses.kernel_rows`, which reads the measured tables as operator calls)
+(:mod:`rackmath.analyses.kernels.rows`, which reads the measured tables as operator calls)
 both describe an operator through these functions, so a fitted curve is a fraction of exactly
 the FLOPs and bytes the step charges (``tests/test_work_parity.py`` walks every kept table
 row through them). A :class:`Work` is one chip's share of an operator over ``calls`` kernel
@@ -264,7 +264,7 @@ def elementwise(
 # A collective's work is what one chip puts on its link per call (``wire_bytes``), the buffer
 # each rank contributes (``message_bytes``: what a fitted curve's message range is measured
 # in), the group size and the calls. The kernel fit reads every measured collective table
-# through these functions (:func:`rackmath.analyses.kernel_rows.comm_rows`) and the step times
+# through these functions (:func:`rackmath.analyses.kernels.rows.comm_rows`) and the step times
 # its collectives on the same (:func:`rackmath.core.network.collective_operator`):
 #
 # ====================  =================================  ======================================
@@ -316,7 +316,7 @@ def one_shot_all_reduce(message_bytes: ArrayLike, ranks: ArrayLike, calls: Array
 
     The custom tables (TensorRT-LLM's AUTO strategy: one-shot, then two-shot, then NCCL as the
     message grows) fit better on these bytes than on the ring's, where the custom kernel runs
-    (:func:`rackmath.analyses.kernel_rows.comm_rows`; on those rows the H100's median error is
+    (:func:`rackmath.analyses.kernels.rows.comm_rows`; on those rows the H100's median error is
     3% on these bytes, 6% on the ring's)."""
     s, n = num(message_bytes), num(ranks)
     return CommWork(maximum(n - 1.0, 0.0) * s, s, n, num(calls))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses.measure import Ceilings, DecodePoint, MeasuredRun
+from rackmath.analyses.reality.measure import Ceilings, DecodePoint, MeasuredRun
 from rackmath.errors import InputError, RackmathError
 from rackmath.progress import progress
 

@@ -1,6 +1,6 @@
-"""Draw a :class:`~rackmath.figure_spec.FigureData` with Matplotlib (headless) and write it.
+"""Draw a :class:`~rackmath.views.figure_spec.FigureData` with Matplotlib (headless) and write it.
 
-Drawing only: every coordinate arrives in its axis' unit from :mod:`rackmath.analyses.figures`.
+Drawing only: every coordinate arrives in its axis' unit from :mod:`rackmath.views.figures`.
 Panels sit side by side; a figure of several panels carries its title above them.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.figure_spec import Axis, FigureData, Panel, Series
-from rackmath.plots._files import checked_path, pyplot, save
+from rackmath.plots.files import checked_path, pyplot, save
+from rackmath.views.figure_spec import Axis, FigureData, Panel, Series
 
 _DASH = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-."}
 _PANEL_W_IN, _PANEL_H_IN = 5.6, 4.8

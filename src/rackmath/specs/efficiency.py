@@ -13,6 +13,7 @@ from enum import StrEnum
 import numpy as np
 
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.precision import FORMATS
 
 #: Largest fitted ``overlap_power``: at 20 the combination is within 3.5% of ``max``
@@ -55,7 +56,7 @@ class OpEfficiency:
     TensorRT-LLM dispatches its NVFP4 min-latency MoE at <= 128 tokens only
     (``DeepseekV3DecoderLayer._enable_min_latency_mode``, NVIDIA/TensorRT-LLM 2025), and its
     tables hold no EP-1 timing of that kernel
-    (:func:`rackmath.analyses.kernel_rows._moe_ep1_not_scaling`).
+    (:func:`rackmath.analyses.kernels.rows._moe_ep1_not_scaling`).
     ``split_tokens`` (0: none) is the context a decode kernel gives each thread block when it
     splits a long context (split-KV, flash-decoding): the rows both saturations see become
     ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks),
@@ -84,9 +85,7 @@ class OpEfficiency:
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise InputError(name, value, "a fraction in (0, 1]")
+            checks.fraction(name, getattr(self, name), zero=False)
         for name in (
             "compute_half_rows",
             "bandwidth_half_rows",
@@ -100,13 +99,10 @@ class OpEfficiency:
             "split_tokens",
             "split_max",
         ):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0.0):
-                raise InputError(name, value, "a finite number >= 0")
+            checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not self.max_tokens > 0.0:  # inf allowed: no bound
             raise InputError("max_tokens", self.max_tokens, "tokens > 0 (inf: no bound)")
-        if not (np.isfinite(self.min_ep) and self.min_ep >= 1.0):
-            raise InputError("min_ep", self.min_ep, "a finite number of ranks >= 1")
+        checks.at_least("min_ep", self.min_ep, 1.0, allowed="a finite number of ranks >= 1")
         if not (self.overlap_power == 0.0 or 1.0 <= self.overlap_power <= MAX_OVERLAP_POWER):
             raise InputError(
                 "overlap_power",
@@ -144,14 +140,11 @@ class CollectiveEfficiency:
     pipeline_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.bandwidth_frac <= 1.0:
-            raise InputError("bandwidth_frac", self.bandwidth_frac, "a fraction in (0, 1]")
-        if self.latency_s is not None and not (np.isfinite(self.latency_s) and self.latency_s >= 0):
-            raise InputError("latency_s", self.latency_s, "seconds >= 0")
+        checks.fraction("bandwidth_frac", self.bandwidth_frac, zero=False)
+        if self.latency_s is not None:
+            checks.at_least("latency_s", self.latency_s, 0.0, allowed="seconds >= 0")
         for name in ("hop_latency_s", "pipeline_latency_s"):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0):
-                raise InputError(name, value, "seconds >= 0")
+            checks.at_least(name, getattr(self, name), 0.0, allowed="seconds >= 0")
 
 
 PURE_NETWORK = CollectiveEfficiency()
@@ -275,9 +268,7 @@ class EfficiencyTable:
 
     def __post_init__(self) -> None:
         for name in ("overhead_s", "overhead_s_per_sequence"):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value >= 0):
-                raise InputError(name, value, "seconds >= 0")
+            checks.at_least(name, getattr(self, name), 0.0, allowed="seconds >= 0")
 
     @property
     def is_pure(self) -> bool:

@@ -17,18 +17,10 @@ from typing import Any
 
 from rackmath.errors import ConfigError, InputError, UnknownIdError
 from rackmath.specs.hf_readers import FAMILY_READERS, TIED_BY_DEFAULT, unwrap
-from rackmath.specs.hf_readers.fields import MAX_LAYERS, Config, Fields
+from rackmath.specs.hf_readers.fields import Config, Fields
 from rackmath.specs.model import ModelSpec, PublishedCounts
 from rackmath.specs.precision import Precision
 from rackmath.userfiles import read_text
-
-__all__ = [
-    "MAX_LAYERS",
-    "SUPPORTED_FAMILIES",
-    "load_config_file",
-    "load_config_from_hub",
-    "model_from_config",
-]
 
 #: How long a Hub look-up may take before it is reported as unreachable: 4 s, so that the
 #: whole command (about 0.4 s of start-up and imports besides) answers within 5 s.

@@ -38,6 +38,7 @@ from dataclasses import dataclass, fields, replace
 
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_int, parse_number
+from rackmath.specs import checks
 
 #: Largest degree of any one dimension (2^20 chips: beyond any cluster built).
 MAX_PLAN_DEGREE = 2**20
@@ -69,13 +70,11 @@ class ParallelPlan:
 
     def __post_init__(self) -> None:
         for name in DEGREES:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"plan {name}", value, "a whole number >= 1")
+            checks.whole(f"plan {name}", getattr(self, name))
         for name in ("moe_tp", "redundant_experts"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InputError(f"plan {name}", value, "a whole number >= 0 (0: not set)")
+            checks.whole(
+                f"plan {name}", getattr(self, name), minimum=0, allowed="a whole number >= 0 (0: not set)"
+            )
         skew = self.skew
         if isinstance(skew, bool) or not isinstance(skew, int | float) or not 1.0 <= skew <= max(self.ep, 1):
             hint = (
@@ -84,9 +83,7 @@ class ParallelPlan:
                 else f"1 to ep = {self.ep} (busiest rank's load / mean; 1 is balanced, e.g. skew=1.3)"
             )
             raise InputError("plan skew", skew, hint)
-        tbo = self.tbo
-        if isinstance(tbo, bool) or not isinstance(tbo, int | float) or not 0.0 <= tbo <= 1.0:
-            raise InputError("plan tbo", tbo, "on, off or an overlap fraction in [0, 1], e.g. tbo=on")
+        checks.fraction("plan tbo", self.tbo, allowed="on, off or an overlap fraction in [0, 1], e.g. tbo=on")
         stage = self.dp * self.tp * self.cp
         moe_ways = self.ep * max(self.moe_tp, 1)
         if self.moe_tp and stage % moe_ways:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rackmath.errors import InputError
+from rackmath.specs import checks
 from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
 
@@ -110,8 +111,7 @@ class Scenario:
     training_run: str = ""
 
     def __post_init__(self) -> None:
-        if not (self.value > 0):
-            raise InputError(f"row {self.provenance.row_id} value", self.value, "a positive number")
+        checks.positive(f"row {self.provenance.row_id} value", self.value, allowed="a positive number")
         if self.phase is Phase.TRAINING:
             if not self.training_run:
                 raise InputError(f"row {self.provenance.row_id} training_run", "", "a training_runs.yaml id")
@@ -126,8 +126,9 @@ class Scenario:
             raise InputError(
                 f"row {self.provenance.row_id} batch", self.batch, "null exactly for max-throughput"
             )
-        if not 0.0 < self.kv_memory_frac <= 1.0:
-            raise InputError(f"row {self.provenance.row_id} kv_memory_frac", self.kv_memory_frac, "(0, 1]")
+        checks.fraction(
+            f"row {self.provenance.row_id} kv_memory_frac", self.kv_memory_frac, zero=False, allowed="(0, 1]"
+        )
 
     @property
     def row_id(self) -> int:

@@ -13,15 +13,12 @@ import shlex
 from dataclasses import dataclass
 
 from rackmath.units import BILLION, MILLION, TERA
-from rackmath.web.state import (
-    CUSTOM_MODEL,
-    NO_PRICE,
-    DeploymentsState,
-    EconomicsState,
-    ServingState,
-    TrainingState,
-)
+from rackmath.web.state.common import CUSTOM_MODEL
+from rackmath.web.state.deployments import DeploymentsState
+from rackmath.web.state.economics import NO_PRICE, EconomicsState
 from rackmath.web.state.planner import CompareConfig, CompareState, FrontierState, SimulateState
+from rackmath.web.state.serving import ServingState
+from rackmath.web.state.training import TrainingState
 
 #: The file name a command uses for a pasted or uploaded config.json.
 CONFIG_FILE = "config.json"
@@ -110,9 +107,13 @@ def simulate_command(s: SimulateState, trace: bool = False) -> Command:
         line += ["--disaggregated", s.disaggregated, *_opt("--prefill-plan", s.prefill_plan)]
     if s.mtp:
         line += ["--mtp", str(s.mtp), "--acceptance", f"{s.acceptance:g}"]
-        notes += ("MTP in `rackmath simulate` needs its --mtp option (the page's analysis is analyses.slo)",)
+        notes += (
+            "MTP in `rackmath simulate` needs its --mtp option (the page's analysis is analyses.deploy.slo)",
+        )
     line += ["--pure"] if s.efficiency == "pure" else []
-    notes += ("SLO attainment is the page's (analyses.slo.attainment); the CLI prints the percentiles",)
+    notes += (
+        "SLO attainment is the page's (analyses.deploy.slo.attainment); the CLI prints the percentiles",
+    )
     return Command(((*line, "--json"),), notes)
 
 

@@ -19,12 +19,15 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import catalog, fmt
+from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
-from rackmath.figure_spec import FigureData
-from rackmath.specs import ChipSpec, Precision, SystemSpec
+from rackmath.specs.hardware import ChipSpec, SystemSpec
+from rackmath.specs.precision import Precision
+from rackmath.views import fmt
+from rackmath.views.figure_spec import FigureData
 from rackmath.web import render_plotly
-from rackmath.web.state import BOUNDS, CUSTOM_MODEL, upload_text
+from rackmath.web.state.bounds import BOUNDS
+from rackmath.web.state.common import CUSTOM_MODEL, upload_text
 from rackmath.web.wording import in_page_words
 
 #: The selectbox entry meaning "let the analysis choose" (None in the page state).
@@ -186,7 +189,7 @@ def bounded_number(
     **options: Any,
 ) -> Any:
     """A number widget keyed ``<page>.<field>`` from ``limits[0]`` to ``limits[1]``; without
-    ``limits``, the range its URL parser enforces (:data:`~rackmath.web.state.BOUNDS`). ``where``
+    ``limits``, the range its URL parser enforces (:data:`~rackmath.web.state.bounds.BOUNDS`). ``where``
     is the container it goes in (a column; the page by default), ``options`` the widget's others."""
     lo, hi = limits if limits is not None else (least(page, field), most(page, field))
     return where.number_input(label, key=key(page, field), min_value=lo, max_value=hi, **options)
@@ -268,7 +271,7 @@ def downloads(
 
 def table(records: Sequence[Mapping[str, Any]] | Any) -> None:
     """A table whose cells read with their units (``12.3 ms``, ``64.3%``, ``$0.12/M``) by
-    column suffix (:func:`rackmath.fmt.column`); the data behind it, and every download,
+    column suffix (:func:`rackmath.views.fmt.column`); the data behind it, and every download,
     stay in SI units."""
     import pandas as pd
 

@@ -11,9 +11,8 @@ import streamlit as st
 
 from rackmath.catalog import economics as ce
 from rackmath.web import components as ui
-from rackmath.web.state import (
-    MAX_BATCH,
-    MAX_CONTEXT,
+from rackmath.web.state.common import MAX_BATCH, MAX_CONTEXT
+from rackmath.web.state.economics import (
     MAX_LOAD_FRAC,
     MAX_LOADS,
     NO_PRICE,

@@ -1,6 +1,6 @@
 """Compare page: two to four configurations side by side at their batch and context.
 
-Every number is an attribute of :func:`rackmath.analyses.compare.compare` (each configuration
+Every number is an attribute of :func:`rackmath.analyses.deploy.compare.compare` (each configuration
 is ``rackmath explain`` at one point, with an optional parallel plan); this module lays it out.
 """
 
@@ -12,14 +12,15 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures
-from rackmath.analyses.compare import Comparison, Configuration, compare
+from rackmath.analyses.deploy.compare import Comparison, Configuration, compare
+from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
-from rackmath.specs import Precision
+from rackmath.specs.precision import Precision
+from rackmath.views import fmt
+from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import compare_command
-from rackmath.web.state import MAX_BATCH, MAX_CONTEXT
+from rackmath.web.state.common import MAX_BATCH, MAX_CONTEXT
 from rackmath.web.state.planner import (
     EFFICIENCY_MODES,
     LETTERS,
@@ -160,7 +161,7 @@ def render_compare_page() -> None:
         ui.cli_command(compare_command(state))
         return
     _table(result)
-    ui.figure(PAGE, "ratios", figures.comparison(result), "compare")
+    ui.figure(PAGE, "ratios", planner_charts.comparison(result), "compare")
     ui.downloads(PAGE, "compare", [p.to_dict() for p in result.points], result.to_dict())
     ui.cli_command(compare_command(state))
 

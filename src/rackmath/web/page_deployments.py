@@ -1,7 +1,7 @@
 """Deployments page: the cheapest fleet that meets an SLO, and the throughput/interactivity frontier.
 
-Every number comes from :func:`rackmath.analyses.search.search` and
-:func:`rackmath.analyses.search.pareto`; this module lays them out.
+Every number comes from :func:`rackmath.analyses.deploy.search.search` and
+:func:`rackmath.analyses.deploy.frontier.pareto`; this module lays them out.
 """
 
 from __future__ import annotations
@@ -12,21 +12,20 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures, search
+from rackmath.analyses.deploy import frontier as frontier_analysis
+from rackmath.analyses.deploy import search
+from rackmath.analyses.deploy.candidates import ASSUMPTIONS, PRECISION_CHOICES, Choice, Workload
+from rackmath.analyses.deploy.frontier import Frontier
+from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
 from rackmath.units import MS
+from rackmath.views import fmt
+from rackmath.views.figures import serving_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import deployments_command
 from rackmath.web.render_plotly import figure as plotly_figure
-from rackmath.web.state import (
-    CUSTOM_MODEL,
-    MAX_CONTEXT,
-    DeploymentsState,
-    deployments_query,
-    model_of,
-    parse_deployments_query,
-)
+from rackmath.web.state.common import CUSTOM_MODEL, MAX_CONTEXT, model_of
+from rackmath.web.state.deployments import DeploymentsState, deployments_query, parse_deployments_query
 
 PAGE = "deployments"
 
@@ -37,7 +36,7 @@ def search_result(state: DeploymentsState) -> search.SearchResult:
     return search.search(
         model_of(state.model, state.config),
         [catalog.system(s) for s in state.systems],
-        search.Workload(
+        Workload(
             traffic_tokens_per_s=state.traffic_tokens_per_s,
             input_len=state.input_len,
             output_len=state.output_len,
@@ -50,8 +49,8 @@ def search_result(state: DeploymentsState) -> search.SearchResult:
 
 
 @lru_cache(maxsize=32)
-def frontier(state: DeploymentsState) -> search.Frontier:
-    return search.pareto(
+def frontier(state: DeploymentsState) -> Frontier:
+    return frontier_analysis.pareto(
         model_of(state.model, state.config),
         catalog.system(state.frontier_system),
         input_len=state.input_len,
@@ -83,7 +82,7 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
         systems = st.multiselect("Systems searched", list(catalog.systems()), key=ui.key(PAGE, "systems"))
         precisions = st.multiselect(
             "Precision families",
-            list(search.PRECISION_CHOICES),
+            list(PRECISION_CHOICES),
             key=ui.key(PAGE, "precisions"),
             help="native: as the model ships; fp8: weights, KV and compute in fp8; fp4: 4-bit weights",
         )
@@ -126,7 +125,7 @@ def _controls(initial: DeploymentsState) -> DeploymentsState:
     )
 
 
-def _choice_row(c: search.Choice) -> dict[str, Any]:
+def _choice_row(c: Choice) -> dict[str, Any]:
     d = c.to_dict()
     d["precision"] = "/".join(d["precision"][k] for k in ("weights", "kv", "compute"))
     del d["plan"]
@@ -162,7 +161,7 @@ def _frontier(state: DeploymentsState) -> None:
     except RackmathError as exc:
         ui.show_error(exc)
         return
-    fig = plotly_figure(figures.pareto(f))
+    fig = plotly_figure(serving_charts.pareto(f))
     ui.figure(PAGE, "pareto", fig, "deployments")
     rows = [p.to_dict() for p in f.frontier]
     with st.expander(f"The {len(rows)} deployments on the frontier ({f.candidates_evaluated:,} evaluated)"):
@@ -216,4 +215,4 @@ def _search(state: DeploymentsState) -> None:
     ui.table(families)
     ui.downloads(PAGE, "families", families)
     with st.expander("Assumptions"):
-        st.markdown("\n".join(f"- {a}" for a in search.ASSUMPTIONS))
+        st.markdown("\n".join(f"- {a}" for a in ASSUMPTIONS))

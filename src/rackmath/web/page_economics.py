@@ -21,11 +21,13 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures, prices
+from rackmath.analyses.economics import prices
+from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
-from rackmath.figure_spec import FigureData
 from rackmath.plots.economics import save_fleet_plot, save_overtrain_plot, save_sparsity_plot
+from rackmath.views import fmt
+from rackmath.views.figure_spec import FigureData
+from rackmath.views.figures import economics_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import economics_command
 from rackmath.web.economics_controls import (
@@ -42,7 +44,7 @@ from rackmath.web.economics_views import (
     prices_view,
     sparsity_view,
 )
-from rackmath.web.state import (
+from rackmath.web.state.economics import (
     ECONOMICS_TABS,
     EconomicsState,
     economics_query,
@@ -131,7 +133,7 @@ def _render_prices(state: EconomicsState) -> None:
         "If prices track cost, a price ratio r says decode runs at about 1/r of prefill's utilization "
         f"(5x: ~20%). Prices as of {survey.as_of.isoformat()}; the oldest is {survey.oldest_days} days old."
     )
-    ui.figure(PAGE, "price-ratio", figures.price_ratio(survey), "economics")
+    ui.figure(PAGE, "price-ratio", economics_charts.price_ratio(survey), "economics")
     rows = [
         {
             k: v
@@ -165,7 +167,7 @@ def _render_prices(state: EconomicsState) -> None:
         help=f"at {x['min_output_margin_context']:,.0f} tokens; input {x['min_input_margin_frac']:+.0%} "
         f"at {x['min_input_margin_context']:,.0f}",
     )
-    ui.figure(PAGE, "long-context", figures.long_context(lc), "economics")
+    ui.figure(PAGE, "long-context", economics_charts.long_context(lc), "economics")
     with st.expander("The cost-vs-context curve"):
         ui.table(x["curve"])
         ui.downloads(PAGE, "long-context", x["curve"], x)
@@ -193,7 +195,7 @@ def _render_caches(state: EconomicsState) -> None:
     tiers = d["tiers"]
     ui.table(tiers)
     ui.downloads(PAGE, "cache-tiers", tiers, d)
-    ui.figure(PAGE, "cache", figures.cache(c), "economics")
+    ui.figure(PAGE, "cache", economics_charts.cache(c), "economics")
     by_retention = [
         {
             "retention_s": b["retention_s"],
@@ -249,7 +251,7 @@ def _render_fast(state: EconomicsState) -> None:
         cols[5].metric(
             "Slow mode saves", fmt.pct(dm.slow_mode_saving_frac), help=f"at batch {dm.slow_batch:,.0f}"
         )
-    ui.figure(PAGE, "fast-mode", figures.fast_mode(f), "economics")
+    ui.figure(PAGE, "fast-mode", economics_charts.fast_mode(f), "economics")
     if dm is not None:
         curve = dm.to_dict()["curve"]
         with st.expander("The speed-vs-price curve"):
@@ -288,7 +290,9 @@ def _render_fleet(state: EconomicsState) -> None:
         f"##### Continuous batching simulated (Poisson arrivals; capacity {f.capacity_requests_per_s:,.1f} "
         "requests/s per replica)"
     )
-    _side_by_side(("fleet-latency", figures.fleet_latency(f)), ("fleet-batch", figures.fleet_batch(f)))
+    _side_by_side(
+        ("fleet-latency", economics_charts.fleet_latency(f)), ("fleet-batch", economics_charts.fleet_batch(f))
+    )
     rows = [p.to_dict() for p in f.loads]
     ui.table(rows)
     ui.downloads(PAGE, "fleet", rows, f.to_dict())
@@ -326,7 +330,7 @@ def _render_overtrain(state: EconomicsState) -> None:
         f"{o['power_law_pretrain_share_frac']:.1%}",
     )
     cols[5].metric("Equal thirds cost more by", f"{o['equal_thirds_excess_frac']:.2%}")
-    fig = figures.overtrain(r, view.curve)
+    fig = economics_charts.overtrain(r, view.curve)
     ui.figure(PAGE, "overtrain", fig, "economics")
     phases = [
         {"plan": "equal thirds", **{f"{p}_flops": v for p, v in d["equal_thirds_compute_flops"].items()}},
@@ -344,7 +348,10 @@ def _render_sparsity(state: EconomicsState) -> None:
         f"##### N_active = {fmt.count(s.params_active)} ({d.model.id}) on {d.system.chip.id} at "
         f"{fmt.usd(d.usd_per_chip_hour)}/chip-hour, {s.context:,.0f} tokens, {s.users:,.0f} users"
     )
-    _side_by_side(("sparsity-cost", figures.sparsity_cost(s)), ("sparsity-needs", figures.sparsity_needs(s)))
+    _side_by_side(
+        ("sparsity-cost", economics_charts.sparsity_cost(s)),
+        ("sparsity-needs", economics_charts.sparsity_needs(s)),
+    )
     rows = [r.to_dict() for r in s.rows]
     ui.table(rows)
     ui.downloads(PAGE, "sparsity", rows, s.to_dict())

@@ -1,7 +1,7 @@
 """Frontier page: throughput per GPU against tokens/s per user for several systems on one set
 of axes, with cost and energy on the same x axis and published measurements overlaid.
 
-Every number comes from :func:`rackmath.analyses.systems_frontier.systems_frontier` (each
+Every number comes from :func:`rackmath.analyses.deploy.systems_frontier.systems_frontier` (each
 system's curve is ``rackmath pareto`` for it); this module lays it out.
 """
 
@@ -12,14 +12,15 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures
-from rackmath.analyses.candidates import PRECISION_CHOICES
-from rackmath.analyses.systems_frontier import MAX_SYSTEMS, SystemsFrontier, systems_frontier
+from rackmath.analyses.deploy.candidates import PRECISION_CHOICES
+from rackmath.analyses.deploy.systems_frontier import MAX_SYSTEMS, SystemsFrontier, systems_frontier
+from rackmath.catalog import loader as catalog
 from rackmath.errors import InputError, RackmathError
+from rackmath.views import fmt
+from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import frontier_command
-from rackmath.web.state import MAX_CONTEXT
+from rackmath.web.state.common import MAX_CONTEXT
 from rackmath.web.state.planner import (
     EFFICIENCY_MODES,
     FrontierState,
@@ -135,7 +136,7 @@ def render_frontier_page() -> None:
     for c in result.curves:
         if c.refused:
             st.warning(in_page_words(f"{c.system}: no deployment fits: {c.refused}"))
-    charts = figures.systems_frontier(result)
+    charts = planner_charts.systems_frontier(result)
     for tab, key in zip(st.tabs(list(VIEWS.values())), VIEWS, strict=True):
         with tab:
             ui.figure(PAGE, key, charts[key], "frontier")

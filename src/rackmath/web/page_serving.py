@@ -1,6 +1,6 @@
 """Serving page: one model on one system, decode step time and cost against batch.
 
-Every number comes from :mod:`rackmath.analyses.serving` and :func:`rackmath.explain`;
+Every number comes from :mod:`rackmath.analyses.serving.pooled` and :func:`rackmath.explain`;
 this module lays them out. :func:`build_serving_view` is the page's whole computation
 (analysis + figures) as a function of its state; ``benchmarks/bench_web.py`` times it.
 """
@@ -17,31 +17,36 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures, serving
-from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
-from rackmath.analyses.explain import Explanation, assumptions
-from rackmath.analyses.serving import DecodeGrid, Deployment
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH, SpeculativeGrid, speculative_decode
+from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
+from rackmath.analyses.serving.explain import Explanation, assumptions
+from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH, SpeculativeGrid, speculative_decode
 from rackmath.api import deployment, explain
+from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, PrecisionUnavailableError, RackmathError
-from rackmath.narrative import reading
-from rackmath.specs import ChipSpec, Precision
+from rackmath.specs.hardware import ChipSpec
+from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
+from rackmath.views import fmt
+from rackmath.views.derivation import derivation, explanation_dict, feature_sections
+from rackmath.views.figures import serving_charts
+from rackmath.views.narrative import reading
 from rackmath.web import components as ui
 from rackmath.web.commands import serving_command
 from rackmath.web.render_plotly import figure as plotly_figure
-from rackmath.web.state import (
-    CUSTOM_MODEL,
-    MAX_BATCH,
-    MAX_CONTEXT,
+from rackmath.web.state.common import CUSTOM_MODEL, MAX_BATCH, MAX_CONTEXT
+from rackmath.web.state.serving import (
+    DEFAULT_ACCEPTANCE,
+    DEFAULT_PREFIX_TIER,
+    MAX_PREFIX_HIT,
+    PREFIX_TIERS,
     ServingState,
     parse_serving_query,
     serving_model,
     serving_query,
     serving_system,
 )
-from rackmath.web.state.serving import DEFAULT_ACCEPTANCE, DEFAULT_PREFIX_TIER, MAX_PREFIX_HIT, PREFIX_TIERS
 
 PAGE = "serving"
 #: The reading's pointer to the roofline-only view, in the page's words.
@@ -86,7 +91,7 @@ def _deployment(state: ServingState) -> Deployment:
     model = serving_model(state)
     base = catalog.system(state.system)
     compute = (
-        Precision.parse(state.compute) if state.compute else serving.default_precisions(model, base).compute
+        Precision.parse(state.compute) if state.compute else pooled.default_precisions(model, base).compute
     )
     return deployment(
         model,
@@ -122,24 +127,24 @@ def _explained(
         prefix_tier=f.prefix_tier,
         pue=f.pue,
     )
-    return result, figures.batch_sweep(result, top_batch=MAX_BATCH)
+    return result, serving_charts.batch_sweep(result, top_batch=MAX_BATCH)
 
 
 def build_serving_view(state: ServingState, features: ServingFeatures = ServingFeatures()) -> ServingView:
     """Analysis and figures for ``state``; raises RackmathError for impossible choices."""
     result, sweep = _explained(dataclasses.replace(state, batch=1), features)
     dep = result.deployment
-    point = serving.decode(dep, [state.batch], [state.context])
+    point = pooled.decode(dep, [state.batch], [state.context])
     spec_point = (
         speculative_decode(dep, [state.batch], [state.context], result.speculative.speculation)
         if result.speculative is not None
         else None
     )
     figs = {
-        "step-time": plotly_figure(figures.step_time(result, sweep, point)),
-        "cost": plotly_figure(figures.cost(result, sweep, point)),
-        "memory": plotly_figure(figures.memory(dep, point)),
-        "mfu-context": plotly_figure(figures.mfu_context(result)),
+        "step-time": plotly_figure(serving_charts.step_time(result, sweep, point)),
+        "cost": plotly_figure(serving_charts.cost(result, sweep, point)),
+        "memory": plotly_figure(serving_charts.memory(dep, point)),
+        "mfu-context": plotly_figure(serving_charts.mfu_context(result)),
     }
     return ServingView(dep, result, sweep, point, figs, decode_energy(point, features.pue), spec_point)
 
@@ -198,7 +203,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             help=f"default {system.default_chips}; one scale-up domain holds {system.scale_up_domain_chips}",
         )
         try:
-            default = serving.default_precisions(
+            default = pooled.default_precisions(
                 serving_model(ServingState(model=model_id, config=config)), system
             )
         except RackmathError:
@@ -322,7 +327,7 @@ def render_serving_page() -> None:
         ui.figure(
             PAGE,
             "memory",
-            figures.memory(dep, serving.decode(dep, [state.batch], [state.context])),
+            serving_charts.memory(dep, pooled.decode(dep, [state.batch], [state.context])),
             "serving",
         )
         return
@@ -439,7 +444,7 @@ def _features(view: ServingView, state: ServingState) -> None:
         )
         cols[2].metric("Tokens/s per user", f"{g.tokens_per_s_per_user[0, 0]:,.1f}")
         cols[3].metric("Gain over plain decode", f"{g.speedup[0, 0]:.2f}x")
-    for section in view.explanation.feature_sections():
+    for section in feature_sections(view.explanation):
         with st.expander(f"{section.title}: {section.subtitle}", expanded=section.key != "energy"):
             st.markdown("\n".join(f"- {line}" for line in section.lines))
 
@@ -454,7 +459,7 @@ def _numbers(view: ServingView, state: ServingState) -> None:
     for note in d.notes:
         st.warning(note)
     if d.efficiency_mode == "kernel":
-        pure_s = float(serving.decode(d.pure(), [state.batch], [state.context]).step_s[0, 0])
+        pure_s = float(pooled.decode(d.pure(), [state.batch], [state.context]).step_s[0, 0])
         st.caption(
             f"Efficiency: {d.efficiency_label}. The pure roofline (the lecture's number) gives "
             f"{fmt.seconds(pure_s)} per step at this point."
@@ -503,7 +508,7 @@ def _numbers(view: ServingView, state: ServingState) -> None:
     st.markdown("##### Reading")
     st.markdown(reading(r, view.point, pure_hint=PURE_HINT))
     with st.expander("How these numbers come"):
-        for section in r.derivation():
+        for section in derivation(r):
             title = f"**{section.title}**" + (f" ({section.subtitle})" if section.subtitle else "")
             st.markdown(title + "\n" + "\n".join(f"- `{line}`" for line in section.lines))
         st.markdown("**Assumptions**\n" + "\n".join(f"- {a}" for a in assumptions(d)))
@@ -550,7 +555,7 @@ def _png(result: Explanation) -> bytes:
 
 
 def _tables(view: ServingView) -> None:
-    full = view.explanation.to_dict()
+    full = explanation_dict(view.explanation)
     st.markdown("##### Over batch size")
     rows = [{k: v for k, v in row.items() if k != "operators"} for row in full["points"]]
     ui.table(rows)

@@ -1,8 +1,8 @@
 """Simulate page: a stream of requests through a replica (or an xPyD fleet) under a runtime's
 caps; TTFT, TPOT and end-to-end percentiles, and the share of requests meeting the SLO.
 
-Every number comes from :func:`rackmath.analyses.slo.serve` (the request simulator of
-``rackmath simulate``, its per-request results, :func:`~rackmath.analyses.slo.attainment`);
+Every number comes from :func:`rackmath.analyses.deploy.slo.serve` (the request simulator of
+``rackmath simulate``, its per-request results, :func:`~rackmath.analyses.deploy.slo.attainment`);
 this module lays it out.
 """
 
@@ -12,14 +12,15 @@ from functools import lru_cache
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures
-from rackmath.analyses.simulate import LengthDist
-from rackmath.analyses.slo import Fleet, SloRun, Workload, parse_trace, serve
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.analyses.deploy.slo import Fleet, SloRun, Workload, parse_trace, serve
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
+from rackmath.catalog import loader as catalog
 from rackmath.catalog.runtimes import runtimes
 from rackmath.errors import RackmathError
+from rackmath.specs.workload import LengthDist
 from rackmath.units import MS
+from rackmath.views import fmt
+from rackmath.views.figures import planner_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import simulate_command
 from rackmath.web.state.planner import (
@@ -181,9 +182,9 @@ def render_simulate_page() -> None:
     _numbers(run, state)
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "ttft", figures.slo_distribution(run, "ttft"), "simulate")
+        ui.figure(PAGE, "ttft", planner_charts.slo_distribution(run, "ttft"), "simulate")
     with right:
-        ui.figure(PAGE, "tpot", figures.slo_distribution(run, "tpot"), "simulate")
+        ui.figure(PAGE, "tpot", planner_charts.slo_distribution(run, "tpot"), "simulate")
     _setup(run)
     ui.downloads(PAGE, "simulate", [run.result.to_dict()], run.to_dict())
     ui.cli_command(simulate_command(state, trace is not None))
@@ -217,7 +218,8 @@ def _numbers(run: SloRun, state: SimulateState) -> None:
     if run.tokens_per_step > 1:
         st.caption(
             f"MTP: {state.mtp} draft tokens a step at acceptance {state.acceptance:g} yield "
-            f"{run.tokens_per_step:.3g} tokens a step on average (the expected value; see analyses.slo)."
+            f"{run.tokens_per_step:.3g} tokens a step on average "
+            "(the expected value; see analyses.deploy.slo)."
         )
 
 

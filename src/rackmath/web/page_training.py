@@ -1,6 +1,6 @@
 """Training page: step time, MFU, memory per chip and cost of a job; a pipeline schedule drawn.
 
-Every number comes from :mod:`rackmath.analyses.training` through :func:`rackmath.api.train`
+Every number comes from :mod:`rackmath.analyses.training.estimate` through :func:`rackmath.api.train`
 (``make_training`` + ``estimate``, ``recompute_options``, ``choose_recompute``) and
 :func:`rackmath.api.pipeline` (the simulated :class:`~rackmath.core.pipeline.Timeline` and
 its closed forms), as ``rackmath train`` and ``rackmath pipeline`` do; this module lays
@@ -18,28 +18,21 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath import catalog, fmt
-from rackmath.analyses import figures
-from rackmath.analyses.training import (
-    CALIBRATED_TRAINING,
-    PURE_ROOFLINE,
-    PipelineResult,
-    RecomputeOption,
-    TrainingEstimate,
-    choose_recompute,
-)
-from rackmath.analyses.training_pipeline import schedule_drawing
-from rackmath.analyses.training_setup import gemm_recipes
+from rackmath.analyses.training.estimate import RecomputeOption, TrainingEstimate, choose_recompute
+from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE, gemm_recipes
 from rackmath.api import pipeline, train
+from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, InputError, RackmathError
 from rackmath.plots.training import save_pipeline_plot
 from rackmath.units import GB, TERA
+from rackmath.views import fmt
+from rackmath.views.figures import training_charts
 from rackmath.web import components as ui
 from rackmath.web.commands import training_command
-from rackmath.web.state import (
-    CUSTOM_MODEL,
+from rackmath.web.state.common import CUSTOM_MODEL, MAX_CONTEXT, model_of
+from rackmath.web.state.training import (
     EFFICIENCIES,
-    MAX_CONTEXT,
     MAX_PIPE_MICROBATCHES,
     MAX_PIPE_STAGES,
     OPTIMIZERS,
@@ -47,7 +40,6 @@ from rackmath.web.state import (
     RECOMPUTE_MODES,
     TRAIN_SCHEDULES,
     TrainingState,
-    model_of,
     parse_training_query,
     training_query,
 )
@@ -435,9 +427,9 @@ def _memory(view: TrainingView) -> None:
         ui.show_error(view.no_fit)
     left, right = st.columns(2)
     with left:
-        ui.figure(PAGE, "memory", figures.training_memory(r), "training")
+        ui.figure(PAGE, "memory", training_charts.training_memory(r), "training")
     with right:
-        ui.figure(PAGE, "recompute", figures.recompute_step(r), "training")
+        ui.figure(PAGE, "recompute", training_charts.recompute_step(r), "training")
     st.markdown("##### Recompute or reverse")
     options = [o.to_dict() for o in r.options]
     ui.table(options)
@@ -461,7 +453,7 @@ def _training_png(result: TrainingEstimate) -> Callable[[Path], Path]:
 
         s = result.setup
         shown = schedule_drawing(s.schedule, s.plan.pp, s.microbatches, virtual_stages=s.virtual_stages)
-        return save_training_plot(result, shown.timeline, path)
+        return save_training_plot(result, shown, path)
 
     return draw
 
@@ -477,11 +469,14 @@ def _pipeline(result: PipelineResult) -> None:
         f"{t.peak_in_flight(0):g}",
         help=f"closed form {result.closed_form_in_flight:g}",
     )
-    ui.figure(PAGE, "pipeline", figures.pipeline(result.timeline, result.closed_form_bubble_frac), "pipeline")
+    ui.figure(
+        PAGE,
+        "pipeline",
+        training_charts.pipeline(result.timeline, result.closed_form_bubble_frac),
+        "pipeline",
+    )
     d = result.to_dict()
     with st.expander(f"The {len(d['ops'])} ops"):
         ui.table(d["ops"])
         ui.downloads(PAGE, "pipeline", d["ops"], d)
-    ui.png_download(
-        PAGE, "pipeline", partial(save_pipeline_plot, result.timeline), "as `rackmath pipeline --plot`"
-    )
+    ui.png_download(PAGE, "pipeline", partial(save_pipeline_plot, result), "as `rackmath pipeline --plot`")

@@ -1,7 +1,7 @@
 """Validation page: rackmath's predictions against every published measurement it can express.
 
-Every number comes from :func:`rackmath.analyses.validation.validate` (the pure roofline, the
-calibration fitted on all rows, and leave-one-source-out; see :mod:`rackmath.analyses.calibration`)
+Every number comes from :func:`rackmath.analyses.reality.report.validate` (the pure roofline, the
+calibration fitted on all rows, and leave-one-source-out; see :mod:`rackmath.analyses.reality.calibration`)
 through the report's ``to_dict()``, as ``rackmath validate --json`` prints it; this module
 lays it out. The report takes about 10 s and depends on nothing the user picks, so it is
 computed once per server process (``st.cache_resource``) and shared by every session.
@@ -15,11 +15,12 @@ from typing import Any
 
 import streamlit as st
 
-from rackmath.analyses import figures, validation
-from rackmath.analyses.figures import BAND_FRAC
+from rackmath.analyses.reality import report
+from rackmath.views.figures import validation_charts
+from rackmath.views.figures.common import BAND_FRAC
 from rackmath.web import components as ui
 from rackmath.web.commands import validation_command
-from rackmath.web.state import (
+from rackmath.web.state.validation import (
     VALIDATION_COLUMNS,
     ValidationState,
     parse_validation_query,
@@ -30,9 +31,9 @@ PAGE = "validation"
 
 
 @st.cache_resource(show_spinner="Predicting every published measurement (about 10 s, once per server)…")
-def validation_report() -> validation.ValidationReport:
+def validation_report() -> report.ValidationReport:
     """The whole validation, once per process: its inputs are the catalog's, never the user's."""
-    return validation.validate()
+    return report.validate()
 
 
 @st.cache_resource(show_spinner=False)
@@ -154,8 +155,10 @@ def _plots(state: ValidationState, report: dict[str, Any], rows: list[dict[str, 
             f"p90 {overall['p90_abs_error']:.0%} over all {overall['rows']} rows"
         )
         with col:
-            ui.figure(PAGE, name, figures.validation(rows, name, title, BAND_FRAC), "validation")
-    ui.figure(PAGE, "errors", figures.validation_errors(rows, state.columns, BAND_FRAC), "validation")
+            ui.figure(PAGE, name, validation_charts.validation(rows, name, title, BAND_FRAC), "validation")
+    ui.figure(
+        PAGE, "errors", validation_charts.validation_errors(rows, state.columns, BAND_FRAC), "validation"
+    )
     ui.png_download(
         PAGE, "validation", _png, "pure, calibrated and leave-one-source-out, as `rackmath validate --plot`"
     )

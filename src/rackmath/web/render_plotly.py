@@ -1,6 +1,6 @@
-"""Draw a single-panel :class:`~rackmath.figure_spec.FigureData` with Plotly.
+"""Draw a single-panel :class:`~rackmath.views.figure_spec.FigureData` with Plotly.
 
-Drawing only: every coordinate arrives in its axis' unit from :mod:`rackmath.analyses.figures`.
+Drawing only: every coordinate arrives in its axis' unit from :mod:`rackmath.views.figures`.
 Traces and the layout are plain dicts validated once by ``go.Figure(spec)`` with the empty
 ``"none"`` template: adding traces one by one under a named template costs about 40 ms a
 figure, which would eat the page's budget. Lines across the whole panel (``vline``,
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from rackmath.figure_spec import Axis, FigureData, Panel, Series
+from rackmath.views.figure_spec import Axis, FigureData, Panel, Series
 
 _AXIS = {"showgrid": True, "gridcolor": "#e5e5e5", "zeroline": False, "linecolor": "#888", "ticks": "outside"}
 _SYMBOL = {"o": "circle", "s": "square", "D": "diamond", None: "circle"}

@@ -6,21 +6,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses import search
+from rackmath.analyses.deploy import candidates
 from rackmath.errors import InputError, RackmathError
-from rackmath.web.state._common import (
+from rackmath.web.state.common import (
     MAX_CONTEXT,
     PAGE_BOUNDS,
     QueryParams,
-    _between,
-    _bounded,
-    _id_list,
-    _model_id,
-    _parse_model_page,
-    _positive,
-    _query,
-    _system_id,
-    _whole,
+    between,
+    bounded,
+    id_list,
+    parse_model_id,
+    parse_model_page,
+    parse_positive,
+    parse_system_id,
+    state_query,
+    whole,
 )
 
 
@@ -30,20 +30,20 @@ class DeploymentsState:
 
     model: str = "llama-3.1-70b"
     config: str | None = None
-    systems: tuple[str, ...] = search.DEFAULT_SYSTEMS
-    precisions: tuple[str, ...] = search.DEFAULT_PRECISIONS
+    systems: tuple[str, ...] = candidates.DEFAULT_SYSTEMS
+    precisions: tuple[str, ...] = candidates.DEFAULT_PRECISIONS
     traffic_tokens_per_s: float = 100_000.0
     input_len: int = 1024
     output_len: int = 1024
     ttft_ms: float | None = 2000.0
     tpot_ms: float | None = 50.0
-    max_chips: int = search.DEFAULT_MAX_CHIPS
+    max_chips: int = candidates.DEFAULT_MAX_CHIPS
     frontier_system: str = "h100-hgx"
 
 
 def _family(key: str, text: str) -> str:
-    if text not in search.PRECISION_CHOICES:
-        raise InputError(key, text, ", ".join(search.PRECISION_CHOICES))
+    if text not in candidates.PRECISION_CHOICES:
+        raise InputError(key, text, ", ".join(candidates.PRECISION_CHOICES))
     return text
 
 
@@ -51,34 +51,34 @@ def _slo_ms(key: str, text: str) -> float | None:
     if text.strip().lower() == "none":
         return None
     lo, hi = PAGE_BOUNDS[f"deployments.{key}"]
-    return _between(lo, hi)(key, text)
+    return between(lo, hi)(key, text)
 
 
 _DEPLOYMENT_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "model": _model_id,
-    "systems": _id_list(_system_id),
-    "precisions": _id_list(_family),
-    "traffic_tokens_per_s": _positive,
-    "input_len": _whole(1, MAX_CONTEXT),
-    "output_len": _whole(1, MAX_CONTEXT),
+    "model": parse_model_id,
+    "systems": id_list(parse_system_id),
+    "precisions": id_list(_family),
+    "traffic_tokens_per_s": parse_positive,
+    "input_len": whole(1, MAX_CONTEXT),
+    "output_len": whole(1, MAX_CONTEXT),
     "ttft_ms": _slo_ms,
     "tpot_ms": _slo_ms,
-    "max_chips": _whole(1, 100_000),
-    "frontier_system": _system_id,
+    "max_chips": whole(1, 100_000),
+    "frontier_system": parse_system_id,
 }
 
 
 def parse_deployments_query(params: QueryParams) -> tuple[DeploymentsState, list[RackmathError]]:
     """URL -> state: ``none`` for an SLO means no SLO; an absent parameter, the default SLO."""
-    return _parse_model_page(params, _DEPLOYMENT_PARSERS, DeploymentsState)
+    return parse_model_page(params, _DEPLOYMENT_PARSERS, DeploymentsState)
 
 
 def deployments_query(state: DeploymentsState) -> dict[str, str]:
-    out = _query(state)
+    out = state_query(state)
     for name in ("ttft_ms", "tpot_ms"):
         if getattr(state, name) is None:
             out[name] = "none"
     return out
 
 
-_bounded("deployments", _DEPLOYMENT_PARSERS)
+bounded("deployments", _DEPLOYMENT_PARSERS)

@@ -6,26 +6,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses import caching, fleet, overtrain, sparsity
-from rackmath.analyses import overtrain as ot
+from rackmath.analyses.economics import caching, fleet, overtrain, sparsity
+from rackmath.analyses.economics import overtrain as ot
 from rackmath.errors import RackmathError
 from rackmath.units import BILLION, MILLION, MS
-from rackmath.web.state._common import (
+from rackmath.web.state.common import (
     MAX_BATCH,
     MAX_CONTEXT,
     QueryParams,
-    _between,
-    _choice,
-    _durations_text,
-    _fraction,
-    _model_id,
-    _number_text,
-    _parse_fields,
-    _positive,
-    _priced,
-    _section_query,
-    _system_id,
-    _whole,
+    between,
+    choice,
+    number_text,
+    parse_durations_text,
+    parse_fields,
+    parse_fraction,
+    parse_model_id,
+    parse_positive,
+    parse_system_id,
+    priced,
+    section_query,
+    whole,
 )
 
 #: The Economics page's tabs: URL id -> label.
@@ -156,7 +156,7 @@ class EconomicsState:
     sparsity: SparsityTab = SparsityTab()
 
 
-_with_fast_mode = _priced(lambda p: p.fast_mode is not None, "a priced model with a fast mode, or none")
+_with_fast_mode = priced(lambda p: p.fast_mode is not None, "a priced model with a fast mode, or none")
 
 
 def _fast_price(key: str, text: str) -> str:
@@ -164,49 +164,49 @@ def _fast_price(key: str, text: str) -> str:
 
 
 _ECONOMICS_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "tab": _choice(tuple(ECONOMICS_TABS)),
-    "model": _model_id,
-    "system": _system_id,
-    "prices.batch": _whole(1, MAX_BATCH),
-    "prices.context": _whole(1, MAX_CONTEXT),
-    "prices.long_price": _priced(
+    "tab": choice(tuple(ECONOMICS_TABS)),
+    "model": parse_model_id,
+    "system": parse_system_id,
+    "prices.batch": whole(1, MAX_BATCH),
+    "prices.context": whole(1, MAX_CONTEXT),
+    "prices.long_price": priced(
         lambda p: bool(p.tier_boundaries_tokens), "a priced model with context tiers"
     ),
-    "prices.long_batch": _whole(1, MAX_BATCH),
-    "caches.price": _priced(),
-    "caches.retentions": _durations_text,
-    "caches.amortization_years": _positive,
-    "caches.prompt_tokens": _whole(1, MAX_CONTEXT),
+    "prices.long_batch": whole(1, MAX_BATCH),
+    "caches.price": priced(),
+    "caches.retentions": parse_durations_text,
+    "caches.amortization_years": parse_positive,
+    "caches.prompt_tokens": whole(1, MAX_CONTEXT),
     "fast.price": _fast_price,
-    "fast.normal_over_balance": _positive,
-    "fast.price_multiple": _positive,
-    "fast.context": _whole(1, MAX_CONTEXT),
-    "fleet.traffic_tokens_per_s": _positive,
-    "fleet.batch": _whole(1, 100_000),
-    "fleet.step_source": _choice(("stated", "roofline")),
-    "fleet.step_ms": _positive,
-    "fleet.context": _whole(1, MAX_CONTEXT),
-    "fleet.chips_per_replica": _whole(1, 1_000_000),
-    "fleet.usd_per_chip_hour": _positive,
-    "fleet.output_tokens": _whole(1, 100_000),
-    "fleet.loads": _number_text(1e-6, MAX_LOADS, MAX_LOAD_FRAC),
-    "fleet.requests": _whole(100, 20_000),
-    "fleet.seed": _whole(0, 2**31 - 1),
-    "overtrain.params_billions": _positive,
-    "overtrain.tokens_per_s_millions": _positive,
-    "overtrain.duration_days": _positive,
-    "overtrain.rl_flops_per_param_token": _positive,
-    "overtrain.rl_efficiency_frac": _fraction,
-    "overtrain.inference_efficiency_frac": _fraction,
-    "overtrain.tokens_per_param": _positive,
-    "sparsity.sparsities": _number_text(1),
-    "sparsity.params_active_billions": _positive,
-    "sparsity.context": _whole(1, MAX_CONTEXT),
-    "sparsity.users": _whole(1, 10_000_000),
+    "fast.normal_over_balance": parse_positive,
+    "fast.price_multiple": parse_positive,
+    "fast.context": whole(1, MAX_CONTEXT),
+    "fleet.traffic_tokens_per_s": parse_positive,
+    "fleet.batch": whole(1, 100_000),
+    "fleet.step_source": choice(("stated", "roofline")),
+    "fleet.step_ms": parse_positive,
+    "fleet.context": whole(1, MAX_CONTEXT),
+    "fleet.chips_per_replica": whole(1, 1_000_000),
+    "fleet.usd_per_chip_hour": parse_positive,
+    "fleet.output_tokens": whole(1, 100_000),
+    "fleet.loads": number_text(1e-6, MAX_LOADS, MAX_LOAD_FRAC),
+    "fleet.requests": whole(100, 20_000),
+    "fleet.seed": whole(0, 2**31 - 1),
+    "overtrain.params_billions": parse_positive,
+    "overtrain.tokens_per_s_millions": parse_positive,
+    "overtrain.duration_days": parse_positive,
+    "overtrain.rl_flops_per_param_token": parse_positive,
+    "overtrain.rl_efficiency_frac": parse_fraction,
+    "overtrain.inference_efficiency_frac": parse_fraction,
+    "overtrain.tokens_per_param": parse_positive,
+    "sparsity.sparsities": number_text(1),
+    "sparsity.params_active_billions": parse_positive,
+    "sparsity.context": whole(1, MAX_CONTEXT),
+    "sparsity.users": whole(1, 10_000_000),
 }
 
 
-_ECONOMICS_PARSERS.update({k: _between(lo, hi) for k, (lo, hi) in ECONOMICS_BOUNDS.items()})
+_ECONOMICS_PARSERS.update({k: between(lo, hi) for k, (lo, hi) in ECONOMICS_BOUNDS.items()})
 
 
 _ECONOMICS_SECTIONS: dict[str, type] = {
@@ -221,7 +221,7 @@ _ECONOMICS_SECTIONS: dict[str, type] = {
 
 def parse_economics_query(params: QueryParams) -> tuple[EconomicsState, list[RackmathError]]:
     """URL -> state: ``tab``, ``model``, ``system`` and ``<tab>.<field>`` for each tab's controls."""
-    values, errors = _parse_fields(params, _ECONOMICS_PARSERS)
+    values, errors = parse_fields(params, _ECONOMICS_PARSERS)
     top: dict[str, Any] = {k: v for k, v in values.items() if "." not in k}
     for section, cls in _ECONOMICS_SECTIONS.items():
         prefix = f"{section}."
@@ -232,5 +232,5 @@ def parse_economics_query(params: QueryParams) -> tuple[EconomicsState, list[Rac
 def economics_query(state: EconomicsState) -> dict[str, str]:
     out = {"tab": state.tab, "model": state.model, "system": state.system}
     for section in _ECONOMICS_SECTIONS:
-        out.update(_section_query(section, getattr(state, section)))
+        out.update(section_query(section, getattr(state, section)))
     return out

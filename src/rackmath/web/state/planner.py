@@ -11,28 +11,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from rackmath.analyses.candidates import PRECISION_CHOICES
-from rackmath.analyses.compare import MAX_CONFIGURATIONS
-from rackmath.analyses.simulate import LengthDist, parse_xpyd
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
-from rackmath.analyses.systems_frontier import MAX_SYSTEMS
+from rackmath.analyses.deploy.candidates import PRECISION_CHOICES
+from rackmath.analyses.deploy.compare import MAX_CONFIGURATIONS
+from rackmath.analyses.deploy.simulate import parse_xpyd
+from rackmath.analyses.deploy.systems_frontier import MAX_SYSTEMS
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.catalog.runtimes import runtimes
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.plan import ParallelPlan
-from rackmath.web.state._common import (
+from rackmath.specs.workload import LengthDist
+from rackmath.web.state.common import (
     MAX_BATCH,
     MAX_CONTEXT,
     PAGE_BOUNDS,
     QueryParams,
-    _between,
-    _choice,
-    _id_list,
-    _model_id,
-    _parse_fields,
-    _precision,
-    _query,
-    _system_id,
-    _whole,
+    between,
+    choice,
+    id_list,
+    parse_fields,
+    parse_model_id,
+    parse_precision,
+    parse_system_id,
+    state_query,
+    whole,
 )
 
 EFFICIENCY_MODES = ("kernel", "pure")
@@ -103,26 +104,26 @@ class CompareState:
 
 
 _CONFIG_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "model": _model_id,
-    "system": _system_id,
-    "chips": _whole(1, 1_000_000),
+    "model": parse_model_id,
+    "system": parse_system_id,
+    "chips": whole(1, 1_000_000),
     "plan": _optional_plan,
-    "weights": _precision,
-    "kv": _precision,
-    "batch": _whole(1, MAX_BATCH),
-    "context": _whole(1, MAX_CONTEXT),
-    "efficiency": _choice(EFFICIENCY_MODES),
+    "weights": parse_precision,
+    "kv": parse_precision,
+    "batch": whole(1, MAX_BATCH),
+    "context": whole(1, MAX_CONTEXT),
+    "efficiency": choice(EFFICIENCY_MODES),
 }
 
 
 def parse_compare_query(params: QueryParams) -> tuple[CompareState, list[RackmathError]]:
     errors: list[RackmathError] = []
-    count, count_errors = _parse_fields(params, {"n": _whole(1, MAX_COMPARED)})
+    count, count_errors = parse_fields(params, {"n": whole(1, MAX_COMPARED)})
     errors += count_errors
     configs = []
     for letter, default in zip(LETTERS, DEFAULT_CONFIGS, strict=True):
         parsers = {f"{letter}.{k}": parse for k, parse in _CONFIG_PARSERS.items()}
-        values, errs = _parse_fields(params, parsers)
+        values, errs = parse_fields(params, parsers)
         errors += errs
         configs.append(replace(default, **{k.removeprefix(f"{letter}."): v for k, v in values.items()}))
     return CompareState(count.get("n", 2), tuple(configs)), errors
@@ -131,7 +132,7 @@ def parse_compare_query(params: QueryParams) -> tuple[CompareState, list[Rackmat
 def compare_query(state: CompareState) -> dict[str, str]:
     out = {"n": str(state.count)}
     for letter, config in zip(LETTERS, state.shown, strict=False):
-        out.update({f"{letter}.{k}": v for k, v in _query(config).items()})
+        out.update({f"{letter}.{k}": v for k, v in state_query(config).items()})
     return out
 
 
@@ -152,30 +153,30 @@ class FrontierState:
 
 
 def _systems(key: str, text: str) -> tuple[str, ...]:
-    ids = _id_list(_system_id)(key, text)
+    ids = id_list(parse_system_id)(key, text)
     if len(ids) > MAX_SYSTEMS:
         raise InputError(key, text, f"at most {MAX_SYSTEMS} systems")
     return ids
 
 
 _FRONTIER_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "model": _model_id,
+    "model": parse_model_id,
     "systems": _systems,
-    "input_len": _whole(1, MAX_CONTEXT),
-    "output_len": _whole(1, MAX_CONTEXT),
-    "precision": _choice(PRECISION_CHOICES),
-    "max_chips": _whole(1, 1024),
-    "efficiency": _choice(EFFICIENCY_MODES),
+    "input_len": whole(1, MAX_CONTEXT),
+    "output_len": whole(1, MAX_CONTEXT),
+    "precision": choice(PRECISION_CHOICES),
+    "max_chips": whole(1, 1024),
+    "efficiency": choice(EFFICIENCY_MODES),
 }
 
 
 def parse_frontier_query(params: QueryParams) -> tuple[FrontierState, list[RackmathError]]:
-    values, errors = _parse_fields(params, _FRONTIER_PARSERS)
+    values, errors = parse_fields(params, _FRONTIER_PARSERS)
     return FrontierState(**values), errors
 
 
 def frontier_query(state: FrontierState) -> dict[str, str]:
-    return _query(state)
+    return state_query(state)
 
 
 # --------------------------------------------------------------------------- Simulate
@@ -202,33 +203,33 @@ class SimulateState:
 
 
 _SIMULATE_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "model": _model_id,
-    "system": _system_id,
+    "model": parse_model_id,
+    "system": parse_system_id,
     "plan": _plan,
-    "runtime": lambda key, text: _choice(tuple(runtimes()))(key, text),
-    "rate_per_s": _between(*PAGE_BOUNDS["simulate.rate_per_s"]),
-    "requests": _whole(1, MAX_WEB_REQUESTS),
+    "runtime": lambda key, text: choice(tuple(runtimes()))(key, text),
+    "rate_per_s": between(*PAGE_BOUNDS["simulate.rate_per_s"]),
+    "requests": whole(1, MAX_WEB_REQUESTS),
     "input": _length,
     "output": _length,
-    "seed": _whole(0, 2**31),
-    "mtp": _whole(0, MAX_SPEC_DEPTH),
-    "acceptance": _between(0.0, 1.0),
+    "seed": whole(0, 2**31),
+    "mtp": whole(0, MAX_SPEC_DEPTH),
+    "acceptance": between(0.0, 1.0),
     "disaggregated": _xpyd,
     "prefill_plan": _optional_plan,
-    "ttft_ms": _between(*PAGE_BOUNDS["simulate.ttft_ms"]),
-    "tpot_ms": _between(*PAGE_BOUNDS["simulate.tpot_ms"]),
-    "efficiency": _choice(EFFICIENCY_MODES),
+    "ttft_ms": between(*PAGE_BOUNDS["simulate.ttft_ms"]),
+    "tpot_ms": between(*PAGE_BOUNDS["simulate.tpot_ms"]),
+    "efficiency": choice(EFFICIENCY_MODES),
 }
 
 
 def parse_simulate_query(params: QueryParams) -> tuple[SimulateState, list[RackmathError]]:
-    values, errors = _parse_fields(params, _SIMULATE_PARSERS)
+    values, errors = parse_fields(params, _SIMULATE_PARSERS)
     return SimulateState(**values), errors
 
 
 def simulate_query(state: SimulateState) -> dict[str, str]:
     defaults = SimulateState()
-    out = _query(state)
+    out = state_query(state)
     for f in fields(state):  # the URL holds what differs from the defaults, and the workload
         if f.name not in ("model", "system", "plan") and getattr(state, f.name) == getattr(defaults, f.name):
             out.pop(f.name, None)

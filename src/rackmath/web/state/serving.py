@@ -8,27 +8,29 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rackmath import catalog
-from rackmath.analyses.energy import DEFAULT_PUE, MAX_PUE
-from rackmath.analyses.speculative import MAX_SPEC_DEPTH
+from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
+from rackmath.catalog import loader as catalog
 from rackmath.errors import InputError, RackmathError
-from rackmath.specs import ChipSpec, ModelSpec, Precision, SystemSpec
+from rackmath.specs.hardware import ChipSpec, SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
-from rackmath.web.state._common import (
+from rackmath.web.state.common import (
     MAX_BATCH,
     MAX_CONTEXT,
     QueryParams,
-    _bounded,
-    _choice,
-    _in_range,
-    _model_id,
-    _parse_model_page,
-    _positive,
-    _precision,
-    _query,
-    _system_id,
-    _whole,
+    bounded,
+    choice,
+    in_range,
     model_of,
+    parse_model_id,
+    parse_model_page,
+    parse_positive,
+    parse_precision,
+    parse_system_id,
+    state_query,
+    whole,
 )
 
 #: how operators are costed: fitted kernel curves, or the lecture's pure roofline
@@ -70,35 +72,35 @@ class ServingState:
 
 
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "model": _model_id,
-    "system": _system_id,
-    "chips": _whole(1, 1_000_000),
-    "weights": _precision,
-    "kv": _precision,
-    "compute": _precision,
-    "usd_per_chip_hour": _positive,
-    "hbm_gb": _positive,
-    "hbm_tb_per_s": _positive,
-    "peak_tflop_per_s": _positive,
-    "batch": _whole(1, MAX_BATCH),
-    "context": _whole(1, MAX_CONTEXT),
-    "efficiency": _choice(EFFICIENCY_MODES),
-    "mtp": _whole(0, MAX_SPEC_DEPTH),
-    "acceptance": _in_range(float, 0.0, 1.0, "an acceptance rate from 0 to 1, e.g. 0.8"),
-    "prefix_hit": _in_range(float, 0.0, MAX_PREFIX_HIT, f"a hit rate from 0 to {MAX_PREFIX_HIT:g}, e.g. 0.5"),
-    "prefix_tier": _choice(PREFIX_TIERS),
-    "pue": _in_range(float, 1.0, MAX_PUE, f"a PUE from 1 to {MAX_PUE:g}, e.g. {DEFAULT_PUE:g}"),
+    "model": parse_model_id,
+    "system": parse_system_id,
+    "chips": whole(1, 1_000_000),
+    "weights": parse_precision,
+    "kv": parse_precision,
+    "compute": parse_precision,
+    "usd_per_chip_hour": parse_positive,
+    "hbm_gb": parse_positive,
+    "hbm_tb_per_s": parse_positive,
+    "peak_tflop_per_s": parse_positive,
+    "batch": whole(1, MAX_BATCH),
+    "context": whole(1, MAX_CONTEXT),
+    "efficiency": choice(EFFICIENCY_MODES),
+    "mtp": whole(0, MAX_SPEC_DEPTH),
+    "acceptance": in_range(float, 0.0, 1.0, "an acceptance rate from 0 to 1, e.g. 0.8"),
+    "prefix_hit": in_range(float, 0.0, MAX_PREFIX_HIT, f"a hit rate from 0 to {MAX_PREFIX_HIT:g}, e.g. 0.5"),
+    "prefix_tier": choice(PREFIX_TIERS),
+    "pue": in_range(float, 1.0, MAX_PUE, f"a PUE from 1 to {MAX_PUE:g}, e.g. {DEFAULT_PUE:g}"),
 }
 
 
 def parse_serving_query(params: QueryParams) -> tuple[ServingState, list[RackmathError]]:
     """URL query parameters -> state; each bad parameter is reported and left at its default."""
-    return _parse_model_page(params, _PARSERS, ServingState)
+    return parse_model_page(params, _PARSERS, ServingState)
 
 
 def serving_query(state: ServingState) -> dict[str, str]:
     """State -> URL query parameters (None fields are left out)."""
-    return _query(state)
+    return state_query(state)
 
 
 def serving_model(state: ServingState) -> ModelSpec:
@@ -146,4 +148,4 @@ def serving_system(state: ServingState, compute: Precision) -> SystemSpec:
     return base if chip is base.chip else base.model_copy(update={"chip": chip})
 
 
-_bounded("serving", _PARSERS)
+bounded("serving", _PARSERS)

@@ -6,20 +6,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath.analyses.training_setup import GEMM_RECIPES
+from rackmath.analyses.training.setup import GEMM_RECIPES
 from rackmath.errors import RackmathError
 from rackmath.specs.plan import ParallelPlan
-from rackmath.web.state._common import (
+from rackmath.web.state.common import (
     MAX_CONTEXT,
     QueryParams,
-    _bounded,
-    _choice,
-    _model_id,
-    _parse_model_page,
-    _positive,
-    _query,
-    _system_id,
-    _whole,
+    bounded,
+    choice,
+    parse_model_id,
+    parse_model_page,
+    parse_positive,
+    parse_system_id,
+    state_query,
+    whole,
 )
 
 #: every schedule the simulator lays out (DualPipe needs P even and m >= 2P)
@@ -75,35 +75,35 @@ def _plan_text(key: str, text: str) -> str:
 
 
 _TRAINING_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "model": _model_id,
-    "system": _system_id,
+    "model": parse_model_id,
+    "system": parse_system_id,
     "plan": _plan_text,
-    "chips": _whole(1, 10_000_000),
-    "trillion_tokens": _positive,
-    "seq_len": _whole(1, MAX_CONTEXT),
-    "global_batch": _whole(1, 10_000_000),
-    "microbatch": _whole(1, 1_000_000),
-    "schedule": _choice(TRAIN_SCHEDULES),
-    "virtual_stages": _whole(1, 64),
-    "recompute": _choice(RECOMPUTE_MODES),
-    "optimizer": _choice(OPTIMIZERS),
-    "zero": _whole(0, 3),
-    "compute": _choice(GEMM_RECIPES),
-    "usd_per_chip_hour": _positive,
-    "efficiency": _choice(EFFICIENCIES),
-    "pipe_schedule": _choice(PIPELINE_SCHEDULES),
-    "pipe_stages": _whole(1, MAX_PIPE_STAGES),
-    "pipe_microbatches": _whole(1, MAX_PIPE_MICROBATCHES),
-    "pipe_virtual_stages": _whole(2, 8),
+    "chips": whole(1, 10_000_000),
+    "trillion_tokens": parse_positive,
+    "seq_len": whole(1, MAX_CONTEXT),
+    "global_batch": whole(1, 10_000_000),
+    "microbatch": whole(1, 1_000_000),
+    "schedule": choice(TRAIN_SCHEDULES),
+    "virtual_stages": whole(1, 64),
+    "recompute": choice(RECOMPUTE_MODES),
+    "optimizer": choice(OPTIMIZERS),
+    "zero": whole(0, 3),
+    "compute": choice(GEMM_RECIPES),
+    "usd_per_chip_hour": parse_positive,
+    "efficiency": choice(EFFICIENCIES),
+    "pipe_schedule": choice(PIPELINE_SCHEDULES),
+    "pipe_stages": whole(1, MAX_PIPE_STAGES),
+    "pipe_microbatches": whole(1, MAX_PIPE_MICROBATCHES),
+    "pipe_virtual_stages": whole(2, 8),
 }
 
 
 def parse_training_query(params: QueryParams) -> tuple[TrainingState, list[RackmathError]]:
-    return _parse_model_page(params, _TRAINING_PARSERS, TrainingState)
+    return parse_model_page(params, _TRAINING_PARSERS, TrainingState)
 
 
 def training_query(state: TrainingState) -> dict[str, str]:
-    return _query(state)
+    return state_query(state)
 
 
-_bounded("training", _TRAINING_PARSERS)
+bounded("training", _TRAINING_PARSERS)

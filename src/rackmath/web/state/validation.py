@@ -6,15 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackmath import catalog
+from rackmath.catalog import loader as catalog
 from rackmath.errors import RackmathError
-from rackmath.web.state._common import (
-    QueryParams,
-    _choice,
-    _id_list,
-    _parse_fields,
-    _query,
-)
+from rackmath.web.state.common import QueryParams, choice, id_list, parse_fields, state_query
 
 #: The prediction columns of the validation report, in order, with their labels.
 VALIDATION_COLUMNS: dict[str, str] = {
@@ -41,17 +35,17 @@ def _chip_id(key: str, text: str) -> str:
 
 
 _VALIDATION_PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "columns": _id_list(_choice(tuple(VALIDATION_COLUMNS))),
-    "phases": _id_list(_choice(VALIDATION_PHASES)),
-    "hardware": _id_list(_chip_id),
+    "columns": id_list(choice(tuple(VALIDATION_COLUMNS))),
+    "phases": id_list(choice(VALIDATION_PHASES)),
+    "hardware": id_list(_chip_id),
 }
 
 
 def parse_validation_query(params: QueryParams) -> tuple[ValidationState, list[RackmathError]]:
-    values, errors = _parse_fields(params, _VALIDATION_PARSERS)
+    values, errors = parse_fields(params, _VALIDATION_PARSERS)
     return ValidationState(**values), errors
 
 
 def validation_query(state: ValidationState) -> dict[str, str]:
     """State -> URL; an empty selection (all phases, all hardware) is left out."""
-    return {k: v for k, v in _query(state).items() if v}
+    return {k: v for k, v in state_query(state).items() if v}

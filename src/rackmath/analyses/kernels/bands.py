@@ -1,0 +1,259 @@
+"""Held-out errors of the fitted kernel curves: the split by whole shape values, and the band
+each curve carries (``band: {p10, p90, rows, how}`` in ``catalog/data/kernel_efficiency.yaml``).
+
+**The held-out-value split.** A random 20% of the shapes of a dense grid is interpolation: every
+held-out point has measured neighbours on each side in every dimension. This split holds out
+*whole values* of the dimensions a serving step varies
+(:data:`rackmath.analyses.kernels.op_rows.HELD_OUT_DIMS`): a GEMM's token count ``m``, a MoE
+call's token count and EP degree, decode attention's context and batch, a prompt's length; for
+collectives the message size. Per chip and class, the distinct
+values of each dimension are sorted and every fourth interior one is held out
+(indices ``2, 6, 10, ...``, never the smallest or the largest: the split measures
+generalization between measured values, not extrapolation beyond them); a row is held out when
+any of its dimensions takes a held-out value. The fit sees none of those values; its error on
+them is the curve's error where a deployment's shape falls between the measured grid's values.
+
+**The band.** A curve's band is the 10th and 90th percentile of ``measured / predicted`` over its
+held-out rows under the fit that did not see them (at least :data:`MIN_BAND_ROWS` rows; fewer,
+and the band is the chip x class's pooled one, and ``how`` says so). The shipped curve is then
+fitted on every row. So an operator time ``t`` of that curve lies in ``[p10 t, p90 t]`` for 80% of
+kernel calls at held-out shape values. The band always contains 1 (``p10 <= 1 <= p90``): a curve
+whose held-out rows all run slower than predicted still has the prediction inside its band.
+
+**Transferred chips.** A chip that takes another chip's curves (``transferred``) has a wider
+band: per class, the ratio of the held-out-chip spread (H200's rows under the H100's fit,
+GB300's under GB200's, every row) to the held-out-value spread of the same chip's own fit
+(:func:`transfer_widening`); the lower edge takes the smaller of the two pairs' ratios, the
+upper the larger (never narrower than 1). Within a vendor generation this is measured; across
+vendors (AMD, TPUs on the H100's curves) nothing is, and the widening is a lower bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rackmath.analyses.kernels import tables as et
+from rackmath.analyses.kernels.fit import ChipData, ChipFit, ChipPeaks, fit_chip, predict
+from rackmath.analyses.kernels.op_rows import HELD_OUT_DIMS
+from rackmath.analyses.kernels.rows import CommRows, fit_groups
+from rackmath.core.efficiency import collective_time_s
+from rackmath.specs.efficiency import CurveKey, OpClass
+
+#: Every HOLD_OUT_EVERY-th distinct value of a dimension is held out ...
+HOLD_OUT_EVERY = 4
+#: ... starting at this index in sorted order (the third value; never the first or the last).
+HOLD_OUT_FIRST = 2
+#: Fewest held-out rows a curve's own band is measured on; below, the chip x class band.
+MIN_BAND_ROWS = 30
+#: The quantiles of ``measured / predicted`` a band reports.
+BAND_QUANTILES = (0.1, 0.9)
+
+
+def held_out_values(values: np.ndarray) -> np.ndarray:
+    """Which rows take a held-out value of one dimension: the distinct values in sorted order,
+    every :data:`HOLD_OUT_EVERY`-th from :data:`HOLD_OUT_FIRST`, never the first or last.
+    Worked example: values 1, 2, 4, 8, 16, 32, 64 hold out 4 (index 2); 64 (index 6) is the
+    largest and stays in."""
+    distinct = np.unique(np.asarray(values, float))
+    i = np.arange(distinct.size)
+    chosen = distinct[
+        (i % HOLD_OUT_EVERY == HOLD_OUT_FIRST % HOLD_OUT_EVERY) & (i > 0) & (i < distinct.size - 1)
+    ]
+    return np.isin(values, chosen)
+
+
+def comm_dimension(c: CommRows) -> np.ndarray:
+    """The value a collective's rows are held out by: the message each rank contributes
+    (``message_bytes`` where the rows carry it), else the bytes on the wire."""
+    message = getattr(c, "message_bytes", None)
+    return np.asarray(c.wire_bytes if message is None else message, float)
+
+
+def value_split(data: ChipData) -> dict[str, np.ndarray]:
+    """``{class or collective name: held-out mask}`` of the held-out-value split (module doc)."""
+    masks: dict[str, np.ndarray] = {}
+    for cls, r in data.ops.items():
+        held = np.zeros(len(r.latency_s), bool)
+        for dim in HELD_OUT_DIMS.get(cls, ()):
+            if dim in r.dims:
+                held |= held_out_values(r.dims[dim])
+        masks[cls.value] = held
+    for name, c in data.comm.items():
+        masks[name] = held_out_values(comm_dimension(c))
+    return masks
+
+
+def invert(masks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: ~v for k, v in masks.items()}
+
+
+def class_key(cls: OpClass, kind: str) -> str:
+    """The class a report scores a curve under: its operator class, with the kernel family
+    where attention has several (``attention_decode/mla``); MoE's gated and non-gated curves
+    are one class (:func:`rackmath.analyses.kernels.tables.class_key`)."""
+    return et.class_key(CurveKey(cls, "", kind))
+
+
+def comm_key(name: str) -> str:
+    """The class a collective is scored under: ``collective/<name>``."""
+    return f"collective/{name}"
+
+
+CurveId = tuple[OpClass, str, str]  # (class, format, family)
+
+
+def curve_ratios(
+    fit: ChipFit, data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None
+) -> tuple[dict[CurveId, np.ndarray], dict[str, np.ndarray]]:
+    """``measured / predicted`` of ``data``'s rows under ``fit`` (``mask``: which rows), per curve
+    (class, format, family) and per collective name. Rows of a curve the fit lacks are skipped."""
+    by = {(f.op_class, f.dtype, f.kind): f for f in fit.ops}
+    ops: dict[CurveId, np.ndarray] = {}
+    for cls, allr in data.ops.items():
+        r_all = allr.take(mask[cls.value]) if mask is not None else allr
+        for dt, kind, rows in fit_groups(r_all):
+            f = by.get((cls, dt, kind))
+            if f is None or f.precision not in peaks.peak_flops_per_s:
+                continue
+            r = r_all.take(rows)
+            pred = predict(f.efficiency, r, peaks.peak_flops_per_s[f.precision], peaks.hbm_bytes_per_s)
+            ops[(cls, dt, kind)] = r.latency_s / pred
+    comm: dict[str, np.ndarray] = {}
+    for name, c_all in data.comm.items():
+        c = c_all.take(mask[name]) if mask is not None else c_all
+        eff = fit.comm.get(name)
+        if eff is None or not len(c.latency_s):
+            continue
+        pred = collective_time_s(eff, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
+        comm[name] = c.latency_s / pred
+    return ops, comm
+
+
+def by_class(ops: dict[CurveId, np.ndarray], comm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ratios pooled per report class (:func:`class_key`, :func:`comm_key`)."""
+    out: dict[str, list[np.ndarray]] = {}
+    for (cls, _, kind), v in sorted(ops.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2])):
+        out.setdefault(class_key(cls, kind), []).append(v)
+    for name, v in sorted(comm.items()):
+        out.setdefault(comm_key(name), []).append(v)
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Band:
+    """``p10`` and ``p90`` of measured / predicted over ``rows`` held-out calls, and how."""
+
+    p10: float
+    p90: float
+    rows: int
+    how: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"p10": self.p10, "p90": self.p90, "rows": self.rows, "how": self.how}
+
+
+def band_of(ratios: np.ndarray, how: str) -> Band:
+    """The band of a set of ``measured / predicted`` ratios, widened to contain 1, rounded to
+    4 digits (the catalog's precision; the band always rounds outwards)."""
+    r = np.asarray(ratios, float)
+    r = r[np.isfinite(r) & (r > 0)]
+    lo, hi = (float(np.quantile(r, q)) for q in BAND_QUANTILES)
+    lo, hi = min(lo, 1.0), max(hi, 1.0)
+    return Band(float(np.floor(lo * 1e4) / 1e4), float(np.ceil(hi * 1e4) / 1e4), int(r.size), how)
+
+
+def _how(dims: str) -> str:
+    return f"held-out values of {dims}"
+
+
+@dataclass(frozen=True)
+class HeldOutValues:
+    """One chip's held-out-value test: the fit that did not see the held-out values, the
+    ``measured / predicted`` ratios of the held-out rows per curve and per collective, and the
+    bands they give."""
+
+    fit: ChipFit
+    ops: dict[CurveId, np.ndarray]
+    comm: dict[str, np.ndarray]
+    bands: dict[CurveId, Band]
+    comm_bands: dict[str, Band]
+
+    def by_class(self) -> dict[str, np.ndarray]:
+        return by_class(self.ops, self.comm)
+
+
+def held_out_value_bands(data: ChipData, peaks: ChipPeaks) -> HeldOutValues:
+    """Each curve's band (and each collective's) from the held-out-value split of one chip
+    (module docstring). A curve with fewer than :data:`MIN_BAND_ROWS` held-out rows takes its
+    chip x class's pooled band, else every class of the chip pooled; ``how`` says which."""
+    split = value_split(data)
+    fit = fit_chip(data, peaks, invert(split))
+    ops, comm = curve_ratios(fit, data, peaks, split)
+    pooled = by_class(ops, comm)
+    everything = np.concatenate(list(ops.values())) if ops else np.zeros(0)
+    bands: dict[CurveId, Band] = {}
+    for cls, r in data.ops.items():
+        how = _how(", ".join(d for d in HELD_OUT_DIMS.get(cls, ()) if d in r.dims) or "no dimension")
+        for dt, kind, _ in fit_groups(r):
+            own = ops.get((cls, dt, kind))
+            if own is not None and own.size >= MIN_BAND_ROWS:
+                bands[(cls, dt, kind)] = band_of(own, how)
+                continue
+            n = 0 if own is None else own.size
+            shared = pooled.get(class_key(cls, kind), np.zeros(0))
+            if shared.size >= MIN_BAND_ROWS:
+                bands[(cls, dt, kind)] = band_of(
+                    shared, f"{how} ({n} own rows: the chip's {class_key(cls, kind)} pooled)"
+                )
+            elif everything.size >= MIN_BAND_ROWS:
+                bands[(cls, dt, kind)] = band_of(
+                    everything, f"{how} ({n} own rows: every class of the chip pooled)"
+                )
+    comm_bands = {
+        name: band_of(v, _how("the message size")) for name, v in comm.items() if v.size >= MIN_BAND_ROWS
+    }
+    return HeldOutValues(fit, ops, comm, bands, comm_bands)
+
+
+def transfer_widening(
+    own: dict[str, dict[str, np.ndarray]], transferred: dict[str, dict[str, np.ndarray]]
+) -> dict[str, dict[str, Any]]:
+    """Per class, how much wider a transferred chip's band is than a chip's own:
+    ``own[target][class]`` are the target's held-out-value ratios under its own fit,
+    ``transferred[target][class]`` its rows under the donor's fit. Returns
+    ``{class: {p10, p90, how}}``, the factors that multiply a transferred curve's band edges
+    (``p10 <= 1 <= p90``), and ``"*"``: every class pooled, for a class without its pair."""
+    lows: dict[str, list[float]] = {}
+    highs: dict[str, list[float]] = {}
+    pairs: list[str] = []
+    for target in sorted(transferred):
+        pairs.append(target)
+        mine, theirs = own.get(target, {}), transferred[target]
+        everything_own = [v for v in mine.values()]
+        everything_theirs = [v for v in theirs.values()]
+        if everything_own and everything_theirs:
+            mine = {**mine, "*": np.concatenate(everything_own)}
+            theirs = {**theirs, "*": np.concatenate(everything_theirs)}
+        for k in sorted(set(mine) & set(theirs)):
+            if mine[k].size < MIN_BAND_ROWS or theirs[k].size < MIN_BAND_ROWS:
+                continue
+            o10, o90 = (float(np.quantile(mine[k], q)) for q in BAND_QUANTILES)
+            t10, t90 = (float(np.quantile(theirs[k], q)) for q in BAND_QUANTILES)
+            lows.setdefault(k, []).append(min(1.0, t10 / o10))
+            highs.setdefault(k, []).append(max(1.0, t90 / o90))
+    how = (
+        "held-out chips ("
+        + ", ".join(pairs)
+        + " under their donors' fits, every row) against their own held-out-value spread"
+    )
+    return {
+        k: {
+            "p10": float(np.floor(min(lows[k]) * 1e4) / 1e4),
+            "p90": float(np.ceil(max(highs[k]) * 1e4) / 1e4),
+            "how": how,
+        }
+        for k in sorted(lows)
+    }

@@ -1,0 +1,193 @@
+"""``rackmath calibrate kernels``: fit every chip with tables and write the catalog document.
+
+The fit itself is :mod:`rackmath.analyses.kernels.fit`; this module turns its per-chip fits into
+the YAML document of ``catalog/data/kernel_efficiency.yaml`` (parameters, rows used, sources,
+date, fit time). Split from ``kernel_fit`` by responsibility (fitting vs writing the catalog).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rackmath.analyses.kernels import bands as kb
+from rackmath.analyses.kernels.fit import (
+    HELD_OUT_CHIPS,
+    TRANSFER,
+    ChipData,
+    ChipFit,
+    ChipPeaks,
+    deterministic_threads,
+    fit_chip,
+    load_package_chip,
+)
+from rackmath.catalog import kernel_tables as kt
+from rackmath.errors import InputError
+from rackmath.specs.efficiency import OpEfficiency
+
+
+def _params(e: OpEfficiency) -> dict[str, Any]:
+    """One fitted curve's parameters as catalog data; a second kernel's curve nests under
+    ``alternative`` with its ``kernel`` name."""
+    return {
+        **({"kernel": e.kernel} if e.kernel else {}),
+        "compute_frac": round(e.compute_frac, 4),
+        "compute_half_rows": round(e.compute_half_rows, 3),
+        "compute_half_cols": round(e.compute_half_cols, 3),
+        "compute_half_depth": round(e.compute_half_depth, 3),
+        "bandwidth_frac": round(e.bandwidth_frac, 4),
+        "bandwidth_half_rows": round(e.bandwidth_half_rows, 3),
+        "bandwidth_tile_depth": e.bandwidth_tile_depth,
+        "compute_tile_rows": e.compute_tile_rows,
+        "bandwidth_tile": e.bandwidth_tile,
+        "overlap_power": round(e.overlap_power, 3),
+        "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
+        "floor_s": float(f"{e.floor_s:.4g}"),
+        **({"split_tokens": round(e.split_tokens, 1)} if e.split_tokens else {}),
+        **({"split_max": round(e.split_max, 2)} if e.split_max else {}),
+        **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
+        **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
+        **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
+    }
+
+
+def fit_to_dict(fit: ChipFit, date: str, held: kb.HeldOutValues | None = None) -> dict[str, Any]:
+    """One chip's catalog entry; with ``held``, every curve (and collective) carries its
+    held-out band (:mod:`rackmath.analyses.kernels.bands`)."""
+    bands = held.bands if held is not None else {}
+    comm_bands = held.comm_bands if held is not None else {}
+    ops = [
+        {
+            "op_class": f.op_class.value,
+            "dtype": f.dtype,
+            **({"kind": f.kind} if f.kind else {}),
+            "precision": f.precision.value,
+            **_params(f.efficiency),
+            "rows_used": f.rows_used,
+            "source": f.source,
+            **(
+                {"band": bands[(f.op_class, f.dtype, f.kind)].to_dict()}
+                if (f.op_class, f.dtype, f.kind) in bands
+                else {}
+            ),
+        }
+        for f in fit.ops
+    ]
+    comm = collectives_to_dict(fit, comm_bands)
+    return {"ops": ops, "collectives": comm, "date": date}
+
+
+def collectives_to_dict(fit: ChipFit, bands: dict[str, kb.Band] | None = None) -> dict[str, Any]:
+    """The fitted collectives of a chip as catalog data: the curve, the rows it used, the largest
+    group and the message range they measured (outside them a step says it extrapolated), the
+    table, and (``bands``) the held-out error band."""
+    out: dict[str, Any] = {}
+    for name, c in fit.comm.items():
+        ranks, low, high = fit.comm_range.get(name, (float("inf"), 0.0, float("inf")))
+        out[name] = {
+            "latency_s": float(f"{c.latency_s:.4g}"),
+            "hop_latency_s": float(f"{c.hop_latency_s:.4g}"),
+            "pipeline_latency_s": float(f"{c.pipeline_latency_s:.4g}"),
+            "bandwidth_frac": round(c.bandwidth_frac, 4),
+            "rows_used": fit.comm_rows[name],
+            "max_ranks": ranks,
+            "min_message_bytes": low,
+            "max_message_bytes": high,
+            "source": fit.sources.get(name, ""),
+            **({"band": bands[name].to_dict()} if bands and name in bands else {}),
+        }
+    return out
+
+
+def calibrate_kernels(
+    chips: list[str] | None = None, from_files: list[Path] | None = None, date: str | None = None
+) -> dict[str, Any]:
+    """Fit the chips' efficiency parameters; returns the YAML document (``chips`` + ``meta``).
+
+    Without ``from_files`` the installed package's tables are used; with them, each file's
+    rows are fitted for the one chip named in ``chips``. The document is a function of the
+    tables and ``date`` alone (default today; the fit is deterministic and its time is not
+    written), so a refit with the shipped file's date reproduces it byte for byte.
+    """
+    from rackmath.catalog.loader import chips as catalog_chips
+
+    date = date or _dt.date.today().isoformat()
+    out: dict[str, Any] = {}
+    widening: dict[str, Any] = {}
+    if from_files:
+        if not chips or len(chips) != 1:
+            raise InputError("--chips", chips, "exactly one catalog chip id for the rows of --from FILE")
+        data = ChipData(chips[0])
+        for given in from_files:
+            paths = (
+                sorted([*Path(given).glob("*.csv"), *Path(given).glob("*.parquet")])
+                if Path(given).is_dir()
+                else [Path(given)]
+            )
+            for p in paths:
+                data.add(kt.read_table(p), p.name)
+        _ = catalog_chips()
+        peaks = ChipPeaks.of(chips[0])
+        with deterministic_threads():
+            held, fit = kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+        out[chips[0]] = fit_to_dict(fit, date, held)
+    else:
+        refs = kt.discover()
+        if not refs:
+            raise InputError(
+                "aiconfigurator-core",
+                "not installed",
+                f"pip install {kt.PACKAGE}=={kt.PACKAGE_VERSION} (the `kernels` extra), or pass --from FILE",
+            )
+        wanted = chips or sorted(set(kt.CHIP_DIRS.values()))
+        unknown = [c for c in wanted if c not in kt.CHIP_DIRS.values()]
+        if unknown:
+            known = ", ".join(sorted(kt.CHIP_DIRS.values()))
+            raise InputError("--chips", unknown, f"chips with tables: {known}")
+        # held-out chips: the targets' rows and own held-out ratios, the donors' fits
+        targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
+        donors: dict[str, ChipFit] = {}
+        for chip_id in wanted:
+            with deterministic_threads():
+                data = load_package_chip(chip_id, refs)
+                peaks = ChipPeaks.of(chip_id)
+                held = kb.held_out_value_bands(data, peaks)
+                fit = fit_chip(data, peaks)
+            out[chip_id] = fit_to_dict(fit, date, held)
+            if chip_id in HELD_OUT_CHIPS:
+                targets[chip_id] = (data, held.by_class())
+            if chip_id in HELD_OUT_CHIPS.values():
+                donors[chip_id] = fit
+        pairs = {t: d for t, d in HELD_OUT_CHIPS.items() if t in targets and d in donors}
+        if pairs:
+            across = {}
+            for target, donor in sorted(pairs.items()):
+                ops, comm = kb.curve_ratios(donors[donor], targets[target][0], ChipPeaks.of(target), None)
+                across[target] = kb.by_class(ops, comm)
+            widening = kb.transfer_widening({t: targets[t][1] for t in pairs}, across)
+    return {
+        "chips": out,
+        "transferred": dict(TRANSFER),
+        **({"transfer_band": widening} if widening else {}),
+        "meta": {
+            "package": kt.PACKAGE,
+            "package_version": kt.PACKAGE_VERSION,
+            "date": date,
+        },
+    }
+
+
+#: The shipped catalog's header (``catalog/data/kernel_efficiency.yaml``).
+HEADER = (
+    "# kernel_efficiency.yaml -- per-operator efficiencies fitted by `rackmath calibrate kernels`\n"
+    "# on measured kernel latency tables (see docs/calibration.md). Data, not code: refit, do not edit.\n"
+)
+
+
+def catalog_text(doc: dict[str, Any]) -> str:
+    """The catalog file's text for a fitted document (the one serialization: a refit compares
+    byte for byte)."""
+    return HEADER + yaml.safe_dump(doc, sort_keys=False, width=200)

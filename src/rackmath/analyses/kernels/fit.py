@@ -1,0 +1,489 @@
+"""Fit and validate the per-operator efficiency model on measured kernel latency tables.
+
+Each measured kernel call becomes one row of (rows, cols, depth, FLOPs, bytes, latency); the
+operator time of :func:`rackmath.core.efficiency.operator_time_s` is fitted per chip x operator
+class x dtype by least squares on the log of predicted / measured latency (a soft-L1 loss so a
+few odd rows do not steer the fit). Parameters are fitted in log space inside bounds that keep
+every fraction in (0, 1]; the start point and the row subsample are fixed, so the fit is
+deterministic.
+
+How each table row becomes an operator row (FLOPs, bytes, shape) is in
+:mod:`rackmath.analyses.kernels.rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from rackmath.analyses.kernels.op_rows import OpRows
+from rackmath.analyses.kernels.rows import (
+    DEEPEP_EP,
+    DEEPEP_RANKS,
+    CommRows,
+    comm_rows,
+    fit_groups,
+    moe_kernels,
+    table_rows,
+)
+from rackmath.catalog import kernel_tables as kt
+from rackmath.core.efficiency import operator_time_s
+from rackmath.errors import PrecisionUnavailableError
+from rackmath.specs.efficiency import MAX_OVERLAP_POWER, CollectiveEfficiency, OpClass, OpEfficiency
+from rackmath.specs.precision import Precision, kernel_format
+
+MAX_FIT_ROWS = 6000  # rows per fit (a fixed hash-ordered subsample): keeps the full fit < 60 s
+MIN_FIT_ROWS = 3  # fewer rows than this leave the class unfitted (pure roofline)
+HOLDOUT_MOD = 5  # shape hash % 5 == 0 -> held out (20%)
+# Transfer rule for catalog chips without tables: the nearest measured chip of the same
+# vendor generation; non-NVIDIA parts (no tables at all) take the H100's curves as the
+# best-characterised mature HBM3 accelerator. Stated in docs/calibration.md.
+TRANSFER: dict[str, str] = {
+    "h800": "h100-sxm",
+    "rubin": "gb300",
+    "mi300x": "h100-sxm",
+    "mi325x": "h100-sxm",
+    "mi355x": "h100-sxm",
+    "tpu-v4": "h100-sxm",
+    "tpu-v5e": "h100-sxm",
+    "tpu-v5p": "h100-sxm",
+    "tpu-v6e": "h100-sxm",
+    "tpu7x": "h100-sxm",
+}
+HELD_OUT_CHIPS: dict[str, str] = {"h200": "h100-sxm", "gb300": "gb200"}
+
+
+@dataclass(frozen=True)
+class ChipPeaks:
+    """The catalog figures a fraction is a fraction of."""
+
+    chip_id: str
+    peak_flops_per_s: dict[Precision, float]
+    hbm_bytes_per_s: float
+    scale_up_bytes_per_s: float  # 0 when the chip has no scale-up link: collectives are not fitted
+
+    @classmethod
+    def of(cls, chip_id: str) -> ChipPeaks:
+        from rackmath.catalog.loader import chip
+
+        c = chip(chip_id)
+        peaks: dict[Precision, float] = {}
+        for p in Precision:
+            try:
+                peaks[p] = c.peak_flops(p)
+            except PrecisionUnavailableError:
+                continue
+        return cls(
+            chip_id, peaks, c.hbm_bandwidth_bytes_per_s, c.scale_up_bandwidth_bytes_per_s_per_direction or 0.0
+        )
+
+
+# ------------------------------------------------------------------ fitting
+
+
+# Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
+# bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
+# routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed),
+# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context) and
+# split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0])
+#: A fitted split above this is no split at any context the tables hold (128K tokens).
+NO_SPLIT_TOKENS = 1e6
+#: A fitted cap above this many splits a row is no cap at any context the tables hold.
+NO_SPLIT_MAX = 5e3
+
+
+def _eff(
+    p: np.ndarray,
+    with_cols: bool,
+    tile: float = 0.0,
+    row_tile: float = 0.0,
+    bandwidth_tile: float = 0.0,
+    with_routing: bool = False,
+    with_split: bool = False,
+) -> OpEfficiency:
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max = np.exp(p)
+    splitting = with_split and split < NO_SPLIT_TOKENS
+    split = float(split) if splitting else 0.0
+    split_max = float(split_max) if splitting and split_max < NO_SPLIT_MAX else 0.0
+    return OpEfficiency(
+        compute_frac=float(min(c, 1.0)),
+        compute_half_rows=float(h),
+        bandwidth_frac=float(min(b, 1.0)),
+        bandwidth_half_rows=float(hb),
+        floor_s=float(fl),
+        compute_half_cols=float(hn) if with_cols else 0.0,
+        compute_half_depth=float(hk) if with_cols else 0.0,
+        bandwidth_tile_depth=float(tile),
+        compute_tile_rows=float(row_tile),
+        bandwidth_tile=float(bandwidth_tile),
+        overlap_power=float(min(max(power, 1.0), MAX_OVERLAP_POWER)),
+        routing_bytes_per_element=float(routing) if with_routing else 0.0,
+        split_tokens=split,
+        split_max=split_max,
+    )
+
+
+def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
+    """The time of each measured call on curve ``e``: its work through
+    :func:`rackmath.core.efficiency.operator_time_s`, as the step times an operator
+    (:func:`rackmath.core.operators.timed`)."""
+    w = r.work
+    return operator_time_s(
+        e,
+        w.flops,
+        w.bytes,
+        peak,
+        bw,
+        w.rows,
+        w.cols,
+        w.depth,
+        w.calls,
+        routed=w.routed,
+        tokens=w.tokens,
+        ep=w.ep,
+    )
+
+
+def _subsample(r: OpRows) -> OpRows:
+    if len(r.latency_s) <= MAX_FIT_ROWS:
+        return r
+    order = np.argsort(r.key * np.uint64(2654435761), kind="stable")[:MAX_FIT_ROWS]
+    return r.take(np.sort(order))
+
+
+# KV block sizes tried for decode attention's tile quantization (0 = none); the best fit wins.
+DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+# Row tiles tried for the grouped expert GEMM (0 = none); the best fit wins.
+MOE_ROW_TILES = (0.0, 16.0, 32.0, 64.0, 128.0)
+# Output-tile edges tried for a dense GEMM's bandwidth parallelism (0 = saturate in rows).
+GEMM_BANDWIDTH_TILES = (0.0, 128.0)
+
+
+@contextmanager
+def deterministic_threads() -> Iterator[None]:
+    """Run the fits on one BLAS thread (``threadpoolctl``, the ``kernels`` extra): SciPy's
+    trust-region steps call LAPACK, and a threaded BLAS may split a reduction differently with
+    another number of cores, so a refit on a machine with more cores could differ in the last
+    bits (and, at a rounding edge, in a written digit). One thread makes the arithmetic depend
+    on the inputs and the CPU's kernels only. Without ``threadpoolctl`` it does nothing."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - the kernels extra installs it
+        yield
+        return
+    with threadpool_limits(limits=1):
+        yield
+
+
+def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
+    """Least-squares fit of one operator class and dtype on one chip (deterministic).
+
+    Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a
+    shape also the column and depth half counts, MoE the routing bytes per element, decode
+    attention the context a split-KV thread block takes (``split_tokens``). Discrete choices are
+    tried and the lowest loss wins: the KV tile of decode attention (:data:`DECODE_TILES`), the
+    row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`) and a dense GEMM's output tile
+    (:data:`GEMM_BANDWIDTH_TILES`). The residual times each row through
+    :func:`operator_time_s`, the function the cost model uses.
+    """
+    from scipy.optimize import least_squares
+
+    r = _subsample(r)
+    with_cols = r.cols is not None
+    with_routing = r.routed is not None
+    with_split = r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None
+    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing, with_split, with_split])
+    log_t = np.log(r.latency_s)
+    tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
+    row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
+    bw_tiles = GEMM_BANDWIDTH_TILES if (r.op_class is OpClass.GEMM and with_cols) else (0.0,)
+    best: tuple[float, np.ndarray, tuple[float, float, float]] | None = None
+    for shape in [(t, rt, bt) for t in tiles for rt in row_tiles for bt in bw_tiles]:
+        start = _START.copy()
+        if shape[2] > 0:
+            start[3] = np.log(16.0)  # the half count is in output tiles: of the order of the SMs
+
+        def resid(
+            q: np.ndarray, shape: tuple[float, float, float] = shape, start: np.ndarray = start
+        ) -> np.ndarray:
+            p = start.copy()
+            p[free] = q
+            e = _eff(p, with_cols, *shape, with_routing=with_routing, with_split=with_split)
+            return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
+
+        sol = least_squares(
+            resid,
+            start[free],
+            bounds=(_LOG_LO[free], _LOG_HI[free]),
+            loss="soft_l1",
+            f_scale=0.1,
+            max_nfev=400,
+        )
+        if best is None or sol.cost < best[0] - 1e-12:
+            p = start.copy()
+            p[free] = sol.x
+            best = (float(sol.cost), p, shape)
+    assert best is not None
+    return _eff(best[1], with_cols, *best[2], with_routing=with_routing, with_split=with_split)
+
+
+def pipelined(name: str) -> bool:
+    """Whether a collective implementation streams chunks through a pipeline (NCCL's ring and
+    tree algorithms), so its curve fits ``pipeline_latency_s``. The custom one-shot all-reduce
+    is one step and DeepEP sends per-token messages: their tables fit the plain line (with the
+    term, held-out medians do not fall: B200 custom 3% -> 14%, H100 DeepEP 5-8% unchanged)."""
+    return name.endswith(":nccl")
+
+
+def fit_comm(r: CommRows, pipeline: bool = False) -> tuple[float, float, float, float]:
+    """Fit ``t = latency + (chips - 1) hop + x + 2 sqrt(pipeline x)``, ``x = wire_bytes *
+    seconds_per_byte`` (:func:`rackmath.core.efficiency.collective_time_s`) on the log of the
+    latency (soft-L1 loss, fixed start: deterministic).
+
+    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s); the hop term is
+    only fitted when the table has more than one group size, the pipeline term only with
+    ``pipeline``.
+    """
+    from scipy.optimize import least_squares
+
+    log_t = np.log(r.latency_s)
+    hops = np.maximum(r.chips - 1.0, 0.0)
+    with_hop = np.unique(r.chips).size > 1
+    free = np.array([True, True, with_hop, pipeline])
+    x0 = np.log([5e-6, 1e-11, 1e-6, 1e-7])[free]
+    lo = np.log([1e-8, 1e-15, 1e-10, 1e-12])[free]
+    hi = np.log([1e-2, 1e-6, 1e-3, 1e-3])[free]
+
+    def params(q: np.ndarray) -> tuple[float, float, float, float]:
+        p = np.zeros(4)
+        p[free] = np.exp(q)
+        return float(p[0]), float(p[2]), float(p[1]), float(p[3])
+
+    def resid(q: np.ndarray) -> np.ndarray:
+        lat, hop, spb, pipe = params(q)
+        x = r.wire_bytes * spb
+        return np.asarray(np.log(lat + hops * hop + x + 2.0 * np.sqrt(pipe * x)) - log_t)
+
+    sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
+    return params(sol.x)
+
+
+def comm_efficiency(r: CommRows, link_bytes_per_s: float) -> CollectiveEfficiency:
+    lat, hop, spb, pipe = fit_comm(r, pipelined(r.name))
+    frac = float(min(1.0, 1.0 / (spb * link_bytes_per_s)))
+    return CollectiveEfficiency(
+        latency_s=lat, bandwidth_frac=frac, hop_latency_s=hop, pipeline_latency_s=pipe
+    )
+
+
+# ------------------------------------------------------------------ per-chip fit
+
+
+@dataclass
+class ChipData:
+    """Every measured row of one chip, grouped by class (formats and kernel families inside),
+    with sources."""
+
+    chip_id: str
+    ops: dict[OpClass, OpRows] = field(default_factory=dict)
+    comm: dict[str, CommRows] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)  # "class/kind" or comm name -> table source
+    nccl: Any = None  # the chip's NCCL table: which custom all-reduce rows ran the custom kernel
+    custom: Any = None  # (table, source) of a custom all-reduce read before the NCCL table
+    # Rows that are not the operator's timing (kept out of the fit, scored apart):
+    # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
+    # skipped work), or MoE rows slower than a superset of their work.
+    rejected: dict[OpClass, OpRows] = field(default_factory=dict)
+    # MoE dtypes timed with several gated kernels: each kernel's own rows (dtype -> kernel -> rows)
+    moe_kernels: dict[str, dict[str, OpRows]] = field(default_factory=dict)
+
+    def add(self, df: Any, source: str) -> None:
+        bw = ChipPeaks.of(self.chip_id).hbm_bytes_per_s
+        self.moe_kernels.update(moe_kernels(df, bw))
+        kept = table_rows(df, bw)
+        for cls, every in table_rows(df, physical=False).items():
+            r = kept.get(cls, every.take(np.zeros(len(every.key), bool)))
+            possible = r.latency_s >= r.bytes / bw
+            _append(self.ops, cls, r.take(possible))
+            _append(self.rejected, cls, r.take(~possible))
+            _append(self.rejected, cls, every.take(~np.isin(every.key, r.key)))
+            for kind in sorted(set(every.kind.tolist())):
+                self.sources[source_key(cls, kind)] = source
+        kind = df.attrs.get("kind")
+        if kind == "custom_allreduce":
+            self.custom = (df, source)
+        ranks = DEEPEP_RANKS.get(self.chip_id, DEEPEP_EP)
+        for name, c in comm_rows(df, ranks, self.nccl).items():
+            self.comm[name] = c
+            self.sources[name] = source
+        if kind == "nccl":
+            self.nccl = df
+            if self.custom is not None:  # read first: keep only its rows that ran the custom kernel
+                self.add(*self.custom)
+
+
+def source_key(cls: OpClass, kind: str) -> str:
+    """The key a class and kernel family's table source is kept under (``attention_decode/mla``)."""
+    return f"{cls.value}/{kind}" if kind else cls.value
+
+
+def _append(into: dict[OpClass, OpRows], cls: OpClass, r: OpRows) -> None:
+    into[cls] = r if cls not in into else OpRows.concat(into[cls], r)
+
+
+#: Every table kind the fit reads, in order (NCCL before the custom all-reduce).
+TABLE_KINDS = (
+    "gemm",
+    "moe",
+    "generation_attention",
+    "context_attention",
+    "generation_mla",
+    "context_mla",
+    "nccl",
+    "custom_allreduce",
+    "deepep_ll",
+    "deepep_normal",
+)
+#: The collective tables alone (``load_package_chip(..., kinds=COMM_KINDS)``: a fit of the
+#: collectives without the compute tables, seconds instead of a minute).
+COMM_KINDS = ("nccl", "custom_allreduce", "deepep_ll", "deepep_normal")
+
+
+def load_package_chip(
+    chip_id: str, refs: list[kt.TableRef] | None = None, kinds: tuple[str, ...] = TABLE_KINDS
+) -> ChipData:
+    """The primary tables of one chip from the installed package (``kinds``: which)."""
+    refs = kt.discover() if refs is None else refs
+    data = ChipData(chip_id)
+    # NCCL before the custom all-reduce: its rows say where the custom kernel ran
+    for kind in [k for k in TABLE_KINDS if k in kinds]:
+        ref = kt.primary(refs, chip_id, kind)
+        if ref is None:
+            continue
+        df = kt.read_table(ref.path, kind)
+        if kind == "moe" and not (df["distribution"].astype(str) == "balanced").any():
+            # A100: TensorRT-LLM 1.0.0 measured only power-law routing; SGLang has balanced rows.
+            for alt in sorted(
+                (r for r in refs if r.chip_id == chip_id and r.kind == "moe" and r != ref),
+                key=lambda r: (r.framework, kt.version_key(r.version)),
+                reverse=True,
+            ):
+                alt_df = kt.read_table(alt.path, kind)
+                if (alt_df["distribution"].astype(str) == "balanced").any():
+                    ref, df = alt, alt_df
+                    break
+        data.add(df, f"{ref.source} ({ref.framework} {ref.version})")
+    return data
+
+
+@dataclass
+class OpFit:
+    """One fitted curve: class, format (``dtype``) and kernel family (``kind``), the precision
+    whose peak its compute fraction is a fraction of, the rows it used and their source."""
+
+    op_class: OpClass
+    dtype: str
+    kind: str
+    precision: Precision
+    efficiency: OpEfficiency
+    rows_used: int
+    source: str
+
+
+@dataclass
+class ChipFit:
+    chip_id: str
+    ops: list[OpFit]
+    comm: dict[str, CollectiveEfficiency]
+    comm_rows: dict[str, int]
+    sources: dict[str, str]
+    #: per collective: (largest group, smallest and largest message in bytes) its rows measured
+    comm_range: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+
+def _kernel_chain(
+    kernels: dict[str, OpRows], shapes: np.ndarray, peak: float, bw: float
+) -> OpEfficiency | None:
+    """Each kernel fitted on its own rows of the shapes whose keys are ``shapes`` (the fit's
+    split), chained as alternatives: the kernel with the most rows first, the operator taking
+    the fastest. An alternative runs only in the region its rows cover (most tokens, fewest EP
+    ranks: ``OpEfficiency.max_tokens`` and ``min_ep``)."""
+    order = sorted(kernels, key=lambda k: (-len(kernels[k].key), k))
+    chain: OpEfficiency | None = None  # None when no kernel has rows enough: the caller fits one curve
+    for source in reversed(order):
+        r = kernels[source]
+        r = r.take(np.isin(r.key, shapes))
+        if len(r.latency_s) < MIN_FIT_ROWS:
+            continue
+        region = {}
+        if source != order[0] and r.tokens is not None and r.ep is not None:
+            region = {"max_tokens": float(r.tokens.max()), "min_ep": float(r.ep.min())}
+        chain = replace(fit_op(r, peak, bw), kernel=source, alternative=chain, **region)
+    return chain
+
+
+def curve_precision(dtype: str, peaks: ChipPeaks) -> Precision | None:
+    """The peak a curve of format ``dtype`` is a fraction of: the format's compute precision
+    (:data:`rackmath.specs.precision.FORMATS`: an fp8 KV cache's attention runs fp8 math on
+    Blackwell, up to 1.3x the bf16 peak in the MLA tables), bf16 on a chip without that peak
+    (an A100's fp8-KV attention), None when the chip has neither."""
+    compute = kernel_format(dtype).compute
+    for p in (compute, Precision.BF16):
+        if p in peaks.peak_flops_per_s:
+            return p
+    return None
+
+
+def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None) -> ChipFit:
+    """Fit every class x format x family of one chip (``mask`` keeps only some rows per
+    class/comm name)."""
+    fits: list[OpFit] = []
+    for cls, allr in sorted(data.ops.items(), key=lambda kv: kv[0].value):
+        r_all = allr.take(mask[cls.value]) if mask is not None else allr
+        for dt, kind, rows in fit_groups(r_all):
+            prec = curve_precision(dt, peaks)
+            if prec is None or (
+                cls is OpClass.GEMM and kernel_format(dt).compute not in peaks.peak_flops_per_s
+            ):
+                continue  # the chip has no such tensor cores (fp8 GEMMs on an A100): nothing to fit
+            peak = peaks.peak_flops_per_s[prec]
+            r = r_all.take(rows)
+            if len(r.latency_s) < MIN_FIT_ROWS:
+                continue
+            kernels = data.moe_kernels.get(dt, {}) if (cls is OpClass.MOE and kind == "gated") else {}
+            # several kernels: one curve each, the operator runs the faster
+            chain = _kernel_chain(kernels, r.key, peak, peaks.hbm_bytes_per_s) if kernels else None
+            eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
+            source = data.sources.get(source_key(cls, kind), "")
+            fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source))
+    comm, counts, ranges = fit_collectives(data, peaks, mask)
+    return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources), ranges)
+
+
+def fit_collectives(
+    data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None
+) -> tuple[dict[str, CollectiveEfficiency], dict[str, int], dict[str, tuple[float, float, float]]]:
+    """One alpha-beta curve per ``"<collective>:<implementation>"`` of the chip (rows kept by
+    ``mask``): its efficiency, the rows it used, and the group sizes and messages they cover."""
+    comm: dict[str, CollectiveEfficiency] = {}
+    counts: dict[str, int] = {}
+    ranges: dict[str, tuple[float, float, float]] = {}
+    for name, c_all in sorted(data.comm.items()):
+        c = c_all.take(mask[name]) if mask is not None else c_all
+        if len(c.latency_s) >= MIN_FIT_ROWS and peaks.scale_up_bytes_per_s > 0:
+            comm[name] = comm_efficiency(c, peaks.scale_up_bytes_per_s)
+            counts[name] = len(c.latency_s)
+            ranges[name] = (float(c.chips.max()), float(c.message_bytes.min()), float(c.message_bytes.max()))
+    return comm, counts, ranges
+
+
+# The catalog YAML is written by rackmath.analyses.kernels.calibrate (fit_to_dict,
+# calibrate_kernels), validated by rackmath.analyses.kernels.validation and read as typed tables
+# by rackmath.analyses.kernels.tables; import them from there.

@@ -1,0 +1,155 @@
+"""Is the band honest? The share of the project's published measurements inside their p10-p90.
+
+A prediction's band (:func:`rackmath.analyses.reality.validation.predict` with ``edge``) is the same
+prediction with every operator at the 10th, then the 90th percentile of its kernel curve's
+held-out error (comonotonic, :attr:`rackmath.core.parallel.PlanStep.step_band_s`). If the bands
+were exactly calibrated and the kernel error the only error, 80% of the measurements would fall
+inside theirs. Scored per column of ``rackmath validate`` (``kernel``: kernel-grounded alone;
+``calibrated``: with the end-to-end host-time correction fitted on every row; ``loso``: the
+correction fitted without the row's source), serving rows only (the training step is not a plan
+step and carries no band yet).
+
+The kernel band is a kernel-level error; a serving framework adds host work no kernel table
+sees, and the kernel-grounded column is biased by it (its median error is several times the
+kernels'). The **end-to-end residual band** is that model-level term, measured
+leave-one-source-out: for a row of source S, the 10th and 90th percentile of
+``measured / predicted`` of the ``loso`` column over every *other* source's rows, applied to
+the row's ``loso`` prediction, its edges the wider of that and the kernel band's. It never sees
+the row's own source, so its coverage is an out-of-sample figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rackmath.analyses.reality.validation import EDGES, Calibration, predict
+from rackmath.specs.scenario import Metric, Phase, Scenario
+
+#: What a band is meant to cover: the 10th to the 90th percentile.
+NOMINAL_COVERAGE = 0.8
+
+#: Metrics that fall as the step grows (throughputs, MFU): their low edge is the step's p90.
+_RATES = {
+    Metric.DECODE_TOKENS_PER_S_PER_USER,
+    Metric.OUTPUT_TOKENS_PER_S,
+    Metric.INPUT_TOKENS_PER_S,
+    Metric.PREFILL_MFU,
+}
+
+
+@dataclass(frozen=True)
+class RowBand:
+    row_id: int
+    source_key: str
+    measured: float
+    predicted: float
+    low: float
+    high: float
+
+    @property
+    def inside(self) -> bool:
+        return bool(self.low <= self.measured <= self.high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.row_id,
+            "source_key": self.source_key,
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "p10": self.low,
+            "p90": self.high,
+            "inside": self.inside,
+        }
+
+
+def row_band(s: Scenario, calibration: Calibration) -> RowBand | None:
+    """One serving row's prediction and its band under ``calibration`` (None: not predicted)."""
+    if s.phase is Phase.TRAINING:
+        return None
+    centre, *edges = (predict(s, calibration, e) for e in ("", *EDGES))
+    if not (centre.ok and all(e.ok for e in edges)):
+        return None
+    lo, hi = sorted(e.value for e in edges)
+    return RowBand(
+        s.row_id, s.source_key, s.value, centre.value, min(lo, centre.value), max(hi, centre.value)
+    )
+
+
+def coverage(bands: Sequence[RowBand]) -> dict[str, Any]:
+    """Share of rows inside their band, and the band's median relative width."""
+    if not bands:
+        return {"rows": 0, "inside_frac": None, "median_width_frac": None}
+    inside = np.array([b.inside for b in bands])
+    width = np.array([(b.high - b.low) / b.predicted for b in bands])
+    return {
+        "rows": len(bands),
+        "inside_frac": float(inside.mean()),
+        "median_width_frac": float(np.median(width)),
+        "below": int(sum(b.measured < b.low for b in bands)),
+        "above": int(sum(b.measured > b.high for b in bands)),
+    }
+
+
+def residual_bands(loso: Sequence[RowBand]) -> list[RowBand]:
+    """The end-to-end residual band of each row (module docstring): the ``loso`` rows' kernel
+    bands widened by the other sources' ``measured / predicted`` spread."""
+    out = []
+    for b in loso:
+        others = np.array([o.measured / o.predicted for o in loso if o.source_key != b.source_key])
+        if others.size == 0:
+            continue
+        r10, r90 = np.quantile(others, 0.1), np.quantile(others, 0.9)
+        out.append(
+            RowBand(
+                b.row_id,
+                b.source_key,
+                b.measured,
+                b.predicted,
+                min(b.low, float(r10 * b.predicted)),
+                max(b.high, float(r90 * b.predicted)),
+            )
+        )
+    return out
+
+
+def band_coverage(
+    scenarios: Sequence[Scenario], columns: Mapping[str, Calibration | Mapping[str, Calibration]]
+) -> dict[str, Any]:
+    """Coverage per column: ``columns`` maps a column to its calibration, or to one calibration
+    per source key (leave-one-source-out). Adds ``loso_with_residual`` where ``loso`` is given."""
+    per: dict[str, list[RowBand]] = {}
+    for name, cal in columns.items():
+        bands = []
+        for s in scenarios:
+            c = cal.get(s.source_key) if isinstance(cal, Mapping) else cal
+            if c is None:
+                continue
+            b = row_band(s, c)
+            if b is not None:
+                bands.append(b)
+        per[name] = bands
+    if "loso" in per:
+        per["loso_with_residual"] = residual_bands(per["loso"])
+    return {
+        "nominal": NOMINAL_COVERAGE,
+        "columns": {name: coverage(b) for name, b in per.items()},
+        "rows": {name: [b.to_dict() for b in bands] for name, bands in per.items()},
+        "how": "serving rows; band = every operator at its curve's held-out p10 / p90 together",
+    }
+
+
+def published_band_coverage() -> dict[str, Any]:
+    """:func:`band_coverage` of the catalog's published rows under ``rackmath validate``'s
+    kernel, calibrated and leave-one-source-out columns."""
+    from rackmath.analyses.reality import correction as co
+    from rackmath.catalog.measurements import measurements
+
+    rows = measurements().scenarios
+    loso = co.correction_loso(rows)
+    return band_coverage(
+        rows, {"kernel": co.KERNEL, "calibrated": co.fit_correction(rows), "loso": loso.fits}
+    )

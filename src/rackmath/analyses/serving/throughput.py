@@ -1,0 +1,119 @@
+"""What every decode grid derives from its step time: tokens/s (in all, per user, per chip), the
+price per million output tokens, and the p10-p90 band of each; and the checked
+``batch x context`` axes the grids share.
+
+The pooled grid (:class:`~rackmath.analyses.serving.pooled.DecodeGrid`), the planned one
+(:class:`~rackmath.analyses.serving.planned.PlannedGrid`) and speculative decoding's
+(:class:`~rackmath.analyses.serving.speculative.SpeculativeGrid`) each provide ``batch``,
+``step_s`` and a ``deployment``; this base turns them into the same figures.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import parallel as par
+from rackmath.core import roofline as rl
+from rackmath.errors import InputError
+
+FloatArray = NDArray[np.float64]
+
+
+def batch_context_grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    b = np.asarray(batch, float)
+    c = np.asarray(context, float)
+    if b.size == 0 or not ((b >= 1) & (b < np.inf)).all():  # NaN fails both comparisons
+        raise InputError("batch", batch, "numbers >= 1")
+    if c.size == 0 or not ((c >= 1) & (c < np.inf)).all():
+        raise InputError("context", context, "token counts >= 1")
+    return b[:, None] if b.ndim == 1 else b, c[None, :] if c.ndim == 1 else c
+
+
+class DecodeThroughput(ABC):
+    """Throughput and cost of one decode step over a batch, shared by every decode grid.
+
+    A subclass provides ``batch``, ``step_s`` and a ``deployment`` with ``chips`` and
+    ``usd_per_chip_hour``; each of ``batch`` sequences gains one token per step.
+    """
+
+    batch: FloatArray
+    deployment: Any
+
+    @property
+    @abstractmethod
+    def step_s(self) -> FloatArray:
+        """Seconds per decode step; each grid knows where its step time comes from."""
+
+    @property
+    def tokens_per_s(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s)
+
+    @property
+    def tokens_per_s_per_user(self) -> FloatArray:
+        return np.broadcast_to(1.0 / self.step_s, self.step_s.shape)
+
+    @property
+    def tokens_per_s_per_chip(self) -> FloatArray:
+        return np.asarray(self.tokens_per_s / self.deployment.chips)
+
+    @property
+    def usd_per_million_output_tokens(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
+
+    # The band (p10-p90) of each figure: the step's (:attr:`rackmath.core.parallel.PlanStep.step_band_s`,
+    # every operator at the edges of its curve's held-out error); a throughput's p10 comes from
+    # the step's p90 (a slower step yields fewer tokens), a price's p10 from the step's p10.
+
+    @property
+    def step_band_s(self) -> tuple[FloatArray, FloatArray]:
+        """The step's p10 and p90 (seconds), from the grid's plan step (the step itself when
+        the grid has none)."""
+        step = getattr(self, "times", None) or getattr(self, "step", None)
+        if not isinstance(step, par.PlanStep):
+            return self.step_s, self.step_s
+        lo, hi = step.step_band_s
+        return np.broadcast_to(lo, self.step_s.shape), np.broadcast_to(hi, self.step_s.shape)
+
+    @property
+    def step_s_p10(self) -> FloatArray:
+        return self.step_band_s[0]
+
+    @property
+    def step_s_p90(self) -> FloatArray:
+        return self.step_band_s[1]
+
+    @property
+    def tokens_per_s_per_chip_p10(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s_p90 / self.deployment.chips)
+
+    @property
+    def tokens_per_s_per_chip_p90(self) -> FloatArray:
+        return np.asarray(self.batch / self.step_s_p10 / self.deployment.chips)
+
+    @property
+    def usd_per_million_output_tokens_p10(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s_p10, self.batch, d.chips, d.usd_per_chip_hour)
+
+    @property
+    def usd_per_million_output_tokens_p90(self) -> FloatArray:
+        d = self.deployment
+        return rl.usd_per_million_tokens(self.step_s_p90, self.batch, d.chips, d.usd_per_chip_hour)
+
+    def band_at(self, index: tuple[int, int]) -> dict[str, float]:
+        """The p10-p90 band of one point's step, throughput and price, as JSON keys."""
+        return {
+            "step_s_p10": float(self.step_s_p10[index]),
+            "step_s_p90": float(self.step_s_p90[index]),
+            "tokens_per_s_p10": float(self.tokens_per_s_per_chip_p10[index] * self.deployment.chips),
+            "tokens_per_s_p90": float(self.tokens_per_s_per_chip_p90[index] * self.deployment.chips),
+            "tokens_per_s_per_chip_p10": float(self.tokens_per_s_per_chip_p10[index]),
+            "tokens_per_s_per_chip_p90": float(self.tokens_per_s_per_chip_p90[index]),
+            "usd_per_million_output_tokens_p10": float(self.usd_per_million_output_tokens_p10[index]),
+            "usd_per_million_output_tokens_p90": float(self.usd_per_million_output_tokens_p90[index]),
+        }

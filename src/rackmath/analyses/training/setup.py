@@ -1,0 +1,311 @@
+"""A training job, validated once: model, system, plan, batch, schedule, precision recipe.
+
+:func:`make_training` checks the plan against the model and the system and fills defaults;
+:mod:`rackmath.analyses.training.step` turns the setup into a step (per operator) and the
+memory per chip, :mod:`rackmath.analyses.training.estimate` into an estimate.
+
+Efficiency: ``efficiency_table`` (an :class:`~rackmath.specs.efficiency.EfficiencyTable`, e.g.
+the kernel fit's :func:`rackmath.analyses.kernels.tables.efficiency_table`) when the caller gives
+one; otherwise the flat table of ``efficiency.flops_frac`` (1.0 = pure roofline;
+:data:`CALIBRATED_TRAINING` is the one LOSO-scored value fitted over the published runs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from rackmath.analyses.serving.pooled import DEFAULT_MEMORY_RESERVE_FRAC
+from rackmath.core import architecture as arch
+from rackmath.core import efficiency as eff
+from rackmath.core import pipeline as pl
+from rackmath.core import roofline as rl
+from rackmath.core import training as tr
+from rackmath.core.training_step import GemmRecipe
+from rackmath.errors import InputError
+from rackmath.specs import checks
+from rackmath.specs.efficiency import EfficiencyTable
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
+from rackmath.specs.plan import ParallelPlan
+from rackmath.specs.precision import Precision
+
+#: Default global batch: 4M tokens (Llama 2, Touvron et al. 2023, §2.2: "4M tokens").
+DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
+#: Default sequence length when the model's own is longer (Llama 3 pre-trains at 8K).
+DEFAULT_SEQ_LEN = 8192
+
+#: One achievable-matmul fraction for every training row, fitted once (geometric mean of
+#: measured / pure-roofline throughput over the seven training rows of
+#: shared/reference/measurements.csv plus DeepSeek-V3; see docs/training.md). Never per row.
+#: No efficiency derating (the faces name it without importing the core).
+PURE_ROOFLINE = rl.PURE_ROOFLINE
+CALIBRATED_TRAINING = rl.Efficiency(
+    flops_frac=0.75
+)  # 0.747 with DeepSeek-V3 run as run (0.807 before; 0.77 flat)
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """A validated training job: what to train, on what, how split, for how many tokens."""
+
+    model: ModelSpec
+    system: SystemSpec
+    plan: ParallelPlan
+    tokens: float
+    seq_len: int
+    global_batch: int  # sequences per step
+    microbatch: int  # sequences per micro-batch
+    schedule: pl.Schedule
+    virtual_stages: int
+    recompute: tr.Recompute
+    optimizer: tr.Optimizer
+    zero: tr.ZeroStage
+    sequence_parallel: bool
+    compute: Precision
+    usd_per_chip_hour: float
+    efficiency: rl.Efficiency = rl.PURE_ROOFLINE
+    memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC
+    notes: tuple[str, ...] = field(default=())
+    #: how the GEMMs compute (bf16, fp8, fp8-block, mxfp8, nvfp4); ``compute`` is its peak row
+    recipe: GemmRecipe = GemmRecipe.BF16
+    #: the chip's efficiency per operator class; None: the flat table of ``efficiency``
+    efficiency_table: EfficiencyTable | None = None
+    #: share of the expert all-to-all that may hide under compute (DualPipe 1, 1F1B 0)
+    ep_overlap_frac: float = 0.0
+    #: busiest expert rank's tokens over the mean (1 = balanced routing)
+    routing_skew: float = 1.0
+    #: data-parallel bucket (FSDP unit) in bytes of 16-bit parameters; None: one layer
+    bucket_bytes: float | None = None
+    #: node-limited routing: each token to at most this many scale-up domains (DeepSeek-V3:
+    #: 4); None: free routing, every destination rank's copy crossing on its own
+    ep_max_domains: int | None = None
+    #: dispatch all-to-alls (forward dispatch, backward into the down-projection) in FP8
+    #: with one FP32 scale per 128 values; combines stay BF16 (DeepSeek-V3 §3.3.2)
+    ep_dispatch_fp8: bool = False
+
+    @property
+    def table(self) -> EfficiencyTable:
+        """The efficiency table the operators use."""
+        if self.efficiency_table is not None:
+            return self.efficiency_table
+        return eff.table_from_fractions(
+            flops_frac=self.efficiency.flops_frac, source=f"flat flops_frac {self.efficiency.flops_frac:g}"
+        )
+
+    @property
+    def chips(self) -> int:
+        return self.plan.chips
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per step per pipeline: ``global_batch / (dp * microbatch)``."""
+        return self.global_batch // (self.plan.dp * self.microbatch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    @property
+    def layers_per_stage(self) -> int:
+        return math.ceil(self.model.num_layers / self.plan.pp)
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """Peak of the precision the GEMMs compute at."""
+        return self.system.chip.peak_flops(self.compute)
+
+    @property
+    def attention_precision(self) -> Precision:
+        """Attention, norms and casts: BF16 where the chip has it (FP16 runs stay FP16)."""
+        if self.compute is Precision.FP16 or Precision.BF16 not in self.system.chip.peak_flops_per_s:
+            return self.compute
+        return Precision.BF16
+
+    @property
+    def bf16_peak_flops_per_s(self) -> float:
+        return self.system.chip.peak_flops(self.attention_precision)
+
+    @cached_property
+    def params(self) -> arch.ParamCounts:
+        return arch.param_counts(self.model)
+
+
+def make_training(
+    model: ModelSpec,
+    system: SystemSpec,
+    plan: ParallelPlan,
+    *,
+    tokens: float,
+    chips: int | None = None,
+    seq_len: int | None = None,
+    global_batch: int | None = None,
+    microbatch: int = 1,
+    schedule: pl.Schedule | str = pl.Schedule.ONE_F_ONE_B,
+    virtual_stages: int = 1,
+    recompute: tr.Recompute | str = tr.Recompute.SELECTIVE,
+    optimizer: tr.Optimizer | str = tr.Optimizer.ADAM_MIXED,
+    zero: int = 1,
+    sequence_parallel: bool = True,
+    compute: Precision | GemmRecipe | str | None = None,
+    usd_per_chip_hour: float | None = None,
+    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC,
+    efficiency_table: EfficiencyTable | str | None = None,
+    ep_overlap_frac: float | None = None,
+    routing_skew: float = 1.0,
+    bucket_bytes: float | None = None,
+    ep_max_domains: int | None = None,
+    ep_dispatch_fp8: bool = False,
+) -> TrainingSetup:
+    """Check the plan against the model and system once; fill defaults; explain refusals."""
+    if chips is not None and checks.whole("chips", chips) != plan.chips:
+        raise InputError(
+            "--chips", chips, f"the plan's tp x pp x dp x cp = {plan.chips} chips ({plan}); change one"
+        )
+    checks.positive("tokens", tokens, allowed="a positive token budget, e.g. 15e12")
+    a = model.attention
+    if a.num_heads % plan.tp:
+        raise InputError("plan tp", plan.tp, f"a divisor of the {a.num_heads} attention heads")
+    if plan.pp > model.num_layers:
+        raise InputError("plan pp", plan.pp, f"at most the {model.num_layers} layers")
+    if plan.ep > 1:
+        if not model.is_moe or model.moe is None:
+            raise InputError("plan ep", plan.ep, "1 for a dense model (it has no experts to shard)")
+        if model.moe.num_experts % plan.ep:
+            raise InputError("plan ep", plan.ep, f"a divisor of the {model.moe.num_experts} experts")
+    seq = min(DEFAULT_SEQ_LEN, model.max_context or DEFAULT_SEQ_LEN) if seq_len is None else seq_len
+    seq = checks.whole("seq-len", seq)
+    if seq % plan.cp:
+        raise InputError("seq-len", seq, f"a multiple of cp = {plan.cp}")
+    micro = checks.whole("microbatch", microbatch)
+    unit = plan.dp * micro
+    if global_batch is None:
+        global_batch = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq / unit)) * unit
+    batch = checks.whole("batch", global_batch)
+    if batch % unit:
+        raise InputError("batch", batch, f"a multiple of dp x microbatch = {unit} sequences")
+    sched = pl.Schedule.parse(schedule)
+    v = checks.whole("virtual stages", virtual_stages)
+    m = batch // unit
+    defaulted_v = False
+    if sched is pl.Schedule.INTERLEAVED:
+        if v < 2:
+            v, defaulted_v = 2, True
+        if m % plan.pp:
+            raise InputError("batch", batch, f"{plan.pp} x dp x microbatch multiples for interleaving")
+        if math.ceil(model.num_layers / plan.pp) < v:
+            raise InputError("virtual stages", v, "at most the layers per stage")
+    elif v != 1:
+        raise InputError("virtual stages", v, "1 unless --schedule interleaved")
+    if sched is pl.Schedule.DUALPIPE and (plan.pp < 2 or plan.pp % 2):
+        raise InputError(
+            "plan pp", plan.pp, "an even number of stages >= 2 for DualPipe (it feeds both ends)"
+        )
+    if batch * seq > tokens:
+        raise InputError(
+            "tokens", tokens, f"at least one step's {batch * seq:,} tokens ({batch} x {seq}); raise --tokens"
+        )
+    try:
+        zero_stage = tr.ZeroStage(zero)
+    except ValueError:
+        raise InputError("zero", zero, "0, 1, 2 or 3") from None
+    if compute:
+        recipe = GemmRecipe.parse(compute)
+    else:
+        native = (
+            Precision.BF16
+            if Precision.BF16 in system.chip.peak_flops_per_s
+            else model.native_weight_precision
+        )
+        recipe = (
+            GemmRecipe.parse(native) if native.value in {r.value for r in GemmRecipe} else GemmRecipe.BF16
+        )
+    precision = recipe.precision
+    system.chip.peak_flops(precision)
+    if isinstance(efficiency_table, str):
+        if efficiency_table != "kernel":
+            raise InputError("efficiency", efficiency_table, "pure, calibrated or kernel")
+        efficiency_table = kernel_table(system.chip.id, recipe, model.moe.gated if model.moe else True)
+    overlap = (1.0 if sched is pl.Schedule.DUALPIPE else 0.0) if ep_overlap_frac is None else ep_overlap_frac
+    checks.fraction("ep overlap", overlap, allowed="a fraction in [0, 1] (DualPipe hides all: 1)")
+    checks.between(
+        "routing skew", routing_skew, 1.0, 64.0, allowed="the busiest expert rank over the mean, in [1, 64]"
+    )
+    if bucket_bytes is not None:
+        checks.at_least(
+            "bucket bytes", bucket_bytes, 2**20, allowed="at least 1 MiB (e.g. 25e6, PyTorch DDP's default)"
+        )
+    if ep_max_domains is not None:
+        checks.whole(
+            "ep max nodes",
+            ep_max_domains,
+            maximum=4096,
+            allowed="a whole number of nodes >= 1 (DeepSeek-V3 routes to 4)",
+        )
+    price = system.chip.price_usd_per_chip_hour.value_usd if usd_per_chip_hour is None else usd_per_chip_hour
+    checks.positive("price per chip-hour", price, allowed="a positive number")
+    checks.fraction("memory reserve", memory_reserve_frac, one=False)
+    notes = []
+    if defaulted_v:
+        notes.append("interleaved with no --virtual-stages: 2 model chunks per stage assumed.")
+    if model.num_layers % plan.pp:
+        notes.append(
+            f"{model.num_layers} layers over {plan.pp} stages: the fullest stage has "
+            f"{math.ceil(model.num_layers / plan.pp)} and sets the pace."
+        )
+    return TrainingSetup(
+        model=model,
+        system=system,
+        plan=plan,
+        tokens=float(tokens),
+        seq_len=seq,
+        global_batch=batch,
+        microbatch=micro,
+        schedule=sched,
+        virtual_stages=v,
+        recompute=tr.Recompute.parse(recompute),
+        optimizer=tr.Optimizer.parse(optimizer),
+        zero=zero_stage,
+        sequence_parallel=sequence_parallel,
+        compute=precision,
+        usd_per_chip_hour=float(price),
+        efficiency=efficiency,
+        memory_reserve_frac=memory_reserve_frac,
+        notes=tuple(notes),
+        recipe=recipe,
+        efficiency_table=efficiency_table,
+        ep_overlap_frac=float(overlap),
+        routing_skew=float(routing_skew),
+        bucket_bytes=bucket_bytes,
+        ep_max_domains=ep_max_domains,
+        ep_dispatch_fp8=bool(ep_dispatch_fp8),
+    )
+
+
+def kernel_table(
+    chip_id: str, recipe: GemmRecipe | str = GemmRecipe.BF16, moe_gated: bool = True
+) -> EfficiencyTable:
+    """The chip's kernel-fitted curves for a training step: every operator picks its curve by
+    its own format (the GEMMs the recipe's, the head, router and attention 16-bit) and the
+    experts by their gating (:meth:`rackmath.core.operators.ChipRates.curve`). Chips without
+    kernel tables get the nearest chip's, with ``transferred=True`` and a ``source`` that says
+    so (:func:`rackmath.analyses.kernels.tables.efficiency_table`). ``recipe`` and
+    ``moe_gated`` are checked and otherwise chosen per operator."""
+    from rackmath.analyses.kernels import tables as et
+
+    GemmRecipe.parse(recipe)
+    return et.efficiency_table(chip_id)
+
+
+#: Every GEMM recipe :func:`make_training` knows (``compute``), whatever the chip.
+GEMM_RECIPES: tuple[str, ...] = tuple(r.value for r in GemmRecipe)
+
+
+def gemm_recipes(system: SystemSpec) -> tuple[str, ...]:
+    """The GEMM recipes :func:`make_training` accepts on ``system`` (its ``compute``): those
+    whose peak the chip's catalog entry states (``tf32`` is not a recipe; ``nvfp4`` needs an
+    fp4 peak)."""
+    peaks = system.chip.peak_flops_per_s
+    return tuple(r.value for r in GemmRecipe if r.precision.compute_class in peaks)
