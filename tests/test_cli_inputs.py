@@ -207,12 +207,12 @@ def test_calibrate_kernels_out_into_a_missing_folder_is_refused_before_the_fit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """main 1de8042 fitted every table (minutes), then failed to write with a traceback."""
-    from rackmath.analyses.kernels import fit
+    from rackmath.analyses.kernels import calibrate
 
     def no_fit(*_: Any, **__: Any) -> None:
         raise AssertionError("the fit started before --out was checked")
 
-    monkeypatch.setattr(fit, "calibrate_kernels", no_fit)
+    monkeypatch.setattr(calibrate, "calibrate_kernels", no_fit)
     code, _, err = _run("calibrate", "kernels", "--out", str(tmp_path / "missing" / "fit.yaml"))
     _refused(code, err, "--out", "existing folder")
     code, _, err = _run("calibrate", "kernels", "--out", str(tmp_path / "fit.json"))
@@ -349,37 +349,37 @@ def test_simulate_slo_json_stdout_stays_json(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`calibrate kernels` fits chip by chip under a bar (CLI level); `validate --kernels`
-    advances a bar in its chip loop. Stand-ins replace the fits (minutes of work)."""
-    from rackmath.analyses.kernels import fit, validation
+    """`calibrate kernels` fits chip by chip under a bar; `validate --kernels` advances a bar in
+    its chip loop. Stand-ins replace the fits (minutes of work)."""
+    from rackmath.analyses.kernels import calibrate, validation
     from rackmath.catalog import kernel_tables as kt
-    from rackmath.cli import kernel_cmds
 
     monkeypatch.setenv("RACKMATH_PROGRESS", "1")
+    monkeypatch.setattr(kt, "discover", lambda: ["table"])
     fitted: list[str] = []
 
-    def fake_fit(chips: list[str] | None = None, from_files: Any = None) -> dict[str, Any]:
-        assert chips is not None and len(chips) == 1
-        fitted.append(chips[0])
-        meta = {"package": "p", "package_version": "0", "date": "d", "fit_seconds": 1.5}
-        return {"chips": {chips[0]: {"ops": [], "collectives": {}}}, "transferred": {}, "meta": meta}
+    def fake_fit(chip_id: str, refs: Any) -> tuple[None, None, None]:
+        fitted.append(chip_id)
+        return None, None, None
 
-    monkeypatch.setattr(fit, "calibrate_kernels", fake_fit)
+    monkeypatch.setattr(calibrate, "fit_package_chip", fake_fit)
+    monkeypatch.setattr(calibrate, "fit_to_dict", lambda fit, date, held: {"ops": [], "collectives": {}})
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        doc = kernel_cmds._fit_with_progress(["h100-sxm", "b200"], None)
+        doc = calibrate.calibrate_kernels(["h100-sxm", "b200"])
     assert fitted == ["h100-sxm", "b200"] and list(doc["chips"]) == ["h100-sxm", "b200"]
-    assert doc["meta"]["fit_seconds"] == 3.0
     assert "Fitting kernel efficiencies" in err.getvalue()
 
-    monkeypatch.setattr(kt, "discover", lambda: ["table"])
     monkeypatch.setattr(validation, "load_package_chip", lambda chip, refs: type("D", (), {"rejected": {}})())
     monkeypatch.setattr(validation, "fit_chip", lambda *a, **k: None)
-    monkeypatch.setattr(validation, "_split", lambda *a, **k: None)
-    monkeypatch.setattr(validation, "_errors", lambda *a, **k: {})
-    monkeypatch.setattr(validation, "_held_out_version", lambda *a, **k: {})
+    monkeypatch.setattr(validation, "hash_split", lambda *a, **k: None)
+    monkeypatch.setattr(validation, "_class_errors", lambda *a, **k: {})
+    monkeypatch.setattr(validation, "_rejected_errors", lambda *a, **k: {})
+    no_values = type("V", (), {"by_class": lambda self: {}})()
+    monkeypatch.setattr(validation.kb, "held_out_value_bands", lambda *a, **k: no_values)
+    monkeypatch.setattr(validation, "held_out_version", lambda *a, **k: ({}, []))
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         report = validation.validate_kernels(["h100-sxm", "b200"])
-    assert list(report["kernels"]["by_chip"]) == ["h100-sxm", "b200"]
+    assert list(report["kernels"]["by_chip"]) == ["b200", "h100-sxm"]  # sorted
     assert "Validating kernels" in err.getvalue()

@@ -118,19 +118,28 @@ def _kernel_doc() -> dict[str, Any]:
 
 
 def _kernel_report(doc: dict[str, Any]) -> dict[str, Any]:
-    """A `validate --kernels` report of the real shape (every chip and class of ``doc``)."""
-    from rackmath.analyses.kernels.fit import CLASSES
+    """A `validate --kernels` report of the real shape: every chip of ``doc`` with every class
+    it has curves or collectives for (the report's class keys, MLA and collectives included)."""
+    from rackmath.analyses.kernels.bands import comm_key
 
     stat = {"median_abs_error": 0.123, "p90_abs_error": 0.456, "rows": 10}
-    by_chip = {chip: dict.fromkeys(CLASSES, stat) for chip in doc["chips"]}
+
+    def classes(entry: dict[str, Any]) -> list[str]:
+        pairs = {(o["op_class"], o.get("kind")) for o in entry["ops"]}
+        ops = {c + (f"/{k}" if k in ("mla", "dsa") else "") for c, k in pairs}
+        return sorted(ops) + [comm_key(name) for name in entry.get("collectives", {})]
+
+    by_chip = {chip: dict.fromkeys(classes(entry), stat) for chip, entry in doc["chips"].items()}
+    every = sorted({c for per in by_chip.values() for c in per})
+    version = {"fitted_on": "trtllm 1.3.0rc20", "tested_on": "trtllm 1.3.0rc23", "by_op": {"moe": stat}}
     return {
         "kernels": {
-            "by_op": dict.fromkeys(CLASSES, stat),
+            "by_op": dict.fromkeys(every, stat),
             "by_chip": by_chip,
-            "held_out_chips": {"h200": {"fitted_on": "h100-sxm", "by_op": dict.fromkeys(CLASSES, stat)}},
-            "held_out_version": {
-                "gb200": {"fitted_on": "trtllm 1.3.0rc20", "tested_on": "trtllm 1.3.0rc23", "moe": stat}
-            },
+            "held_out_values": by_chip,
+            "held_out_values_all": dict.fromkeys(every, stat),
+            "held_out_chips": {"h200": {"fitted_on": "h100-sxm", "by_op": by_chip["h200"]}},
+            "held_out_version": {"gb200": {"moe": version}},
         }
     }
 
@@ -144,7 +153,7 @@ def test_kernel_tables_fit_and_keep_every_class(monkeypatch: pytest.MonkeyPatch,
     doc = _kernel_doc()
     renders: list[Callable[[Any], None]] = [
         lambda c: render_fit(doc, Path("kernel_efficiency.yaml"), c),
-        lambda c: render_kernel_validation(_kernel_report(doc), c),
+        lambda c: render_kernel_validation(_kernel_report(doc)["kernels"], c),
     ]
     for render in renders:
         buf = io.StringIO()

@@ -22,7 +22,7 @@ from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import work as wk
 from rackmath.core.efficiency import collective_time_s
-from rackmath.core.parallel import PlanStep
+from rackmath.core.step import PlanStep
 from rackmath.specs.efficiency import OpClass
 
 NVLINK4_BYTES_PER_S = 450e9  # H100 SXM, per direction (chips.yaml)

@@ -21,9 +21,10 @@ from rackmath.core import parallel as par
 from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
 from rackmath.core.network import CommOverlap
+from rackmath.core.step import PlanStep
 
 
-def _by_name(step: par.PlanStep, attribute: str) -> dict[str, np.ndarray]:
+def _by_name(step: PlanStep, attribute: str) -> dict[str, np.ndarray]:
     return {op.name: np.asarray(getattr(op, attribute)) * step.pp * step.imbalance for op in step.operators}
 
 

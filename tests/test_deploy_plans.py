@@ -28,6 +28,7 @@ from rackmath.core import operators as ops
 from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.core import sharding as shard
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.specs.plan import ParallelPlan
 
@@ -51,7 +52,7 @@ def _dep(dsv3, nvl72, plan: str, **kw):
     return plan_deployment(dsv3, nvl72, plan, efficiency=rl.PURE_ROOFLINE, **kw)
 
 
-def _op(step: par.PlanStep, name: str) -> ops.Operator:
+def _op(step: PlanStep, name: str) -> ops.Operator:
     return next(op for op in step.operators if op.name == name)
 
 

@@ -5,7 +5,7 @@
   m) is reproducible byte for byte, carries its band, and predicts held-out token counts
   within the GEMM target; the fit runs on one BLAS thread;
 * a step's band is its operators' bands summed (worked number of
-  :attr:`rackmath.core.parallel.PlanStep.step_band_s`), and explain, frames and the step-time
+  :attr:`rackmath.core.step.PlanStep.step_band_s`), and explain, frames and the step-time
   chart carry it;
 * a transferred chip's band is the donor's, widened (worked number of
   :func:`rackmath.analyses.kernels.tables.widened`).
@@ -21,7 +21,7 @@ import pytest
 
 from rackmath.analyses.kernels import tables as et
 from rackmath.core import operators as ops
-from rackmath.core import parallel as par
+from rackmath.core.step import PlanStep
 from rackmath.specs.efficiency import ErrorBand, Kernel, OpClass
 
 
@@ -122,7 +122,7 @@ def test_step_band_worked_number() -> None:
     """Operators of 6 ms (0.9-1.2) and 4 ms (0.8-1.5) and 2 ms of exposed communication, one
     stage: 12 ms in [10.6, 15.2] ms (the PlanStep.step_band_s docstring)."""
     one = np.float64(1.0)
-    step = par.PlanStep(
+    step = PlanStep(
         operators=(_operator(6e-3, ErrorBand(0.9, 1.2)), _operator(4e-3, ErrorBand(0.8, 1.5))),
         tp_comm_pass_s=np.float64(2e-3),
         ep_comm_pass_s=np.float64(0.0),

@@ -131,7 +131,8 @@ def column(name: str, value: Any) -> str:
     """A table cell shown by its column's unit suffix: ``step_s`` 0.0123 -> ``'12.3 ms'``,
     ``mfu_frac`` 0.6431 -> ``'64.3%'``, ``..._usd_per_million_...`` -> ``'$0.1234'``,
     ``..._bytes`` and ``bytes_read`` -> ``'70.3 GB'``, ``flops`` and ``..._flops`` -> ``'1.2 PFLOP'``
-    (``..._per_s``: ``'3.35 TB/s'``); text stays as it is."""
+    (``..._per_s``: ``'3.35 TB/s'``); a band's edge (``step_s_p90``) as its quantity; text
+    stays as it is."""
     if value is None:
         return "-"
     if isinstance(value, (bool, np.bool_, str)) or not isinstance(value, (int, float, np.number)):
@@ -140,6 +141,8 @@ def column(name: str, value: Any) -> str:
     if not math.isfinite(v):
         return "n/a"
     n = name.lower()
+    for edge in ("_p10", "_p90"):  # a band's edge is shown as the quantity it bounds
+        n = n.removesuffix(edge)
     if n.endswith(("_frac", "_error", "_error_frac", "mfu", "mbu")) or "_frac_" in n:
         return pct(v)
     if "usd" in n:

@@ -26,6 +26,7 @@ from rackmath.analyses.kernels.fit import (
 )
 from rackmath.catalog import kernel_tables as kt
 from rackmath.errors import InputError
+from rackmath.progress import track
 from rackmath.specs.efficiency import OpEfficiency
 
 
@@ -102,6 +103,15 @@ def collectives_to_dict(fit: ChipFit, bands: dict[str, kb.Band] | None = None) -
     return out
 
 
+def fit_package_chip(chip_id: str, refs: list[kt.TableRef]) -> tuple[ChipData, kb.HeldOutValues, ChipFit]:
+    """One chip's package tables, its held-out-value bands and its fit on every row (on one
+    BLAS thread: :func:`~rackmath.analyses.kernels.fit.deterministic_threads`)."""
+    with deterministic_threads():
+        data = load_package_chip(chip_id, refs)
+        peaks = ChipPeaks.of(chip_id)
+        return data, kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+
+
 def calibrate_kernels(
     chips: list[str] | None = None, from_files: list[Path] | None = None, date: str | None = None
 ) -> dict[str, Any]:
@@ -150,12 +160,8 @@ def calibrate_kernels(
         # held-out chips: the targets' rows and own held-out ratios, the donors' fits
         targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
         donors: dict[str, ChipFit] = {}
-        for chip_id in wanted:
-            with deterministic_threads():
-                data = load_package_chip(chip_id, refs)
-                peaks = ChipPeaks.of(chip_id)
-                held = kb.held_out_value_bands(data, peaks)
-                fit = fit_chip(data, peaks)
+        for chip_id in track(wanted, "Fitting kernel efficiencies (chips)"):
+            data, held, fit = fit_package_chip(chip_id, refs)
             out[chip_id] = fit_to_dict(fit, date, held)
             if chip_id in HELD_OUT_CHIPS:
                 targets[chip_id] = (data, held.by_class())

@@ -2,7 +2,7 @@
 
 A prediction's band (:func:`rackmath.analyses.reality.validation.predict` with ``edge``) is the same
 prediction with every operator at the 10th, then the 90th percentile of its kernel curve's
-held-out error (comonotonic, :attr:`rackmath.core.parallel.PlanStep.step_band_s`). If the bands
+held-out error (comonotonic, :attr:`rackmath.core.step.PlanStep.step_band_s`). If the bands
 were exactly calibrated and the kernel error the only error, 80% of the measurements would fall
 inside theirs. Scored per column of ``rackmath validate`` (``kernel``: kernel-grounded alone;
 ``calibrated``: with the end-to-end host-time correction fitted on every row; ``loso``: the

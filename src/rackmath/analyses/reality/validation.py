@@ -41,6 +41,7 @@ from rackmath.catalog import loader as catalog
 from rackmath.core import architecture as arch
 from rackmath.core import loads, reality
 from rackmath.core import roofline as rl
+from rackmath.core.step import PlanStep
 from rackmath.errors import RackmathError
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
@@ -329,9 +330,9 @@ EDGES = ("p10", "p90")
 
 def _step_at(step_or_grid: Any, edge: str) -> np.ndarray:
     """A step's seconds (``edge`` ""), or its p10 or p90
-    (:attr:`rackmath.core.parallel.PlanStep.step_band_s`) of a plan step or a grid holding one."""
+    (:attr:`rackmath.core.step.PlanStep.step_band_s`) of a plan step or a grid holding one."""
     step = step_or_grid
-    if par is not None and not isinstance(step, par.PlanStep):
+    if par is not None and not isinstance(step, PlanStep):
         step = getattr(step_or_grid, "times", None) or step_or_grid.step
     if not edge:
         return np.asarray(step.step_s)

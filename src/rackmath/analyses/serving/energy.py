@@ -15,8 +15,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.catalog.power import ChipPower, chip_power
 from rackmath.core import energy as en
-from rackmath.core import parallel as par
 from rackmath.core.chip_rates import ChipRates
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.specs import checks
 from rackmath.specs.hardware import ChipSpec
@@ -88,7 +88,7 @@ class EnergyGrid:
 
 def step_energy(
     chip: ChipSpec,
-    step: par.PlanStep,
+    step: PlanStep,
     rates: ChipRates,
     chips: ArrayLike,
     tokens_per_step: ArrayLike,

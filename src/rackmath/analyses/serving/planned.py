@@ -30,6 +30,7 @@ from rackmath.core.loads import StepLoad
 from rackmath.core.memory import ChipWeightBytes
 from rackmath.core.network import DEFAULT_ACTIVATION_BYTES, CommOverlap, Topology
 from rackmath.core.sharding import ShardableModel, StageSplit
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.frames import Col, Tabular, deployment_labels, grid_layout
 from rackmath.specs import checks
@@ -206,7 +207,7 @@ class PlannedGrid(DecodeThroughput, Tabular):
     deployment: PlannedDeployment
     batch: FloatArray
     context: FloatArray
-    step: par.PlanStep
+    step: PlanStep
     memory: MemoryPerChip
 
     @property
@@ -335,7 +336,7 @@ class PlannedDeployment:
     def _rates(self) -> ChipRates:
         return self.base.chip_rates()
 
-    def step(self, load: StepLoad, *, decode: bool, shape: tuple[int, ...] | None = None) -> par.PlanStep:
+    def step(self, load: StepLoad, *, decode: bool, shape: tuple[int, ...] | None = None) -> PlanStep:
         """One cycle processing ``load`` (see :mod:`rackmath.core.operators`); ``shape``
         broadcasts a one-point load's answer to the grid's shape."""
         p = self.plan
@@ -381,7 +382,7 @@ class PlannedDeployment:
         step = self.step(load, decode=False, shape=shape)
         return self._grid(b, n, step, self.memory(bs, ns, tokens_in_flight=bs * ns, shape=shape))
 
-    def _grid(self, b: FloatArray, c: FloatArray, step: par.PlanStep, memory: MemoryPerChip) -> PlannedGrid:
+    def _grid(self, b: FloatArray, c: FloatArray, step: PlanStep, memory: MemoryPerChip) -> PlannedGrid:
         shape = step.step_s.shape
         return PlannedGrid(
             deployment=self,

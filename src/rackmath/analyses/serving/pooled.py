@@ -34,6 +34,7 @@ from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
 from rackmath.core.memory import ChipMemory, ChipWeightBytes
 from rackmath.core.sharding import ShardableModel
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular, deployment_labels, grid_layout
 from rackmath.specs import checks
@@ -209,7 +210,7 @@ class Deployment:
     def shardable(self) -> ShardableModel:
         return shard.shardable(self.model, self.precisions.weights)
 
-    def ideal_step(self, load: loads.StepLoad) -> par.PlanStep:
+    def ideal_step(self, load: loads.StepLoad) -> PlanStep:
         """The pooled ideal chip: a one-rank plan on ``chips`` x one chip, no communication."""
         return par.plan_step(
             self.shardable,
@@ -324,7 +325,7 @@ class DecodeGrid(DecodeThroughput, Tabular):
     deployment: Deployment
     batch: FloatArray
     context: FloatArray
-    times: par.PlanStep
+    times: PlanStep
     flops: FloatArray
     kv_bytes_per_sequence: FloatArray
 
@@ -398,7 +399,7 @@ class PrefillGrid(Tabular):
     deployment: Deployment
     batch: FloatArray
     length: FloatArray
-    times: par.PlanStep
+    times: PlanStep
     flops: FloatArray
 
     @property

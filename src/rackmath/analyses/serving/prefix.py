@@ -33,8 +33,8 @@ from rackmath.catalog.offload import offload_tiers
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.core import loads
-from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.specs import checks
 from rackmath.units import MILLION, SECONDS_PER_HOUR
@@ -82,7 +82,7 @@ class PrefixPrefill:
     deployment: Deployment
     prefix: PrefixCache
     cold: PrefillGrid
-    warm: par.PlanStep  # the suffix's prefill
+    warm: PlanStep  # the suffix's prefill
     cached_tokens: FloatArray
     cached_kv_bytes: FloatArray
     load_s: FloatArray

@@ -18,9 +18,9 @@ from rackmath.analyses.serving import pooled
 from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
 from rackmath.analyses.serving.throughput import DecodeThroughput
 from rackmath.core import loads
-from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as spec
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.specs import checks
 from rackmath.specs.model import ModelSpec
@@ -128,7 +128,7 @@ class SpeculativeGrid(DecodeThroughput):
     batch: FloatArray
     context: FloatArray
     plain: DecodeGrid
-    verify: par.PlanStep
+    verify: PlanStep
     draft_s: FloatArray
 
     @property

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
+from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 
 FloatArray = NDArray[np.float64]
@@ -65,7 +65,7 @@ class DecodeThroughput(ABC):
         d = self.deployment
         return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
 
-    # The band (p10-p90) of each figure: the step's (:attr:`rackmath.core.parallel.PlanStep.step_band_s`,
+    # The band (p10-p90) of each figure: the step's (:attr:`rackmath.core.step.PlanStep.step_band_s`,
     # every operator at the edges of its curve's held-out error); a throughput's p10 comes from
     # the step's p90 (a slower step yields fewer tokens), a price's p10 from the step's p10.
 
@@ -74,7 +74,7 @@ class DecodeThroughput(ABC):
         """The step's p10 and p90 (seconds), from the grid's plan step (the step itself when
         the grid has none)."""
         step = getattr(self, "times", None) or getattr(self, "step", None)
-        if not isinstance(step, par.PlanStep):
+        if not isinstance(step, PlanStep):
             return self.step_s, self.step_s
         lo, hi = step.step_band_s
         return np.broadcast_to(lo, self.step_s.shape), np.broadcast_to(hi, self.step_s.shape)

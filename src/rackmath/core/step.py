@@ -1,0 +1,356 @@
+"""One cycle of a planned deployment and where its time goes: :class:`PlanStep`.
+
+What :func:`rackmath.core.parallel.plan_step` returns (its operators, its communication, its
+pipeline hops and host time) and the views every report reads off it: the step and its band,
+time shares and the bottleneck, throughput, one point operator by operator. Pure and
+vectorized like the step itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from rackmath.core import collective_ops as cops
+from rackmath.core import operators as ops
+from rackmath.specs import efficiency as seff
+
+FloatArray = NDArray[np.float64]
+
+_ATTENTION = (seff.OpClass.ATTENTION_DECODE, seff.OpClass.ATTENTION_PREFILL)
+
+
+def ordered(operators: tuple[ops.Operator, ...]) -> list[ops.Operator]:
+    """The operators in the one order they are summed in, the attention core last. It is the
+    one operator that varies with context, so over a batch x context grid the others add up on
+    the batch axis and the grid pays one full-size addition; and a point alone adds in the same
+    order as the same point inside a grid (the same bits)."""
+    return [op for op in operators if op.op_class not in _ATTENTION] + [
+        op for op in operators if op.op_class in _ATTENTION
+    ]
+
+
+def sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator], Any]) -> FloatArray:
+    """``sum(term(op))`` in the order of :func:`ordered`."""
+    out: Any = 0.0
+    for op in ordered(operators):
+        out = out + term(op)
+    return out
+
+
+#: What bounds a step, by the index :attr:`PlanStep.bottleneck` computes: the operators' time
+#: bound by compute, by moving weights and activations, by moving the KV cache, their launch
+#: floors (``latency``), exposed communication, pipeline hops, and the host's per-step overhead.
+BOTTLENECKS = np.array(["compute", "weights", "kv", "latency", "comm", "hops", "host"])
+
+
+# ----------------------------------------------------------------------------- the step
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One cycle of a planned deployment (seconds; arrays broadcast over plan and grid).
+
+    ``operators`` are one chip's operators for one micro-batch pass through one stage; the
+    ``*_s`` properties scale pass times to the whole cycle (``P`` passes, imbalance
+    included) so they compare directly with :attr:`step_s`:
+
+        step_s = P * imbalance * stage_s + hops_s + overhead_s
+        stage_s = max(pass_s, f comm) + (1 - f) comm,   pass_s = sum of operator times
+    """
+
+    operators: tuple[ops.Operator, ...]
+    tp_comm_pass_s: FloatArray
+    ep_comm_pass_s: FloatArray
+    stage_s: FloatArray
+    hops: FloatArray
+    hops_s: FloatArray  # all hops of a cycle together
+    pp: FloatArray
+    imbalance: FloatArray
+    #: host time per cycle: the per-step overhead plus the per-sequence host time of the
+    #: busiest engine (an attention-DP rank or replica schedules only its own sequences)
+    overhead_s: FloatArray | float = 0.0
+    #: where two-batch overlap split the step into two half micro-batches (it does only where faster)
+    two_batch_split: ArrayLike = False
+    #: the collectives of one pass (TP and EP: ``tp_all_reduce``, ``moe_tp_all_reduce``,
+    #: ``ep_dispatch``, ``ep_combine``) and the cycle's pipeline sends (``pp_send``), each an
+    #: operator of class ``collective`` with its kernel
+    #: (:func:`rackmath.core.collective_ops.step_collectives`)
+    collectives: tuple[ops.Operator, ...] = ()
+
+    @property
+    def _scale(self) -> FloatArray:
+        return np.asarray(self.pp * self.imbalance)
+
+    def _total(self, attribute: str) -> FloatArray:
+        return np.asarray(sum_over(self.operators, lambda op: getattr(op, attribute)))
+
+    @property
+    def pass_s(self) -> FloatArray:
+        """Sum over operators of ``max(compute, memory)`` (+ launch floors), one pass."""
+        return self._total("time_s")
+
+    @property
+    def blackboard_pass_s(self) -> FloatArray:
+        """The lecture's ``max(total compute, total memory)`` for one pass: the lower bound."""
+        return np.asarray(np.maximum(self._total("compute_s"), self._total("memory_s")))
+
+    @property
+    def compute_s(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("compute_s"))
+
+    def _moving_s(self, attribute: str) -> FloatArray:
+        """Seconds the operators spend moving one tensor class (``weight_bytes``, ...)."""
+        moving = sum_over(self.operators, lambda op: op.moving_s(getattr(op, attribute)))
+        return np.asarray(self._scale * moving)
+
+    @property
+    def weight_fetch_s(self) -> FloatArray:
+        return self._moving_s("weight_bytes")
+
+    @property
+    def kv_fetch_s(self) -> FloatArray:
+        return np.asarray(self._moving_s("kv_read_bytes") + self._moving_s("kv_write_bytes"))
+
+    @property
+    def activation_s(self) -> FloatArray:
+        return self._moving_s("activation_bytes")
+
+    @property
+    def memory_s(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("memory_s"))
+
+    @property
+    def bytes_moved(self) -> FloatArray:
+        """HBM bytes one chip moves in a cycle: weights, activations, KV read and written."""
+        moved = sum_over(
+            self.operators,
+            lambda op: op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes,
+        )
+        return np.asarray(self._scale * moved)
+
+    @property
+    def weight_bytes(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("weight_bytes"))
+
+    @property
+    def kv_read_bytes(self) -> FloatArray:
+        return np.asarray(self._scale * self._total("kv_read_bytes"))
+
+    @property
+    def roofline_s(self) -> FloatArray:
+        """The cycle without communication: ``P * imbalance * pass_s``."""
+        return np.asarray(self._scale * self.pass_s)
+
+    @property
+    def blackboard_s(self) -> FloatArray:
+        """The cycle in the lecture's form (no communication, no overhead)."""
+        return np.asarray(self._scale * self.blackboard_pass_s)
+
+    @property
+    def tp_comm_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.tp_comm_pass_s)
+
+    @property
+    def ep_comm_s(self) -> FloatArray:
+        return np.asarray(self._scale * self.ep_comm_pass_s)
+
+    @property
+    def comm_s(self) -> FloatArray:
+        return np.asarray(self.tp_comm_s + self.ep_comm_s)
+
+    @property
+    def communication_s(self) -> FloatArray:
+        """All communication of a cycle, hidden or not: TP, EP and pipeline hops."""
+        return np.asarray(self.comm_s + self.hops_s)
+
+    @property
+    def exposed_communication_s(self) -> FloatArray:
+        """Communication the roofline does not hide: ``step - roofline - overhead``."""
+        return np.asarray(self.step_s - self.roofline_s - self.overhead_s)
+
+    @cached_property
+    def step_s(self) -> FloatArray:
+        return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
+
+    @cached_property
+    def step_band_s(self) -> tuple[FloatArray, FloatArray]:
+        """The cycle's p10 and p90 (s): every operator's time scaled by the 10th and the 90th
+        percentile of ``measured / predicted`` of its curve (``op.kernel.band``, measured on
+        held-out shape values at calibration), communication, hops and host time as they are::
+
+            step_p10 = step_s - P imbalance sum_i (1 - p10_i) t_i
+            step_p90 = step_s + P imbalance sum_i (p90_i - 1) t_i
+
+        The operators' errors are taken as comonotonic (all at their p10 together, all at their
+        p90 together): the sum of the edges, the widest band their errors allow, where
+        independent errors would partly cancel (a conservative choice). Where communication
+        overlaps the pass (``stage = max(pass, f comm) + (1 - f) comm``) a pass shortened or
+        lengthened by ``d`` moves the stage by at most ``d``, so the band stays an outer bound.
+        The pure roofline's operators carry no band (``p10 = p90 = 1``): the band is the step.
+        Worked number: operators of 6 ms (band 0.9-1.2) and 4 ms (0.8-1.5) plus 2 ms of exposed
+        communication, one stage: 12 ms in [12 - 0.6 - 0.8, 12 + 1.2 + 2.0] = [10.6, 15.2] ms."""
+        lo = sum_over(self.operators, lambda op: op.time_s * (op.kernel.band.p10 - 1.0))
+        hi = sum_over(self.operators, lambda op: op.time_s * (op.kernel.band.p90 - 1.0))
+        return np.asarray(self.step_s + self._scale * lo), np.asarray(self.step_s + self._scale * hi)
+
+    def time_shares(self) -> dict[str, FloatArray]:
+        """Where the cycle's time goes, in seconds that add up to :attr:`step_s`:
+
+        * ``latency``: every operator's launch floors (``calls x floor_s``);
+        * ``compute``: the rest of the time of operators bound by compute;
+        * ``weights`` / ``kv``: the rest of the time of operators bound by memory, split by the
+          bytes they move (weights and activations against KV read and written);
+        * ``comm``: communication the roofline does not hide; ``hops``: pipeline hops;
+          ``host``: the per-step overhead.
+        """
+        # one pass over the operators (the order of sum_over: the same bits for a point alone
+        # and inside a grid), each one's time less its launch floors split once by its bound
+        compute: Any = 0.0
+        weights: Any = 0.0
+        kv: Any = 0.0
+        latency: Any = 0.0
+        for op in ordered(self.operators):
+            rest = op.time_s - op.latency_s
+            memory_bound = op.compute_s < op.memory_s
+            kv_moved = op.kv_read_bytes + op.kv_write_bytes
+            moved = op.weight_bytes + op.activation_bytes + kv_moved
+            on_memory = rest * memory_bound
+            on_kv = on_memory * (kv_moved / np.maximum(moved, 1e-300))
+            compute = compute + (rest - on_memory)
+            weights = weights + (on_memory - on_kv)
+            kv = kv + on_kv
+            latency = latency + op.latency_s
+        scale = self._scale
+        shares = {
+            "compute": scale * compute,
+            "weights": scale * weights,
+            "kv": scale * kv,
+            "latency": scale * latency,
+            "comm": self.step_s - self.roofline_s - self.overhead_s - self.hops_s,
+            "hops": self.hops_s + 0.0 * self.step_s,
+            "host": self.overhead_s + 0.0 * self.step_s,
+        }
+        return {k: np.asarray(v) for k, v in shares.items()}
+
+    @property
+    def latency_share(self) -> FloatArray:
+        """The share of the cycle spent in launch floors (the kernels' fixed cost per call)."""
+        return np.asarray(self.time_shares()["latency"] / self.step_s)
+
+    @property
+    def bottleneck(self) -> NDArray[np.str_]:
+        """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
+        shares = self.time_shares()
+        # argmax over the seven shares without stacking seven grid-sized arrays: a later share
+        # takes a point only where it is strictly larger (argmax keeps the first of a tie)
+        best = shares[BOTTLENECKS[0]]
+        code: Any = np.zeros(np.shape(best), np.intp)
+        for i, name in enumerate(BOTTLENECKS[1:], start=1):
+            larger = shares[name] > best
+            best = np.where(larger, shares[name], best)
+            code = np.where(larger, i, code)
+        return BOTTLENECKS[np.broadcast_to(code, np.shape(self.step_s))]
+
+    def _collective_scale(self, op: ops.Operator) -> FloatArray:
+        """A pass collective's time scales to the cycle like the operators (``P x imbalance``);
+        the pipeline sends are already the cycle's."""
+        return np.asarray(1.0) if op.name in cops.PER_CYCLE_COLLECTIVES else self._scale
+
+    def breakdown_at(self, index: tuple[int, ...]) -> dict[str, Any]:
+        """One point of the grid, operator by operator, as plain numbers:
+        ``step_s = sum(time_s) + exposed_communication_s + overhead_s``. The collectives are
+        listed apart (``collectives``: each one's time over the cycle, its fixed part, what
+        bounds it and the kernel it ran on); how much of them the operators hide is
+        ``communication_s - exposed_communication_s``."""
+        shape = self.stage_s.shape
+        scale = float(self._scale[index])
+        operators = [
+            {
+                "name": op.name,
+                "class": op.op_class.value,
+                "flops": scale * float(np.broadcast_to(op.flops, shape)[index]),
+                "bytes_read": scale * float(np.broadcast_to(op.bytes_read, shape)[index]),
+                "bytes_written": scale * float(np.broadcast_to(op.bytes_written, shape)[index]),
+                "compute_s": scale * float(np.broadcast_to(op.compute_s, shape)[index]),
+                "memory_s": scale * float(np.broadcast_to(op.memory_s, shape)[index]),
+                "time_s": scale * float(np.broadcast_to(op.time_s, shape)[index]),
+                "latency_s": scale * float(np.broadcast_to(op.latency_s, shape)[index]),
+                "bound": str(np.broadcast_to(op.bound, shape)[index]),
+                "kernel": op.kernel.to_dict(),
+            }
+            for op in self.operators
+        ]
+        collectives = []
+        for op in self.collectives:
+            k = float(np.broadcast_to(self._collective_scale(op), shape)[index])
+            time = k * float(np.broadcast_to(op.time_s, shape)[index])
+            latency = k * float(np.broadcast_to(op.latency_s, shape)[index])
+            collectives.append(
+                {
+                    "name": op.name,
+                    "class": op.op_class.value,
+                    "time_s": time,
+                    "latency_s": latency,
+                    "bound": "latency" if latency >= 0.5 * time else "link",
+                    "kernel": op.kernel.to_dict(),
+                }
+            )
+        shares = self.time_shares()
+        return {
+            "operators": operators,
+            "collectives": collectives,
+            "time_shares_s": {k: float(np.broadcast_to(v, shape)[index]) for k, v in shares.items()},
+            "communication_s": float(self.communication_s[index]),
+            "exposed_communication_s": float(self.exposed_communication_s[index]),
+            "overhead_s": float(np.broadcast_to(self.overhead_s, self.stage_s.shape)[index]),
+            "blackboard_step_s": float(self.blackboard_s[index]),
+        }
+
+    def operator_table(self) -> list[dict[str, Any]]:
+        """Each operator over the whole cycle: ``{name, class, flops, bytes_read,
+        bytes_written, compute_s, memory_s, time_s, latency_s, bound, kernel}`` (work per chip,
+        times scaled like :attr:`step_s`; ``kernel`` the curve it ran on), then each collective
+        (class ``collective``: no FLOPs and no HBM bytes; ``bound`` is ``latency`` where its
+        fixed part is half its time or more, else ``link``), with its ``latency_s`` and ``kernel``."""
+        scale = self._scale
+        rows: list[dict[str, Any]] = [
+            {
+                "name": op.name,
+                "class": op.op_class.value,
+                "flops": np.asarray(scale * op.flops),
+                "bytes_read": np.asarray(scale * op.bytes_read),
+                "bytes_written": np.asarray(scale * op.bytes_written),
+                "compute_s": np.asarray(scale * op.compute_s),
+                "memory_s": np.asarray(scale * op.memory_s),
+                "time_s": np.asarray(scale * op.time_s),
+                "latency_s": np.asarray(scale * op.latency_s),
+                "bound": op.bound,
+                "kernel": op.kernel.to_dict(),
+            }
+            for op in self.operators
+        ]
+        for op in self.collectives:
+            k = self._collective_scale(op)
+            time, latency = np.asarray(k * op.time_s), np.asarray(k * op.latency_s)
+            rows.append(
+                {
+                    "name": op.name,
+                    "class": op.op_class.value,
+                    "flops": np.zeros_like(time),
+                    "bytes_read": np.zeros_like(time),
+                    "bytes_written": np.zeros_like(time),
+                    "compute_s": np.zeros_like(time),
+                    "memory_s": np.zeros_like(time),
+                    "time_s": time,
+                    "latency_s": latency,
+                    "bound": np.where(latency >= 0.5 * time, "latency", "link"),
+                    "kernel": op.kernel.to_dict(),
+                }
+            )
+        return rows
