@@ -49,6 +49,8 @@ HOLDOUT_MOD = 5  # shape hash % 5 == 0 -> held out (20%)
 # best-characterised mature HBM3 accelerator. Stated in docs/calibration.md.
 TRANSFER: dict[str, str] = {
     "h800": "h100-sxm",
+    "h100-pcie": "h100-sxm",
+    "h100-nvl": "h100-sxm",
     "rubin": "gb300",
     "mi300x": "h100-sxm",
     "mi325x": "h100-sxm",
