@@ -44,6 +44,8 @@ CHIP_DIRS: dict[str, str] = {
     "b300_sxm": "b300",
     "gb200": "gb200",
     "gb300": "gb300",
+    "l40s": "l40s",
+    "rtx_pro_6000_server": "rtx-pro-6000",
 }
 
 # Table kind -> required columns (beyond these, columns are ignored).
