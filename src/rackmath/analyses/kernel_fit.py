@@ -60,6 +60,8 @@ TRANSFER: dict[str, str] = {
     "tpu-v5p": "h100-sxm",
     "tpu-v6e": "h100-sxm",
     "tpu7x": "h100-sxm",
+    "trn1": "h100-sxm",
+    "trn2": "h100-sxm",
 }
 HELD_OUT_CHIPS: dict[str, str] = {"h200": "h100-sxm", "gb300": "gb200"}
 
