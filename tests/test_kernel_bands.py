@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from rackmath.analyses.kernels import tables as et
+from rackmath.catalog import kernel_tables as kt
 from rackmath.core import operators as ops
 from rackmath.core.step import PlanStep
 from rackmath.specs.efficiency import ErrorBand, Kernel, OpClass
@@ -160,7 +161,9 @@ def test_every_shipped_curve_carries_a_band_and_transfers_widen_it() -> None:
         table = et.efficiency_table(chip_id)
         for key, curve in table.curves:
             b = curve.band
-            assert b.rows >= 30 and b.p10 <= 1.0 <= b.p90 and b.how, (chip_id, str(key))
+            # a committed table too small to hold values out says its band is in-sample
+            in_sample = chip_id in kt.committed_chips() and b.how.startswith("in-sample")
+            assert (b.rows >= 30 or in_sample) and b.p10 <= 1.0 <= b.p90 and b.how, (chip_id, str(key))
     own = dict(et.efficiency_table("h100-sxm").curves)
     for key, curve in et.efficiency_table("tpu-v5p").curves:
         assert curve.band.p10 <= own[key].band.p10 and curve.band.p90 >= own[key].band.p90

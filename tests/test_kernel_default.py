@@ -94,7 +94,7 @@ def test_weight_only_formats_take_the_dequantizing_kernels_fit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("system_id", "precision"), [("tpu-v5p-pod", "bf16"), ("mi300x-8", "bf16"), ("rubin-nvl144", "fp8")]
+    ("system_id", "precision"), [("tpu-v5p-pod", "bf16"), ("mi325x-8", "bf16"), ("rubin-nvl144", "fp8")]
 )
 def test_chips_without_tables_are_transferred_and_scaled_by_their_own_peaks(
     system_id: str, precision: str

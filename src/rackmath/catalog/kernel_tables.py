@@ -44,7 +44,15 @@ CHIP_DIRS: dict[str, str] = {
     "b300_sxm": "b300",
     "gb200": "gb200",
     "gb300": "gb300",
+    "l40s": "l40s",
+    "rtx_pro_6000_server": "rtx-pro-6000",
 }
+
+#: Tables committed with the catalog for chips the package does not cover, one folder per
+#: catalog chip id (``catalog/data/kernel_tables/<chip>/*.csv``, each folder's README gives the
+#: source of every row). ``calibrate kernels`` fits them beside the package's tables
+#: (:func:`committed_chips`, :func:`committed_tables`).
+COMMITTED_DIR = Path(__file__).parent / "data" / "kernel_tables"
 
 # Table kind -> required columns (beyond these, columns are ignored).
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -201,6 +209,31 @@ def discover(root: Path | None = None) -> list[TableRef]:
             framework, version = path.parent.parent.name, path.parent.name
             refs.append(TableRef(chip_id, kind, framework, version, path))
     return refs
+
+
+def committed_chips(root: Path | None = None) -> list[str]:
+    """Catalog chips with committed tables (a folder under :data:`COMMITTED_DIR` holding CSVs)."""
+    root = root or COMMITTED_DIR
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if d.is_dir() and any(d.glob("*.csv")))
+
+
+#: The order a chip's committed tables are read in: NCCL before a custom all-reduce (its rows
+#: say where the custom kernel ran, as in the package), then by name (deterministic).
+_COMMITTED_ORDER = {"nccl_perf": 0, "custom_allreduce_perf": 1}
+
+
+def committed_tables(chip_id: str, root: Path | None = None) -> list[Path]:
+    """The committed CSV tables of ``chip_id``, in the order the fit reads them."""
+    folder = (root or COMMITTED_DIR) / chip_id
+    return sorted(folder.glob("*.csv"), key=lambda p: (_COMMITTED_ORDER.get(p.stem, 2), p.name))
+
+
+def committed_source(path: Path) -> str:
+    """How a committed table is named in the catalog (``rackmath catalog/data/kernel_tables/
+    mi300x/gemm_perf.csv``); the folder's README says where its rows come from."""
+    return f"rackmath catalog/data/kernel_tables/{path.parent.name}/{path.name} (see its README)"
 
 
 def version_key(v: str) -> tuple[Any, ...]:

@@ -260,6 +260,15 @@ def _curve_source(point: dict[str, Any]) -> str:
     if tables == ["pure roofline"]:
         return "pure roofline"
     transferred = any(k["transferred"] for k in kernels)
+    own = sorted(
+        {k["chip"] for k in kernels if k["chip"] and not k["transferred"] and k["table"] != "pure roofline"}
+    )
+    if transferred and own:  # a chip with some tables of its own, the donor's for the rest
+        donors = sorted({k["chip"] for k in kernels if k["chip"] and k["transferred"]})
+        return (
+            f"{', '.join(own)}'s measured tables where it has them, {', '.join(donors)}'s for the rest "
+            "(transferred, scaled by this chip's peaks)"
+        )
     return f"{', '.join(chips)}'s measured tables" + (
         " (transferred, scaled by this chip's peaks)" if transferred else ""
     )

@@ -129,7 +129,10 @@ def calibrate_command(
     check: bool = typer.Option(
         False,
         "--check",
-        help="kernels: refit and compare with the shipped catalog byte for byte (exit 1 if not).",
+        help=(
+            "kernels: refit and compare with the shipped catalog byte for byte (exit 1 if not); "
+            "with --chips, only their entries."
+        ),
     ),
 ) -> None:
     """Fit the physical parameters per chip family, and report leave-one-source-out error."""

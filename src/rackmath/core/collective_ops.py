@@ -150,7 +150,8 @@ def _describe(
             "the cross-domain leg on the link model (scale-out)"
         )
     why = "; ".join(notes)
-    return Kernel(curve.source, label, collective, table.chip, table.transferred, why, curve.band)
+    chip, transferred = table.origin_of(curve.chip)
+    return Kernel(curve.source, label, collective, chip, transferred, why, curve.band)
 
 
 def all_reduce_operator(

@@ -187,12 +187,15 @@ NO_BAND = ErrorBand()
 @dataclass(frozen=True)
 class Curve:
     """One fitted curve: the efficiency, the precision whose peak its compute fraction is a
-    fraction of, the measured table it comes from, and its held-out error."""
+    fraction of, the measured table it comes from, and its held-out error. ``chip``: the chip
+    whose table it was fitted on, when that is not the table's (a transferred chip's curve of
+    its own, beside the donor's: :meth:`EfficiencyTable.origin_of`); "" for the table's chip."""
 
     efficiency: OpEfficiency
     precision: str
     source: str
     band: ErrorBand = NO_BAND
+    chip: str = ""
 
 
 @dataclass(frozen=True)
@@ -237,6 +240,8 @@ class CollectiveCurve:
     min_message_bytes: float = 0.0
     max_message_bytes: float = float("inf")
     band: ErrorBand = NO_BAND
+    #: the chip whose table it was fitted on when not the table's ("": the table's), as Curve.chip
+    chip: str = ""
 
 
 #: The flat table's key: a curve for every format and family of a class.
@@ -349,7 +354,15 @@ class EfficiencyTable:
         )
 
     def _kernel(self, c: Curve, fmt: str, kind: str, fallback: str) -> Kernel:
-        return Kernel(c.source, fmt, kind, self.chip, self.transferred, fallback, c.band)
+        chip, transferred = self.origin_of(c.chip)
+        return Kernel(c.source, fmt, kind, chip, transferred, fallback, c.band)
+
+    def origin_of(self, curve_chip: str) -> tuple[str, bool]:
+        """``(chip, transferred)`` a kernel on a curve fitted on ``curve_chip`` reports: a
+        transferred chip's own curve (``curve_chip`` set and not the donor) is not transferred."""
+        if curve_chip and curve_chip != self.chip:
+            return curve_chip, False
+        return self.chip, self.transferred
 
 
 def _format_compute(fmt: str) -> str:

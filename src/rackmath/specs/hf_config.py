@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,7 +57,39 @@ def _native_precision(config: Config) -> Precision:
         )
     if method == "fp8" or str(quant.get("fmt", "")).lower().startswith("e4m3"):
         return Precision.FP8_BLOCK if quant.get("weight_block_size") else Precision.FP8
+    if method == "compressed-tensors":
+        return _compressed_tensors_format(quant)[0]
     return _unquantized_precision(config)
+
+
+def _compressed_tensors_format(quant: Mapping[str, Any]) -> tuple[Precision, int | None]:
+    """``(weight format, group size)`` of a ``compressed-tensors`` quantization config (vLLM's
+    llm-compressor format): the weights of its first config group. Kimi K2.5: ``num_bits 4``,
+    ``type int``, ``strategy group``, ``group_size 32`` -> int4. Formats rackmath does not
+    store (other bit widths) are refused in one line."""
+    groups = quant.get("config_groups") or {}
+    if not isinstance(groups, Mapping) or not groups:
+        raise ConfigError("config.json: quantization_config.config_groups is missing (compressed-tensors)")
+    first = groups[sorted(groups)[0]]
+    weights = first.get("weights") if isinstance(first, Mapping) else None
+    if not isinstance(weights, Mapping):
+        raise ConfigError("config.json: quantization_config.config_groups has no weights entry")
+    bits, kind = weights.get("num_bits"), str(weights.get("type", "")).lower()
+    group = weights.get("group_size")
+    group = group if isinstance(group, int) and not isinstance(group, bool) else None
+    formats = {
+        (4, "int"): Precision.INT4,
+        (8, "int"): Precision.INT8,
+        (8, "float"): Precision.FP8_BLOCK if weights.get("strategy") == "block" else Precision.FP8,
+        (4, "float"): Precision.NVFP4 if group == 16 else Precision.MXFP4,
+    }
+    fmt = formats.get((bits, kind))  # type: ignore[arg-type]
+    if fmt is None:
+        raise ConfigError(
+            f"config.json: compressed-tensors weights of {bits} bits, type {kind!r}, are not a format "
+            "rackmath reads (4-bit int or float, 8-bit int or float)"
+        )
+    return fmt, group
 
 
 def _unquantized_precision(config: Config) -> Precision:
@@ -95,6 +128,8 @@ def _weight_precision_by_class(config: Config) -> tuple[tuple[tuple[str, Precisi
     quant = config.get("quantization_config") or {}
     if not isinstance(quant, Mapping):
         return (), []
+    if str(quant.get("quant_method", "")).lower() == "compressed-tensors":
+        return _compressed_tensors_classes(config, quant)
     patterns = quant.get("modules_to_not_convert") or []
     if not isinstance(patterns, list):
         raise ConfigError(
@@ -131,6 +166,61 @@ def _weight_precision_by_class(config: Config) -> tuple[tuple[tuple[str, Precisi
         classes.update(dict.fromkeys(UNQUANTIZED_BY_DEFAULT, keep))
     if quant.get("quant_method") and classes:
         classes.setdefault("norms", keep)
+    return tuple(sorted(classes.items())), notes
+
+
+#: Module names standing for each weight class of a compressed-tensors checkpoint (the
+#: DeepSeek / Llama / Qwen layout): a class is left unquantized when every one of its names is
+#: matched by the config's ``ignore`` list. Embedding, router and norms are not ``Linear``
+#: modules (compressed-tensors targets ``Linear``) and keep ``torch_dtype``.
+_CT_CLASS_MODULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("attention", ("model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.o_proj")),
+    ("dense_mlp", ("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj")),
+    (
+        "shared_experts",
+        ("model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.mlp.shared_experts.down_proj"),
+    ),
+    ("routed_experts", ("model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.down_proj")),
+    ("lm_head", ("lm_head",)),
+)
+#: compressed-tensors' int4 group size that rackmath's int4 stores (one FP16 scale per 128).
+_INT4_GROUP = 128
+
+
+def _ignored(name: str, patterns: list[str]) -> bool:
+    """Whether compressed-tensors' ``ignore`` list skips module ``name``: ``re:`` patterns
+    match from the start of the name, plain ones name the module or its last segments."""
+    for pattern in patterns:
+        if pattern.startswith("re:"):
+            if re.match(pattern[3:], name):
+                return True
+        elif name == pattern or name.endswith("." + pattern):
+            return True
+    return False
+
+
+def _compressed_tensors_classes(
+    config: Config, quant: Mapping[str, Any]
+) -> tuple[tuple[tuple[str, Precision], ...], list[str]]:
+    """Weight classes a compressed-tensors checkpoint keeps in ``torch_dtype``: those its
+    ``ignore`` list names (:data:`_CT_CLASS_MODULES`), plus embedding, router and norms.
+    Kimi K2.5 ignores ``lm_head``, ``re:.*self_attn.*``, ``re:.*shared_experts.*`` and
+    ``re:.*mlp\\.(gate|up|gate_up|down)_proj.*``: only the routed experts are int4."""
+    ignore = quant.get("ignore") or []
+    if not isinstance(ignore, list):
+        raise ConfigError(f"config.json: quantization_config.ignore must be a list, got {ignore!r}")
+    patterns = [str(p) for p in ignore]
+    keep = _unquantized_precision(config)
+    classes = {cls: keep for cls, names in _CT_CLASS_MODULES if all(_ignored(n, patterns) for n in names)}
+    classes.update(dict.fromkeys(("embedding", "router", "norms"), keep))
+    fmt, group = _compressed_tensors_format(quant)
+    notes = []
+    if fmt is Precision.INT4 and group not in (None, _INT4_GROUP):
+        notes.append(
+            f"int4 weights with one scale per {group} (compressed-tensors) are counted as rackmath's "
+            f"int4, one scale per {_INT4_GROUP}: {4 + 16 / _INT4_GROUP:g} bits a weight instead of "
+            f"{4 + 16 / group:g}"
+        )
     return tuple(sorted(classes.items())), notes
 
 

@@ -465,9 +465,13 @@ def _numbers(view: ServingView, state: ServingState) -> None:
             f"{fmt.seconds(pure_s)} per step at this point."
         )
         if d.transferred_from:
+            own = "own tables" in d.efficiency_table.source  # a few curves of its own (MI300X)
             st.info(
-                f"transferred: {d.system.chip.id} has no measured kernel tables; it runs on "
-                f"{d.transferred_from}'s fitted curves scaled by its own peaks."
+                f"transferred: {d.system.chip.id} has "
+                + ("measured kernel tables for a few curves only" if own else "no measured kernel tables")
+                + f"; it runs on {d.transferred_from}'s fitted curves"
+                + (" for the rest," if own else "")
+                + " scaled by its own peaks."
             )
     else:
         st.caption("Efficiency: pure roofline (the lecture's numbers).")

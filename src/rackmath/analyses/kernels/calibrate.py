@@ -103,13 +103,22 @@ def collectives_to_dict(fit: ChipFit, bands: dict[str, kb.Band] | None = None) -
     return out
 
 
-def fit_package_chip(chip_id: str, refs: list[kt.TableRef]) -> tuple[ChipData, kb.HeldOutValues, ChipFit]:
-    """One chip's package tables, its held-out-value bands and its fit on every row (on one
-    BLAS thread: :func:`~rackmath.analyses.kernels.fit.deterministic_threads`)."""
+def fit_package_chip(
+    chip_id: str, refs: list[kt.TableRef], committed: tuple[str, ...] | list[str] = ()
+) -> tuple[ChipData, kb.HeldOutValues, ChipFit]:
+    """One chip's tables (the package's, or the catalog's own where ``chip_id`` is in
+    ``committed``), its held-out-value bands and its fit on every row (on one BLAS thread:
+    :func:`~rackmath.analyses.kernels.fit.deterministic_threads`). A committed table too small
+    to hold values out gets in-sample bands (:func:`in_sample_bands`)."""
     with deterministic_threads():
-        data = load_package_chip(chip_id, refs)
+        own = chip_id in committed
+        data = load_committed_chip(chip_id) if own else load_package_chip(chip_id, refs)
         peaks = ChipPeaks.of(chip_id)
-        return data, kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+        held = kb.held_out_value_bands(data, peaks)
+        fit = fit_chip(data, peaks)
+        if own:
+            in_sample_bands(held, fit, data, peaks)
+    return data, held, fit
 
 
 def calibrate_kernels(
@@ -146,22 +155,23 @@ def calibrate_kernels(
         out[chips[0]] = fit_to_dict(fit, date, held)
     else:
         refs = kt.discover()
-        if not refs:
+        committed = kt.committed_chips()
+        with_tables = sorted({*kt.CHIP_DIRS.values(), *committed})
+        wanted = chips or with_tables
+        unknown = [c for c in wanted if c not in with_tables]
+        if unknown:
+            raise InputError("--chips", unknown, f"chips with tables: {', '.join(with_tables)}")
+        if not refs and any(c not in committed for c in wanted):
             raise InputError(
                 "aiconfigurator-core",
                 "not installed",
                 f"pip install {kt.PACKAGE}=={kt.PACKAGE_VERSION} (the `kernels` extra), or pass --from FILE",
             )
-        wanted = chips or sorted(set(kt.CHIP_DIRS.values()))
-        unknown = [c for c in wanted if c not in kt.CHIP_DIRS.values()]
-        if unknown:
-            known = ", ".join(sorted(kt.CHIP_DIRS.values()))
-            raise InputError("--chips", unknown, f"chips with tables: {known}")
         # held-out chips: the targets' rows and own held-out ratios, the donors' fits
         targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
         donors: dict[str, ChipFit] = {}
         for chip_id in track(wanted, "Fitting kernel efficiencies (chips)"):
-            data, held, fit = fit_package_chip(chip_id, refs)
+            data, held, fit = fit_package_chip(chip_id, refs, committed)
             out[chip_id] = fit_to_dict(fit, date, held)
             if chip_id in HELD_OUT_CHIPS:
                 targets[chip_id] = (data, held.by_class())
@@ -184,6 +194,31 @@ def calibrate_kernels(
             "date": date,
         },
     }
+
+
+def load_committed_chip(chip_id: str) -> ChipData:
+    """The tables committed with the catalog for ``chip_id`` (``catalog/data/kernel_tables``):
+    a chip the package does not cover, fitted the same way (its other classes transfer)."""
+    data = ChipData(chip_id)
+    for path in kt.committed_tables(chip_id):
+        data.add(kt.read_table(path), kt.committed_source(path))
+    return data
+
+
+def in_sample_bands(held: kb.HeldOutValues, fit: ChipFit, data: ChipData, peaks: ChipPeaks) -> None:
+    """Give a curve of a committed table too small to hold rows out (fewer than
+    :data:`~rackmath.analyses.kernel_bands.MIN_BAND_ROWS` held-out calls and no pool) the band of
+    its own rows under the fit that saw them, and say so (``how``: in-sample). Narrower than a
+    held-out band would be: a lower bound of the curve's error."""
+    ops, comm = kb.curve_ratios(fit, data, peaks, None)
+    for key, ratios in ops.items():
+        if key not in held.bands:
+            held.bands[key] = kb.band_of(ratios, f"in-sample: {ratios.size} rows, too few to hold values out")
+    for name, ratios in comm.items():
+        if name not in held.comm_bands:
+            held.comm_bands[name] = kb.band_of(
+                ratios, f"in-sample: {ratios.size} rows, too few to hold values out"
+            )
 
 
 #: The shipped catalog's header (``catalog/data/kernel_efficiency.yaml``).

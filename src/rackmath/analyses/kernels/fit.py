@@ -44,6 +44,8 @@ HOLDOUT_MOD = 5  # shape hash % 5 == 0 -> held out (20%)
 # best-characterised mature HBM3 accelerator. Stated in docs/calibration.md.
 TRANSFER: dict[str, str] = {
     "h800": "h100-sxm",
+    "h100-pcie": "h100-sxm",
+    "h100-nvl": "h100-sxm",
     "rubin": "gb300",
     "mi300x": "h100-sxm",
     "mi325x": "h100-sxm",
@@ -53,6 +55,8 @@ TRANSFER: dict[str, str] = {
     "tpu-v5p": "h100-sxm",
     "tpu-v6e": "h100-sxm",
     "tpu7x": "h100-sxm",
+    "trn1": "h100-sxm",
+    "trn2": "h100-sxm",
 }
 HELD_OUT_CHIPS: dict[str, str] = {"h200": "h100-sxm", "gb300": "gb200"}
 

@@ -129,7 +129,10 @@ def collective_from_entry(entry: dict[str, Any]) -> CollectiveEfficiency:
     )
 
 
-def collective_curve(entry: dict[str, Any]) -> CollectiveCurve:
+def collective_curve(entry: dict[str, Any], donor: str = "") -> CollectiveCurve:
+    """One catalog collective; ``chip`` set when the entry is a transferred chip's own
+    (its ``chip`` is not ``donor``, the chip the rest of the table comes from)."""
+    own = entry.get("chip", donor) != donor
     return CollectiveCurve(
         collective_from_entry(entry),
         entry.get("source", ""),
@@ -137,6 +140,7 @@ def collective_curve(entry: dict[str, Any]) -> CollectiveCurve:
         min_message_bytes=float(entry.get("min_message_bytes", 0.0)),
         max_message_bytes=float(entry.get("max_message_bytes", float("inf"))),
         band=band_from_entry(entry.get("band")),
+        chip=entry["chip"] if own else "",
     )
 
 
@@ -168,14 +172,16 @@ def efficiency_table(chip_id: str) -> EfficiencyTable:
         key = curve_key(entry)
         if key not in curves:  # the first row of a key is the fit (rows are unique per key)
             band = band_from_entry(entry.get("band"))
+            own = entry.get("chip", donor) != donor  # a transferred chip's own table
             curves[key] = Curve(
                 op_from_entry(entry),
                 entry["precision"],
                 entry.get("source", ""),
-                widened(band, widen, class_key(key)) if widen else band,
+                widened(band, widen, class_key(key)) if widen and not own else band,
+                chip=entry["chip"] if own else "",
             )
     collectives = {
-        _LEGACY_COLLECTIVES.get(name, name): collective_curve(entry)
+        _LEGACY_COLLECTIVES.get(name, name): collective_curve(entry, donor)
         for name, entry in sorted(ke.collective_entries(looked_up).items())
     }
     source = ke.origin(looked_up)

@@ -136,6 +136,7 @@ READERS: dict[str, Callable[[Fields], dict[str, Any]]] = {
     "deepseek_v3": _read_deepseek,
     "deepseek_v32": _read_deepseek,
     "kimi_k2": _read_deepseek,
+    "kimi_k25": _read_deepseek,  # the text tower of a Kimi K2.5 / K2.6 config (hf_readers.unwrap)
     "glm4_moe": _read_deepseek,
     "gpt_oss": _read_gpt_oss,
     "gemma3": _read_gemma3,
