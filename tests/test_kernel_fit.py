@@ -362,3 +362,21 @@ def test_the_calibrate_table_names_a_second_kernels_region() -> None:
 
     assert _second_kernel({"max_tokens": 128.0, "min_ep": 2.0}) == " 2 kernels (2nd: <= 128 tok, EP >= 2)"
     assert _second_kernel({}) == " 2 kernels"
+
+
+def test_a_partial_refit_goes_in_where_a_full_refit_writes_it() -> None:
+    """`calibrate kernels --chips mi300x --install` into a catalog whose last chip is
+    rtx-pro-6000: the chips come out sorted (the full refit's order, so `--check` reproduces
+    the file), the other entries untouched, the transfer widening the shipped one."""
+    shipped = {
+        "chips": {"a100-80gb": {"ops": [1]}, "rtx-pro-6000": {"ops": [2]}},
+        "transferred": {"old": "h100-sxm"},
+        "transfer_band": {"*": {"p10": 0.9}},
+        "meta": {"date": "2026-11-20"},
+    }
+    partial = {"chips": {"mi300x": {"ops": [3]}}, "transferred": {"new": "h100-sxm"}, "meta": {"date": "d"}}
+    doc = kc.with_chips(shipped, partial)
+    assert list(doc["chips"]) == ["a100-80gb", "mi300x", "rtx-pro-6000"]
+    assert doc["chips"]["a100-80gb"] == {"ops": [1]} and doc["chips"]["mi300x"] == {"ops": [3]}
+    assert doc["transferred"] == {"new": "h100-sxm"} and doc["meta"] == {"date": "d"}
+    assert doc["transfer_band"] == {"*": {"p10": 0.9}} and list(doc) == list(shipped)

@@ -35,7 +35,7 @@ def calibrate_kernels_command(
     install: bool = False,
     check: bool = False,
 ) -> None:
-    from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text
+    from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text, with_chips
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
@@ -67,11 +67,7 @@ def calibrate_kernels_command(
             raise typer.Exit(1)
         return
     if install and (from_file or chip_list):
-        # A partial refit updates only its chips in the shipped catalog.
-        shipped["chips"].update(doc["chips"])
-        shipped["meta"] = doc["meta"]
-        shipped["transferred"] = doc["transferred"]
-        doc = shipped
+        doc = with_chips(shipped, doc)
     path = DATA_PATH if install else out
     if path is not None:
         path.write_text(catalog_text(doc), encoding="utf-8")

@@ -221,6 +221,20 @@ def in_sample_bands(held: kb.HeldOutValues, fit: ChipFit, data: ChipData, peaks:
             )
 
 
+def with_chips(shipped: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
+    """The shipped catalog document with a partial refit's chips put in (the others kept), in
+    the chip order a full refit writes (sorted), so a full refit of the result reproduces it
+    byte for byte; the transfer widening is the shipped one (a partial refit may not hold the
+    chip pairs it is measured on)."""
+    chips = {**shipped.get("chips", {}), **partial["chips"]}
+    return {
+        **shipped,
+        "chips": dict(sorted(chips.items())),
+        "transferred": partial["transferred"],
+        "meta": partial["meta"],
+    }
+
+
 #: The shipped catalog's header (``catalog/data/kernel_efficiency.yaml``).
 HEADER = (
     "# kernel_efficiency.yaml -- per-operator efficiencies fitted by `rackmath calibrate kernels`\n"
