@@ -5,9 +5,8 @@ few-parameter, pooled over every chip, and never scores a source it was fitted o
 Columns (docs/validation.md): the pure roofline; kernel-grounded with no end-to-end fit;
 kernel-grounded plus the end-to-end correction (per-prefill and per-sequence host time,
 scheduler occupancy) in-sample; that correction leave-one-source-out (LOSO).
-The issue's targets (LOSO median 15%, p90 35%) are asserted: LOSO 11.6% / 31.6% on 2026-11-24,
-after the kernel fit gained the power-mean overlap, GEMM output tiles, balanced MoE hits, the
-MoE routing pass and the physical row rejection (11.1% / 37.6% before, a strict xfail then).
+The targets are asserted: LOSO median 15% and p90 35% (issue 12: 9.5% / 32.9% on 2026-11-26),
+and the kernel-grounded column with no end-to-end fit at a median of 12% (issue 26: 11.8%).
 """
 
 from __future__ import annotations
@@ -24,19 +23,21 @@ from rackmath.analyses.reality.report import ValidationReport
 from rackmath.catalog.measurements import measurements
 
 TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
-# Just above the figures of 2026-11-24 (the kernel fit of this commit): pure roofline
-# 56.2% / 90.7%, kernel 14.8% / 37.5%, kernel + correction 10.2% / 29.2%, LOSO 11.6% / 31.6%;
-# worst LOSO phase median 20.1% (training). Before (2026-11-23): kernel 15.1% / 42.8%,
+# Just above the figures of 2026-11-26 (issue 26: MLA, formats, split-KV, collectives as
+# operators, host time per engine; the refit of that day): pure roofline 56.2% / 90.4%, kernel
+# 11.8% / 36.2%, kernel + correction 8.2% / 27.7%, LOSO 9.5% / 32.9%; worst LOSO phase median
+# 16.7% (training). On 2026-11-24: kernel 14.8% / 37.5%, kernel + correction 10.2% / 29.2%,
+# LOSO 11.6% / 31.6%, worst phase 20.1%. Before (2026-11-23): kernel 15.1% / 42.8%,
 # kernel + correction 11.1% / 36.2%, LOSO 11.1% / 37.6%; earlier still kernel 20.9% / 51.8%,
 # LOSO 15.3% / 47.8%. The family-scalar calibration these columns replace scored LOSO
 # 22.9% / 42.8% (its own gates live with `rackmath calibrate`).
 # Lower them when the model improves; never raise them without a model or data change to point to.
 GATES = {  # column: (median bound, p90 bound)
-    "kernel": (0.155, 0.39),
-    "calibrated": (0.11, 0.30),
-    "loso": (0.12, 0.33),
+    "kernel": (0.12, 0.37),  # the median is issue 26's target
+    "calibrated": (0.09, 0.28),
+    "loso": (0.10, 0.33),
 }
-PHASE_LOSO_MEDIAN_BOUND = 0.21
+PHASE_LOSO_MEDIAN_BOUND = 0.17
 
 
 @pytest.fixture(scope="module")
