@@ -36,8 +36,8 @@ line before the fence (``<!-- docs: head 12 -->``; several are joined with ``;``
     Not run; ``--list`` prints the reason. Shell blocks (``bash``, ``sh``, ``shell``) and
     blank-info blocks with ``$`` lines must be a ``console`` transcript or say why not.
 
-Each document runs in a fresh temporary folder holding a copy of ``examples/`` and an empty
-``artifacts/``. ``docs/web.md`` is left to its own owner (:data:`NOT_RENDERED`). The README's
+Each document runs in a fresh temporary folder holding copies of ``examples/`` and
+``docs/data/`` (:data:`SHARED_FOLDERS`) and an empty ``artifacts/``. ``docs/web.md`` is left to its own owner (:data:`NOT_RENDERED`). The README's
 benchmark table between its markers is rewritten too, by ``benchmarks/render_readme.py``.
 """
 
@@ -62,6 +62,8 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Repository folders copied into each document's run folder, at the same relative paths.
+SHARED_FOLDERS = ("examples", "docs/data")
 #: Width of every transcript: what a 100-column terminal shows (tables wider than this split).
 COLUMNS = 100
 #: Documents not rendered here, with the reason (kept short and visible).
@@ -321,8 +323,9 @@ def render_document(path: Path, text: str | None = None) -> tuple[str, Report]:
     last_output: list[str] | None = None
     with tempfile.TemporaryDirectory(prefix="rackmath-docs-") as tmp:
         folder = Path(tmp)
-        if (ROOT / "examples").is_dir():
-            shutil.copytree(ROOT / "examples", folder / "examples")
+        for shared in SHARED_FOLDERS:  # what a reader at the repository root can read too
+            if (ROOT / shared).is_dir():
+                shutil.copytree(ROOT / shared, folder / shared)
         (folder / "artifacts").mkdir()
         with _environment(folder):
             for b in blocks(lines):
