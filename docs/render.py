@@ -37,8 +37,9 @@ line before the fence (``<!-- docs: head 12 -->``; several are joined with ``;``
     blank-info blocks with ``$`` lines must be a ``console`` transcript or say why not.
 
 Each document runs in a fresh temporary folder holding copies of ``examples/`` and
-``docs/data/`` (:data:`SHARED_FOLDERS`) and an empty ``artifacts/``. ``docs/web.md`` is left to its own owner (:data:`NOT_RENDERED`). The README's
-benchmark table between its markers is rewritten too, by ``benchmarks/render_readme.py``.
+``docs/data/`` (:data:`SHARED_FOLDERS`) and an empty ``artifacts/``. ``docs/web.md`` is left
+to its own owner (:data:`NOT_RENDERED`). The README's benchmark table between its markers is
+rewritten too, by ``benchmarks/render_readme.py``.
 """
 
 from __future__ import annotations
