@@ -358,7 +358,7 @@ def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pyt
     monkeypatch.setattr(kt, "discover", lambda: ["table"])
     fitted: list[str] = []
 
-    def fake_fit(chip_id: str, refs: Any) -> tuple[None, None, None]:
+    def fake_fit(chip_id: str, refs: Any, committed: Any = ()) -> tuple[None, None, None]:
         fitted.append(chip_id)
         return None, None, None
 
