@@ -24,6 +24,9 @@ from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.progress import track
 from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_TRAFFIC
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
@@ -77,6 +80,8 @@ def check_traffic(value: float, field: str = "traffic") -> float:
             "replica, and its cost per token means nothing)"
         )
         raise InputError(field, value, allowed)
+    if value > MAX_TRAFFIC:
+        raise InputError(field, value, f"at most {MAX_TRAFFIC:g} output tokens/s")
     return float(value)
 
 
@@ -199,6 +204,25 @@ class Fleet(Tabular):
             "capacity_requests_per_s": self.capacity_requests_per_s,
             "loads": [p.to_dict() for p in self.loads],
         }
+
+
+def reference_deployment(
+    model: str | ModelSpec | None, system: str | SystemSpec | None, efficiency: str = "kernel"
+) -> Deployment | None:
+    """The deployment whose roofline gives ``fleet`` its step times: a model on a system (ids
+    or specs) at their defaults, both or neither (None: the stated step time)."""
+    if (model is None) != (system is None):
+        raise InputError("--model/--on", model or system, "both --model and --on, or neither")
+    if model is None or system is None:
+        return None
+    from rackmath.catalog.loader import resolve_model
+    from rackmath.catalog.loader import system as catalog_system
+
+    return pooled.make_deployment(
+        resolve_model(model) if isinstance(model, str) else model,
+        catalog_system(system) if isinstance(system, str) else system,
+        efficiency=efficiency,
+    )
 
 
 def step_times_from_deployment(deployment: Deployment, max_batch: int, context: float) -> FloatArray:
@@ -372,6 +396,7 @@ def fleet(
     checks.whole_valued("seed", seed, minimum=0)
     batch = int(batch)
     if deployment is not None:
+        pooled.check_context(deployment.model, context, "--context")
         fits = int(pooled.max_batch(deployment, [context])[0])
         if batch > fits:
             allowed = f"at most {fits:,} sequences of {context:,.0f} tokens fit in memory"
