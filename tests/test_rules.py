@@ -7,7 +7,7 @@ subclass naming the same field (an :class:`~rackmath.errors.InputError`'s field,
 CLI spells it). Where the analysis speaks for both, the two messages are one message. Where the
 option parser refuses a typed value first (a bound the option declares, from
 :mod:`rackmath.specs.bounds`), the analysis refuses the same value from Python under the same
-field. ``docs/architecture.md`` ("Rules") lists these cases with where each rule lived before.
+field. ``docs/architecture.md`` ("Rules below the faces") says where each rule lives.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from rackmath.analyses.serving.explain import Explanation, explain
 from rackmath.analyses.serving.pooled import Deployment, make_deployment
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import InputError
+from rackmath.frames import Record
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -48,7 +49,7 @@ class Configuration:
 
 
 @dataclass(frozen=True)
-class Compared:
+class Compared(Record):
     """One configuration's figures at its point (SI)."""
 
     label: str
@@ -75,9 +76,6 @@ class Compared:
     memory_bytes_per_chip: float  # weights + KV (+ activations under a plan) + the reserve
     capacity_bytes_per_chip: float
     fits: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from rackmath.core import requests as rq
 from rackmath.core import roofline as rl
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
-from rackmath.frames import Col, Layout, Tabular
+from rackmath.frames import Col, Layout, Record, Tabular
 from rackmath.progress import track
 from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_TRAFFIC
@@ -86,7 +86,7 @@ def check_traffic(value: float, field: str = "traffic") -> float:
 
 
 @dataclass(frozen=True)
-class LoadPoint:
+class LoadPoint(Record):
     load_frac: float
     arrival_rate_per_s: float
     requests: int
@@ -98,14 +98,9 @@ class LoadPoint:
     mean_batch: float
     tokens_per_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()
-        }
-
 
 @dataclass(frozen=True)
-class TrainCheck:
+class TrainCheck(Record):
     """The train schedule simulated at one arrival rate, beside its closed forms (D8)."""
 
     interval_s: float
@@ -115,9 +110,6 @@ class TrainCheck:
     mean_latency_s: float
     closed_form_worst_s: float
     closed_form_mean_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
+from rackmath.frames import Record
 from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_BATCH, MAX_CONTEXT
 
@@ -37,7 +38,9 @@ PARAMS_ACTIVE_RANGE = (1e6, 1e15)
 
 
 @dataclass(frozen=True)
-class SparsityRow:
+class SparsityRow(Record):
+    derived_fields = ("memory_bytes", "users_needed")
+
     sparsity: float
     params_total: float
     effective_params: float
@@ -56,8 +59,10 @@ class SparsityRow:
     def memory_bytes(self) -> float:
         return self.weight_bytes + self.kv_bytes_at_balance
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "memory_bytes": self.memory_bytes, "users_needed": self.balance_batch}
+    @property
+    def users_needed(self) -> float:
+        """Users it takes to fill a balanced batch: one sequence each."""
+        return self.balance_batch
 
 
 @dataclass(frozen=True)
