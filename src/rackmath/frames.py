@@ -215,7 +215,9 @@ def layout_dict(result: Any) -> dict[str, Any]:
         if col.name in arrays:
             a = arrays[col.name]
             if a.dtype.kind == "f":  # NaN and infinities: no value
-                a = np.where(np.isfinite(a), a.astype(object), None)
+                finite = np.isfinite(a)
+                a = a.astype(object)
+                a[~finite] = None
             out[col.name] = a.tolist()
         else:
             out[col.name] = no_value(scalars[col.name])
