@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from rackmath.analyses.deploy.search import InfeasibleError
 from rackmath.analyses.deploy.simulation_report import SloUnmetError
 from rackmath.cli.main import run
 from rackmath.errors import DoesNotFitError, InputError, RackmathError, UnknownIdError
+from rackmath.views.fmt import to_json
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SWEEP = str(EXAMPLES / "sweep-small.yaml")
@@ -238,3 +240,38 @@ def test_the_outcome_refusals_return_their_result_unless_asked_to_raise() -> Non
             disaggregated=False,
             require_feasible=True,
         )
+
+
+#: A command and the API call with the same arguments: the same answer, so the same JSON.
+SAME_ANSWER = (
+    (
+        ("plan", "llama-3.1-8b", "--hardware", "h100-hgx"),
+        lambda: api.plan("llama-3.1-8b", hardware=["h100-hgx"]),
+    ),
+    (("pareto", "llama-3.1-8b", "--on", "h100-hgx"), lambda: api.pareto("llama-3.1-8b", "h100-hgx")),
+    (("layout", "llama-3.1-8b", "--on", "h100-hgx"), lambda: api.layout("llama-3.1-8b", "h100-hgx")),
+    (("fleet",), api.fleet),
+    (("overtrain",), api.overtrain),
+    (("sparsity",), api.sparsity),
+    (("prices",), api.prices),
+    (
+        ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--requests", "300"),
+        lambda: api.simulate("llama-3.1-8b", "h100-hgx", requests=300),
+    ),
+    (
+        ("train", "llama-3.1-8b", "--on", "h100-hgx", "--plan", "tp=8", "--tokens", "1e12"),
+        lambda: api.train("llama-3.1-8b", "h100-hgx", "tp=8", tokens=1e12),
+    ),
+)
+
+
+@pytest.mark.parametrize(("cli", "call"), SAME_ANSWER, ids=[c[0][0] for c in SAME_ANSWER])
+def test_the_api_answers_what_the_command_answers(cli: tuple[str, ...], call: Callable[[], Any]) -> None:
+    """The call has the command's defaults: its ``to_dict()`` is the command's ``--json``
+    (which may add only the efficiency it used, ``plan`` and ``pareto``)."""
+    code, out, err = _run(*cli, "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    answered = json.loads(to_json(call().to_dict()))
+    assert set(shown) - set(answered) <= {"efficiency"}
+    assert {k: shown[k] for k in answered} == answered
