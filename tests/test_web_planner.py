@@ -334,8 +334,9 @@ def test_a_frontier_url_round_trips_and_refuses_too_many_systems() -> None:
 @pytest.mark.parametrize(
     ("query", "says"),
     [
-        ({"b.context": "1000000"}, "at most 131,072 tokens (llama-3.1-70b's window)"),
-        ({"b.chips": "64"}, "at most 8 chips in one b200-hgx; give a parallel plan to span systems"),
+        # explain's own refusals (analyses/serving/explain.check_request), in the page's words
+        ({"b.context": "1000000"}, "at most 131,072 tokens (llama-3.1-70b's context window)"),
+        ({"b.chips": "64"}, "at most 8 chips in one b200-hgx; give a Parallel plan (e.g. dp=..,ep=..)"),
         ({"b.plan": "tp=16"}, "tp"),
     ],
 )

@@ -1,4 +1,5 @@
-"""Result objects as tables: ``to_frame()`` (pandas), ``to_xarray()`` and Jupyter display.
+"""Result objects as tables: ``to_frame()`` (pandas), ``to_xarray()``, ``to_dict()`` and
+Jupyter display.
 
 One implementation for every result. A result class mixes in :class:`Tabular` and
 declares its columns once, as a :class:`Layout` of :class:`Col` entries: the attribute
@@ -14,6 +15,9 @@ here computes a number: every value is read from the result's own properties.
 * ``to_xarray()`` names the array axes by :attr:`Layout.dims` (``batch``, ``context``),
   takes their coordinates from :attr:`Layout.coords`, puts each unit in the variable's
   ``attrs["units"]`` and the identifying strings in the dataset's ``attrs``.
+* ``to_dict()`` (the JSON): the declared columns by name (:func:`layout_dict`) unless the
+  result reports more; a flat record that is no table mixes in :class:`Record` instead (its
+  dataclass fields by name). Either way a NaN or infinity is ``None`` (no value).
 
 pandas and xarray live in the optional ``notebook`` extra and are imported only when
 asked for (``pip install 'rackmath[notebook]'``).
@@ -21,6 +25,7 @@ asked for (``pip install 'rackmath[notebook]'``).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import html
 from dataclasses import dataclass
@@ -189,10 +194,57 @@ def to_html(result: Any, max_rows: int = HTML_MAX_ROWS) -> str | None:
     return head + "</p>" + table
 
 
+def no_value(value: Any) -> Any:
+    """``value`` as the JSON schema holds it: a NaN or infinity (no value) as ``None``, a NumPy
+    scalar as the Python number it is, an enum as its value, anything else as it is."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def layout_dict(result: Any) -> dict[str, Any]:
+    """A result's ``to_dict()`` read from its layout: each declared column by its name, a
+    scalar as a value, an array as (nested) lists over :attr:`Layout.dims`."""
+    scalars, arrays, _ = columns(result)
+    out: dict[str, Any] = {}
+    for col in type(result).frame_layout.columns:
+        if col.name in arrays:
+            a = arrays[col.name]
+            if a.dtype.kind == "f":  # NaN and infinities: no value
+                finite = np.isfinite(a)
+                a = a.astype(object)
+                a[~finite] = None
+            out[col.name] = a.tolist()
+        else:
+            out[col.name] = no_value(scalars[col.name])
+    return out
+
+
+class Record:
+    """Mixin for a flat record (a dataclass of numbers and labels): ``to_dict()`` is its fields
+    by name, each as :func:`no_value` gives it. The fields are the record's one schema: a
+    record that reports more (a derived quantity) lists it in ``derived_fields``."""
+
+    derived_fields: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        names = [f.name for f in dataclasses.fields(self)]  # type: ignore[arg-type]
+        return {n: no_value(getattr(self, n)) for n in (*names, *self.derived_fields)}
+
+
 class Tabular:
-    """Mixin: ``to_frame()``, ``to_xarray()`` and ``_repr_html_`` from a class-level layout."""
+    """Mixin: ``to_frame()``, ``to_xarray()``, ``_repr_html_`` and (unless the result says
+    more) ``to_dict()`` from a class-level layout."""
 
     frame_layout: ClassVar[Layout]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The declared columns by name (:func:`layout_dict`)."""
+        return layout_dict(self)
 
     def to_frame(self) -> pd.DataFrame:
         """A tidy pandas DataFrame (needs the ``notebook`` extra)."""

@@ -19,6 +19,7 @@ each is computed by the one core formula it names:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
@@ -65,3 +66,43 @@ def chip_facts(c: ChipSpec) -> ChipFacts:
         else float(rl.flop_per_byte(bf16, c.hbm_bandwidth_bytes_per_s)),
         hbm_drain_s=float(rl.hbm_drain_time_s(c.hbm_capacity_bytes, c.hbm_bandwidth_bytes_per_s)),
     )
+
+
+def model_rows() -> list[dict[str, Any]]:
+    """``rackmath models``: one row per catalog model (parameters, bf16 KV bytes per token,
+    native weights, sources), in catalog order."""
+    from rackmath.catalog.loader import models
+
+    rows: list[dict[str, Any]] = []
+    for m in models().values():
+        facts = model_facts(m, Precision.BF16.bytes_per_element)
+        rows.append(
+            {
+                "id": m.id,
+                "aliases": list(m.aliases),
+                "family": m.family,
+                "attention": m.attention.kind.value,
+                "layers": m.num_layers,
+                "experts": f"{m.moe.experts_per_token}/{m.moe.num_experts}" if m.is_moe and m.moe else "",
+                "params_total": facts.params_total,
+                "params_active": facts.params_active,
+                "kv_bytes_per_token_bf16": facts.kv_bytes_per_token,
+                "native_weights": m.native_weight_precision.value,
+                "source": list(m.source),
+                "date": m.date,
+            }
+        )
+    return rows
+
+
+def hardware_dict() -> dict[str, list[dict[str, Any]]]:
+    """``rackmath hardware --json``: every chip and system as the catalog states it (a system
+    names its chip by id)."""
+    from rackmath.catalog.loader import chips, systems
+
+    return {
+        "chips": [c.model_dump(mode="json") for c in chips().values()],
+        "systems": [
+            {**s.model_dump(mode="json", exclude={"chip"}), "chip": s.chip.id} for s in systems().values()
+        ],
+    }

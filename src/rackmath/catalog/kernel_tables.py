@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.errors import RackmathError
-from rackmath.specs.precision import ALIASES, FORMATS, kernel_format
+from rackmath.specs.precision import ALIASES, FORMATS
 
 PACKAGE = "aiconfigurator-core"
 PACKAGE_VERSION = "0.12.0"  # the version the shipped catalog was fitted on
@@ -131,12 +131,9 @@ DTYPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "nccl": ("nccl_dtype",),
     "custom_allreduce": ("allreduce_dtype",),
 }
-# Dtype name -> bytes per element of (weights, activations), scales included: the one format
-# table (:data:`rackmath.specs.precision.FORMATS`, aliases included).
-DTYPE_BYTES: dict[str, tuple[float, float]] = {
-    name: (kernel_format(name).weight_bytes, kernel_format(name).activation_bytes)
-    for name in [*FORMATS, *ALIASES]
-}
+#: Every dtype name a table may use: the one format table's names and their aliases
+#: (:data:`rackmath.specs.precision.FORMATS`, ``ALIASES``; bytes per element come from there).
+DTYPE_NAMES: tuple[str, ...] = (*FORMATS, *ALIASES)
 
 # The primary table per chip and kind: (op dir, framework, version, file stem).
 # TensorRT-LLM 1.3.0rc20 is the one framework version every Hopper/Blackwell chip has for GEMM,
@@ -337,11 +334,11 @@ def read_table(path: Path, kind: str | None = None) -> Any:
             )
     for col in DTYPE_COLUMNS.get(check_kind, ()):
         values = df[col].astype(str).to_numpy()
-        unknown = ~np.isin(values, list(DTYPE_BYTES))
+        unknown = ~np.isin(values, list(DTYPE_NAMES))
         if unknown.any():
             i = int(np.argmax(unknown))
             raise KernelTableError(
-                str(path), col, i, f"unknown dtype {values[i]!r}; known: {', '.join(sorted(DTYPE_BYTES))}"
+                str(path), col, i, f"unknown dtype {values[i]!r}; known: {', '.join(sorted(DTYPE_NAMES))}"
             )
     df.attrs["kind"] = kind
     return df

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rackmath.analyses.catalog_facts import chip_facts, model_facts
+from rackmath.analyses.catalog_facts import chip_facts, hardware_dict, model_rows
 from rackmath.catalog import loader as catalog
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json
@@ -21,25 +21,7 @@ from rackmath.views import fmt
 @app.command("models")
 def models_command(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """List the catalog's models with their parameter counts and KV bytes per token."""
-    rows: list[dict[str, Any]] = []
-    for m in catalog.models().values():
-        facts = model_facts(m, Precision.BF16.bytes_per_element)
-        rows.append(
-            {
-                "id": m.id,
-                "aliases": list(m.aliases),
-                "family": m.family,
-                "attention": m.attention.kind.value,
-                "layers": m.num_layers,
-                "experts": f"{m.moe.experts_per_token}/{m.moe.num_experts}" if m.is_moe and m.moe else "",
-                "params_total": facts.params_total,
-                "params_active": facts.params_active,
-                "kv_bytes_per_token_bf16": facts.kv_bytes_per_token,
-                "native_weights": m.native_weight_precision.value,
-                "source": list(m.source),
-                "date": m.date,
-            }
-        )
+    rows = model_rows()
     if as_json:
         typer.echo(dump_json(rows))
         return
@@ -122,21 +104,11 @@ def _narrow_hardware(console: Console, chips: dict[str, Any], systems: dict[str,
 @app.command("hardware")
 def hardware_command(as_json: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
     """List chips and systems with their peaks, memory, links and dated prices."""
+    if as_json:
+        typer.echo(dump_json(hardware_dict()))
+        return
     chips = catalog.chips()
     systems = catalog.systems()
-    if as_json:
-        typer.echo(
-            dump_json(
-                {
-                    "chips": [c.model_dump(mode="json") for c in chips.values()],
-                    "systems": [
-                        {**s.model_dump(mode="json", exclude={"chip"}), "chip": s.chip.id}
-                        for s in systems.values()
-                    ],
-                }
-            )
-        )
-        return
     console = cli_console()
     if console.width < WIDE_COLUMNS:
         _narrow_hardware(console, chips, systems)

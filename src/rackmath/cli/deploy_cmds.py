@@ -10,32 +10,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rackmath.analyses.deploy import candidates, plan_features
+from rackmath import api
 from rackmath.analyses.deploy import search as srch
 from rackmath.analyses.deploy.candidates import (
     ASSUMPTIONS,
-    BATCH_GRID,
     DEFAULT_MAX_CHIPS,
     DEFAULT_PRECISIONS,
     DEFAULT_SYSTEMS,
-    PRECISION_CHOICES,
     Choice,
-    Workload,
 )
-from rackmath.analyses.deploy.frontier import ParetoPoint, pareto
-from rackmath.analyses.deploy.layout import LayoutReport, layout
-from rackmath.analyses.deploy.plan_features import PlanFeatures
-from rackmath.analyses.deploy.simulate import parse_slo
-from rackmath.analyses.kernels.tables import describe, parse_mode
-from rackmath.catalog.loader import resolve_model
+from rackmath.analyses.deploy.frontier import ParetoPoint
+from rackmath.analyses.deploy.layout import LayoutReport
+from rackmath.analyses.kernels.tables import describe
 from rackmath.catalog.loader import system as catalog_system
-from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.cli.main import app
 from rackmath.cli.options import (
-    MAX_BATCH,
-    MAX_CONTEXT,
-    MAX_TRAFFIC,
-    check_context,
     count,
     dump_json,
     names,
@@ -46,57 +35,14 @@ from rackmath.cli.options import (
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
-from rackmath.errors import InputError, RackmathError
-from rackmath.specs.hardware import SystemSpec
-from rackmath.specs.model import ModelSpec
+from rackmath.specs.bounds import (
+    MAX_BATCH,
+    MAX_CONTEXT,
+    MAX_SEARCH_CANDIDATES,
+    MAX_SEARCH_CHIPS,
+    MAX_TRAFFIC,
+)
 from rackmath.views import fmt
-
-
-class InfeasibleError(RackmathError):
-    """A valid request no deployment in the searched space can meet."""
-
-
-#: Work budget of `plan`: (plans x batches x precision families) deployments evaluated.
-MAX_SEARCH_CANDIDATES = 3_000_000
-#: Most chips per replica the search and the frontier consider.
-MAX_SEARCH_CHIPS = 2**14
-
-
-def _check_search_size(
-    model: ModelSpec,
-    systems: list[SystemSpec],
-    precisions: list[str],
-    max_chips: int,
-    budget: int,
-    redundant_experts: int = 0,
-) -> None:
-    """Refuse a search whose candidate count exceeds ``budget`` before doing it."""
-    plans = sum(
-        len(candidates.enumerate_plans(model, s, max_chips=max_chips, redundant_experts=redundant_experts))
-        for s in systems
-    )
-    total = plans * len(BATCH_GRID) * len(precisions)
-    if total > budget:
-        raise InputError(
-            "--max-chips",
-            max_chips,
-            f"a search within the budget of {budget:,} deployments (this one has {total:,}): lower "
-            "--max-chips, name fewer --hardware or --precision, or raise --max-candidates",
-        )
-
-
-def _check_precisions(model: ModelSpec, systems: list[SystemSpec], precisions: list[str]) -> None:
-    """Refuse precision families that no searched system has a peak for (nothing to search)."""
-    for name in precisions:
-        if name not in PRECISION_CHOICES:
-            raise InputError("--precision", name, ", ".join(PRECISION_CHOICES))
-    if any(candidates.precision_family(p, model, s) is not None for s in systems for p in precisions):
-        return
-    have = "; ".join(
-        f"{s.id} has {', '.join(p for p in PRECISION_CHOICES if candidates.precision_family(p, model, s))}"
-        for s in systems
-    )
-    raise InputError("--precision", ",".join(precisions), f"a precision the systems support ({have})")
 
 
 def _choice_row(c: Choice) -> list[str]:
@@ -196,50 +142,36 @@ def plan_command(
     pure: bool = pure_option(),
 ) -> None:
     """The cheapest deployment that meets the SLOs, runners-up, and why the others failed."""
-    spec = resolve_model(model)
-    check_context(spec, input_len + output_len, "--input-len + --output-len")
-    systems = [catalog_system(s) for s in ([on] if on else names(hardware, "--hardware"))]
-    precisions = names(precision, "--precision")
-    _check_precisions(spec, systems, precisions)
-    routing = PlanFeatures(redundant_experts, skew, plan_features.parse_tbo(tbo), mtp, acceptance)
-    factor = 3 if disaggregated else 1  # the pools evaluate decode and prefill candidates too
-    _check_search_size(spec, systems, precisions, max_chips, max_candidates // factor, redundant_experts)
-    ttft_s = None if ttft_ms is None else ttft_ms / 1e3
-    tpot_s = None if tpot_ms is None else tpot_ms / 1e3
-    if slo is not None:
-        limits = parse_slo(slo)
-        unknown = set(limits) - {"ttft_p99", "tpot_p99"}
-        if unknown:
-            allowed = "ttft_p99 and tpot_p99 limits (plan has no queueing; see simulate)"
-            raise InputError("--slo", slo, allowed)
-        ttft_s, tpot_s = limits.get("ttft_p99", ttft_s), limits.get("tpot_p99", tpot_s)
-    work = Workload(
-        traffic_tokens_per_s=traffic,
+    hardware_ids = [on] if on else names(hardware, "--hardware")
+    mode = "pure" if pure else "kernel"
+    result = api.plan(
+        model,
+        traffic=traffic,
         input_len=input_len,
         output_len=output_len,
-        ttft_s=ttft_s,
-        tpot_s=tpot_s,
-    )
-    mode = "pure" if pure else "kernel"
-    result = srch.search(
-        spec,
-        systems,
-        work,
-        precisions=tuple(precisions),
-        max_chips=max_chips,
+        ttft_s=None if ttft_ms is None else ttft_ms / 1e3,
+        tpot_s=None if tpot_ms is None else tpot_ms / 1e3,
+        hardware=hardware_ids,
+        slo=slo,
         disaggregated=disaggregated,
-        runtime=None if runtime is None else catalog_runtime(runtime),
-        efficiency=parse_mode(mode),
-        routing=routing,
+        runtime=runtime,
+        max_chips=max_chips,
+        precision=names(precision, "--precision"),
+        max_candidates=max_candidates,
+        redundant_experts=redundant_experts,
+        skew=skew,
+        tbo=tbo,
+        mtp=mtp,
+        acceptance=acceptance,
+        efficiency=mode,
     )
-    efficiency = {s.id: describe(s.chip.id, mode) for s in systems}
+    efficiency = {s: describe(catalog_system(s).chip.id, mode) for s in result.systems}
     if as_json:
         typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
     else:
         _render_plan(result, cli_console())
         cli_console().print(_efficiency_line(efficiency))
-    if result.best is None and result.disaggregated is None:
-        raise InfeasibleError(f"no deployment meets the SLOs; {result.infeasible_reason}")
+    srch.require_feasible(result)
 
 
 def _render_plan(r: srch.SearchResult, console: Console) -> None:
@@ -328,33 +260,31 @@ def pareto_command(
     pure: bool = pure_option(),
 ) -> None:
     """Tokens/s per chip against tokens/s per user: the frontier over plans and batches."""
-    spec, sys_ = resolve_model(model), catalog_system(on)
-    check_context(spec, input_len + output_len, "--input-len + --output-len")
-    precisions = names(precision, "--precision")
-    _check_precisions(spec, [sys_], precisions)
-    cap = max_chips or max(sys_.scale_up_domain_chips, 64)
-    routing = PlanFeatures(redundant_experts, skew, plan_features.parse_tbo(tbo), mtp, acceptance)
-    _check_search_size(spec, [sys_], precisions, cap, MAX_SEARCH_CANDIDATES, redundant_experts)
-    result = pareto(
-        spec,
-        sys_,
+    result = api.pareto(
+        model,
+        on,
         input_len=input_len,
         output_len=output_len,
-        precisions=tuple(precisions),
+        precision=names(precision, "--precision"),
         max_chips=max_chips,
         disaggregated=disaggregated,
-        runtime=None if runtime is None else catalog_runtime(runtime),
-        efficiency=parse_mode("pure" if pure else "kernel"),
-        routing=routing,
+        runtime=runtime,
+        redundant_experts=redundant_experts,
+        skew=skew,
+        tbo=tbo,
+        mtp=mtp,
+        acceptance=acceptance,
+        efficiency="pure" if pure else "kernel",
     )
+    sys_ = catalog_system(result.system)
+    routing = result.routing
     efficiency = {sys_.id: describe(sys_.chip.id, "pure" if pure else "kernel")}
     if plot is not None:
         from rackmath.plots.deploy import save_pareto_plot
 
         save_pareto_plot(result, plot)
     if as_json:
-        features = {"moe_routing": routing.to_dict(), "speculation": routing.speculation_dict()}
-        typer.echo(dump_json({**result.to_dict(), **features, "efficiency": efficiency}))
+        typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
         return
     console = cli_console()
     console.print(
@@ -397,9 +327,7 @@ def layout_command(
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """The lecture's layout arguments (D13-D24) for a model on a system."""
-    spec = resolve_model(model)
-    check_context(spec, context, "--context")
-    report = layout(spec, catalog_system(on), batch=batch, context=context, weights=weights)
+    report = api.layout(model, on, batch=batch, context=context, weights=weights)
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return

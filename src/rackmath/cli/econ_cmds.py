@@ -8,23 +8,17 @@ It parses its options into specs, calls the price analyses and renders their rep
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
 
-from rackmath.analyses.economics import caching, fast_mode, prices
-from rackmath.analyses.serving import cache_tiers
-from rackmath.api import deployment
-from rackmath.catalog import economics as ce
+from rackmath import api
+from rackmath.analyses.economics import prices
 from rackmath.cli.main import app
-from rackmath.cli.options import MAX_BATCH, MAX_CONTEXT, emit, number, one, plot_option, pure_option
+from rackmath.cli.options import emit, number, one, plot_option, pure_option
 from rackmath.cli.output import make_table
-from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration
-from rackmath.units import SECONDS_PER_YEAR
 from rackmath.views import fmt
 
 _JSON = typer.Option(False, "--json", help="Print the result as JSON.")
@@ -76,70 +70,29 @@ def prices_command(
     pure: bool = pure_option(),
 ) -> None:
     """What API prices reveal: output/input, long-context tiers, prompt caches, fast modes."""
-    table = ce.price_table(prices_file)
-    today = _date(as_of, table)
-    chosen = list(table.values())
-    if provider is not None:
-        known = ce.providers(table)
-        if provider.lower() not in known:
-            raise UnknownIdError("provider", provider, known)
-        chosen = [p for p in chosen if p.provider == provider.lower()]
-    dep = deployment(ref_model, on, efficiency="pure" if pure else "kernel")
-    survey = prices.survey(
-        chosen,
-        dep,
-        as_of=today,
-        batch=one(batch, "--batch", minimum=1, maximum=MAX_BATCH),
-        context=one(context, "--context", minimum=1, maximum=dep.model.max_context or MAX_CONTEXT),
-    )
-    lc_price = ce.price(long_model, table)
-    long = (
-        prices.long_context(
-            lc_price, dep, batch=one(long_batch, "--long-batch", minimum=1, maximum=MAX_BATCH)
-        )
-        if lc_price.tier_boundaries_tokens
-        else None
-    )
-    amort = parse_duration(amortization, "--amortization", maximum_s=100 * SECONDS_PER_YEAR)
-    retentions = list(dict.fromkeys(parse_duration(r, "--retention") for r in retention.split(",")))
-    if len(retentions) > 32:
-        raise InputError("--retention", retention, "at most 32 durations")
-    cache = caching.cache_economics(
-        dep,
-        cache_tiers.default_tiers(dep, ce.memory_tiers(), amort),
-        retentions_s=retentions,
-        prompt_tokens=one(prompt_tokens, "--prompt-tokens", minimum=1, maximum=MAX_CONTEXT),
-        amortization_s=amort,
-        price=ce.price(cache_model, table),
+    report = api.prices(
+        provider=provider,
+        prices_file=prices_file,
+        as_of=as_of,
+        model=ref_model,
+        on=on,
+        batch=one(batch, "--batch"),
+        context=one(context, "--context"),
+        long_context=long_model,
+        long_batch=one(long_batch, "--long-batch"),
+        cache_model=cache_model,
+        retention_s=[parse_duration(r, "--retention") for r in retention.split(",")],
+        amortization_s=parse_duration(amortization, "--amortization"),
+        prompt_tokens=one(prompt_tokens, "--prompt-tokens"),
         prefix_hit=prefix_hit,
         prefix_tier=prefix_tier,
+        fast_model=fast_model,
+        fast_context=one(fast_context, "--fast-context"),
+        efficiency="pure" if pure else "kernel",
     )
-    fast = fast_mode.report(
-        dep,
-        context=one(fast_context, "--fast-context", minimum=1, maximum=MAX_CONTEXT),
-        price=ce.price(fast_model, table),
-    )
-    report = prices.PricesReport(survey=survey, long_context=long, caching=cache, fast_mode=fast)
     from rackmath.plots.economics import save_prices_plot
 
     emit(report, as_json, plot, save_prices_plot, _render_prices)
-
-
-def _date(text: str | None, table: dict[str, Any]) -> dt.date:
-    """The date prices are aged to: not before the newest price (ages are never negative)."""
-    if text is None:
-        day = dt.date.today()
-    else:
-        try:
-            day = dt.date.fromisoformat(text)
-        except ValueError:
-            raise InputError("--as-of", text, "a date YYYY-MM-DD") from None
-    newest = max(dt.date.fromisoformat(p.date) for p in table.values())
-    if day < newest:
-        raise InputError(
-            "--as-of", text or day.isoformat(), f"a date on or after {newest} (the newest price)"
-        )
-    return day
 
 
 def _usd_m(value: float | None) -> str:

@@ -16,21 +16,9 @@ from rackmath.analyses.serving.explain import Explanation, cheapest_fitting_poin
 from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
-from rackmath.cli.options import (
-    MAX_BATCH,
-    MAX_CHIPS,
-    MAX_CONTEXT,
-    MAX_USD_PER_CHIP_HOUR,
-    check_chips_in_system,
-    check_context,
-    count,
-    dump_json,
-    number,
-    plot_option,
-    pure_option,
-)
+from rackmath.cli.options import count, dump_json, number, plot_option, pure_option
 from rackmath.cli.output import console as cli_console
-from rackmath.errors import DoesNotFitError
+from rackmath.specs.bounds import MAX_BATCH, MAX_CHIPS, MAX_CONTEXT, MAX_USD_PER_CHIP_HOUR
 from rackmath.specs.lists import number_list
 from rackmath.views import fmt
 from rackmath.views.derivation import Section, derivation, explanation_dict, feature_sections
@@ -108,14 +96,6 @@ def explain_command(
         usd_per_chip_hour=price,
         efficiency="pure" if pure else "kernel",
     )
-    check_chips_in_system(dep.system, chips, plan)
-    check_context(dep.model, max(contexts), "--context")
-    if not dep.weights_fit:
-        raise DoesNotFitError(
-            f"{dep.model.id} ({dep.precisions.weights.value} weights) on {dep.chips} x {dep.system.chip.id}",
-            dep.weight_bytes_per_chip,
-            dep.usable_bytes_per_chip,
-        )
     result = explain(
         dep,
         batches,

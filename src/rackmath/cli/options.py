@@ -4,8 +4,9 @@ Every numeric option is declared with :func:`count`, :func:`number` or :func:`du
 they parse with :mod:`rackmath.numbers` (``1e3``, ``4k``, ``1M``, ``2.5G``, ``30s``, ``5min``)
 and check the option's range while Click reads the command line, so a bad value is one
 line naming the option, what was typed and what is allowed (exit 1; see ``main``).
-Comma lists go through :func:`number_list`. Nothing here imports NumPy: ``rackmath --help``
-and the light commands stay fast.
+Comma lists go through :func:`number_list`. The bounds the options declare are the
+analyses' (:mod:`rackmath.specs.bounds`), which refuse the same values from the Python API.
+Nothing here imports NumPy: ``rackmath --help`` and the light commands stay fast.
 """
 
 from __future__ import annotations
@@ -19,14 +20,7 @@ from rackmath.cli.output import console
 from rackmath.errors import InputError
 from rackmath.numbers import fmt_bound, parse_duration, parse_number
 from rackmath.specs import checks
-
-#: Physical and work bounds shared by several commands (one place; the README quotes them).
-MAX_CONTEXT = 2**24  # 16.8M tokens: beyond every model's window; a model's own maximum binds first
-MAX_BATCH = 2**20  # sequences per step (memory binds long before)
-MAX_CHIPS = 2**18  # 262,144 chips in one job: above the largest clusters built
-MAX_TOKENS = 1e18  # a training token budget
-MAX_TRAFFIC = 1e12  # tokens per second
-MAX_USD_PER_CHIP_HOUR = 1e4
+from rackmath.specs.bounds import MAX_BATCH
 
 
 def _field(decls: tuple[str, ...]) -> str:
@@ -175,27 +169,6 @@ def dump_json(payload: Any) -> str:
 def plural(n: float, word: str) -> str:
     """``1 replica``, ``3 replicas``, ``1,200 chips``."""
     return f"{n:,.0f} {word}" + ("" if n == 1 else "s")
-
-
-def check_context(model: Any, tokens: float, field: str) -> None:
-    """Refuse a context longer than the model's own window: the analysis layer's rule
-    (:func:`rackmath.analyses.serving.pooled.check_context`), imported when a command uses it."""
-    from rackmath.analyses.serving.pooled import check_context as rule
-
-    rule(model, tokens, field)
-
-
-def check_chips_in_system(system: Any, chips: int | None, plan: str | None) -> None:
-    """Without a plan, the chips act as one system: at most the system's own chips."""
-    if chips is None or plan:
-        return
-    most = max(system.default_chips, system.scale_up_domain_chips)
-    if chips > most:
-        raise InputError(
-            "--chips",
-            chips,
-            f"at most {most:,} chips in one {system.id}; give a --plan (e.g. dp=..,ep=..) to span systems",
-        )
 
 
 def emit(result: Any, as_json: bool, plot: Path | None, draw: Any, render: Any) -> None:

@@ -10,7 +10,6 @@ from rich.table import Table
 from rackmath.cli.main import app
 from rackmath.cli.options import count, dump_json, plot_option
 from rackmath.cli.output import console as cli_console
-from rackmath.errors import InputError
 from rackmath.views import fmt
 
 
@@ -209,17 +208,9 @@ def measure_command(
         from rackmath.cli.kernel_cmds import measure_kernels_command
 
         return measure_kernels_command(quick, out, as_json)
-    from dataclasses import replace
+    from rackmath.api import measure
 
-    from rackmath.analyses.reality.measure import compare
-    from rackmath.measure import torch_bench
-
-    cfg = torch_bench.default_config(quick)
-    if repeats is not None:
-        if repeats < 3:
-            raise InputError("--repeats", repeats, "3 or more (the median needs a few)")
-        cfg = replace(cfg, repeats=repeats)
-    result = compare(torch_bench.run(cfg))
+    result = measure(quick, repeats)
     if plot is not None:
         from rackmath.plots.validation import save_measure_plot
 

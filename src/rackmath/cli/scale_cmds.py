@@ -11,26 +11,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from rackmath import api
 from rackmath.analyses.economics import fleet, overtrain, sparsity
 from rackmath.analyses.economics import overtrain as ot
-from rackmath.api import deployment
 from rackmath.cli.main import app
-from rackmath.cli.options import (
-    MAX_BATCH,
-    MAX_CONTEXT,
-    MAX_TRAFFIC,
-    MAX_USD_PER_CHIP_HOUR,
-    count,
-    duration,
-    emit,
-    number,
-    one,
-    plot_option,
-    plural,
-    pure_option,
-)
+from rackmath.cli.options import count, duration, emit, number, one, plot_option, plural, pure_option
 from rackmath.cli.output import make_table
-from rackmath.errors import InputError
+from rackmath.specs.bounds import MAX_CONTEXT, MAX_TRAFFIC, MAX_USD_PER_CHIP_HOUR
 from rackmath.specs.lists import number_list
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 from rackmath.views import fmt
@@ -85,16 +72,12 @@ def fleet_command(
     pure: bool = pure_option(),
 ) -> None:
     """Replicas, chips and dollars for a traffic; batching as a train; a simulation under load."""
-    if (model is None) != (on is None):
-        raise InputError("--model/--on", model or on, "both --model and --on, or neither")
-    dep = deployment(model, on, efficiency="pure" if pure else "kernel") if model and on else None
-    if dep is not None and dep.model.max_context and context > dep.model.max_context:
-        raise InputError("--context", context, f"at most {dep.model.max_context:,} tokens ({dep.model.id})")
-    result = fleet.fleet(
-        traffic_tokens_per_s=traffic,
+    result = api.fleet(
+        traffic=traffic,
         batch=batch,
         step_s=step,
-        deployment=dep,
+        model=model,
+        on=on,
         context=context,
         chips_per_replica=chips_per_replica,
         usd_per_chip_hour=price,
@@ -102,8 +85,9 @@ def fleet_command(
         loads=number_list(loads, "--loads", minimum=1e-6, maximum=fleet.MAX_LOAD_FRAC, most=fleet.MAX_LOADS),
         requests=requests,
         seed=seed,
-        max_simulated_requests=max_sim_requests,
-        max_simulated_steps=max_sim_steps,
+        max_sim_requests=max_sim_requests,
+        max_sim_steps=max_sim_steps,
+        efficiency="pure" if pure else "kernel",
     )
     from rackmath.plots.economics import save_fleet_plot
 
@@ -196,10 +180,18 @@ def overtrain_command(
         maximum=ot.RL_FLOPS_RANGE[1],
     ),
     rl_efficiency: float = number(
-        "1/3", "--rl-efficiency", help="RL hardware efficiency vs pre-training.", minimum=1e-3, maximum=1
+        "1/3",
+        "--rl-efficiency",
+        help="RL hardware efficiency vs pre-training.",
+        minimum=ot.EFFICIENCY_RANGE[0],
+        maximum=ot.EFFICIENCY_RANGE[1],
     ),
     inference_efficiency: float = number(
-        "1/3", "--inference-efficiency", help="Inference efficiency.", minimum=1e-3, maximum=1
+        "1/3",
+        "--inference-efficiency",
+        help="Inference efficiency.",
+        minimum=ot.EFFICIENCY_RANGE[0],
+        maximum=ot.EFFICIENCY_RANGE[1],
     ),
     tokens_per_param: float = number(
         ot.CHINCHILLA_TOKENS_PER_PARAM,
@@ -212,13 +204,13 @@ def overtrain_command(
     plot: Path | None = _PLOT,
 ) -> None:
     """How far past Chinchilla to pre-train a model that will serve heavy traffic."""
-    result = overtrain.overtrain(
+    result = api.overtrain(
         params=params,
         tokens_per_s=tokens_per_s,
         duration_s=duration_s,
-        coefficients=ot.ComputeCoefficients(
-            rl=rl_flops, rl_efficiency=rl_efficiency, inference_efficiency=inference_efficiency
-        ),
+        rl_flops=rl_flops,
+        rl_efficiency=rl_efficiency,
+        inference_efficiency=inference_efficiency,
         tokens_per_param=tokens_per_param,
     )
     from rackmath.plots.economics import save_overtrain_plot
@@ -280,14 +272,14 @@ def sparsity_command(
     pure: bool = pure_option(),
 ) -> None:
     """What a sparser MoE buys (quality) and costs (batch, memory, traffic) on a system."""
-    result = sparsity.sparsity_study(
-        deployment(model, on, efficiency="pure" if pure else "kernel"),
-        sparsities=number_list(levels, "--sparsity", minimum=1, maximum=4096, most=32),
-        context=one(context, "--context", minimum=1, maximum=MAX_CONTEXT),
-        users=one(users, "--users", minimum=1, maximum=MAX_BATCH),
-        params_active=one(params_active, "--params-active", minimum=1e6, maximum=1e15)
-        if params_active
-        else None,
+    result = api.sparsity(
+        model=model,
+        on=on,
+        levels=number_list(levels, "--sparsity"),
+        context=one(context, "--context"),
+        users=one(users, "--users"),
+        params_active=one(params_active, "--params-active") if params_active else None,
+        efficiency="pure" if pure else "kernel",
     )
     from rackmath.plots.economics import save_sparsity_plot
 

@@ -2,71 +2,28 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from rackmath import api
 from rackmath.analyses.deploy import simulate as sim
-from rackmath.analyses.deploy.slo import Workload
-from rackmath.analyses.serving.planned import plan_deployment
-from rackmath.catalog.loader import resolve_model
-from rackmath.catalog.loader import system as catalog_system
-from rackmath.catalog.runtimes import runtime as catalog_runtime
+from rackmath.analyses.deploy.simulation_report import SimulationReport
+from rackmath.analyses.deploy.slo import parse_trace
 from rackmath.cli.main import app
-from rackmath.cli.options import check_context, count, dump_json, pure_option
+from rackmath.cli.options import count, dump_json, pure_option
 from rackmath.cli.output import console as cli_console
-from rackmath.errors import InputError, RackmathError
-from rackmath.numbers import parse_number
-from rackmath.specs import checks
-from rackmath.specs.workload import LengthDist, Requests, check_trace
-from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
+from rackmath.specs.workload import Requests
 from rackmath.userfiles import read_text
 from rackmath.views import fmt
 
 
-class SloUnmetError(RackmathError):
-    """No arrival rate meets the SLOs on this replica."""
-
-
-def parse_rate(text: str) -> float:
-    """``5/s``, ``5``, ``300/min`` -> requests per second (> 0)."""
-    t = text.strip().lower()
-    scale = 1.0
-    for suffix, s in (("/s", 1.0), ("/min", 1 / SECONDS_PER_MINUTE), ("/h", 1 / SECONDS_PER_HOUR)):
-        if t.endswith(suffix):
-            t, scale = t[: -len(suffix)], s
-            break
-    value = parse_number(t, "--rate") * scale
-    return checks.positive("--rate", value, allowed="requests per second > 0 (e.g. 5/s)", given=text)
-
-
 def read_trace(path: Path) -> Requests:
-    """CSV rows of ``arrival_s,input_tokens,output_tokens`` (a header line is allowed)."""
-    rows = [r for r in csv.reader(io.StringIO(read_text(path, "--trace"))) if r and r[0].strip()]
-    if rows and not rows[0][0].strip().lstrip("-").replace(".", "", 1).replace("e", "", 1).isdigit():
-        rows = rows[1:]
-    if not rows or any(len(r) < 3 for r in rows):
-        raise InputError("--trace", str(path), "CSV rows of arrival_s,input_tokens,output_tokens")
-    try:
-        cols = [[float(r[j]) for r in rows] for j in range(3)]
-    except ValueError as exc:
-        raise InputError("--trace", str(path), f"numbers in every row ({exc})") from None
-    return check_trace(*cols)
-
-
-def _default_plan(heads: int, chips: int | None, domain: int) -> str:
-    """Without --plan: tensor parallel over --chips (which must divide the heads), else over the
-    largest divisor of the heads that fits one scale-up domain."""
-    if chips is not None:
-        if heads % chips:
-            allowed = f"a --plan over the {chips} chips (without one, tp = --chips must divide {heads} heads)"
-            raise InputError("--plan", None, allowed)
-        return f"tp={chips}"
-    return f"tp={max(t for t in range(1, min(heads, domain) + 1) if heads % t == 0)}"
+    """``--trace FILE``: CSV rows of ``arrival_s,input_tokens,output_tokens`` (a header line is
+    allowed), read as :func:`rackmath.analyses.deploy.slo.parse_trace` reads the text."""
+    return parse_trace(read_text(path, "--trace"), "--trace")
 
 
 @app.command("simulate")
@@ -95,122 +52,48 @@ def simulate_command(
     pure: bool = pure_option(),
 ) -> None:
     """Requests through one replica under a runtime's caps: TTFT, TPOT, end-to-end, max rate under SLOs."""
-    spec, system = resolve_model(model), catalog_system(on)
-    the_plan = plan or _default_plan(spec.attention.num_heads, chips, system.scale_up_domain_chips)
-    efficiency = "pure" if pure else "kernel"
-    dep = plan_deployment(spec, system, the_plan, efficiency=efficiency)
-    if chips is not None and chips != dep.chips:
-        raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
-    profile = catalog_runtime(runtime).with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
-    checks.whole_valued("--requests", requests, maximum=sim.MAX_REQUESTS)
-    if trace is not None:
-        reqs = read_trace(trace)
-        i_max, o_max = float(reqs.input_tokens.max()), float(reqs.output_tokens.max())
-        i_mean, o_mean = float(reqs.input_tokens.mean()), float(reqs.output_tokens.mean())
-        dists = None
-    else:
-        i_dist = LengthDist.parse(input_len, "--input")
-        o_dist = LengthDist.parse(output_len, "--output")
-        i_max, o_max, i_mean, o_mean = i_dist.max_tokens, o_dist.max_tokens, i_dist.mean, o_dist.mean
-        dists = (i_dist, o_dist)
-    check_context(spec, i_max + o_max, "--input + --output")
-    rep = sim.replica(dep, profile, max_context=i_max + o_max, mean_context=i_mean + o_mean)
-    payload: dict[str, object] = {"model": spec.id, **rep.describe()}
-    if disaggregated is not None:
-        x, y = sim.parse_xpyd(disaggregated)
-        pre_dep = dep
-        if prefill_plan is not None:
-            pre_dep = plan_deployment(spec, system, prefill_plan, efficiency=efficiency)
-        pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)
-        fleet_search = None
-        if slo is not None:
-            if dists is None:
-                raise InputError(
-                    "--slo", slo, "a Poisson workload (--rate with --input/--output), not --trace"
-                )
-            fleet_search = sim.max_rate_disaggregated(
-                pre,
-                rep,
-                x,
-                y,
-                *dists,
-                sim.parse_slo(slo),
-                requests=min(int(requests), sim.SEARCH_REQUESTS),
-                seed=seed,
-            )
-            fleet_result = fleet_search.best
-            _, tier = sim.kv_transfer_times_s(pre, rep, x, y, [i_mean])
-        else:
-            if dists is None:
-                reqs_, r_ = reqs, None
-            else:
-                r_ = parse_rate(rate)
-                reqs_ = Workload(r_, int(requests), *dists, seed).draw()
-            fleet_result, tier = sim.disaggregated_run(pre, rep, x, y, reqs_, r_)
-        payload = {
-            "model": spec.id,
-            "disaggregated": f"{x}P{y}D",
-            "kv_tier": tier,
-            "prefill": pre.describe(),
-            "decode": rep.describe(),
-        }
-        if fleet_search is not None:
-            payload["rate_search"] = fleet_search.to_dict()
-        else:
-            assert fleet_result is not None
-            payload["result"] = fleet_result.to_dict()
-        if as_json:
-            typer.echo(dump_json(payload))
-        else:
-            c = cli_console()
-            c.print(
-                f"[bold]rackmath simulate[/] {spec.id}: {x}P{y}D on {system.chip.id}, prefill "
-                f"{x} x {pre_dep.chips} chips ({pre_dep.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
-                f"KV over {tier}, as {profile.name} {profile.version} ran each replica"
-            )
-            _render_search(fleet_search, c)
-            if fleet_result is not None:
-                _render_result(fleet_result, c)
-                if fleet_search is not None:
-                    c.print(
-                        f"[bold]Answer[/]: at most {fleet_result.rate_per_s:.3g} requests/s meet the SLOs"
-                    )
-        if fleet_search is not None and fleet_search.best is None:
-            _slo_unmet(
-                fleet_search, slo, f"{x}P{y}D of {dep.chips} x {system.chip.id} ({dep.plan})", profile.id
-            )
-        return
-    search = None
-    if slo is not None:
-        if dists is None:
-            raise InputError("--slo", slo, "a Poisson workload (--rate with --input/--output), not --trace")
-        limits = sim.parse_slo(slo)
-        search = sim.max_rate(
-            rep, *dists, limits, requests=min(int(requests), sim.SEARCH_REQUESTS), seed=seed
-        )
-        payload["rate_search"] = search.to_dict()
-        result = search.best
-    else:
-        if dists is None:
-            result = sim.run(rep, reqs)
-        else:
-            r = parse_rate(rate)
-            result = sim.run(rep, Workload(r, int(requests), *dists, seed).draw(), r)
-        payload["result"] = result.to_dict()
-    if as_json:
-        typer.echo(dump_json(payload))
-    else:
-        _render(rep, result, search, cli_console())
-    if search is not None and search.best is None:
-        _slo_unmet(search, slo, f"{dep.chips} x {system.chip.id} ({dep.plan})", profile.id)
-
-
-def _slo_unmet(search: sim.RateSearch, slo: str | None, what: str, runtime: str) -> None:
-    reached = ", ".join(f"{k} {fmt.seconds(v)}" for k, v in search.best_reached.items() if v is not None)
-    raise SloUnmetError(
-        f"--slo: no arrival rate meets {slo} on {what} under {runtime}; the best reached at the "
-        f"lightest load is {reached} (loosen the SLO or use a bigger plan)"
+    report = api.simulate(
+        model,
+        on,
+        chips=chips,
+        plan=plan,
+        rate=rate,
+        requests=requests,
+        input_len=input_len,
+        output_len=output_len,
+        runtime=runtime,
+        max_seqs=max_seqs,
+        max_tokens=max_tokens,
+        trace=None if trace is None else read_trace(trace),
+        slo=slo,
+        seed=seed,
+        disaggregated=disaggregated,
+        prefill_plan=prefill_plan,
+        efficiency="pure" if pure else "kernel",
     )
+    if as_json:
+        typer.echo(dump_json(report.to_dict()))
+    elif report.xpyd is None:
+        _render(report.decode, report.result, report.search, cli_console())
+    else:
+        _render_disaggregated(report, cli_console())
+    report.require_slo()
+
+
+def _render_disaggregated(report: SimulationReport, c: Console) -> None:
+    assert report.prefill is not None and report.xpyd is not None
+    x, y = report.xpyd
+    pre, dep, p = report.prefill.deployment, report.decode.deployment, report.runtime
+    c.print(
+        f"[bold]rackmath simulate[/] {report.model}: {x}P{y}D on {dep.system.chip.id}, prefill "
+        f"{x} x {pre.chips} chips ({pre.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
+        f"KV over {report.kv_tier}, as {p.name} {p.version} ran each replica"
+    )
+    _render_search(report.search, c)
+    if report.result is not None:
+        _render_result(report.result, c)
+        if report.search is not None:
+            c.print(f"[bold]Answer[/]: at most {report.result.rate_per_s:.3g} requests/s meet the SLOs")
 
 
 def _render(

@@ -6,20 +6,16 @@ from pathlib import Path
 
 import typer
 
+from rackmath import api
 from rackmath.analyses.deploy import sweep as sw
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json, out_file
 from rackmath.cli.output import console as cli_console
-from rackmath.userfiles import load_yaml
 
 #: Table formats ``--out`` writes, by file extension.
 OUT_FORMATS = (".parquet", ".csv")
 #: Skipped combinations listed in the text summary (all of them are in ``--json``).
 SHOWN_SKIPPED = 10
-
-
-def _read_spec(path: Path) -> sw.SweepSpec:
-    return sw.parse_spec(load_yaml(path, "SPEC"))
 
 
 @app.command("sweep")
@@ -38,11 +34,7 @@ def sweep_command(
     """Evaluate every combination of a spec (each batch x context grid in one vectorized call)."""
     out_file(out, "--out", OUT_FORMATS)
     suffix = out.suffix.lower()
-    if scheduler is not None:
-        scheduler = sw.check_scheduler(scheduler)
-    spec = _read_spec(spec_file)
-    chunks = sw.make_chunks(spec, max_points=max_points, chunk_points=chunk_points)
-    result = sw.run(chunks, scheduler=scheduler)
+    result = api.sweep(spec_file, max_points=max_points, chunk_points=chunk_points, scheduler=scheduler)
     if suffix == ".parquet":
         from rackmath.frames import require
 

@@ -13,19 +13,10 @@ from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
 from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
-from rackmath.cli.options import (
-    MAX_CHIPS,
-    MAX_CONTEXT,
-    MAX_TOKENS,
-    MAX_USD_PER_CHIP_HOUR,
-    count,
-    dump_json,
-    number,
-    plot_option,
-)
+from rackmath.cli.options import count, dump_json, number, plot_option
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
-from rackmath.errors import InputError
+from rackmath.specs.bounds import MAX_CHIPS, MAX_CONTEXT, MAX_TOKENS, MAX_USD_PER_CHIP_HOUR
 from rackmath.views import fmt
 
 
@@ -127,7 +118,7 @@ def train_command(
         ep_overlap_frac=ep_overlap,
         routing_skew=routing_skew,
         ep_max_domains=ep_max_nodes,
-        ep_dispatch_fp8=_ep_dispatch_fp8(ep_dispatch),
+        ep_dispatch=ep_dispatch,
         bucket_bytes=None if bucket_mb is None else bucket_mb * 1e6,
     )
     if plot is not None:
@@ -249,13 +240,6 @@ def render_operators(r: TrainingEstimate, console: Console) -> None:
             *(fmt.seconds(o[k]) for k in _OPERATOR_TIMES),
         )
     out(table)
-
-
-def _ep_dispatch_fp8(text: str) -> bool:
-    key = text.strip().lower()
-    if key not in ("bf16", "fp8"):
-        raise InputError("ep dispatch", text, "bf16 or fp8 (fp8: dispatch in FP8, combine in BF16)")
-    return key == "fp8"
 
 
 @app.command("pipeline")

@@ -15,12 +15,14 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rackmath.analyses.reality.measure import Ceilings, DecodePoint, MeasuredRun
 from rackmath.errors import InputError, RackmathError
 from rackmath.progress import progress
+from rackmath.specs import checks
+from rackmath.specs.precision import FORMATS
 
 
 class MeasureUnavailableError(RackmathError):
@@ -74,7 +76,7 @@ class BenchConfig:
             "attention_bias": False,
             "mlp_bias": False,
             "hidden_act": "silu",
-            "torch_dtype": {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[self.dtype],
+            "torch_dtype": _TORCH_DTYPES[self.dtype],
         }
 
 
@@ -124,7 +126,22 @@ CUDA_CONFIG = BenchConfig(
     copy_bytes=2 * 2**30,
 )
 
-_TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+#: Precision -> torch dtype name, for the wide formats torch runs here: the kernel tables' names
+#: in the one format table (``specs.precision.FORMATS``: ``bf16`` -> ``bfloat16``).
+_TORCH_DTYPES = {FORMATS[n].weights.value: n for n in ("float32", "bfloat16", "float16")}
+
+
+#: Timed repeats per point: the median needs a few; a thousand is minutes per point.
+REPEATS_RANGE = (3, 1000)
+
+
+def config(quick: bool = False, repeats: int | None = None) -> BenchConfig:
+    """:func:`default_config` with ``repeats`` timed repeats per point (3 to 1,000) when given."""
+    if repeats is not None:
+        checks.whole("--repeats", repeats, minimum=REPEATS_RANGE[0], maximum=REPEATS_RANGE[1],
+                     allowed="3 or more (the median needs a few), at most 1,000")  # fmt: skip
+    cfg = default_config(quick)
+    return cfg if repeats is None else replace(cfg, repeats=repeats)
 
 
 def default_config(quick: bool = False) -> BenchConfig:

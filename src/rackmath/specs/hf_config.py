@@ -20,7 +20,7 @@ from rackmath.errors import ConfigError, InputError, UnknownIdError
 from rackmath.specs.hf_readers import FAMILY_READERS, TIED_BY_DEFAULT, unwrap
 from rackmath.specs.hf_readers.fields import Config, Fields
 from rackmath.specs.model import ModelSpec, PublishedCounts
-from rackmath.specs.precision import Precision
+from rackmath.specs.precision import ALIASES, FORMATS, Precision
 from rackmath.userfiles import read_text
 
 #: How long a Hub look-up may take before it is reported as unreachable: 4 s, so that the
@@ -95,7 +95,8 @@ def _compressed_tensors_format(quant: Mapping[str, Any]) -> tuple[Precision, int
 def _unquantized_precision(config: Config) -> Precision:
     """The checkpoint's dtype for tensors a quantization leaves alone (``torch_dtype``)."""
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16").lower()
-    return {"float16": Precision.FP16, "float32": Precision.FP32}.get(dtype, Precision.BF16)
+    fmt = FORMATS.get(ALIASES.get(dtype, dtype))  # the torch names are the format table's
+    return fmt.weights if fmt is not None and fmt.weights.is_wide else Precision.BF16
 
 
 #: ``modules_to_not_convert`` name segments -> weight classes they keep unconverted. A pattern

@@ -9,10 +9,9 @@ from functools import lru_cache
 
 from rackmath.analyses.economics import caching, fast_mode, fleet, overtrain, prices, sparsity
 from rackmath.analyses.serving import cache_tiers
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.pooled import Deployment, require_weights_fit
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
-from rackmath.errors import DoesNotFitError
 from rackmath.specs.economics import parse_duration_s
 from rackmath.units import BILLION, MILLION, MS, SECONDS_PER_DAY
 from rackmath.views.figures import economics_charts
@@ -34,14 +33,7 @@ from rackmath.web.state.economics import (
 @lru_cache(maxsize=32)
 def reference(model: str, system: str) -> Deployment:
     """The reference deployment whose roofline supplies costs (refused if its weights do not fit)."""
-    dep = deployment(model, system)
-    if not dep.weights_fit:
-        raise DoesNotFitError(
-            f"{dep.model.id} ({dep.precisions.weights.value} weights) on {dep.chips} x {dep.system.chip.id}",
-            dep.weight_bytes_per_chip,
-            dep.usable_bytes_per_chip,
-        )
-    return dep
+    return require_weights_fit(deployment(model, system))
 
 
 @lru_cache(maxsize=32)

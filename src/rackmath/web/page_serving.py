@@ -111,12 +111,6 @@ def _explained(
 ) -> tuple[Explanation, DecodeGrid]:
     """The explanation and the dense sweep at one context (the batch is not part of the key)."""
     dep = serving_deployment(state)
-    if not dep.weights_fit:
-        raise DoesNotFitError(
-            f"{dep.model.id} ({dep.precisions.weights.value} weights) on {dep.chips} x {dep.system.chip.id}",
-            dep.weight_bytes_per_chip,
-            dep.usable_bytes_per_chip,
-        )
     f = features
     result = explain(
         dep,

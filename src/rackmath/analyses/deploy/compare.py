@@ -21,7 +21,8 @@ from typing import Any
 from rackmath.analyses.serving.explain import Explanation, explain
 from rackmath.analyses.serving.pooled import Deployment, make_deployment
 from rackmath.core.energy import DEFAULT_PUE
-from rackmath.errors import DoesNotFitError, InputError
+from rackmath.errors import InputError
+from rackmath.frames import Record
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -48,7 +49,7 @@ class Configuration:
 
 
 @dataclass(frozen=True)
-class Compared:
+class Compared(Record):
     """One configuration's figures at its point (SI)."""
 
     label: str
@@ -75,9 +76,6 @@ class Compared:
     memory_bytes_per_chip: float  # weights + KV (+ activations under a plan) + the reserve
     capacity_bytes_per_chip: float
     fits: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -137,25 +135,7 @@ def explained(c: Configuration, pue: float = DEFAULT_PUE) -> Explanation:
     """The configuration's :func:`~rackmath.analyses.serving.explain.explain` at its one point;
     refuses what ``rackmath explain`` refuses: a context past the model's window, more chips
     than one system without a plan, weights that do not fit."""
-    window = c.model.max_context
-    if window and c.context > window:
-        raise InputError(
-            "context", f"{c.context:,} tokens", f"at most {window:,} tokens ({c.model.id}'s window)"
-        )
-    most = max(c.system.default_chips, c.system.scale_up_domain_chips)
-    if c.plan is None and c.chips is not None and c.chips > most:
-        raise InputError(
-            "chips",
-            c.chips,
-            f"at most {most:,} chips in one {c.system.id}; give a parallel plan to span systems",
-        )
     dep = deployment_of(c)
-    if not dep.weights_fit:
-        raise DoesNotFitError(
-            f"{dep.model.id} ({dep.precisions.weights.value} weights) on {dep.chips} x {dep.system.chip.id}",
-            dep.weight_bytes_per_chip,
-            dep.usable_bytes_per_chip,
-        )
     plan = None if c.plan is None else ParallelPlan.parse(c.plan)
     return explain(dep, [c.batch], [c.context], plan, pue=pue)
 

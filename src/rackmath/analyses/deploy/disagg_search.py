@@ -35,6 +35,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
+from rackmath.frames import Record
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -44,7 +45,7 @@ PREFILL_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
-class Pool:
+class Pool(Record):
     """One pool's plan and figures: ``step_s`` is the decode step or the prefill pass."""
 
     system: str
@@ -60,9 +61,6 @@ class Pool:
     replicas: int
     usd_per_chip_hour: float
     bottleneck: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,18 @@ from rackmath.analyses.deploy.candidates import (
     FloatArray,
     Workload,
     check_max_chips,
+    check_precisions,
+    check_search_size,
     choice_at,
     evaluate,
 )
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
+from rackmath.analyses.serving.pooled import check_context
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
+from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -88,6 +92,8 @@ class Frontier(Tabular):
     candidates_evaluated: int
     #: xPyD points (a decode candidate with its share of the best prefill replica), when asked
     disaggregated_frontier: tuple[ParetoPoint, ...] = ()
+    #: the MoE routing and MTP every plan was searched with
+    routing: MoeRouting = BALANCED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +105,8 @@ class Frontier(Tabular):
             "frontier": [p.to_dict() for p in self.frontier],
             "disaggregated_frontier": [p.to_dict() for p in self.disaggregated_frontier],
             "assumptions": list(ASSUMPTIONS[:4]),
+            "moe_routing": self.routing.to_dict(),
+            "speculation": self.routing.speculation_dict(),
         }
 
 
@@ -128,11 +136,19 @@ def pareto(
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
+    max_candidates: int = MAX_SEARCH_CANDIDATES,
 ) -> Frontier:
     """Tokens/s per chip against tokens/s per user over plans and batches (fitting only);
-    with ``disaggregated`` also the xPyD frontier (:func:`disagg_search.frontier_points`)."""
+    with ``disaggregated`` also the xPyD frontier (:func:`disagg_search.frontier_points`).
+    ``max_chips`` defaults to the scale-up domain, at least 64. Refuses a request beyond the
+    model's window, families the system has no peak for, and more than ``max_candidates``
+    deployments to evaluate."""
     w = Workload(traffic_tokens_per_s=1.0, input_len=input_len, output_len=output_len)
     cap = max(system.scale_up_domain_chips, 64) if max_chips is None else check_max_chips(max_chips)
+    check_context(model, input_len + output_len, "--input-len + --output-len")
+    precisions = tuple(dict.fromkeys(precisions))
+    check_precisions(model, [system], precisions)
+    check_search_size(model, [system], precisions, cap, max_candidates, routing.redundant_experts)
     xs: list[FloatArray] = []
     ys: list[FloatArray] = []
     meta: list[tuple[Candidates, int]] = []
@@ -183,7 +199,7 @@ def pareto(
         if disaggregated
         else ()
     )
-    return Frontier(model.id, system.id, input_len, output_len, tuple(points), x, y, total, dis)
+    return Frontier(model.id, system.id, input_len, output_len, tuple(points), x, y, total, dis, routing)
 
 
 def _disaggregated_points(

@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rackmath.analyses.serving.planned import PlannedDeployment, plan_deployment
+from rackmath.analyses.serving.pooled import check_context
 from rackmath.core import memory as memory_account
 from rackmath.core import parallel as par
 from rackmath.core import rack_rules
 from rackmath.core import sharding as shard
+from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_BATCH
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -124,7 +127,11 @@ def layout(
     microbatch: int = 256,
     weights: str | None = None,
 ) -> LayoutReport:
-    """All five arguments for a model on a system (uneven pipeline stages allowed)."""
+    """All five arguments for a model on a system (uneven pipeline stages allowed); refuses a
+    context beyond the model's window."""
+    check_context(model, context, "--context")
+    checks.whole_valued("--batch", batch, maximum=MAX_BATCH)
+    checks.whole_valued("--context", context)
     kw: dict[str, Any] = {"weights": weights}
     plan = base_plan(model, system)
     base = plan_deployment(model, system, plan, **kw)

@@ -17,22 +17,27 @@ from rackmath.analyses.deploy.candidates import (
     DEFAULT_MAX_CHIPS,
     DEFAULT_MAX_PP,
     DEFAULT_PRECISIONS,
-    PRECISION_CHOICES,
     Candidates,
     Choice,
     Workload,
     check_max_chips,
+    check_precisions,
+    check_search_size,
     choice_at,
     evaluate,
 )
 from rackmath.analyses.deploy.disagg_search import Disaggregated, best_disaggregated, compare
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
+from rackmath.analyses.deploy.simulate import parse_slo
+from rackmath.analyses.serving.pooled import check_context
 from rackmath.core import economics as econ
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
-from rackmath.errors import InputError
+from rackmath.errors import InputError, RackmathError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.progress import track
+from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -199,12 +204,19 @@ def search(
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
+    max_candidates: int = MAX_SEARCH_CANDIDATES,
 ) -> SearchResult:
-    """The cheapest fleet meeting the SLOs, runners-up, and why each rejected family failed."""
+    """The cheapest fleet meeting the SLOs, runners-up, and why each rejected family failed.
+
+    Refuses, before any work: a request beyond the model's context window, precision
+    families no searched system has, more than ``max_candidates`` deployments to evaluate
+    (the xPyD pools evaluate about three times the aggregated ones), and a prompt longer than
+    the runtime's token budget when it cannot chunk prefill."""
     max_chips = check_max_chips(max_chips)
-    for name in precisions:
-        if name not in PRECISION_CHOICES:
-            raise InputError("--precision", name, ", ".join(PRECISION_CHOICES))
+    check_context(model, workload.input_len + workload.output_len, "--input-len + --output-len")
+    check_precisions(model, systems, precisions)
+    budget = checks.whole("--max-candidates", max_candidates) // (3 if disaggregated else 1)
+    check_search_size(model, systems, precisions, max_chips, budget, routing.redundant_experts)
     if runtime is not None and not runtime.chunked_prefill and workload.input_len > runtime.max_tokens:
         raise InputError(
             "--input-len",
@@ -296,6 +308,70 @@ def search(
         },
         disaggregated=dis,
         disaggregated_note=note,
+    )
+
+
+class InfeasibleError(RackmathError):
+    """A valid request no deployment in the searched space can meet."""
+
+
+def require_feasible(result: SearchResult) -> SearchResult:
+    """``result`` when some deployment (aggregated or xPyD) meets the SLOs; else
+    :class:`InfeasibleError` with the reason, as ``rackmath plan`` exits 1 after its report."""
+    if result.best is None and result.disaggregated is None:
+        raise InfeasibleError(f"no deployment meets the SLOs; {result.infeasible_reason}")
+    return result
+
+
+def slo_limits(
+    slo: str | None, ttft_s: float | None = None, tpot_s: float | None = None
+) -> tuple[float | None, float | None]:
+    """``(ttft_s, tpot_s)`` with ``--slo ttft_p99=2s,tpot_p99=50ms`` read over them: ``plan``
+    sizes a steady state without queueing, so only those two limits mean anything to it."""
+    if slo is None:
+        return ttft_s, tpot_s
+    limits = parse_slo(slo)
+    if set(limits) - {"ttft_p99", "tpot_p99"}:
+        raise InputError("--slo", slo, "ttft_p99 and tpot_p99 limits (plan has no queueing; see simulate)")
+    return limits.get("ttft_p99", ttft_s), limits.get("tpot_p99", tpot_s)
+
+
+def plan(
+    model: ModelSpec,
+    systems: list[SystemSpec],
+    *,
+    traffic: float = 1e6,
+    input_len: int = 1024,
+    output_len: int = 1024,
+    ttft_s: float | None = None,
+    tpot_s: float | None = None,
+    slo: str | None = None,
+    disaggregated: bool = True,
+    runtime: RuntimeProfile | None = None,
+    max_chips: int = DEFAULT_MAX_CHIPS,
+    precisions: tuple[str, ...] = DEFAULT_PRECISIONS,
+    max_candidates: int = MAX_SEARCH_CANDIDATES,
+    routing: MoeRouting = BALANCED,
+    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+) -> SearchResult:
+    """``rackmath plan``: the cheapest deployment serving ``traffic`` output tokens/s of
+    ``input_len``/``output_len`` requests under the SLOs (seconds, or ``slo`` text), over
+    ``systems`` and ``precisions``, xPyD pools included unless ``disaggregated`` is false."""
+    ttft_s, tpot_s = slo_limits(slo, ttft_s, tpot_s)
+    work = Workload(
+        traffic_tokens_per_s=traffic, input_len=input_len, output_len=output_len, ttft_s=ttft_s, tpot_s=tpot_s
+    )
+    return search(
+        model,
+        list({s.id: s for s in systems}.values()),
+        work,
+        precisions=tuple(dict.fromkeys(precisions)),
+        max_chips=max_chips,
+        disaggregated=disaggregated,
+        runtime=runtime,
+        efficiency=efficiency,
+        routing=routing,
+        max_candidates=max_candidates,
     )
 
 

@@ -37,6 +37,7 @@ from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
+from rackmath.frames import Record
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.workload import LengthDist, Requests, check_trace
@@ -114,7 +115,7 @@ class Fleet:
 
 
 @dataclass(frozen=True)
-class Attainment:
+class Attainment(Record):
     """The share of requests meeting each limit, and both (fractions; None: no limit set)."""
 
     requests: int
@@ -124,9 +125,6 @@ class Attainment:
     tpot_met_frac: float
     both_met_frac: float
     goodput_requests_per_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def attainment(times: rq.RequestTimes, ttft_limit_s: float | None, tpot_limit_s: float | None) -> Attainment:

@@ -383,7 +383,10 @@ def sweep(
     chunk_points: int = DEFAULT_CHUNK_POINTS,
     scheduler: Any = None,
 ) -> SweepResult:
-    """Spec (or its mapping) -> chunks -> one table; see the module docstring."""
+    """Spec (or its mapping) -> chunks -> one table; see the module docstring. A scheduler
+    address is checked before the spec, and the point budget before any work."""
+    if isinstance(scheduler, str):
+        scheduler = check_scheduler(scheduler)
     the_spec = spec if isinstance(spec, SweepSpec) else parse_spec(spec)
     chunks = make_chunks(the_spec, max_points=max_points, chunk_points=chunk_points)
     return run(chunks, scheduler=scheduler)

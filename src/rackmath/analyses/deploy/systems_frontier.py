@@ -32,6 +32,7 @@ from rackmath.analyses.kernels.tables import describe, parse_mode
 from rackmath.catalog.measurements import measurements
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, RackmathError
+from rackmath.frames import Record
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.scenario import Metric, Phase, Scenario
@@ -65,7 +66,7 @@ class SystemCurve:
 
 
 @dataclass(frozen=True)
-class PublishedPoint:
+class PublishedPoint(Record):
     """A published measurement on the frontier's axes (see the module docstring)."""
 
     row_id: int
@@ -80,9 +81,6 @@ class PublishedPoint:
     source: str
     url: str
     how: str  # how the published figure became these two
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)

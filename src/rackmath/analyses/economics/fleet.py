@@ -21,9 +21,12 @@ from rackmath.core import requests as rq
 from rackmath.core import roofline as rl
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
-from rackmath.frames import Col, Layout, Tabular
+from rackmath.frames import Col, Layout, Record, Tabular
 from rackmath.progress import track
 from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_TRAFFIC
+from rackmath.specs.hardware import SystemSpec
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.workload import Requests
 
 FloatArray = NDArray[np.float64]
@@ -77,11 +80,13 @@ def check_traffic(value: float, field: str = "traffic") -> float:
             "replica, and its cost per token means nothing)"
         )
         raise InputError(field, value, allowed)
+    if value > MAX_TRAFFIC:
+        raise InputError(field, value, f"at most {MAX_TRAFFIC:g} output tokens/s")
     return float(value)
 
 
 @dataclass(frozen=True)
-class LoadPoint:
+class LoadPoint(Record):
     load_frac: float
     arrival_rate_per_s: float
     requests: int
@@ -93,14 +98,9 @@ class LoadPoint:
     mean_batch: float
     tokens_per_s: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()
-        }
-
 
 @dataclass(frozen=True)
-class TrainCheck:
+class TrainCheck(Record):
     """The train schedule simulated at one arrival rate, beside its closed forms (D8)."""
 
     interval_s: float
@@ -110,9 +110,6 @@ class TrainCheck:
     mean_latency_s: float
     closed_form_worst_s: float
     closed_form_mean_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -199,6 +196,25 @@ class Fleet(Tabular):
             "capacity_requests_per_s": self.capacity_requests_per_s,
             "loads": [p.to_dict() for p in self.loads],
         }
+
+
+def reference_deployment(
+    model: str | ModelSpec | None, system: str | SystemSpec | None, efficiency: str = "kernel"
+) -> Deployment | None:
+    """The deployment whose roofline gives ``fleet`` its step times: a model on a system (ids
+    or specs) at their defaults, both or neither (None: the stated step time)."""
+    if (model is None) != (system is None):
+        raise InputError("--model/--on", model or system, "both --model and --on, or neither")
+    if model is None or system is None:
+        return None
+    from rackmath.catalog.loader import resolve_model
+    from rackmath.catalog.loader import system as catalog_system
+
+    return pooled.make_deployment(
+        resolve_model(model) if isinstance(model, str) else model,
+        catalog_system(system) if isinstance(system, str) else system,
+        efficiency=efficiency,
+    )
 
 
 def step_times_from_deployment(deployment: Deployment, max_batch: int, context: float) -> FloatArray:
@@ -372,6 +388,7 @@ def fleet(
     checks.whole_valued("seed", seed, minimum=0)
     batch = int(batch)
     if deployment is not None:
+        pooled.check_context(deployment.model, context, "--context")
         fits = int(pooled.max_batch(deployment, [context])[0])
         if batch > fits:
             allowed = f"at most {fits:,} sequences of {context:,.0f} tokens fit in memory"

@@ -36,6 +36,8 @@ TOKENS_PER_S_RANGE = (1.0, 1e12)
 DURATION_RANGE_S = (1.0, 100 * 365 * SECONDS_PER_DAY)
 TOKENS_PER_PARAM_RANGE = (1.0, 1e6)
 RL_FLOPS_RANGE = (0.1, 100.0)
+#: RL and inference hardware efficiency relative to pre-training: 0.1% to 100%.
+EFFICIENCY_RANGE = (1e-3, 1.0)
 
 
 @dataclass(frozen=True)
@@ -135,24 +137,24 @@ def overtrain(
     tokens_per_param: float = sl.CHINCHILLA_TOKENS_PER_PARAM,
 ) -> Overtraining:
     for name, value, (lo, hi) in (
-        ("params", params, PARAMS_RANGE),
-        ("tokens per second", tokens_per_s, TOKENS_PER_S_RANGE),
-        ("duration (s)", duration_s, DURATION_RANGE_S),
-        ("tokens per parameter", tokens_per_param, TOKENS_PER_PARAM_RANGE),
+        ("--params", params, PARAMS_RANGE),
+        ("--tokens-per-s", tokens_per_s, TOKENS_PER_S_RANGE),
+        ("--duration (s)", duration_s, DURATION_RANGE_S),
+        ("--tokens-per-param", tokens_per_param, TOKENS_PER_PARAM_RANGE),
     ):
         check_range(float(value), name, minimum=lo, maximum=hi)
     k = coefficients or sl.ComputeCoefficients()
-    check_range(
-        float(k.rl), "RL FLOPs per parameter-token", minimum=RL_FLOPS_RANGE[0], maximum=RL_FLOPS_RANGE[1]
-    )
+    check_range(float(k.rl), "--rl-flops", minimum=RL_FLOPS_RANGE[0], maximum=RL_FLOPS_RANGE[1])
     for name, value in (
         ("pre-training FLOPs per parameter-token", k.pre),
         ("RL FLOPs per parameter-token", k.rl),
         ("inference FLOPs per parameter-token", k.inference),
     ):
         checks.positive(name, value, allowed="a positive number")
-    for name, value in (("RL efficiency", k.rl_efficiency), ("inference efficiency", k.inference_efficiency)):
-        checks.fraction(name, value, zero=False)
+    lo, hi = EFFICIENCY_RANGE
+    efficiencies = (("--rl-efficiency", k.rl_efficiency), ("--inference-efficiency", k.inference_efficiency))
+    for name, value in efficiencies:
+        check_range(float(value), name, minimum=lo, maximum=hi)
     d_inf = float(sl.lifetime_tokens(tokens_per_s, duration_s))
     d_pre, d_rl = (float(x) for x in sl.equal_cost_tokens(d_inf, k))
     loss = float(sl.loss(params, d_pre, fit))

@@ -14,13 +14,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rackmath.analyses.economics.caching import DEFAULT_PROMPT_TOKENS, DEFAULT_RETENTIONS_S
 from rackmath.analyses.serving import pooled
 from rackmath.analyses.serving.pooled import Deployment
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
-from rackmath.errors import InputError
+from rackmath.errors import InputError, UnknownIdError
 from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_BATCH, MAX_CONTEXT
 from rackmath.specs.economics import ModelPrice
+from rackmath.units import SECONDS_PER_YEAR
 
 FloatArray = NDArray[np.float64]
 
@@ -285,3 +288,100 @@ class PricesReport:
             "caching": self.caching.to_dict() if self.caching is not None else None,
             "fast_mode": self.fast_mode.to_dict() if self.fast_mode is not None else None,
         }
+
+
+#: Most retentions one cache reading compares.
+MAX_RETENTIONS = 32
+#: Longest amortization period of bought memory (s): a century.
+MAX_AMORTIZATION_S = 100 * SECONDS_PER_YEAR
+
+
+def aged_to(as_of: dt.date | str | None, table: dict[str, ModelPrice]) -> dt.date:
+    """The day prices are aged to (default today): a date ``YYYY-MM-DD`` not before the newest
+    price, so no price is younger than zero days."""
+    if as_of is None:
+        day = dt.date.today()
+    elif isinstance(as_of, dt.date):
+        day = as_of
+    else:
+        try:
+            day = dt.date.fromisoformat(as_of)
+        except ValueError:
+            raise InputError("--as-of", as_of, "a date YYYY-MM-DD") from None
+    newest = max(dt.date.fromisoformat(p.date) for p in table.values())
+    if day < newest:
+        allowed = f"a date on or after {newest} (the newest price)"
+        raise InputError("--as-of", str(as_of or day.isoformat()), allowed)
+    return day
+
+
+def report(
+    table: dict[str, ModelPrice],
+    deployment: Deployment,
+    *,
+    provider: str | None = None,
+    as_of: dt.date | str | None = None,
+    batch: float = 2000,
+    context: float = 8192,
+    long_context_model: str = "gemini-3.1-pro",
+    long_batch: float = 64,
+    cache_model: str = "claude-opus-4.6",
+    retentions_s: tuple[float, ...] | list[float] = DEFAULT_RETENTIONS_S,
+    amortization_s: float = 3 * SECONDS_PER_YEAR,
+    prompt_tokens: float = DEFAULT_PROMPT_TOKENS,
+    prefix_hit: float | None = None,
+    prefix_tier: str = "hbm",
+    fast_model: str = "claude-opus-4.6",
+    fast_context: float = 4096,
+) -> PricesReport:
+    """``rackmath prices``: the survey of ``table`` (one ``provider``'s prices, or all) as of a
+    day against ``deployment``'s roofline, the long-context tiers of ``long_context_model``,
+    the prompt-cache tiers priced for ``cache_model`` and the fast mode of ``fast_model``.
+
+    Refuses a provider the table lacks, a day before the newest price, a reference deployment
+    whose weights do not fit, a context beyond its model's window and the work bounds."""
+    from rackmath.analyses.economics import caching, fast_mode
+    from rackmath.analyses.serving import cache_tiers
+    from rackmath.catalog.economics import memory_tiers, providers
+    from rackmath.catalog.economics import price as priced
+
+    today = aged_to(as_of, table)
+    chosen = list(table.values())
+    if provider is not None:
+        known = providers(table)
+        if provider.lower() not in known:
+            raise UnknownIdError("provider", provider, known)
+        chosen = [p for p in chosen if p.provider == provider.lower()]
+    pooled.require_weights_fit(deployment)
+    pooled.check_context(deployment.model, context, "--context")
+    for field, value, most in (
+        ("--batch", batch, MAX_BATCH),
+        ("--long-batch", long_batch, MAX_BATCH),
+        ("--context", context, MAX_CONTEXT),
+        ("--prompt-tokens", prompt_tokens, MAX_CONTEXT),
+        ("--fast-context", fast_context, MAX_CONTEXT),
+    ):
+        checks.between(field, value, 1, most)
+    checks.between("--amortization", amortization_s, 0.0, MAX_AMORTIZATION_S, low_open=True)
+    retentions = list(dict.fromkeys(float(r) for r in retentions_s))
+    if len(retentions) > MAX_RETENTIONS:
+        raise InputError("--retention", len(retentions), f"at most {MAX_RETENTIONS} durations")
+    lc_price = priced(long_context_model, table)
+    long = long_context(lc_price, deployment, batch=long_batch) if lc_price.tier_boundaries_tokens else None
+    cache = caching.cache_economics(
+        deployment,
+        cache_tiers.default_tiers(deployment, memory_tiers(), amortization_s),
+        retentions_s=retentions,
+        prompt_tokens=prompt_tokens,
+        amortization_s=amortization_s,
+        price=priced(cache_model, table),
+        prefix_hit=prefix_hit,
+        prefix_tier=prefix_tier,
+    )
+    fast = fast_mode.report(deployment, context=fast_context, price=priced(fast_model, table))
+    return PricesReport(
+        survey=survey(chosen, deployment, as_of=today, batch=batch, context=context),
+        long_context=long,
+        caching=cache,
+        fast_mode=fast,
+    )

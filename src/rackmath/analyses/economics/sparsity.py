@@ -22,16 +22,25 @@ from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
 from rackmath.core import scaling_laws as sl
 from rackmath.errors import InputError
+from rackmath.frames import Record
 from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_BATCH, MAX_CONTEXT
 
 FloatArray = NDArray[np.float64]
 
 DEFAULT_SPARSITIES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 DEFAULT_USERS = 2000
+#: Input ranges: at most 32 levels of N_total / N_active up to 4,096 (past every MoE built),
+#: and an active size from 1M to 1,000T parameters.
+MAX_LEVELS = 32
+MAX_SPARSITY = 4096
+PARAMS_ACTIVE_RANGE = (1e6, 1e15)
 
 
 @dataclass(frozen=True)
-class SparsityRow:
+class SparsityRow(Record):
+    derived_fields = ("memory_bytes", "users_needed")
+
     sparsity: float
     params_total: float
     effective_params: float
@@ -50,8 +59,10 @@ class SparsityRow:
     def memory_bytes(self) -> float:
         return self.weight_bytes + self.kv_bytes_at_balance
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "memory_bytes": self.memory_bytes, "users_needed": self.balance_batch}
+    @property
+    def users_needed(self) -> float:
+        """Users it takes to fill a balanced batch: one sequence each."""
+        return self.balance_batch
 
 
 @dataclass(frozen=True)
@@ -95,14 +106,15 @@ def sparsity_study(
     """One row per sparsity; chips are the fewest of ``deployment``'s chip that hold the
     weights plus ``B*`` sequences of KV at ``context`` (after the memory reserve)."""
     s = np.asarray(sparsities, float)
-    if s.size == 0 or np.any(~np.isfinite(s)) or np.any(s < 1):
-        raise InputError("sparsity", list(sparsities), "numbers >= 1 (N_total / N_active)")
-    for name, value in (("context", context), ("users", users)):
-        checks.at_least(name, value, 1)
+    if not 0 < s.size <= MAX_LEVELS or np.any(~np.isfinite(s)) or np.any(s < 1) or np.any(s > MAX_SPARSITY):
+        allowed = f"1 to {MAX_LEVELS} numbers from 1 to {MAX_SPARSITY:,} (N_total / N_active)"
+        raise InputError("--sparsity", ",".join(f"{x:g}" for x in s), allowed)
+    for name, value, most in (("--context", context, MAX_CONTEXT), ("--users", users, MAX_BATCH)):
+        checks.between(name, value, 1, most)
     d = deployment
     chip = d.system.chip
     n_active = float(params_active if params_active is not None else d.params.active)
-    checks.positive("params_active", n_active, allowed="a positive number")
+    checks.between("--params-active", n_active, *PARAMS_ACTIVE_RANGE)
     bpw = d.precisions.weights.bytes_per_element
     kv_tok = arch.kv_bytes_per_token(d.model, d.precisions.kv.bytes_per_element)
     flops_chip = chip.peak_flops(d.precisions.compute)

@@ -40,6 +40,7 @@ from rackmath.analyses.kernels.fit import ChipData, ChipFit, ChipPeaks, fit_chip
 from rackmath.analyses.kernels.op_rows import HELD_OUT_DIMS
 from rackmath.analyses.kernels.rows import CommRows, fit_groups
 from rackmath.core.efficiency import collective_time_s
+from rackmath.frames import Record
 from rackmath.specs.efficiency import CurveKey, OpClass
 
 #: Every HOLD_OUT_EVERY-th distinct value of a dimension is held out ...
@@ -143,16 +144,13 @@ def by_class(ops: dict[CurveId, np.ndarray], comm: dict[str, np.ndarray]) -> dic
 
 
 @dataclass(frozen=True)
-class Band:
+class Band(Record):
     """``p10`` and ``p90`` of measured / predicted over ``rows`` held-out calls, and how."""
 
     p10: float
     p90: float
     rows: int
     how: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"p10": self.p10, "p90": self.p90, "rows": self.rows, "how": self.how}
 
 
 def band_of(ratios: np.ndarray, how: str) -> Band:

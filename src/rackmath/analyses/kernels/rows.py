@@ -412,7 +412,7 @@ def _comm(name: str, w: wk.CommWork, latency_s: np.ndarray, key: np.ndarray) -> 
 
 
 def _element_bytes(dtypes: Any) -> np.ndarray:
-    return np.array([kt.DTYPE_BYTES[d][1] for d in dtypes.astype(str)])
+    return np.array([kernel_format(d).activation_bytes for d in dtypes.astype(str)])
 
 
 def custom_own_kernel(custom: Any, nccl: Any | None) -> np.ndarray:

@@ -36,7 +36,7 @@ from rackmath.analyses.reality.validation import (
 )
 from rackmath.catalog.measurements import load_measurements, measurements
 from rackmath.core import reality
-from rackmath.frames import Col, Layout, Tabular
+from rackmath.frames import Col, Layout, Record, Tabular
 from rackmath.specs.scenario import Phase, Scenario, UnsupportedRow
 
 #: The report's columns, in order.
@@ -128,17 +128,10 @@ class RowResult:
 
 
 @dataclass(frozen=True)
-class GroupStats:
+class GroupStats(Record):
     rows: int
     median_abs_error: float
     p90_abs_error: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows": self.rows,
-            "median_abs_error": self.median_abs_error,
-            "p90_abs_error": self.p90_abs_error,
-        }
 
 
 def group_stats(errors: Iterable[float]) -> GroupStats:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -43,6 +43,7 @@ from rackmath.core import loads, reality
 from rackmath.core import roofline as rl
 from rackmath.core.step import PlanStep
 from rackmath.errors import RackmathError
+from rackmath.frames import Record
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
@@ -96,7 +97,7 @@ def chip_family(chip_id: str) -> str:
 
 
 @dataclass(frozen=True)
-class FamilyParams:
+class FamilyParams(Record):
     """The physical gap between roofline and reality for one chip family.
 
     Fractions of peak FLOP/s per phase and of HBM bandwidth; a fixed time per layer of a
@@ -160,9 +161,6 @@ class FamilyParams:
             self.kv_bandwidth_frac,
             self.kernel_grounded,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 PURE = FamilyParams()

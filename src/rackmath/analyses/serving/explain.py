@@ -17,7 +17,14 @@ from rackmath.analyses.serving import energy as energy_
 from rackmath.analyses.serving import pooled
 from rackmath.analyses.serving.energy import EnergyGrid
 from rackmath.analyses.serving.planned import PlannedGrid, plan_deployment
-from rackmath.analyses.serving.pooled import BalancePoint, DecodeGrid, Deployment, PrefillGrid
+from rackmath.analyses.serving.pooled import (
+    BalancePoint,
+    DecodeGrid,
+    Deployment,
+    PrefillGrid,
+    check_context,
+    require_weights_fit,
+)
 from rackmath.analyses.serving.prefix import PrefixCache, PrefixPrefill, prefix_prefill
 from rackmath.analyses.serving.speculative import Speculation, SpeculativeGrid, speculative_decode
 from rackmath.core import architecture as arch
@@ -25,6 +32,7 @@ from rackmath.core import roofline as rl
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular, deployment_labels
+from rackmath.specs.bounds import MAX_BATCH, MAX_CONTEXT
 from rackmath.specs.plan import ParallelPlan
 
 FloatArray = NDArray[np.float64]
@@ -310,6 +318,32 @@ def assumptions(d: Deployment) -> tuple[str, ...]:
     return base + d.notes
 
 
+def check_chips_in_system(deployment: Deployment, plan: object) -> None:
+    """Without a plan the chips act as one system: at most the system's own chips (its
+    default count or its scale-up domain); more need a plan that spans systems."""
+    d = deployment
+    most = max(d.system.default_chips, d.system.scale_up_domain_chips)
+    if plan is None and d.chips > most:
+        raise InputError(
+            "--chips",
+            d.chips,
+            f"at most {most:,} chips in one {d.system.id}; give a --plan (e.g. dp=..,ep=..) to span systems",
+        )
+
+
+def check_request(deployment: Deployment, batches: Any, contexts: Any, plan: object = None) -> None:
+    """The rules ``explain`` applies before any work, in the order the CLI met them: the
+    chips one system holds (without a plan), contexts within the model's window and the
+    work bounds, batches within the work bound, and weights that fit the chips."""
+    check_chips_in_system(deployment, plan)
+    check_context(deployment.model, contexts, "--context")
+    for field, values, most in (("--context", contexts, MAX_CONTEXT), ("--batch", batches, MAX_BATCH)):
+        top = float(np.max(values)) if np.size(values) else 0.0
+        if top > most:
+            raise InputError(field, f"{top:,.0f}", f"numbers up to {most:,}")
+    require_weights_fit(deployment)
+
+
 def explain(
     deployment: Deployment,
     batches: tuple[float, ...] | list[float] = DEFAULT_BATCHES,
@@ -326,6 +360,7 @@ def explain(
     the same grid, ``prefix`` a prefix-cache hit on each context's prompt; energy at
     facility ``pue`` is always computed where the chip has a TDP."""
     d = deployment
+    check_request(d, batches, contexts, plan)
     energy_.check_pue(pue)
     planned = None
     if plan is not None:

@@ -35,9 +35,10 @@ from rackmath.core.chip_rates import ChipRates
 from rackmath.core.memory import ChipMemory, ChipWeightBytes
 from rackmath.core.sharding import ShardableModel
 from rackmath.core.step import PlanStep
-from rackmath.errors import InputError
+from rackmath.errors import DoesNotFitError, InputError
 from rackmath.frames import Col, Layout, Tabular, deployment_labels, grid_layout
 from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_CHIPS, MAX_USD_PER_CHIP_HOUR
 from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
@@ -259,7 +260,7 @@ def make_deployment(
     ``efficiency``: ``"kernel"`` (default: fitted kernel curves), ``"pure"`` (the roofline) or
     an :class:`~rackmath.core.roofline.Efficiency`."""
     efficiency = et.parse_mode(efficiency)
-    n_chips = system.default_chips if chips is None else checks.whole("chips", chips)
+    n_chips = system.default_chips if chips is None else checks.whole("chips", chips, maximum=MAX_CHIPS)
     defaults = default_precisions(model, system)
     precisions = Precisions(
         weights=Precision.parse(weights, "weights precision") if weights else defaults.weights,
@@ -270,7 +271,7 @@ def make_deployment(
     price = (
         system.chip.price_usd_per_chip_hour.value_usd
         if usd_per_chip_hour is None
-        else checks.positive("price per chip-hour", usd_per_chip_hour)
+        else checks.between("price per chip-hour", usd_per_chip_hour, 0, MAX_USD_PER_CHIP_HOUR, low_open=True)
     )
     checks.fraction("memory reserve", memory_reserve_frac, one=False)
     notes = []
@@ -302,6 +303,20 @@ def check_context(model: ModelSpec, tokens: ArrayLike, field: str = "context") -
         raise InputError(
             field, f"{longest:,.0f} tokens", f"at most {window:,} tokens ({model.id}'s context window)"
         )
+
+
+def require_weights_fit(deployment: Deployment) -> Deployment:
+    """Refuse a deployment whose weights alone overflow each chip's usable memory (after the
+    reserve): no batch of it runs, so no step time or cost of it means anything. The one rule
+    behind ``explain``, ``prices`` (its reference deployment) and the web pages."""
+    d = deployment
+    if not d.weights_fit:
+        raise DoesNotFitError(
+            f"{d.model.id} ({d.precisions.weights.value} weights) on {d.chips} x {d.system.chip.id}",
+            d.weight_bytes_per_chip,
+            d.usable_bytes_per_chip,
+        )
+    return d
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,16 @@ def prefix_prefill(
     )
 
 
+def from_options(deployment: Deployment, hit_frac: float | None, tier: str = "hbm") -> PrefixCache | None:
+    """The prefix cache ``explain``'s ``--prefix-hit`` and ``--prefix-tier`` ask for (None
+    without a hit rate), over the deployment's HBM and the catalog's other tiers."""
+    if hit_frac is None:
+        return None
+    from rackmath.catalog.economics import memory_tiers
+
+    return prefix_cache(hit_frac, tier, default_cache_tiers(deployment, memory_tiers()))
+
+
 def default_cache_tiers(
     deployment: Deployment, specs: dict[str, Any], amortization_s: float = cache_tiers.DEFAULT_AMORTIZATION_S
 ) -> tuple[CacheTier, ...]:

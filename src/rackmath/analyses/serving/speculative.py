@@ -116,6 +116,25 @@ def parse_speculation(text: str, resolve_model: Any) -> Speculation:
     return speculation(depth, rates, draft)
 
 
+def from_options(
+    spec_text: str | None, mtp: int | None, acceptance: float | Any | None
+) -> Speculation | None:
+    """The speculation ``explain``'s options ask for: ``--spec draft=MODEL,k=..,acceptance=..``
+    (a draft model resolved from the catalog), or an MTP head (``--mtp K --acceptance A``, the
+    two together), or none."""
+    if spec_text is not None:
+        from rackmath.catalog.loader import resolve_model
+
+        return parse_speculation(spec_text, resolve_model)
+    if mtp is None and acceptance is None:
+        return None
+    if mtp is None or acceptance is None:
+        raise InputError(
+            "--mtp/--acceptance", f"mtp={mtp}, acceptance={acceptance}", "both, e.g. --mtp 1 --acceptance 0.8"
+        )
+    return speculation(mtp, acceptance, field="--mtp")
+
+
 @dataclass(frozen=True)
 class SpeculativeGrid(DecodeThroughput):
     """Speculative decoding over a batch x context grid beside the plain decode step.

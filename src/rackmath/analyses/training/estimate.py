@@ -24,29 +24,19 @@ from rackmath.analyses.training.step import MemoryPerChip, StepBreakdown, memory
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
 from rackmath.errors import DoesNotFitError
-from rackmath.frames import Col, Layout, Tabular
+from rackmath.frames import Col, Layout, Record, Tabular
 from rackmath.units import SECONDS_PER_DAY, SECONDS_PER_HOUR
 
 
 # ---------------------------------------------------------------------------- recompute choice
 @dataclass(frozen=True)
-class RecomputeOption:
+class RecomputeOption(Record):
     mode: tr.Recompute
     activations_bytes: float
     total_bytes: float
     extra_flops_frac: float  # recomputed FLOPs over model FLOPs
     step_s: float
     fits: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode.value,
-            "activations_bytes": self.activations_bytes,
-            "total_bytes": self.total_bytes,
-            "extra_flops_frac": self.extra_flops_frac,
-            "step_s": self.step_s,
-            "fits": self.fits,
-        }
 
 
 def recompute_options(s: TrainingSetup, budget_bytes: float | None = None) -> list[RecomputeOption]:
@@ -89,7 +79,7 @@ def choose_recompute(s: TrainingSetup, budget_bytes: float | None = None) -> Rec
 
 # ---------------------------------------------------------------------------- MFU conventions
 @dataclass(frozen=True)
-class MfuConvention:
+class MfuConvention(Record):
     """One way to state utilisation: ``flops`` "model" or "hardware" (recompute counted),
     with or without the attention core's FLOPs, against the ``peak`` of "bf16" or of the
     GEMMs' precision."""
@@ -102,9 +92,6 @@ class MfuConvention:
     @property
     def label(self) -> str:
         return f"{self.flops} FLOPs, {'with' if self.attention else 'without'} attention, {self.peak} peak"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"flops": self.flops, "attention": self.attention, "peak": self.peak, "value": self.value}
 
 
 def flops_per_token(s: TrainingSetup, flops: str, attention: bool) -> float:

@@ -25,6 +25,7 @@ from rackmath.core import training as tr
 from rackmath.core.training_step import GemmRecipe
 from rackmath.errors import InputError
 from rackmath.specs import checks
+from rackmath.specs.bounds import MAX_CHIPS, MAX_CONTEXT, MAX_TOKENS
 from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
@@ -160,11 +161,12 @@ def make_training(
     ep_dispatch_fp8: bool = False,
 ) -> TrainingSetup:
     """Check the plan against the model and system once; fill defaults; explain refusals."""
-    if chips is not None and checks.whole("chips", chips) != plan.chips:
+    if chips is not None and checks.whole("chips", chips, maximum=MAX_CHIPS) != plan.chips:
         raise InputError(
             "--chips", chips, f"the plan's tp x pp x dp x cp = {plan.chips} chips ({plan}); change one"
         )
-    checks.positive("tokens", tokens, allowed="a positive token budget, e.g. 15e12")
+    budget = f"a token budget of 1 to {MAX_TOKENS:g}, e.g. 15e12"
+    checks.between("--tokens", tokens, 1, MAX_TOKENS, allowed=budget)
     a = model.attention
     if a.num_heads % plan.tp:
         raise InputError("plan tp", plan.tp, f"a divisor of the {a.num_heads} attention heads")
@@ -176,7 +178,7 @@ def make_training(
         if model.moe.num_experts % plan.ep:
             raise InputError("plan ep", plan.ep, f"a divisor of the {model.moe.num_experts} experts")
     seq = min(DEFAULT_SEQ_LEN, model.max_context or DEFAULT_SEQ_LEN) if seq_len is None else seq_len
-    seq = checks.whole("seq-len", seq)
+    seq = checks.whole("seq-len", seq, maximum=MAX_CONTEXT)
     if seq % plan.cp:
         raise InputError("seq-len", seq, f"a multiple of cp = {plan.cp}")
     micro = checks.whole("microbatch", microbatch)
@@ -282,6 +284,15 @@ def make_training(
         ep_max_domains=ep_max_domains,
         ep_dispatch_fp8=bool(ep_dispatch_fp8),
     )
+
+
+def parse_ep_dispatch(text: str) -> bool:
+    """``--ep-dispatch``: ``"fp8"`` (dispatch in FP8, combine in BF16, as DeepSeek-V3) -> True,
+    ``"bf16"`` -> False (``make_training``'s ``ep_dispatch_fp8``)."""
+    key = text.strip().lower()
+    if key not in ("bf16", "fp8"):
+        raise InputError("--ep-dispatch", text, "bf16 or fp8 (fp8: dispatch in FP8, combine in BF16)")
+    return key == "fp8"
 
 
 def kernel_table(
