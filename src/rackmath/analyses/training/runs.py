@@ -72,6 +72,12 @@ def run_setup(
         ep_overlap_frac=run.ep_overlap_frac,
         ep_max_domains=run.ep_max_nodes,
         ep_dispatch_fp8=run.ep_dispatch_fp8,
+        framework=run.framework,
+        framework_settings=dict(run.framework_settings),
+        first_stage_layers=run.first_stage_layers,
+        last_stage_layers=run.last_stage_layers,
+        balance_stages=run.balance_stages,
+        stage_layers=run.stage_layers,
     )
 
 
@@ -106,6 +112,8 @@ def predicted_metric(run: Any, e: Any) -> float:
         flops = "hardware" if run.metric is RunMetric.HFU_FLOPS_PER_CHIP else c.flops
         rate = s.tokens_per_step * flops_per_token(s, flops, c.attention) / e.step.step_s / s.chips
         return float(rate / peak) if run.metric is RunMetric.MFU else float(rate)
+    if run.metric is RunMetric.TOKENS_PER_S_PER_CHIP:
+        return float(e.tokens_per_s / s.chips)
     return float(e.step.step_s if run.metric is RunMetric.STEP_S else e.chip_hours)
 
 
