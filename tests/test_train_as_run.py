@@ -280,3 +280,29 @@ def test_bad_training_input_is_one_line_naming_the_field():
         _llama8b_pp4(framework="torchtitan", framework_settings={"overlap_everything": True})
     with pytest.raises(InputError, match="cp_comm: got 'ring'; allowed: one of p2p, all_gather, a2a"):
         _llama8b_pp4(framework="megatron-core", framework_settings={"cp_comm": "ring"})
+
+
+# ---------------------------------------------------------------------------- validation gate
+def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
+    """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
+    of 2026-11-26 (all 18.7% / 66%, dense 14.6%, MoE 46.3%; issue 23's 12% target is not met).
+    Lower them when the model improves."""
+    import numpy as np
+
+    from rackmath.analyses.training.runs import score_runs
+
+    scores = score_runs()
+    assert len(scores) == 27 and sum(r.held_out for r in scores) == 19
+    by = {r.run_id: r for r in scores}
+    assert by["megatron-gpt-462b-h100"].framework == "megatron-core"
+    assert "tp_comm_overlap" in by["megatron-gpt-462b-h100"].profile  # the run's stated change
+    assert by["llama3-405b-8k"].framework == "generic"  # states none: the generic step
+
+    def stats(rows):
+        a = np.abs([r.error_frac for r in rows])
+        return float(np.median(a)), float(np.percentile(a, 90))
+
+    median, p90 = stats(scores)
+    assert median <= 0.19 and p90 <= 0.67
+    dense_median, _ = stats([r for r in scores if not r.moe])
+    assert dense_median <= 0.15

@@ -134,3 +134,56 @@ def calibrated_flops_frac(predictions: list[RunPrediction]) -> float:
     for the shipped runs and a test recomputes it."""
     ratios = [throughput_ratio(p) for p in predictions]
     return float(np.exp(np.mean(np.log(ratios))))
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """One published run scored kernel-grounded (no end-to-end fit): the framework profile it
+    ran under, its precision and kind, the prediction of its own metric and the error."""
+
+    run_id: str
+    #: the framework profile's id and its label (version, the settings the run changed)
+    framework: str
+    profile: str
+    precision: str
+    moe: bool
+    metric: str
+    measured: float
+    predicted: float
+    held_out: bool
+
+    @property
+    def error_frac(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+    @property
+    def precision_group(self) -> str:
+        """``16-bit`` (BF16, FP16) or ``8-bit or less`` (FP8 recipes, MXFP8, NVFP4)."""
+        return "16-bit" if self.precision in ("bf16", "fp16") else "8-bit or less"
+
+
+def score_runs(runs: Any = None, efficiency_table: str = "kernel") -> tuple[RunScore, ...]:
+    """Every training run of the catalog (the fitted set and the held-out rows), or ``runs``,
+    predicted under ``efficiency_table`` (``kernel``: the chips' kernel fits, fitted on
+    microbenchmarks and never on these rows) and the framework profile each states."""
+    from rackmath.analyses.training.estimate import estimate
+    from rackmath.catalog.training_runs import held_out_runs, training_runs
+
+    chosen = (*training_runs(), *held_out_runs()) if runs is None else tuple(runs)
+    out = []
+    for run in chosen:
+        e = estimate(run_setup(run, efficiency_table=efficiency_table))
+        out.append(
+            RunScore(
+                run_id=run.id,
+                framework=e.setup.profile.id,
+                profile=e.setup.profile.label,
+                precision=str(e.setup.recipe.value),
+                moe=bool(run.model.is_moe),
+                metric=run.metric.value,
+                measured=float(run.value),
+                predicted=predicted_metric(run, e),
+                held_out=bool(run.held_out),
+            )
+        )
+    return tuple(out)
