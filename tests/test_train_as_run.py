@@ -306,3 +306,52 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     assert median <= 0.19 and p90 <= 0.67
     dense_median, _ = stats([r for r in scores if not r.moe])
     assert dense_median <= 0.15
+
+
+# ---------------------------------------------------------------------------- the CLI
+def _cli(*args: str) -> tuple[int, str, str]:
+    import io
+    import sys
+    from contextlib import redirect_stderr, redirect_stdout
+    from unittest.mock import patch
+
+    from rackmath.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err), patch.object(sys, "argv", ["rackmath", *args]):
+        try:
+            main()
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_cli_states_the_framework_and_refuses_a_policy_it_lacks():
+    import json
+
+    job = (
+        "train",
+        "llama-3.1-8b",
+        "--on",
+        "h100-hgx",
+        "--tokens",
+        "1e9",
+        "--plan",
+        "dp=8",
+        "--seq-len",
+        "2048",
+    )
+    code, out, err = _cli(*job, "--framework", "llm-foundry", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    # llm-foundry's defaults: FSDP FULL_SHARD (ZeRO-3), no activation checkpointing, eager kernels
+    assert d["framework"]["id"] == "llm-foundry" and d["zero_stage"] == 3 and d["recompute_policy"] == "none"
+    assert d["framework"]["fused_elementwise"] is False
+    code, out, err = _cli(*job, "--framework", "llm-foundry", "--recompute", "selective")
+    assert code != 0 and "Traceback" not in err
+    assert (
+        err.strip() == "error: recompute: got 'selective'; allowed: one of llm-foundry's policies: none, full"
+    )
+    code, out, err = _cli(*job)
+    assert code == 0 and "framework generic" in out  # no framework stated: the generic step, said so
