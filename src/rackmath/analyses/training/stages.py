@@ -84,10 +84,10 @@ def stage_layout(
             )
         costs = (end_cost_layers, *([1.0] * layers), end_cost_layers)
         split = balanced_stages(costs, pp)
-        counts = list(split.stage_layers)
-        counts[0] -= 1  # the embedding item
-        counts[-1] -= 1  # the head + loss item
-        return tuple(counts)
+        balanced = list(split.stage_layers)
+        balanced[0] -= 1  # the embedding item
+        balanced[-1] -= 1  # the head + loss item
+        return tuple(balanced)
     for name, value in (("first-stage-layers", first), ("last-stage-layers", last)):
         if value is not None and not 0 <= value <= layers:
             raise InputError(name, value, f"0 to {layers} layers")
@@ -109,12 +109,12 @@ def stage_layout(
             f"e.g. first {even[0]}, last {even[1]}",
         )
     middle = rest // rest_stages if rest_stages else 0
-    counts = [middle] * pp
+    layout = [middle] * pp
     if first is not None:
-        counts[0] = first
+        layout[0] = first
     if last is not None:
-        counts[-1] = last
-    return tuple(counts)
+        layout[-1] = last
+    return tuple(layout)
 
 
 def _suggest(layers: int, pp: int) -> tuple[int, int]:
