@@ -274,11 +274,12 @@ def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_
     # median of the 7 published rows: 14.4% while the operators passed only their row counts;
     # 21.0% since they hand the kernel curves their shapes (prefill attention at its fitted
     # fraction for head dimension 128, docs/validation.md); 20.1% after the kernel refit of
-    # 2026-11-24; the 15% target is the xfail below
-    assert errors[3] <= 0.21
+    # 2026-11-24; 15.6% with issue 23's training kernels and each run's framework as stated;
+    # the 15% target is the xfail below
+    assert errors[3] <= 0.16
 
 
-@pytest.mark.xfail(strict=True, reason="kernel-grounded training median 20.1% > 15% on 2026-11-24")
+@pytest.mark.xfail(strict=True, reason="kernel-grounded training median 15.6% > 15% on 2026-11-26")
 def test_kernel_grounded_training_median_target():
     from rackmath.analyses.training.runs import predicted_metric
     from rackmath.catalog.training_runs import training_runs

@@ -355,3 +355,29 @@ def test_the_cli_states_the_framework_and_refuses_a_policy_it_lacks():
     )
     code, out, err = _cli(*job)
     assert code == 0 and "framework generic" in out  # no framework stated: the generic step, said so
+
+
+def test_every_framework_profile_is_sourced_and_consistent():
+    profiles = tf.frameworks()
+    assert {
+        "generic",
+        "megatron-core",
+        "megatron-bridge",
+        "torchtitan",
+        "torchtitan-compile",
+        "maxtext",
+    } <= set(profiles)
+    for p in profiles.values():
+        assert p.sources, p.id  # every profile says where its settings were read
+        assert p.policy(None).name == p.default_recompute  # the default is one of its policies
+        assert all(0 <= x <= 1 for q in p.recompute for x in (q.attention, q.gemm, q.elementwise))
+    # documented defaults: Megatron-core's CLI leaves DP overlap off and keeps optimizer states
+    # whole; Bridge's recipes turn both on; torchtitan and llm-foundry shard with FSDP
+    core, bridge = profiles["megatron-core"], profiles["megatron-bridge"]
+    assert not core.dp_grad_overlap and core.default_zero == 0
+    assert bridge.dp_grad_overlap and bridge.default_zero == 1
+    assert profiles["torchtitan"].default_zero == profiles["llm-foundry"].default_zero == 3
+    # Megatron's buckets: max(40M, 1M x dp) parameters
+    assert core.bucket_params_for(8) == 40e6 and core.bucket_params_for(64) == 64e6
+    # torchtitan's float8 rowwise runs on the per-tile-scaled curve
+    assert profiles["torchtitan"].gemm_recipe("float8-rowwise") == "fp8-block"
