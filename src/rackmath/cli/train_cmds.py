@@ -169,13 +169,13 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         + (f" (v={s.virtual_stages})" if s.virtual_stages > 1 else "")
         + f"; recompute {s.recompute.value}; {s.optimizer.value}, ZeRO-{int(s.zero)}; {s.compute.value}"
     )
-    out(f"  framework {s.profile.label} ({s.profile.name})")
     if not mem.fits:
         out(
             f"  [bold]does not fit[/]: {fmt.nbytes(mem.total_bytes)} per chip of "
             f"{fmt.nbytes(mem.usable_bytes)} usable, short by {fmt.nbytes(mem.short_by_bytes)}; "
             "no cost is quoted (the recomputation modes below show what would fit)"
         )
+    out(f"  framework {s.profile.label} ({s.profile.name})")
     out(
         f"  FLOPs per token: model {fmt.si(r.model_flops_per_token, 'FLOP')} "
         f"(6N + attention) + recompute {fmt.si(r.recompute_flops_per_token, 'FLOP')}; "
