@@ -92,9 +92,12 @@ def test_held_out_fp8_moe_rows_are_scored_not_fitted():
     from rackmath.catalog.training_runs import held_out_runs
 
     held = {r.id: r for r in held_out_runs()}
-    assert set(held) == {"llama4-scout-pretraining", "llama4-maverick-pretraining"}
+    assert {"llama4-scout-pretraining", "llama4-maverick-pretraining"} <= set(held)
+    assert all(r.held_out for r in held.values())
     assert not set(held) & {r.id for r in training_runs()}
-    expected = {"llama4-scout-pretraining": -0.010, "llama4-maverick-pretraining": 0.196}
+    # -1.0% and +19.6% before the training kernels of issue 23 (attention backward 2.89x its
+    # forward on an H100, k-grouped expert wgrad, permute, activations and loss as operators)
+    expected = {"llama4-scout-pretraining": -0.015, "llama4-maverick-pretraining": 0.179}
     for run_id, err in expected.items():
         run = held[run_id]
         assert run.model.is_moe and run.compute == "fp8" and run.value in (5.0e6, 2.38e6)

@@ -20,7 +20,7 @@ from rackmath.core import collectives as coll
 from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
 from rackmath.core.roofline import Efficiency
-from rackmath.errors import DoesNotFitError, InputError, UnknownIdError
+from rackmath.errors import DoesNotFitError, InputError
 from rackmath.specs.plan import ParallelPlan
 
 GPT3 = gpt_model("175b", 12288, 96, 96, 51200)
@@ -188,12 +188,19 @@ def test_pure_roofline_single_chip_mfu_is_one_without_recompute():
     e = T.estimate(s)
     flops = 8 * 2048 * float(tr.model_flops_per_token(s.model, 2048))
     # per operator: every GEMM and the attention core compute-bound at the peak (model FLOPs
-    # / peak), plus the memory-bound embedding lookup (t h 2 B) and norms (t L 4h 2 B + scales),
-    # each run once forward and twice backward, at 3.35 TB/s
-    t, h, layers = 8 * 2048, 4096, 32
+    # / peak, the FlashAttention backward's recomputed Q K^T adding half a forward of attention
+    # FLOPs), plus the memory-bound embedding lookup (t h 2 B), norms (t L 4h 2 B + scales) and
+    # fused element-wise kernels (SwiGLU 3 I, residual adds 6 h, RoPE 2 (32 + 8) 128 values per
+    # token per layer), each run once forward and twice backward, and the fused loss (2 + 4 B
+    # per logit), at 3.35 TB/s
+    t, h, layers, inter, vocab = 8 * 2048, 4096, 32, 14336, 128256
+    attn = 8 * 2048 * float(tr.forward_attention_flops_per_token(s.model, 2048))
     norm_weights = 2 * (2 * layers + 1) * h  # two norms per layer + the final one, bf16
-    memory_bound = 3 * (t * h * 2 + t * layers * 4 * h * 2 + 8 * norm_weights) / 3.35e12
-    assert e.step.pipeline_s == pytest.approx(flops / 989.4e12 + memory_bound, rel=1e-3)
+    elementwise = t * layers * (3 * inter + 6 * h + 2 * 40 * 128) * 2
+    memory_bound = (
+        3 * (t * h * 2 + t * layers * 4 * h * 2 + 8 * norm_weights + elementwise) + 8 * 2048 * vocab * 6
+    ) / 3.35e12
+    assert e.step.pipeline_s == pytest.approx((flops + 0.5 * attn) / 989.4e12 + memory_bound, rel=1e-3)
     assert e.mfu == pytest.approx(flops / 989.4e12 / e.step.step_s)
 
 
@@ -256,8 +263,13 @@ def test_impossible_plans_and_budgets_get_clear_messages():
         _setup(tokens=1000)
     with pytest.raises(InputError, match="at most the 80 layers"):
         _setup(plan="tp=1,pp=81,dp=1")
-    with pytest.raises(UnknownIdError, match="recompute"):
+    # a policy the framework lacks: one line naming the field and the framework's own names
+    with pytest.raises(
+        InputError, match="recompute: got 'partial'; allowed: one of generic's policies: none, selective"
+    ):
         _setup(recompute="partial")
+    with pytest.raises(InputError, match="one of megatron-core's policies: none, selective, full"):
+        _setup(recompute="sqrt", framework="megatron-core")
 
 
 def test_moe_expert_parallel_and_fp8():
@@ -329,7 +341,7 @@ def test_calibrated_constant_is_the_one_global_fit_and_improves_error():
     assert max(dense) < 0.30
     assert errors[len(errors) // 2] < 0.25
     v3 = next(p for p in calibrated if p.run_id == "deepseek-v3-pretraining")
-    assert -0.55 < v3.error_frac < -0.45
+    assert -0.50 < v3.error_frac < -0.40  # -44.7% with the training kernels of issue 23 (-51% before)
 
 
 def test_efficiency_hook_scales_compute_only():
@@ -338,7 +350,8 @@ def test_efficiency_hook_scales_compute_only():
     a, b = T.estimate(s).step, T.estimate(half).step
     ops_a = {o.name: float(o.time_s) for o in a.operators}
     ops_b = {o.name: float(o.time_s) for o in b.operators}
-    for name in ("attention_qkv", "attention", "attention_out", "dense_mlp", "lm_head"):  # compute-bound
+    # compute-bound (a flat table runs every kernel, forward and backward, at its one fraction)
+    for name in ("attention_qkv", "attention", "attention_out", "dense_mlp", "lm_head"):
         assert ops_b[name] == pytest.approx(2 * ops_a[name])
     assert ops_b["norms"] == pytest.approx(ops_a["norms"])  # memory-bound: bandwidth untouched
     assert b.tp_mb_s == pytest.approx(a.tp_mb_s)

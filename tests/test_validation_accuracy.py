@@ -31,11 +31,16 @@ TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
 # kernel + correction 11.1% / 36.2%, LOSO 11.1% / 37.6%; earlier still kernel 20.9% / 51.8%,
 # LOSO 15.3% / 47.8%. The family-scalar calibration these columns replace scored LOSO
 # 22.9% / 42.8% (its own gates live with `rackmath calibrate`).
+# Raised on 2026-11-26 by issue 23's model change, the honest figure: the training step's own
+# kernels (FlashAttention's backward at 2.5x the forward's FLOPs and 0.866 of its rate on an
+# H100: Llama 3 128K -28.2% -> -34.4%) and each run's framework as stated (Megatron 462B's
+# README turns TP overlap on: -1.5% -> +13.6%) give kernel 13.8% / 36.2%, kernel + correction
+# 9.1% / 32.0%, LOSO 10.0% / 34.7% (issue 26's 12% kernel target is not met on this set).
 # Lower them when the model improves; never raise them without a model or data change to point to.
 GATES = {  # column: (median bound, p90 bound)
-    "kernel": (0.12, 0.37),  # the median is issue 26's target
-    "calibrated": (0.09, 0.28),
-    "loso": (0.10, 0.33),
+    "kernel": (0.14, 0.37),  # issue 26's target is 12%
+    "calibrated": (0.095, 0.33),
+    "loso": (0.105, 0.35),
 }
 PHASE_LOSO_MEDIAN_BOUND = 0.17
 

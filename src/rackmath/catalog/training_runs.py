@@ -33,6 +33,7 @@ class RunMetric(StrEnum):
     HFU_FLOPS_PER_CHIP = "hfu_flops_per_chip"  # achieved FLOP/s per chip, recomputation counted
     STEP_S = "step_s"  # seconds per optimizer step
     CHIP_HOURS = "chip_hours"  # chip-hours for the whole token budget
+    TOKENS_PER_S_PER_CHIP = "tokens_per_s_per_chip"  # training tokens per second per chip
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,10 @@ class TrainingRun:
     seq_len: int
     global_batch: int
     microbatch: int
-    recompute: str
-    zero: int
+    #: the framework's recompute policy (None: the framework's default)
+    recompute: str | None
+    #: ZeRO stage (None: the framework's default; FSDP = 3)
+    zero: int | None
     schedule: str
     #: model chunks per pipeline stage; > 1 only with the interleaved schedule, whose bubble
     #: is ``(P-1)/(v m)`` of the ideal time (Narayanan et al. 2021 §2.2.2)
@@ -85,6 +88,23 @@ class TrainingRun:
     #: node-limited routing (most nodes per token) and FP8 dispatch, where the source says so
     ep_max_nodes: int | None = None
     ep_dispatch_fp8: bool = False
+    #: the framework the run states (catalog/data/training_frameworks.yaml; None: generic) and
+    #: the settings it changes from that framework's defaults
+    framework: str | None = None
+    framework_settings: tuple[tuple[str, Any], ...] = ()
+    #: layers on the first and last pipeline stages where stated (Megatron's
+    #: --decoder-first/last-pipeline-num-layers), or the stages balanced by the tool
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    balance_stages: bool = False
+    stage_layers: tuple[int, ...] | None = None
+    #: precision as the source names it (e.g. "FP8-CS", "MXFP8"), for tables
+    precision_label: str = ""
+    #: the source's release or publication date, and what it states beyond the plan
+    date: str = ""
+    stated: tuple[str, ...] = ()
+    #: held out of every fit (held_out section): scored, never tuned on
+    held_out: bool = False
 
 
 def gpt_model(run_id: str, hidden: int, layers: int, heads: int, vocab: int) -> ModelSpec:
@@ -125,7 +145,7 @@ def _schedule(raw: dict[str, Any]) -> tuple[str, int]:
     return schedule, v
 
 
-def _run(raw: dict[str, Any]) -> TrainingRun:
+def _run(raw: dict[str, Any], held_out: bool = False) -> TrainingRun:
     run_id = str(raw["id"])
     schedule, virtual_stages = _schedule(raw)
     if "gpt" in raw:
@@ -144,8 +164,8 @@ def _run(raw: dict[str, Any]) -> TrainingRun:
         seq_len=int(raw["seq_len"]),
         global_batch=int(raw["global_batch"]),
         microbatch=int(raw.get("microbatch", 1)),
-        recompute=str(raw.get("recompute", "selective")),
-        zero=int(raw.get("zero", 1)),
+        recompute=None if raw.get("recompute") is None else str(raw["recompute"]),
+        zero=None if raw.get("zero") is None else int(raw["zero"]),
         schedule=schedule,
         virtual_stages=virtual_stages,
         compute=str(raw.get("compute", "bf16")),
@@ -157,6 +177,16 @@ def _run(raw: dict[str, Any]) -> TrainingRun:
         ep_overlap_frac=None if raw.get("ep_overlap_frac") is None else float(raw["ep_overlap_frac"]),
         ep_max_nodes=None if raw.get("ep_max_nodes") is None else int(raw["ep_max_nodes"]),
         ep_dispatch_fp8=str(raw.get("ep_dispatch", "bf16")) == "fp8",
+        framework=raw.get("framework"),
+        framework_settings=tuple(sorted((raw.get("framework_settings") or {}).items())),
+        first_stage_layers=raw.get("first_stage_layers"),
+        last_stage_layers=raw.get("last_stage_layers"),
+        balance_stages=bool(raw.get("balance_stages", False)),
+        stage_layers=None if raw.get("stage_layers") is None else tuple(int(n) for n in raw["stage_layers"]),
+        precision_label=str(raw.get("precision", raw.get("compute", "bf16"))),
+        date=str(raw.get("date", "")),
+        stated=tuple(raw.get("stated") or ()),
+        held_out=held_out,
     )
 
 
@@ -178,7 +208,7 @@ def _section(key: str) -> tuple[TrainingRun, ...]:
     runs = []
     for raw in data.get(key) or []:
         try:
-            runs.append(_run(raw))
+            runs.append(_run(raw, held_out=key == "held_out"))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogError(f"training_runs.yaml entry {raw.get('id')!r}: {exc}") from exc
     return tuple(runs)

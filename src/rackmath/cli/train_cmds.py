@@ -42,13 +42,23 @@ def train_command(
     virtual_stages: int = count(
         1, "--virtual-stages", help="Model chunks per stage (interleaved).", maximum=64
     ),
-    recompute: str = typer.Option(
-        "selective", "--recompute", help="none, selective, full, sqrt, reversible."
+    recompute: str | None = typer.Option(
+        None,
+        "--recompute",
+        help="The framework's policy: none, selective, full, sqrt, reversible (default: its own).",
     ),
     optimizer: str = typer.Option(
         "adam-mixed", "--optimizer", help="adam-mixed, adam-fp32, adam-bf16, sgd-mixed."
     ),
-    zero: int = count(1, "--zero", help="ZeRO stage 0-3 (3 = FSDP).", minimum=0, maximum=3),
+    zero: int | None = count(
+        None, "--zero", help="ZeRO stage 0-3 (3 = FSDP; default: the framework's, 1).", minimum=0, maximum=3
+    ),
+    framework: str | None = typer.Option(
+        None,
+        "--framework",
+        help="megatron-core, megatron-bridge, torchtitan, torchtitan-compile, maxtext, llm-foundry "
+        "(default: generic).",
+    ),
     compute: str | None = typer.Option(
         None, "--compute", help="GEMM recipe: bf16, fp16, fp8, fp8-block, mxfp8, nvfp4 (default bf16)."
     ),
@@ -120,6 +130,7 @@ def train_command(
         ep_max_domains=ep_max_nodes,
         ep_dispatch=ep_dispatch,
         bucket_bytes=None if bucket_mb is None else bucket_mb * 1e6,
+        framework=framework,
     )
     if plot is not None:
         from rackmath.plots.training import save_training_plot
@@ -155,6 +166,7 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
             f"{fmt.nbytes(mem.usable_bytes)} usable, short by {fmt.nbytes(mem.short_by_bytes)}; "
             "no cost is quoted (the recomputation modes below show what would fit)"
         )
+    out(f"  framework {s.profile.label} ({s.profile.name})")
     out(
         f"  FLOPs per token: model {fmt.si(r.model_flops_per_token, 'FLOP')} "
         f"(6N + attention) + recompute {fmt.si(r.recompute_flops_per_token, 'FLOP')}; "

@@ -249,6 +249,10 @@ class Operator(NamedTuple):
     kernel: Kernel
     #: activation values read as matmul inputs (what a low-precision recipe casts; 0 elsewhere)
     input_values: FloatArray = _ZERO_INPUTS
+    #: the work timed and the curve it was timed on (kernel formats, family): what a training
+    #: step re-times at a backward kernel's shape (:mod:`rackmath.core.training_kernels`)
+    work: wk.Work | None = None
+    curve_key: tuple[tuple[str, ...], str] = ((), "")
 
     def moving_s(self, tensor_bytes: ArrayLike) -> FloatArray:
         """Seconds this operator spends moving ``tensor_bytes`` of its traffic."""
@@ -310,6 +314,8 @@ def timed(
         choice.peak_flops_per_s,
         choice.kernel,
         _ZERO_INPUTS if work.input_values is None else work.input_values,
+        work,
+        (formats, kind),
     )
 
 

@@ -1,28 +1,36 @@
 """A training micro-batch as operators: forward, input gradient, weight gradient, recompute.
 
 The forward operators are serving's (:func:`rackmath.core.operators.pass_operators` on a
-prefill-shaped load of one micro-batch); each keeps its own roofline, precision and
-efficiency. Training adds, per operator (``f`` = its forward time on one chip):
+prefill-shaped load of one micro-batch), plus the passes only training runs (expert permute
+and unpermute, the loss, the element-wise activations: :mod:`rackmath.core.training_kernels`);
+each keeps its own roofline, precision and efficiency. Training adds, per operator (``f`` =
+its forward time on one chip; each backward kernel in :mod:`rackmath.core.training_kernels`):
 
-====================  ==============  ===============  ============================
-operator class        input gradient  weight gradient  recompute (by policy)
-====================  ==============  ===============  ============================
-gemm, moe (weights)   ``f``           ``f``            full: ``f``
-attention core        ``2 f``         0                selective, full: ``f``
-elementwise, casts    ``2 f``         0                full: ``f``
-====================  ==============  ===============  ============================
+====================  ==========================  =====================  =====================
+operator class        input gradient              weight gradient        recompute (policy)
+====================  ==========================  =====================  =====================
+gemm                  dgrad ``(m, k, n)`` on the  wgrad ``(n, k, m)`` on  ``gemm`` share x ``f``
+                      GEMM curve                  the GEMM curve
+moe (grouped)         m-grouped dgrad             ``f / 0.77`` k-grouped  ``gemm`` share x ``f``
+attention core        ``r_F / r_E f`` (2.5 / the  0                      ``attention`` share
+                      chip's backward rate)                              x ``f``
+element-wise, casts   ``2 f`` (the loss: its own  0                      ``elementwise`` share
+                      backward bytes)                                    x ``f``
+====================  ==========================  =====================  =====================
 
-* A GEMM ``Y = X W`` has two backward GEMMs of its own shape and FLOPs: ``dX = dY W^T``
-  (input gradient, on the pipeline's critical path) and ``dW = X^T dY`` (weight gradient,
-  which zero-bubble schedules defer); each reads and writes as many bytes as the forward,
-  so each takes ``f`` under the same roofline (the "backward = 2 x forward" rule, Kaplan et
-  al. 2020 §2.1, split as Qi et al. 2023 split it).
-* The attention core has no weights: its backward (``dQ, dK, dV``) is ``2 f`` of input
-  gradient (model-FLOP convention, PaLM appendix B).
-* Norms, the embedding lookup and the casts are memory-bound; their backward reads the
-  saved input and the output gradient and writes the input gradient: ``2 f``.
-* Recompute (Korthikanti et al. 2022 §5): ``none`` 0; ``selective`` re-runs the attention
-  core's forward; ``full`` (and ``sqrt``, ``reversible``) re-runs every forward operator.
+* A GEMM ``Y = X W`` has two backward GEMMs of its FLOPs: ``dX = dY W^T`` (input gradient,
+  on the pipeline's critical path) and ``dW = X^T dY`` (weight gradient, which zero-bubble
+  schedules defer), each at its own shape on the forward's curve. On the pure roofline (no
+  shape effect) each takes ``f``: the "backward = 2 x forward" rule (Kaplan et al. 2020
+  §2.1), split as Qi et al. 2023 split it.
+* The attention core has no weights; its FlashAttention backward recomputes ``Q K^T``: 2.5 x
+  the forward FLOPs for equal head dims (FA3 §4.1), at the chip's measured backward rate.
+* Norms, the embedding lookup, activations and casts are memory-bound; their backward reads
+  the saved input and the output gradient and writes the input gradient: ``2 f``.
+* Recompute (Korthikanti et al. 2022 §5) by :class:`RecomputeShares`: ``none`` 0;
+  ``selective`` re-runs the attention core's forward; ``full`` (and ``sqrt``,
+  ``reversible``) re-runs every forward operator; a framework's own policies state their
+  shares (``catalog/data/training_frameworks.yaml``).
 
 Low-precision GEMMs (:class:`GemmRecipe`) compute at the FP8 or FP4 peak but must quantise
 their inputs: each GEMM's input activations in the forward and its output gradients in the
@@ -45,19 +53,21 @@ top-k and the load-balance loss) is an elementwise operator of
 Worked number (a test recomputes it): a GEMM of 1 GFLOP at 1 PFLOP/s (pure roofline,
 compute-bound) gives forward 1 us, input gradient 1 us, weight gradient 1 us, and with full
 recompute 1 us more: 4 us per micro-batch; the attention core of 1 GFLOP at the BF16 peak
-of 0.5 PFLOP/s gives 2 + 4 us, plus 2 us recomputed under ``selective`` or ``full``.
+of 0.5 PFLOP/s gives 2 + 5 us (2.5 x the FLOPs), plus 2 us recomputed under ``selective`` or
+``full``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from rackmath.core import operators as ops
-from rackmath.core import work as wk
+from rackmath.core import training_kernels as tk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import UnknownIdError
 from rackmath.specs import efficiency as seff
@@ -75,14 +85,37 @@ HIGH_PRECISION_GEMMS = ("lm_head", "router")
 #: load-balance loss read the probabilities once more, counted in the same 4 B passes.
 ROUTER_AUX_BYTES_PER_LOGIT = 16.0
 
-#: Forward passes a recompute policy re-runs, as (attention core, everything else).
-_RECOMPUTE_SHARES: dict[str, tuple[float, float]] = {
-    "none": (0.0, 0.0),
-    "selective": (1.0, 0.0),
-    "full": (1.0, 1.0),
-    "sqrt": (1.0, 1.0),
-    "reversible": (1.0, 1.0),
+
+class RecomputeShares(NamedTuple):
+    """Shares of each forward a recompute policy re-runs before the backward: the attention
+    core, the GEMMs (and grouped experts), the element-wise passes."""
+
+    attention: float = 0.0
+    gemm: float = 0.0
+    elementwise: float = 0.0
+
+
+#: rackmath's recompute modes as shares (Korthikanti et al. 2022 §5: selective re-runs the
+#: attention core; full, sqrt and reversible re-run every forward operator).
+RECOMPUTE_SHARES: dict[str, RecomputeShares] = {
+    "none": RecomputeShares(),
+    "selective": RecomputeShares(1.0, 0.0, 0.0),
+    "full": RecomputeShares(1.0, 1.0, 1.0),
+    "sqrt": RecomputeShares(1.0, 1.0, 1.0),
+    "reversible": RecomputeShares(1.0, 1.0, 1.0),
 }
+
+
+class BackwardModel(NamedTuple):
+    """How the backward kernels are timed (:mod:`rackmath.core.training_kernels`): the attention
+    core's backward FLOPs over its forward's and its backward FLOP/s over its forward's, the
+    k-grouped expert wgrad's throughput over the forward's, and each element-wise pass's
+    backward over its forward (2 unless named: the loss)."""
+
+    attention_flop_ratio: float = 2.5
+    attention_efficiency_ratio: float = 1.0
+    grouped_wgrad_ratio: float = tk.GROUPED_WGRAD_THROUGHPUT_RATIO
+    elementwise_backward: tuple[tuple[str, float], ...] = ()
 
 
 class GemmRecipe(StrEnum):
@@ -145,6 +178,11 @@ class TrainingOperator:
     #: the curve the forward ran on (:class:`~rackmath.specs.efficiency.Kernel`; None for the
     #: training-only passes: casts, router losses)
     kernel: Kernel | None = None
+    #: the curves the input and weight gradients ran on (None where they are the forward's
+    #: time scaled: element-wise passes, a stated ratio) and how the backward was timed
+    input_grad_kernel: Kernel | None = None
+    weight_grad_kernel: Kernel | None = None
+    backward: str = ""
 
     @property
     def backward_s(self) -> FloatArray:
@@ -156,51 +194,64 @@ class TrainingOperator:
         return np.asarray(self.forward_s + self.input_grad_s + self.weight_grad_s + self.recompute_s)
 
 
-def _backward_shares(op_class: seff.OpClass) -> tuple[float, float]:
-    if op_class in (seff.OpClass.GEMM, seff.OpClass.MOE):
-        return 1.0, 1.0
-    return 2.0, 0.0
-
-
 def _elementwise(
     bytes_moved: FloatArray, rows: FloatArray, calls: float, rates: ChipRates
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    op = ops.timed(
-        "cast", seff.OpClass.ELEMENTWISE, rates, wk.elementwise(bytes_moved, rows, calls), ("bfloat16",)
-    )
+    op = tk.elementwise("cast", bytes_moved, rows, calls, rates)
     return op.compute_s, op.memory_s, op.time_s
+
+
+def _backward(op: ops.Operator, rates: ChipRates, model: BackwardModel) -> tuple[ops.Operator, tk.Backward]:
+    """The forward as training runs it and its backward (:mod:`rackmath.core.training_kernels`)."""
+    if op.op_class is seff.OpClass.GEMM:
+        return op, tk.gemm_backward(op, rates)
+    if op.op_class is seff.OpClass.MOE:
+        fwd = tk.grouped_forward(op, rates)
+        return fwd, tk.grouped_backward(fwd, rates, model.grouped_wgrad_ratio)
+    if op.op_class in (seff.OpClass.ATTENTION_PREFILL, seff.OpClass.ATTENTION_DECODE):
+        return op, tk.attention_backward(
+            op, rates, model.attention_flop_ratio, model.attention_efficiency_ratio
+        )
+    factor = dict(model.elementwise_backward).get(op.name, 2.0)
+    zero = 0.0 * np.asarray(op.time_s, float)
+    return op, tk.Backward(
+        None, None, factor * np.asarray(op.time_s, float), zero, f"{factor:g}x forward bytes"
+    )
 
 
 def training_operators(
     forward: tuple[ops.Operator, ...],
     rates: ChipRates,
     *,
-    recompute: str,
+    recompute: str | RecomputeShares,
     recipe: GemmRecipe | str = GemmRecipe.BF16,
     hidden: int,
     routing_skew: float = 1.0,
     tokens: float = 1.0,
     layers: float = 1.0,
+    backward: BackwardModel = BackwardModel(),
 ) -> tuple[TrainingOperator, ...]:
     """The training operators of one micro-batch on one chip (see the module table).
 
-    ``forward`` is :func:`rackmath.core.operators.pass_operators` of the micro-batch;
-    ``tokens`` and ``layers`` are the chip's tokens and layers (for the casts' rows and
-    calls); ``routing_skew`` is the busiest expert rank's load over the mean.
+    ``forward`` is :func:`rackmath.core.operators.pass_operators` of the micro-batch (plus any
+    training-only element-wise passes); ``tokens`` and ``layers`` are the chip's tokens and
+    layers (for the casts' rows and calls); ``routing_skew`` is the busiest expert rank's load
+    over the mean; ``recompute`` a mode name or its :class:`RecomputeShares`; ``backward`` how
+    each class's backward is timed (:class:`BackwardModel`).
     """
-    rec = _RECOMPUTE_SHARES[str(recompute)]
+    rec = RECOMPUTE_SHARES[str(recompute)] if isinstance(recompute, str) else recompute
     recipe = GemmRecipe.parse(recipe)
     out: list[TrainingOperator] = []
     gemm_input_values: FloatArray = np.zeros(())
     attention_precision = "bf16" if recipe is not GemmRecipe.FP16 else "fp16"
-    for op in forward:
-        f = np.asarray(op.time_s, float)
-        if op.name == "routed_experts":
-            f = f * routing_skew
-        b_in, b_w = _backward_shares(op.op_class)
+    for raw in forward:
+        op, bwd = _backward(raw, rates, backward)
+        skew = routing_skew if op.name == "routed_experts" else 1.0
+        f = np.asarray(op.time_s, float) * skew
         attention = op.op_class in (seff.OpClass.ATTENTION_PREFILL, seff.OpClass.ATTENTION_DECODE)
-        share = rec[0] if attention else rec[1]
-        if op.op_class in (seff.OpClass.GEMM, seff.OpClass.MOE) and op.name not in HIGH_PRECISION_GEMMS:
+        matmul = op.op_class in (seff.OpClass.GEMM, seff.OpClass.MOE)
+        share = rec.attention if attention else rec.gemm if matmul else rec.elementwise
+        if matmul and op.name not in HIGH_PRECISION_GEMMS:
             gemm_input_values = gemm_input_values + op.input_values
             precision = recipe.value
         else:
@@ -212,11 +263,14 @@ def training_operators(
                 precision=precision,
                 forward_flops=np.asarray(op.flops, float),
                 forward_s=f,
-                input_grad_s=b_in * f,
-                weight_grad_s=b_w * f,
+                input_grad_s=np.asarray(bwd.input_grad_s, float) * skew,
+                weight_grad_s=np.asarray(bwd.weight_grad_s, float) * skew,
                 recompute_s=share * f,
                 bound=str(np.asarray(op.bound).flat[0]),
                 kernel=op.kernel,
+                input_grad_kernel=None if bwd.input_grad is None else bwd.input_grad.kernel,
+                weight_grad_kernel=None if bwd.weight_grad is None else bwd.weight_grad.kernel,
+                backward=bwd.how,
             )
         )
         if op.name == "router":
@@ -231,8 +285,9 @@ def training_operators(
                     aux,
                     2 * aux,
                     0 * aux,
-                    rec[1] * aux,
+                    rec.elementwise * aux,
                     "memory",
+                    backward="2x forward bytes",
                 )
             )
     per_value = recipe.cast_bytes_per_value
@@ -248,8 +303,9 @@ def training_operators(
                 cast,
                 cast,
                 0 * cast,
-                rec[1] * cast,
+                rec.elementwise * cast,
                 "memory",
+                backward="the output gradients' casts",
             )
         )
     return tuple(out)

@@ -72,6 +72,12 @@ def run_setup(
         ep_overlap_frac=run.ep_overlap_frac,
         ep_max_domains=run.ep_max_nodes,
         ep_dispatch_fp8=run.ep_dispatch_fp8,
+        framework=run.framework,
+        framework_settings=dict(run.framework_settings),
+        first_stage_layers=run.first_stage_layers,
+        last_stage_layers=run.last_stage_layers,
+        balance_stages=run.balance_stages,
+        stage_layers=run.stage_layers,
     )
 
 
@@ -106,6 +112,8 @@ def predicted_metric(run: Any, e: Any) -> float:
         flops = "hardware" if run.metric is RunMetric.HFU_FLOPS_PER_CHIP else c.flops
         rate = s.tokens_per_step * flops_per_token(s, flops, c.attention) / e.step.step_s / s.chips
         return float(rate / peak) if run.metric is RunMetric.MFU else float(rate)
+    if run.metric is RunMetric.TOKENS_PER_S_PER_CHIP:
+        return float(e.tokens_per_s / s.chips)
     return float(e.step.step_s if run.metric is RunMetric.STEP_S else e.chip_hours)
 
 
@@ -126,3 +134,56 @@ def calibrated_flops_frac(predictions: list[RunPrediction]) -> float:
     for the shipped runs and a test recomputes it."""
     ratios = [throughput_ratio(p) for p in predictions]
     return float(np.exp(np.mean(np.log(ratios))))
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """One published run scored kernel-grounded (no end-to-end fit): the framework profile it
+    ran under, its precision and kind, the prediction of its own metric and the error."""
+
+    run_id: str
+    #: the framework profile's id and its label (version, the settings the run changed)
+    framework: str
+    profile: str
+    precision: str
+    moe: bool
+    metric: str
+    measured: float
+    predicted: float
+    held_out: bool
+
+    @property
+    def error_frac(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+    @property
+    def precision_group(self) -> str:
+        """``16-bit`` (BF16, FP16) or ``8-bit or less`` (FP8 recipes, MXFP8, NVFP4)."""
+        return "16-bit" if self.precision in ("bf16", "fp16") else "8-bit or less"
+
+
+def score_runs(runs: Any = None, efficiency_table: str = "kernel") -> tuple[RunScore, ...]:
+    """Every training run of the catalog (the fitted set and the held-out rows), or ``runs``,
+    predicted under ``efficiency_table`` (``kernel``: the chips' kernel fits, fitted on
+    microbenchmarks and never on these rows) and the framework profile each states."""
+    from rackmath.analyses.training.estimate import estimate
+    from rackmath.catalog.training_runs import held_out_runs, training_runs
+
+    chosen = (*training_runs(), *held_out_runs()) if runs is None else tuple(runs)
+    out = []
+    for run in chosen:
+        e = estimate(run_setup(run, efficiency_table=efficiency_table))
+        out.append(
+            RunScore(
+                run_id=run.id,
+                framework=e.setup.profile.id,
+                profile=e.setup.profile.label,
+                precision=str(e.setup.recipe.value),
+                moe=bool(run.model.is_moe),
+                metric=run.metric.value,
+                measured=float(run.value),
+                predicted=predicted_metric(run, e),
+                held_out=bool(run.held_out),
+            )
+        )
+    return tuple(out)

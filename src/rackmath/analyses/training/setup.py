@@ -13,10 +13,14 @@ one; otherwise the flat table of ``efficiency.flops_frac`` (1.0 = pure roofline;
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from rackmath.analyses.serving.pooled import DEFAULT_MEMORY_RESERVE_FRAC
+from rackmath.analyses.training import stages as stg
+from rackmath.catalog import training_frameworks as tf
 from rackmath.core import architecture as arch
 from rackmath.core import efficiency as eff
 from rackmath.core import pipeline as pl
@@ -31,6 +35,7 @@ from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
+from rackmath.specs.training_framework import RecomputePolicy, TrainingFramework
 
 #: Default global batch: 4M tokens (Llama 2, Touvron et al. 2023, §2.2: "4M tokens").
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
@@ -42,9 +47,9 @@ DEFAULT_SEQ_LEN = 8192
 #: shared/reference/measurements.csv plus DeepSeek-V3; see docs/training.md). Never per row.
 #: No efficiency derating (the faces name it without importing the core).
 PURE_ROOFLINE = rl.PURE_ROOFLINE
-CALIBRATED_TRAINING = rl.Efficiency(
-    flops_frac=0.75
-)  # 0.747 with DeepSeek-V3 run as run (0.807 before; 0.77 flat)
+#: 0.728 with the training kernels of issue 23 (0.747 before, with DeepSeek-V3 run as run;
+#: 0.807 and 0.77 earlier)
+CALIBRATED_TRAINING = rl.Efficiency(flops_frac=0.73)
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,15 @@ class TrainingSetup:
     #: dispatch all-to-alls (forward dispatch, backward into the down-projection) in FP8
     #: with one FP32 scale per 128 values; combines stay BF16 (DeepSeek-V3 §3.3.2)
     ep_dispatch_fp8: bool = False
+    #: the framework the job runs under, with the settings the run changed (None: the
+    #: generic step, :data:`rackmath.catalog.training_frameworks.GENERIC`)
+    framework: TrainingFramework | None = None
+    #: the framework's recompute policy by its own name (its shares of each forward re-run)
+    recompute_policy: RecomputePolicy | None = None
+    #: transformer layers on each pipeline stage (None: ``ceil(L/P)`` on the fullest, as before)
+    stage_layers: tuple[int, ...] | None = None
+    #: the attention backward's FLOP/s over its forward's on this chip, and its source
+    attention_backward: tf.BackwardRatio | None = None
 
     @property
     def table(self) -> EfficiencyTable:
@@ -94,6 +108,11 @@ class TrainingSetup:
         return eff.table_from_fractions(
             flops_frac=self.efficiency.flops_frac, source=f"flat flops_frac {self.efficiency.flops_frac:g}"
         )
+
+    @property
+    def profile(self) -> TrainingFramework:
+        """The framework profile the step runs under (the generic one when none is stated)."""
+        return self.framework if self.framework is not None else tf.framework(None)
 
     @property
     def chips(self) -> int:
@@ -110,6 +129,9 @@ class TrainingSetup:
 
     @property
     def layers_per_stage(self) -> int:
+        """Layers on the fullest stage."""
+        if self.stage_layers is not None:
+            return max(self.stage_layers)
         return math.ceil(self.model.num_layers / self.plan.pp)
 
     @property
@@ -145,9 +167,9 @@ def make_training(
     microbatch: int = 1,
     schedule: pl.Schedule | str = pl.Schedule.ONE_F_ONE_B,
     virtual_stages: int = 1,
-    recompute: tr.Recompute | str = tr.Recompute.SELECTIVE,
+    recompute: tr.Recompute | str | None = None,
     optimizer: tr.Optimizer | str = tr.Optimizer.ADAM_MIXED,
-    zero: int = 1,
+    zero: int | None = None,
     sequence_parallel: bool = True,
     compute: Precision | GemmRecipe | str | None = None,
     usd_per_chip_hour: float | None = None,
@@ -159,8 +181,30 @@ def make_training(
     bucket_bytes: float | None = None,
     ep_max_domains: int | None = None,
     ep_dispatch_fp8: bool = False,
+    framework: str | TrainingFramework | None = None,
+    framework_settings: Mapping[str, Any] | None = None,
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
+    balance_stages: bool = False,
+    stage_layers: tuple[int, ...] | list[int] | None = None,
 ) -> TrainingSetup:
-    """Check the plan against the model and system once; fill defaults; explain refusals."""
+    """Check the plan against the model and system once; fill defaults; explain refusals.
+
+    ``framework`` (``megatron-bridge``, ``torchtitan``, ...; None: the generic step) sets the
+    defaults the step runs with (``catalog/data/training_frameworks.yaml``), changed by
+    ``framework_settings``; ``recompute`` names one of its policies (None: its default) and
+    ``zero`` its sharding (None: its default). ``stage_layers`` (every stage's layers),
+    ``first_stage_layers`` / ``last_stage_layers``
+    (Megatron's ``--decoder-first/last-pipeline-num-layers``) or ``balance_stages`` lay the
+    layers out over the pipeline stages (:func:`rackmath.analyses.training.stages.stage_layout`).
+    """
+    profile = (
+        framework if isinstance(framework, TrainingFramework) else tf.framework(framework)
+    ).with_settings(framework_settings or {})
+    policy = profile.policy(None if recompute is None else str(getattr(recompute, "value", recompute)))
+    zero = profile.default_zero if zero is None else zero
+    if compute:
+        compute = profile.gemm_recipe(str(getattr(compute, "value", compute)))
     if chips is not None and checks.whole("chips", chips, maximum=MAX_CHIPS) != plan.chips:
         raise InputError(
             "--chips", chips, f"the plan's tp x pp x dp x cp = {plan.chips} chips ({plan}); change one"
@@ -230,7 +274,10 @@ def make_training(
         if efficiency_table != "kernel":
             raise InputError("efficiency", efficiency_table, "pure, calibrated or kernel")
         efficiency_table = kernel_table(system.chip.id, recipe, model.moe.gated if model.moe else True)
-    overlap = (1.0 if sched is pl.Schedule.DUALPIPE else 0.0) if ep_overlap_frac is None else ep_overlap_frac
+    if ep_overlap_frac is not None:
+        overlap = ep_overlap_frac
+    else:
+        overlap = 1.0 if sched is pl.Schedule.DUALPIPE or profile.ep_comm_overlap else 0.0
     checks.fraction("ep overlap", overlap, allowed="a fraction in [0, 1] (DualPipe hides all: 1)")
     checks.between(
         "routing skew", routing_skew, 1.0, 64.0, allowed="the busiest expert rank over the mean, in [1, 64]"
@@ -239,6 +286,14 @@ def make_training(
         checks.at_least(
             "bucket bytes", bucket_bytes, 2**20, allowed="at least 1 MiB (e.g. 25e6, PyTorch DDP's default)"
         )
+    stage_layers = stg.stage_layout(
+        model.num_layers,
+        plan.pp,
+        first_stage_layers,
+        last_stage_layers,
+        balance=balance_stages,
+        stated=stage_layers,
+    )
     if ep_max_domains is not None:
         checks.whole(
             "ep max nodes",
@@ -252,7 +307,7 @@ def make_training(
     notes = []
     if defaulted_v:
         notes.append("interleaved with no --virtual-stages: 2 model chunks per stage assumed.")
-    if model.num_layers % plan.pp:
+    if stage_layers is None and model.num_layers % plan.pp:
         notes.append(
             f"{model.num_layers} layers over {plan.pp} stages: the fullest stage has "
             f"{math.ceil(model.num_layers / plan.pp)} and sets the pace."
@@ -267,7 +322,7 @@ def make_training(
         microbatch=micro,
         schedule=sched,
         virtual_stages=v,
-        recompute=tr.Recompute.parse(recompute),
+        recompute=tr.Recompute.parse(policy.memory),
         optimizer=tr.Optimizer.parse(optimizer),
         zero=zero_stage,
         sequence_parallel=sequence_parallel,
@@ -283,6 +338,10 @@ def make_training(
         bucket_bytes=bucket_bytes,
         ep_max_domains=ep_max_domains,
         ep_dispatch_fp8=bool(ep_dispatch_fp8),
+        framework=profile,
+        recompute_policy=policy,
+        stage_layers=stage_layers,
+        attention_backward=tf.attention_backward_efficiency(system.chip.id),
     )
 
 

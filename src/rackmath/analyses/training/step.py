@@ -32,13 +32,12 @@ link model otherwise (the pure and flat tables).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from rackmath.analyses.training import comm
+from rackmath.analyses.training import stages as stg
 from rackmath.analyses.training.setup import TrainingSetup
-from rackmath.core import collective_ops as cops
 from rackmath.core import collectives as coll
 from rackmath.core import loads
 from rackmath.core import memory as memory_account
@@ -49,6 +48,7 @@ from rackmath.core import roofline as rl
 from rackmath.core import sharding as shard
 from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
+from rackmath.core import training_kernels as tk
 from rackmath.core import training_step as ts
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
@@ -119,6 +119,9 @@ def bucket_bytes(s: TrainingSetup) -> float:
     parameters (FSDP wraps each transformer block)."""
     if s.bucket_bytes is not None:
         return float(s.bucket_bytes)
+    per = s.profile.bucket_params_for(s.plan.dp * s.plan.cp)
+    if per is not None:
+        return 2.0 * per
     dense, experts = params_per_chip(s)
     return 2.0 * (dense + experts) / s.layers_per_stage
 
@@ -192,6 +195,10 @@ class StepBreakdown:
     #: the step's collectives on the busiest chip, each over the whole step (every micro-batch
     #: and bucket), hidden or not: TP, CP, EP, PP and DP/FSDP traffic, each with its kernel
     collectives: tuple[ops.Operator, ...] = ()
+    #: TP, CP and PP traffic left on the critical path per micro-batch (the framework's overlap)
+    tp_exposed_mb_s: float = 0.0
+    cp_exposed_mb_s: float = 0.0
+    pp_exposed_mb_s: float = 0.0
 
     @property
     def step_s(self) -> float:
@@ -268,6 +275,9 @@ class StepBreakdown:
             "ep_per_microbatch_s": self.ep_mb_s,
             "ep_exposed_per_microbatch_s": self.ep_exposed_mb_s,
             "pp_per_microbatch_s": self.pp_mb_s,
+            "tp_exposed_per_microbatch_s": self.tp_exposed_mb_s,
+            "cp_exposed_per_microbatch_s": self.cp_exposed_mb_s,
+            "pp_exposed_per_microbatch_s": self.pp_exposed_mb_s,
             "fsdp_exposed_per_microbatch_s": self.fsdp_exposed_mb_s,
             "dp_buckets": self.dp_buckets,
             "dp_s": self.dp_s,
@@ -278,29 +288,6 @@ class StepBreakdown:
             "upper_bound_s": self.upper_bound_s,
             "collectives": self.collective_rows(),
         }
-
-
-def links(s: TrainingSetup) -> dict[str, net.Group]:
-    """The groups of the plan placed on the system (Megatron's rank order: tp, cp, dp, pp)."""
-    sysm, chip, plan = s.system, s.system.chip, s.plan
-    up = chip.scale_up_bandwidth_bytes_per_s_per_direction or chip.hbm_bandwidth_bytes_per_s
-    out = chip.scale_out_bandwidth_bytes_per_s_per_direction or up
-    kw = {
-        "scale_up_bandwidth_bytes_per_s": up,
-        "scale_up_latency_s": sysm.scale_up_latency_s,
-        "scale_out_bandwidth_bytes_per_s": out,
-        "scale_out_latency_s": sysm.scale_out_latency_s,
-    }
-    domain = sysm.scale_up_domain_chips
-    expert_dp = max(plan.dp * plan.tp * plan.cp // plan.ep, 1)
-    return {
-        "tp": tcomm.group_link(plan.tp, 1, domain, **kw),
-        "cp": tcomm.group_link(plan.cp, plan.tp, domain, **kw),
-        "dp": tcomm.group_link(plan.dp * plan.cp, plan.tp, domain, **kw),
-        "expert_dp": tcomm.group_link(expert_dp, plan.ep, domain, **kw),
-        "ep": tcomm.group_link(plan.ep, 1, domain, **kw),
-        "pp": tcomm.group_link(plan.pp, plan.tp * plan.cp * plan.dp, domain, **kw),
-    }
 
 
 def chip_rates(s: TrainingSetup) -> ChipRates:
@@ -316,13 +303,90 @@ def chip_rates(s: TrainingSetup) -> ChipRates:
     )
 
 
+def recompute_shares(s: TrainingSetup, mode: tr.Recompute) -> ts.RecomputeShares:
+    """The shares of each forward the step re-runs: the framework policy's when the mode is
+    the setup's own, rackmath's mode otherwise (the recompute options compare modes)."""
+    p = s.recompute_policy
+    if p is not None and mode is s.recompute:
+        return ts.RecomputeShares(p.attention, p.gemm, p.elementwise)
+    return ts.RECOMPUTE_SHARES[mode.value]
+
+
+def backward_model(s: TrainingSetup, m_ops: ops.OperatorModel) -> ts.BackwardModel:
+    """How this chip's backward kernels are timed (:mod:`rackmath.core.training_kernels`): the
+    attention core's backward FLOPs always (the algorithm's), the measured backward rates
+    (attention, k-grouped wgrad) only on a measured efficiency table (kernel-grounded; the
+    pure roofline and the flat tables run every kernel at one fraction)."""
+    qk, v, _ = m_ops.prefill_dims
+    ratio = s.attention_backward
+    measured = s.efficiency_table is not None
+    fused = s.profile.fused_cross_entropy
+    loss_fwd, loss_bwd = tk.LOSS_BYTES_PER_LOGIT[fused]
+    return ts.BackwardModel(
+        attention_flop_ratio=float(tk.attention_backward_flop_ratio(qk, v)),
+        attention_efficiency_ratio=ratio.value if (measured and ratio is not None) else 1.0,
+        grouped_wgrad_ratio=tk.GROUPED_WGRAD_THROUGHPUT_RATIO if measured else 1.0,
+        elementwise_backward=(("loss", loss_bwd / loss_fwd),),
+    )
+
+
+def training_passes(
+    s: TrainingSetup, m_ops: ops.OperatorModel, rates: ChipRates, forward: tuple[ops.Operator, ...]
+) -> tuple[ops.Operator, ...]:
+    """The forward operators as training runs them: serving's, with the norms on the
+    sequence-parallel share of the tokens, plus the passes only training has (the
+    element-wise activations, the expert permute and unpermute, the loss); stage averages
+    (``1/P`` of the layers, as :func:`rackmath.core.operators.pass_operators`)."""
+    plan, model = s.plan, s.model
+    tokens = s.microbatch * s.seq_len / plan.cp  # one micro-batch's tokens on a chip
+    sp = plan.tp if (s.sequence_parallel and plan.tp > 1) else 1
+    layers = model.num_layers / plan.pp
+    out: list[ops.Operator] = []
+    for op in forward:
+        if op.name == "norms" and sp > 1 and op.work is not None:
+            w = op.work
+            formats, kind = op.curve_key
+            sp_work = w._replace(activation_bytes=w.activation_bytes / sp, rows=w.rows / sp)
+            op = ops.timed(op.name, op.op_class, rates, sp_work, formats, kind)
+        out.append(op)
+    a = model.attention
+    rope = (
+        a.num_heads * (a.qk_rope_head_dim or a.head_dim) + a.num_kv_heads * (a.qk_rope_head_dim or a.head_dim)
+    ) / plan.tp
+    fused = s.profile.fused_elementwise
+    h_sp = model.hidden_size / sp
+    dense_i, shared_i, expert_i = m_ops.mlp_widths
+    per_token = 0.0  # values per token over the stage-average layers
+    if m_ops.num_dense_layers:
+        per_token += (
+            m_ops.num_dense_layers
+            / plan.pp
+            * tk.activation_values(h_sp, rope, dense_i / plan.tp, m_ops.dense_matrices == 3.0, fused=fused)
+        )
+    moe_layers = m_ops.num_moe_layers / plan.pp
+    if moe_layers:
+        expert_tp = max(plan.tp / plan.ep, 1.0)
+        routed = m_ops.experts_per_token * expert_i / expert_tp + shared_i / plan.tp
+        per_token += moe_layers * tk.activation_values(
+            h_sp, rope, routed, m_ops.expert_matrices == 3.0, fused=fused
+        )
+        out.extend(
+            tk.permute_operators(tokens / sp, model.hidden_size, m_ops.experts_per_token, moe_layers, rates)
+        )
+    out.append(tk.elementwise("activations", tokens * per_token * tk.VALUE_BYTES, tokens, layers, rates))
+    vocab = m_ops.params["lm_head"] / model.hidden_size / plan.tp
+    loss, _ = tk.loss_operator(tokens / plan.pp, vocab, s.profile.fused_cross_entropy, rates)
+    out.append(loss)
+    return tuple(out)
+
+
 def microbatch_operators(
     s: TrainingSetup, recompute: tr.Recompute | None = None
 ) -> tuple[ts.TrainingOperator, ...]:
     """The training operators of one micro-batch on the busiest chip (seconds, stretched
-    to the fullest stage). Serving's operators on a prefill-shaped load: ``b P dp``
+    to the slowest stage). Serving's operators on a prefill-shaped load: ``b P dp``
     sequences of ``s`` tokens over ``dp cp`` replicas give each chip ``b s / cp`` tokens and
-    ``1/(P cp tp)`` of the attention."""
+    ``1/(P cp tp)`` of the attention; the training passes of :func:`training_passes`."""
     plan, model = s.plan, s.model
     mode = s.recompute if recompute is None else recompute
     # GEMM weights are read in the recipe's format (the quantised copy); norms, router, the
@@ -335,69 +399,19 @@ def microbatch_operators(
     load = loads.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
     rates = chip_rates(s)
     split = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp * plan.cp, "ep": plan.ep}
-    forward = ops.pass_operators(m_ops, load, rates, **split)
+    forward = training_passes(s, m_ops, rates, ops.pass_operators(m_ops, load, rates, **split))
     train_ops = ts.training_operators(
         forward,
         rates,
-        recompute=mode.value,
+        recompute=recompute_shares(s, mode),
         recipe=s.recipe,
         hidden=model.hidden_size,
         routing_skew=s.routing_skew,
         tokens=s.microbatch * s.seq_len / plan.cp,
         layers=model.num_layers / plan.pp,
+        backward=backward_model(s, m_ops),
     )
-    return busiest_stage(train_ops, model.num_layers, plan.pp)
-
-
-#: Operators that sit on one pipeline stage, not on every layer's: the input embedding (first
-#: stage) and the LM head (last stage).
-END_OPERATORS = ("embedding", "lm_head")
-
-
-def _scaled(o: ts.TrainingOperator, k: float) -> ts.TrainingOperator:
-    return replace(
-        o,
-        forward_s=np.asarray(float(o.forward_s) * k),
-        input_grad_s=np.asarray(float(o.input_grad_s) * k),
-        weight_grad_s=np.asarray(float(o.weight_grad_s) * k),
-        recompute_s=np.asarray(float(o.recompute_s) * k),
-    )
-
-
-def busiest_stage(
-    ops_avg: tuple[ts.TrainingOperator, ...], layers: int, pp: int
-) -> tuple[ts.TrainingOperator, ...]:
-    """The operators of the slowest stage, from the stage-average ones (``1/P`` of everything).
-
-    The pace is set by the slower of (a) a middle stage with ``ceil(L/P)`` layers and (b) the
-    end stage that also runs the whole LM head (and the embedding), with ``floor(L/P)``
-    layers (an uneven split puts the spare layers elsewhere, as Llama 3 trims a layer from
-    its first and last stages, §3.3.2). ``P = 1``: everything. Per-layer operators scale by
-    ``n P / L`` for ``n`` layers; end operators by ``P`` on (b), 0 on (a). Megatron GPT 462B
-    (112 layers, P = 16, vocabulary 131,072, h 18,432): 7 layers + a head of 0.59 layers'
-    FLOPs on the last stage, 8 % above a middle stage.
-    """
-    if pp == 1:
-        return ops_avg
-
-    def stage(n_layers: int, ends: bool) -> tuple[ts.TrainingOperator, ...]:
-        return tuple(
-            _scaled(o, (pp if ends else 0.0) if o.name in END_OPERATORS else n_layers * pp / layers)
-            for o in ops_avg
-        )
-
-    middle = stage(math.ceil(layers / pp), ends=False)
-    end = stage(layers // pp, ends=True)
-    return max((end, middle), key=lambda st: sum(float(o.time_s) for o in st))
-
-
-def _seconds(collectives: tuple[ops.Operator, ...] | list[ops.Operator]) -> float:
-    return float(sum(float(o.time_s) for o in collectives))
-
-
-def _scaled_collective(o: ops.Operator, k: float) -> ops.Operator:
-    """A collective's operator ``k`` times over (micro-batches, buckets, routing skew)."""
-    return o._replace(time_s=o.time_s * k, latency_s=o.latency_s * k)
+    return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers)
 
 
 def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> StepBreakdown:
@@ -409,17 +423,16 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     t_b = sum(float(o.input_grad_s + o.recompute_s) for o in train_ops)  # recompute runs just before
     t_w = sum(float(o.weight_grad_s) for o in train_ops)
     busy = t_f + t_b + t_w
-    group = links(s)
+    group = comm.links(s)
     table = s.table
-    act = tr.boundary_activation_bytes(s.microbatch, s.seq_len / plan.cp, model.hidden_size)
-    layers = s.layers_per_stage
-    per_mb: list[ops.Operator] = []  # the collectives of one micro-batch
-    if plan.tp > 1:
-        per_mb.append(tcomm.tp_operator(act, group["tp"], layers, tr.recompute_forward_passes(mode), table))
-    tp_s = _seconds(per_mb)
-    kv = tr.context_parallel_kv_bytes(s.microbatch, s.seq_len, tr.layer_shape(model).kv_width, plan.tp)
-    cp_ops = tcomm.cp_operators(kv, group["cp"], layers, table) if plan.cp > 1 else ()
-    cp_s = _seconds(cp_ops)
+    gemm_s = sum(
+        float(o.forward_s + o.input_grad_s) for o in train_ops if o.op_class.value in ("gemm", "moe")
+    )
+    tp = comm.tp_traffic(s, mode, gemm_s)
+    attention = [o for o in train_ops if o.op_class.value.startswith("attention")]
+    cp = comm.cp_traffic(
+        s, sum(float(o.forward_s) for o in attention), sum(float(o.input_grad_s) for o in attention)
+    )
     ep_ops: tuple[ops.Operator, ...] = ()
     if model.is_moe and model.moe is not None and plan.ep > 1:
         moe_layers = math.ceil(model.num_moe_layers / plan.pp)
@@ -431,7 +444,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
             else float(net.expert_destination_domains(link.domains, e, k, s.ep_max_domains))
         )
         ep_ops = tuple(
-            _scaled_collective(o, s.routing_skew)  # the busiest rank's exchange
+            comm.scaled_collective(o, s.routing_skew)  # the busiest rank's exchange
             for o in tcomm.ep_operators(
                 link,
                 s.microbatch * s.seq_len / (plan.cp * plan.tp),
@@ -444,51 +457,24 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
                 table=table,
             )
         )
-    ep_s = _seconds(ep_ops)
+    ep_s = comm.seconds(ep_ops)
     ep_exposed = ts.exposed_overlap_s(ep_s, busy, s.ep_overlap_frac)
-    pp_s = 0.0
-    pp_ops: tuple[ops.Operator, ...] = ()
-    if plan.pp > 1:
-        sends = 2 * (s.virtual_stages if s.schedule is pl.Schedule.INTERLEAVED else 1)
-        pp_s = sends * tcomm.pp_send_s(act / plan.tp, group["pp"])
-        one_latency = tcomm.pp_send_s(0.0, group["pp"])
-        pp_ops = (cops.send_operator("pp_send", pp_s, sends * one_latency, group["pp"].topology, table),)
-    # data parallel, by bucket
+    pp = comm.pp_traffic(s, busy)
     dense, experts = params_per_chip(s)
-    opt = tr.OPTIMIZER_BYTES[s.optimizer]
-    bucket = bucket_bytes(s)
-    held = (dense + experts) * opt.weights
-    buckets = max(1, math.ceil(held / bucket))
-    per = held / buckets
-    dp_link = group["dp"]
-    fsdp_mb = 0.0
-    if s.zero >= tr.ZeroStage.WEIGHTS:
-        gather, scatter = tcomm.dp_operators(per * opt.grads / opt.weights, per, dp_link, s.zero, table)
-        g = float(gather.time_s) / 2.0  # one bucket's all-gather (the operator holds two)
-        r = float(scatter.time_s)
-        fsdp_mb = ts.fsdp_exposed_s(g, t_f / buckets, buckets) + ts.fsdp_exposed_s(
-            g + r, (t_b + t_w) / buckets, buckets
-        )
-        dp_s = m * buckets * (2 * g + r)
-        dp_exposed = 0.0
-        dp_ops = tuple(_scaled_collective(o, m * buckets) for o in (gather, scatter))
-    else:
-        dense_share = dense / (dense + experts) if dense + experts else 1.0
-        grads = per * opt.grads / opt.weights
-        dp_ops = tcomm.dp_operators(grads * dense_share, grads * dense_share, dp_link, s.zero, table)
-        expert_share = grads * (1 - dense_share)  # the routed experts' gradients, over expert-DP
-        expert_ops = tcomm.dp_operators(expert_share, expert_share, group["expert_dp"], s.zero, table)
-        dp_ops = (*dp_ops, *(o._replace(name="expert_dp_all_reduce") for o in expert_ops))
-        r = _seconds(dp_ops)
-        dp_s = buckets * r
-        dp_exposed = ts.fsdp_exposed_s(r, (t_b + t_w) / buckets, buckets)
-        dp_ops = tuple(_scaled_collective(o, buckets) for o in dp_ops)
-    collectives = (
-        *(_scaled_collective(o, m) for o in (*per_mb, *cp_ops, *ep_ops, *pp_ops)),
-        *dp_ops,
+    dp = comm.dp_traffic(
+        s,
+        dense + experts,
+        dense / (dense + experts) if dense + experts else 1.0,
+        bucket_bytes(s),
+        t_f,
+        t_b + t_w,
     )
-    comm = tp_s + cp_s + ep_exposed + pp_s + fsdp_mb
-    scale = (busy + comm) / busy
+    collectives = (
+        *(comm.scaled_collective(o, m) for o in (*tp.collectives, *cp.collectives, *ep_ops, *pp.collectives)),
+        *dp.collectives,
+    )
+    exposed = tp.exposed_s + cp.exposed_s + ep_exposed + pp.exposed_s + dp.exposed_mb_s
+    scale = (busy + exposed) / busy
     bubble = pl.bubble_fraction(
         s.schedule,
         plan.pp,
@@ -498,28 +484,31 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         t_b=t_b * scale,
         t_w=t_w * scale,
     )
-    pipeline_s = m * (busy + comm) / (1.0 - bubble)
+    pipeline_s = m * (busy + exposed) / (1.0 - bubble)
     mem = memory_per_chip(s, mode)
     states = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes
-    optimizer_s = tr.optimizer_step_s(states, s.system.chip.hbm_bandwidth_bytes_per_s)
+    optimizer = tk.optimizer_operator(states, (dense + experts) / model.hidden_size, chip_rates(s))
     return StepBreakdown(
         microbatches=m,
         compute_mb_s=busy,
-        tp_mb_s=tp_s,
-        cp_mb_s=cp_s,
+        tp_mb_s=tp.total_s,
+        cp_mb_s=cp.total_s,
         ep_mb_s=ep_s,
-        pp_mb_s=pp_s,
+        pp_mb_s=pp.total_s,
         bubble_frac=bubble,
         pipeline_s=pipeline_s,
-        dp_s=dp_s,
-        dp_exposed_s=dp_exposed,
-        optimizer_s=optimizer_s,
+        dp_s=dp.dp_s,
+        dp_exposed_s=dp.exposed_s,
+        optimizer_s=float(optimizer.time_s),
         ep_exposed_mb_s=ep_exposed,
-        fsdp_exposed_mb_s=fsdp_mb,
-        dp_buckets=buckets,
+        fsdp_exposed_mb_s=dp.exposed_mb_s,
+        dp_buckets=dp.buckets,
         t_f_s=t_f,
         t_b_s=t_b,
         t_w_s=t_w,
         operators=train_ops,
         collectives=collectives,
+        tp_exposed_mb_s=tp.exposed_s,
+        cp_exposed_mb_s=cp.exposed_s,
+        pp_exposed_mb_s=pp.exposed_s,
     )

@@ -1,0 +1,67 @@
+"""Training framework profiles (``data/training_frameworks.yaml``) and the backward-kernel
+ratios the kernel tables lack (``data/training_kernels.yaml``), as frozen specs."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, NamedTuple
+
+from rackmath.catalog.loader import CatalogError, catalog_entries, lookup, read_data
+from rackmath.specs.training_framework import RecomputePolicy, TrainingFramework
+
+#: The profile a run gets when it states no framework.
+GENERIC = "generic"
+
+
+def _framework(raw: dict[str, Any]) -> TrainingFramework:
+    policies = tuple(RecomputePolicy(**p) for p in raw.pop("recompute"))
+    return TrainingFramework(
+        recompute=policies,
+        sources=dict(raw.pop("sources", {})),
+        gemm_recipes=dict(raw.pop("gemm_recipes", {})),
+        version=str(raw.pop("version")),
+        date=str(raw.pop("date")),
+        bucket_params=float(raw.pop("bucket_params")),
+        bucket_params_per_dp_rank=float(raw.pop("bucket_params_per_dp_rank")),
+        **raw,
+    )
+
+
+@cache
+def frameworks() -> dict[str, TrainingFramework]:
+    """Every profile by id."""
+    out: dict[str, TrainingFramework] = {}
+    for raw in catalog_entries("training_frameworks.yaml", "frameworks"):
+        try:
+            profile = _framework(dict(raw))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CatalogError(f"training_frameworks.yaml entry {raw.get('id')!r}: {exc}") from exc
+        out[profile.id] = profile
+    return out
+
+
+def framework(framework_id: str | None) -> TrainingFramework:
+    """A profile by id (``megatron-bridge``, ``torchtitan``, ...); None: the generic step.
+    An unknown id is one line with the known ones."""
+    result: TrainingFramework = lookup("training framework", framework_id or GENERIC, frameworks())
+    return result
+
+
+class BackwardRatio(NamedTuple):
+    """The attention backward's FLOP/s over its forward's on a chip, and where it comes from."""
+
+    value: float
+    source: str
+    transferred: bool
+
+
+@cache
+def attention_backward_efficiency(chip_id: str) -> BackwardRatio:
+    """The attention core's backward over forward FLOP/s on ``chip_id``
+    (``data/training_kernels.yaml``; chips it does not list take its stated default)."""
+    data = read_data("training_kernels.yaml")
+    for entry in data["attention_backward_efficiency"]:
+        if chip_id in entry["chips"]:
+            return BackwardRatio(float(entry["value"]), str(entry["source"]), False)
+    d = data["default"]
+    return BackwardRatio(float(d["value"]), str(d["source"]), True)

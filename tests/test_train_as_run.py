@@ -1,0 +1,383 @@
+"""Training as runs are run (issue 23), derived by hand: an MoE step with EP (grouped GEMM
+forward, dgrad and wgrad, permute and unpermute, the all-to-all), 24 virtual stages, uneven
+stages with the head on the last, a 32K sequence under context parallelism, and the refusals.
+
+Every expected number is recomputed here from the model's shapes and the chip's catalog
+figures (H100 SXM: BF16 989.4 TFLOP/s, HBM 3.35 TB/s, NVLink 450 GB/s per direction at 2 us,
+HGX domain of 8), not read back from the code under test. Pure roofline unless a test says
+kernel-grounded (then only ratios stated in the catalog with their sources are asserted).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import rackmath as rm
+from rackmath.analyses.training import estimate as T
+from rackmath.analyses.training import setup
+from rackmath.analyses.training import stages as stg
+from rackmath.catalog import training_frameworks as tf
+from rackmath.core import training_kernels as tk
+from rackmath.errors import InputError, UnknownIdError
+from rackmath.specs.plan import ParallelPlan
+
+BF16, HBM, NVLINK, ALPHA = 989.4e12, 3.35e12, 450e9, 2e-6
+
+
+def _ops(e):
+    return {o.name: o for o in e.step.operators}
+
+
+# ---------------------------------------------------------------------------- worked numbers
+def test_training_kernel_worked_numbers():
+    # FlashAttention's backward: 5 matmuls against the forward's 2 (S = Q K^T recomputed)
+    assert float(tk.attention_backward_flop_ratio(128, 128)) == pytest.approx(2.5)
+    assert float(tk.attention_backward_flop_ratio(192, 128)) == pytest.approx((3 * 192 + 2 * 128) / 320)
+    # permute: T h read, T k h written, bf16: 4096 tokens, h 2048, k 8 -> 151 MB
+    assert float(tk.permute_bytes(4096, 2048, 8)) == pytest.approx(9 * 4096 * 2048 * 2)
+    # the element-wise values between the GEMMs, Llama 3.1 8B on one chip
+    fused = tk.activation_values(4096, 5120, 14336, True, fused=True)
+    eager = tk.activation_values(4096, 5120, 14336, True, fused=False)
+    assert (fused, eager) == (3 * 14336 + 6 * 4096 + 2 * 5120, 5 * 14336 + 6 * 4096 + 6 * 5120)
+    # a ring step hides its transfer under the block it unlocks
+    assert tk.ring_exposed_s(2e-3, 3e-3, 7) == 0.0
+    assert tk.ring_exposed_s(2e-3, 1e-3, 7) == pytest.approx(7e-3)
+    # the H100's attention backward rate over its forward's: FA3 559 / 646 TFLOP/s
+    ratio = tf.attention_backward_efficiency("h100-sxm")
+    assert ratio.value == pytest.approx(559 / 646, abs=0.002) and not ratio.transferred
+    assert tf.attention_backward_efficiency("no-such-chip").transferred
+
+
+# ---------------------------------------------------------------------------- MoE with EP
+def _qwen(**kw):
+    base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
+    base.update(kw)
+    return setup.make_training(
+        rm.model("qwen3-30b-a3b"), rm.system("h100-hgx"), ParallelPlan.parse("ep=8,dp=8"), **base
+    )
+
+
+def test_moe_training_step_with_ep_by_hand():
+    """Qwen3-30B-A3B (128 experts of I 768, k = 8, h 2048, 48 MoE layers), EP 8 in one HGX,
+    micro-batch 1 x 4096 tokens per chip."""
+    h, k, inter, layers, tokens = 2048, 8, 768, 48, 4096
+    e = T.estimate(_qwen())
+    ops = _ops(e)
+    # grouped GEMM forward: 4096 x 8 token-expert pairs x (gate, up, down) x 2 h I FLOPs,
+    # compute-bound (16 experts' 3.6 GB of weights take 1.1 ms, the FLOPs 15 ms)
+    flops = tokens * k * 2 * 3 * h * inter * layers
+    routed = ops["routed_experts"]
+    assert float(routed.forward_flops) == pytest.approx(flops)
+    assert float(routed.forward_s) == pytest.approx(flops / BF16, rel=1e-9)
+    # dgrad: the m-grouped GEMM at (tokens/expert, I, h), the same FLOPs; wgrad: k-grouped,
+    # each expert's reduction over its own tokens, the same FLOPs (pure roofline: ratio 1)
+    assert float(routed.input_grad_s) == pytest.approx(flops / BF16, rel=1e-9)
+    assert float(routed.weight_grad_s) == pytest.approx(flops / BF16, rel=1e-9)
+    # permute and unpermute: (1 + k) T h 2 B per MoE layer each, memory-bound; backward 2x
+    for name in ("permute", "unpermute"):
+        fwd = (1 + k) * tokens * h * 2 * layers / HBM
+        assert float(ops[name].forward_s) == pytest.approx(fwd, rel=1e-9)
+        assert float(ops[name].input_grad_s) == pytest.approx(2 * fwd, rel=1e-9)
+        assert float(ops[name].weight_grad_s) == 0.0
+    # the all-to-all: a token's 8 experts land on 8 (1 - P_miss) of the 8 ranks; dispatch and
+    # combine, forward and backward, a switch all-to-all inside the domain
+    miss = math.prod((112 - j) / (128 - j) for j in range(k))
+    one = 7 / 8 * tokens * 8 * (1 - miss) * h * 2 / NVLINK + ALPHA
+    assert e.step.ep_mb_s == pytest.approx(4 * layers * one, rel=1e-9)
+    assert e.step.ep_exposed_mb_s == pytest.approx(4 * layers * one)  # generic: no EP overlap
+
+
+def test_moe_training_step_kernel_grounded_uses_the_stated_backward_ratios():
+    e = T.estimate(_qwen(efficiency_table="kernel"))
+    ops = _ops(e)
+    routed = ops["routed_experts"]
+    # k-grouped wgrad at 0.77 of the m-grouped forward's throughput (DeepGEMM PR #95 / README)
+    assert float(routed.weight_grad_s) == pytest.approx(float(routed.forward_s) / 0.77, rel=1e-9)
+    assert routed.input_grad_kernel is not None and "k-grouped wgrad at 0.77" in routed.backward
+    # attention backward: 2.5x the FLOPs at 0.866 of the forward's rate on an H100
+    attention = ops["attention"]
+    assert float(attention.input_grad_s) == pytest.approx(float(attention.forward_s) * 2.5 / 0.866, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------- 24 virtual stages
+def test_24_virtual_stages_by_hand():
+    """Qwen3-30B-A3B on 16 H100 (two HGX), PP 2 x DP 8 x EP 8, 24 virtual stages of one layer
+    each (Megatron-Bridge's 25.11 table row), micro-batch 2, 32 micro-batches."""
+    sysm = rm.system("h100-hgx")
+    s = setup.make_training(
+        rm.model("qwen3-30b-a3b"),
+        sysm,
+        ParallelPlan.parse("pp=2,dp=8,ep=8"),
+        tokens=1e9,
+        seq_len=4096,
+        global_batch=512,
+        microbatch=2,
+        schedule="interleaved",
+        virtual_stages=24,
+        recompute="none",
+        framework="megatron-bridge",
+    )
+    st = T.estimate(s).step
+    m = 512 // (2 * 8)
+    assert st.microbatches == m == 32
+    assert st.bubble_frac == pytest.approx(1 / (24 * 32 + 1))  # (P-1)/(v m + P-1)
+    # the two stages are 8 chips apart: another HGX, over the scale-out link; each of the 24
+    # chunks sends its activations forward and their gradients back: 48 sends per micro-batch
+    out_bw = sysm.chip.scale_out_bandwidth_bytes_per_s_per_direction
+    alpha = sysm.scale_out_latency_s
+    send = 2 * 4096 * 2048 * 2 / out_bw + alpha  # b s h bf16
+    assert st.pp_mb_s == pytest.approx(48 * send, rel=1e-9)
+    # Bridge overlaps P2P with virtual stages: each transfer hides under the adjacent chunk's
+    # compute (a chunk's compute >> a send), never the 48 launches' latency
+    assert st.compute_mb_s / 48 > send
+    assert st.pp_exposed_mb_s == pytest.approx(48 * alpha, rel=1e-9)
+    # Megatron-core's CLI forces the overlap off without virtual stages: every send exposed
+    flat = setup.make_training(
+        rm.model("qwen3-30b-a3b"),
+        sysm,
+        ParallelPlan.parse("pp=2,dp=8,ep=8"),
+        tokens=1e9,
+        seq_len=4096,
+        global_batch=512,
+        microbatch=2,
+        recompute="none",
+        framework="megatron-bridge",
+    )
+    fst = T.estimate(flat).step
+    assert fst.pp_mb_s == pytest.approx(2 * send, rel=1e-9) == fst.pp_exposed_mb_s
+    assert fst.bubble_frac == pytest.approx(1 / (32 + 1))
+
+
+# ---------------------------------------------------------------------------- uneven stages
+def _llama8b_pp4(**kw):
+    return setup.make_training(
+        rm.model("llama-3.1-8b"),
+        rm.system("h100-hgx"),
+        ParallelPlan.parse("pp=4,dp=2"),
+        tokens=1e9,
+        seq_len=4096,
+        global_batch=16,
+        recompute="none",
+        **kw,
+    )
+
+
+def test_uneven_stages_with_the_head_on_the_last_by_hand():
+    """Llama 3.1 8B (32 layers, h 4096, 8 KV heads of 128, vocabulary 128,256) over 4 stages
+    laid out 7 | 9 | 9 | 7: the last stage's 7 layers plus the head (2 h V = 2.4 layers'
+    GEMM FLOPs) outweigh a middle stage's 9 layers, so the last stage sets the pace."""
+    s = _llama8b_pp4(first_stage_layers=7, last_stage_layers=7)
+    assert s.stage_layers == (7, 9, 9, 7)
+    ops = _ops(T.estimate(s))
+    t, h = 4096, 4096
+    assert float(ops["lm_head"].forward_s) == pytest.approx(2 * t * h * 128256 / BF16, rel=1e-9)
+    # QKV: h -> 32 x 128 queries + 2 x 8 x 128 keys and values, on 7 layers
+    assert float(ops["attention_qkv"].forward_s) == pytest.approx(
+        7 * 2 * t * h * (4096 + 2048) / BF16, rel=1e-9
+    )
+    assert float(ops["loss"].forward_s) > 0.0 and float(ops["embedding"].forward_s) == 0.0
+    # stated every stage (Megatron's layout read per stage): the same step
+    same = _ops(T.estimate(_llama8b_pp4(stage_layers=(7, 9, 9, 7))))
+    assert float(same["attention_qkv"].forward_s) == pytest.approx(float(ops["attention_qkv"].forward_s))
+    # trimmed the other way, 9 | 9 | 9 | 5: the last stage's 5 layers + head (7.4) fall under
+    # 9 layers, so a 9-layer stage sets the pace (the first: its embedding lookup is extra)
+    mid = _ops(T.estimate(_llama8b_pp4(stage_layers=(9, 9, 9, 5))))
+    assert float(mid["lm_head"].forward_s) == 0.0
+    assert float(mid["attention_qkv"].forward_s) == pytest.approx(9 * 2 * t * h * 6144 / BF16, rel=1e-9)
+
+
+def test_balanced_stages_count_the_embedding_and_head():
+    # 126 layers + embedding + head (one layer each) over 16 stages: 128 items of 8
+    assert stg.stage_layout(126, 16, balance=True) == (7, *[8] * 14, 7)
+    assert stg.stage_layout(126, 16, 7, 7) == (7, *[8] * 14, 7)
+    assert stg.stage_layout(32, 4, last=5) == (9, 9, 9, 5)
+
+
+# ---------------------------------------------------------------------------- 32K with CP
+def _llama8b_cp(framework, **kw):
+    return setup.make_training(
+        rm.model("llama-3.1-8b"),
+        rm.system("h100-hgx"),
+        ParallelPlan.parse("cp=4"),
+        tokens=1e9,
+        seq_len=32768,
+        global_batch=1,
+        recompute="none",
+        framework=framework,
+        **kw,
+    )
+
+
+def test_32k_sequence_with_context_parallelism_by_hand():
+    """Llama 3.1 8B (32 layers, 32 query heads and 8 KV heads of 128), one 32,768-token
+    sequence over CP 4 in one HGX (ranks 1 chip apart, NVLink)."""
+    s, layers, cp = 32768, 32, 4
+    ring = T.estimate(_llama8b_cp("megatron-core"))
+    ops = _ops(ring)
+    # causal attention: 2 x 32 heads x (128 + 128) per score, s (s + 1) / 2 scores per layer,
+    # a quarter on each rank (the load-balanced split)
+    attn = 2 * 32 * 256 * s * (s + 1) / 2 * layers / cp
+    assert float(ops["attention"].forward_flops) == pytest.approx(attn, rel=1e-9)
+    assert float(ops["attention"].forward_s) == pytest.approx(attn / BF16, rel=1e-9)
+    assert float(ops["attention"].input_grad_s) == pytest.approx(2.5 * attn / BF16, rel=1e-9)
+    # the ring (p2p): 3 steps per layer, a quarter of K and V (2 x 2 B x s x 8 x 128) forward,
+    # K, V and their gradients backward
+    kv = 2 * 2 * s * 8 * 128
+    fwd, bwd = kv / cp / NVLINK + ALPHA, 2 * kv / cp / NVLINK + ALPHA
+    st = ring.step
+    assert st.cp_mb_s == pytest.approx(layers * (cp - 1) * (fwd + bwd), rel=1e-9)
+    # each send hides under the attention block it unlocks (a block: 1/cp of a layer's core)
+    block_f, block_b = attn / layers / cp / BF16, 2.5 * attn / layers / cp / BF16
+    assert block_f > fwd and block_b > bwd
+    assert st.cp_exposed_mb_s == 0.0
+    # the all-gather (torchtitan's default): K and V gathered, their gradients reduce-scattered,
+    # on the critical path
+    gathered = T.estimate(_llama8b_cp("torchtitan")).step
+    assert gathered.cp_exposed_mb_s == pytest.approx(gathered.cp_mb_s) and gathered.cp_mb_s > 0
+    # a run may change it: Megatron with all-gather CP exposes its traffic too
+    ag = T.estimate(_llama8b_cp("megatron-core", framework_settings={"cp_comm": "all_gather"})).step
+    assert ag.cp_exposed_mb_s == pytest.approx(ag.cp_mb_s)
+    # kernel-grounded: the backward at 2.5 / 0.866 of the forward's time
+    kg = _ops(T.estimate(_llama8b_cp("megatron-core", efficiency_table="kernel")))
+    assert float(kg["attention"].input_grad_s) == pytest.approx(
+        float(kg["attention"].forward_s) * 2.5 / 0.866
+    )
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_bad_training_input_is_one_line_naming_the_field():
+    with pytest.raises(
+        InputError, match="recompute: got 'selective'; allowed: one of llm-foundry's policies: none, full"
+    ):
+        setup.make_training(
+            rm.model("llama-3.1-8b"),
+            rm.system("h100-hgx"),
+            ParallelPlan.parse("dp=8"),
+            tokens=1e9,
+            seq_len=4096,
+            global_batch=16,
+            recompute="selective",
+            framework="llm-foundry",
+        )
+    with pytest.raises(
+        InputError,
+        match=r"stage-layers: got '8,8,8'; allowed: 4 whole numbers .* add up to the model's 32 layers",
+    ):
+        _llama8b_pp4(stage_layers=(8, 8, 8))
+    with pytest.raises(InputError, match=r"stage-layers: got '9,9,9,9'"):
+        _llama8b_pp4(stage_layers=(9, 9, 9, 9))
+    with pytest.raises(
+        InputError, match=r"the other 114 layers split evenly over 14 stages, e.g. first 7, last 7"
+    ):
+        stg.stage_layout(126, 16, 6, 6)
+    with pytest.raises(
+        UnknownIdError, match=r"unknown training framework 'deepspeed-nope'; known .*: generic, "
+    ):
+        _llama8b_pp4(framework="deepspeed-nope")
+    with pytest.raises(InputError, match="framework setting: got 'overlap_everything'"):
+        _llama8b_pp4(framework="torchtitan", framework_settings={"overlap_everything": True})
+    with pytest.raises(InputError, match="cp_comm: got 'ring'; allowed: one of p2p, all_gather, a2a"):
+        _llama8b_pp4(framework="megatron-core", framework_settings={"cp_comm": "ring"})
+
+
+# ---------------------------------------------------------------------------- validation gate
+def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
+    """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
+    of 2026-11-26 (all 18.7% / 66%, dense 14.6%, MoE 46.3%; issue 23's 12% target is not met).
+    Lower them when the model improves."""
+    import numpy as np
+
+    from rackmath.analyses.training.runs import score_runs
+
+    scores = score_runs()
+    assert len(scores) == 27 and sum(r.held_out for r in scores) == 19
+    by = {r.run_id: r for r in scores}
+    assert by["megatron-gpt-462b-h100"].framework == "megatron-core"
+    assert "tp_comm_overlap" in by["megatron-gpt-462b-h100"].profile  # the run's stated change
+    assert by["llama3-405b-8k"].framework == "generic"  # states none: the generic step
+
+    def stats(rows):
+        a = np.abs([r.error_frac for r in rows])
+        return float(np.median(a)), float(np.percentile(a, 90))
+
+    median, p90 = stats(scores)
+    assert median <= 0.19 and p90 <= 0.67
+    dense_median, _ = stats([r for r in scores if not r.moe])
+    assert dense_median <= 0.15
+
+
+# ---------------------------------------------------------------------------- the CLI
+def _cli(*args: str) -> tuple[int, str, str]:
+    import io
+    import sys
+    from contextlib import redirect_stderr, redirect_stdout
+    from unittest.mock import patch
+
+    from rackmath.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err), patch.object(sys, "argv", ["rackmath", *args]):
+        try:
+            main()
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_cli_states_the_framework_and_refuses_a_policy_it_lacks():
+    import json
+
+    job = (
+        "train",
+        "llama-3.1-8b",
+        "--on",
+        "h100-hgx",
+        "--tokens",
+        "1e9",
+        "--plan",
+        "dp=8",
+        "--seq-len",
+        "2048",
+    )
+    code, out, err = _cli(*job, "--framework", "llm-foundry", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    # llm-foundry's defaults: FSDP FULL_SHARD (ZeRO-3), no activation checkpointing, eager kernels
+    assert d["framework"]["id"] == "llm-foundry" and d["zero_stage"] == 3 and d["recompute_policy"] == "none"
+    assert d["framework"]["fused_elementwise"] is False
+    code, out, err = _cli(*job, "--framework", "llm-foundry", "--recompute", "selective")
+    assert code != 0 and "Traceback" not in err
+    assert (
+        err.strip() == "error: recompute: got 'selective'; allowed: one of llm-foundry's policies: none, full"
+    )
+    code, out, err = _cli(*job)
+    assert code == 0 and "framework generic" in out  # no framework stated: the generic step, said so
+
+
+def test_every_framework_profile_is_sourced_and_consistent():
+    profiles = tf.frameworks()
+    assert {
+        "generic",
+        "megatron-core",
+        "megatron-bridge",
+        "torchtitan",
+        "torchtitan-compile",
+        "maxtext",
+    } <= set(profiles)
+    for p in profiles.values():
+        assert p.sources, p.id  # every profile says where its settings were read
+        assert p.policy(None).name == p.default_recompute  # the default is one of its policies
+        assert all(0 <= x <= 1 for q in p.recompute for x in (q.attention, q.gemm, q.elementwise))
+    # documented defaults: Megatron-core's CLI leaves DP overlap off and keeps optimizer states
+    # whole; Bridge's recipes turn both on; torchtitan and llm-foundry shard with FSDP
+    core, bridge = profiles["megatron-core"], profiles["megatron-bridge"]
+    assert not core.dp_grad_overlap and core.default_zero == 0
+    assert bridge.dp_grad_overlap and bridge.default_zero == 1
+    assert profiles["torchtitan"].default_zero == profiles["llm-foundry"].default_zero == 3
+    # Megatron's buckets: max(40M, 1M x dp) parameters
+    assert core.bucket_params_for(8) == 40e6 and core.bucket_params_for(64) == 64e6
+    # torchtitan's float8 rowwise runs on the per-tile-scaled curve
+    assert profiles["torchtitan"].gemm_recipe("float8-rowwise") == "fp8-block"
