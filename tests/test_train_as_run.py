@@ -381,3 +381,27 @@ def test_every_framework_profile_is_sourced_and_consistent():
     assert core.bucket_params_for(8) == 40e6 and core.bucket_params_for(64) == 64e6
     # torchtitan's float8 rowwise runs on the per-tile-scaled curve
     assert profiles["torchtitan"].gemm_recipe("float8-rowwise") == "fp8-block"
+
+
+def test_overlapped_tp_exposes_each_collectives_first_piece():
+    """With ``tp_comm_overlap`` each of the step's TP collectives pipelines its own ``tp``
+    pieces under its own GEMM: under ample GEMM time 1/tp of the traffic stays exposed (the
+    first piece of each collective), under none all of it (each piece waits for the last)."""
+    from rackmath.analyses.training import comm
+
+    s = setup.make_training(
+        rm.model("llama-3.1-70b"),
+        rm.system("h100-hgx"),
+        ParallelPlan.parse("tp=8,dp=2"),
+        tokens=1e9,
+        seq_len=4096,
+        global_batch=16,
+        recompute="none",
+        framework="megatron-core",
+        framework_settings={"tp_comm_overlap": True},
+    )
+    ample = comm.tp_traffic(s, s.recompute, gemm_s=1e3)
+    assert ample.total_s > 0
+    assert ample.exposed_s == pytest.approx(ample.total_s / 8, rel=1e-12)
+    starved = comm.tp_traffic(s, s.recompute, gemm_s=0.0)
+    assert starved.exposed_s == pytest.approx(starved.total_s, rel=1e-12)

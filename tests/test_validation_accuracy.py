@@ -36,9 +36,11 @@ TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
 # H100: Llama 3 128K -28.2% -> -34.4%) and each run's framework as stated (Megatron 462B's
 # README turns TP overlap on: -1.5% -> +13.6%) give kernel 13.8% / 36.2%, kernel + correction
 # 9.1% / 32.0%, LOSO 10.0% / 34.7% (issue 26's 12% kernel target is not met on this set).
+# Then TP overlap pipelined per collective (each exposes its first 1/tp piece; Megatron 462B
+# +13.6% -> +11.4%): kernel 12.7% / 36.2%.
 # Lower them when the model improves; never raise them without a model or data change to point to.
 GATES = {  # column: (median bound, p90 bound)
-    "kernel": (0.14, 0.37),  # issue 26's target is 12%
+    "kernel": (0.13, 0.37),  # issue 26's target is 12%
     "calibrated": (0.095, 0.33),
     "loso": (0.105, 0.35),
 }

@@ -9,7 +9,10 @@ framework profile's settings (:class:`rackmath.specs.training_framework.Training
 * **TP** (two all-reduces of ``b s h`` per layer per forward and per backward, or their
   all-gather + reduce-scatter under sequence parallelism): on the critical path, or with
   ``tp_comm_overlap`` (Transformer Engine's userbuffers, torchtitan's async TP) split into
-  ``tp`` chunks, each under its GEMM's chunk: ``fsdp_exposed_s`` of the chunks.
+  ``tp`` chunks, each under its GEMM's chunk: ``fsdp_exposed_s`` of each collective's chunks,
+  so every collective exposes its first chunk (consecutive GEMMs depend on each other's
+  reduced output, so no pipeline spans two collectives). Worked number: TP=8 traffic of
+  1 ms per collective under 4 ms of GEMM exposes 0.125 ms of it.
 * **CP** by ``cp_comm``: ``all_gather`` (K and V gathered per layer in the forward, their
   gradients reduce-scattered in the backward, exposed: Llama 3 §3.3.2); ``p2p`` (the ring:
   ``cp - 1`` sends of a ``1/cp`` K,V chunk per layer in the forward and of K,V and their
@@ -98,8 +101,12 @@ def tp_traffic(
     total = float(op.time_s)
     if not s.profile.tp_comm_overlap:
         return Traffic((op,), total, total)
-    chunks = 2.0 * s.layers_per_stage * (passes + 1.0) * plan.tp  # every collective in tp pieces
-    exposed = ts.fsdp_exposed_s(total / chunks, gemm_s / chunks, int(chunks))
+    # Each collective pipelines its own tp pieces under its own GEMM; the next GEMM needs the
+    # previous one's reduced output, so no pipeline runs across collectives: each exposes its
+    # first piece (1/tp of it when the GEMM's pieces are the longer stage).
+    collectives = 2.0 * s.layers_per_stage * (passes + 1.0)
+    piece_s, gemm_piece_s = total / collectives / plan.tp, gemm_s / collectives / plan.tp
+    exposed = collectives * ts.fsdp_exposed_s(piece_s, gemm_piece_s, plan.tp)
     return Traffic((op,), total, exposed)
 
 
