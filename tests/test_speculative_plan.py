@@ -1,0 +1,155 @@
+"""Speculation on the real plan (issue 25 item 2): acceptance given per position, as a reach
+curve or as acceptance lengths; tree drafting; the verify step as the plan's step with
+``T = 1 + w k`` tokens per sequence; the draft's cost by drafter; the worked example of
+docs/serving-features.md (DeepSeek-V3 MTP on a wide-EP GB200 NVL72 plan) recomputed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rackmath.api as rm
+from rackmath.analyses.serving import speculative as sp
+from rackmath.analyses.serving.planned import PlannedDeployment, plan_deployment
+from rackmath.catalog.loader import resolve_model, system
+from rackmath.core import loads
+from rackmath.core import speculative as cs
+from rackmath.errors import InputError
+
+# the docs' worked example: DeepSeek-V3 (R1 shares its architecture) on 64 chips of a GB200
+# NVL72, attention data-parallel and experts over all 64 (4 of the 256 experts per chip)
+MODEL, SYSTEM, PLAN = "deepseek-v3", "gb200-nvl72", "dp=64,ep=64"
+
+
+def _planned() -> PlannedDeployment:
+    return plan_deployment(resolve_model(MODEL), system(SYSTEM), PLAN)
+
+
+# --------------------------------------------------------------------------- acceptance forms
+
+
+def test_reach_lengths_and_one_length_by_hand() -> None:
+    # reach p = (0.8, 0.48, 0.24): a = (0.8, 0.48/0.8, 0.24/0.48) = (0.8, 0.6, 0.5)
+    np.testing.assert_allclose(cs.acceptance_from_reach([0.8, 0.48, 0.24]), [0.8, 0.6, 0.5], rtol=1e-12)
+    # tau = (1.8, 2.28, 2.52): p = (0.8, 0.48, 0.24)
+    np.testing.assert_allclose(cs.reach_from_lengths([1.8, 2.28, 2.52]), [0.8, 0.48, 0.24], rtol=1e-12)
+    # one length at k: the constant rate with 1 + a + ... + a^k = tau
+    a = cs.constant_rate_for_length(3.2, 7)
+    assert sum(a**i for i in range(8)) == pytest.approx(3.2, rel=1e-12)
+    assert cs.constant_rate_for_length(1.0, 3) == pytest.approx(0.0, abs=1e-12)
+    assert cs.constant_rate_for_length(4.0, 3) == pytest.approx(1.0, abs=1e-12)
+    # the three forms of one curve are one speculation
+    forms = [
+        sp.parse_speculation("mtp=3,acceptance=0.8,0.6,0.5", resolve_model),
+        sp.parse_speculation("mtp=3,reach=0.8,0.48,0.24", resolve_model),
+        sp.parse_speculation("mtp=3,length=1.8,2.28,2.52", resolve_model),
+    ]
+    for s in forms:
+        np.testing.assert_allclose(s.acceptance, [0.8, 0.6, 0.5], rtol=1e-12)
+        assert s.tokens_per_step == pytest.approx(2.52, rel=1e-12)
+    assert sp.parse_speculation("mtp=7,length=3.2", resolve_model).tokens_per_step == pytest.approx(3.2)
+
+
+def test_tree_by_hand() -> None:
+    # width 4 x depth 5 verifies 1 + 4 x 5 = 21 tokens; a = 0.6 per candidate becomes
+    # 1 - 0.4^4 = 0.9744 per position, E = 1 + sum_i 0.9744^i
+    s = sp.parse_speculation("eagle=5,width=4,acceptance=0.6", resolve_model)
+    assert s.tokens_verified == 21 and s.kind is sp.Drafter.EAGLE
+    q = 1 - 0.4**4
+    assert s.tokens_per_step == pytest.approx(1 + sum(q**i for i in range(1, 6)), rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8), st.integers(1, 7))
+def test_a_wider_tree_never_yields_fewer_tokens(rates: list[float], width: int) -> None:
+    narrow = cs.expected_tokens_per_step(cs.tree_acceptance(rates, width))
+    wide = cs.expected_tokens_per_step(cs.tree_acceptance(rates, width + 1))
+    assert narrow <= wide + 1e-12 <= len(rates) + 1 + 2e-12
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("mtp=3,reach=0.5,0.6,0.2", "--spec reach"),  # a cumulative curve that rises
+        ("mtp=3,reach=0.8,0.5", "--spec reach"),  # not one per position
+        ("mtp=3,length=1.5,2.3,2.6", "--spec length"),  # rises by 0.5, then 0.8: the increments rise
+        ("mtp=2,length=2.5,2.2", "--spec length"),  # a length curve that falls
+        ("mtp=2,length=3.5", "--spec length"),  # above k + 1
+        ("mtp=2,acceptance=1.2", "--spec acceptance"),  # a conditional rate outside [0, 1]
+        ("mtp=2,acceptance=0.8,reach=0.8,0.5", "--spec acceptance"),  # two forms
+        ("eagle=3,width=0,acceptance=0.8", "--spec width"),
+        ("eagle=3,width=17,acceptance=0.8", "--spec width"),
+        ("mtp=2,eagle=2,acceptance=0.8", "--spec"),
+    ],
+)
+def test_curves_that_rise_are_refused_naming_the_field(text: str, field: str) -> None:
+    with pytest.raises(InputError) as err:
+        sp.parse_speculation(text, resolve_model)
+    assert str(err.value).startswith(field) and "\n" not in str(err.value)
+
+
+# --------------------------------------------------------------------------- on the plan
+
+
+def test_verify_is_the_plan_step_at_k_plus_one_tokens_by_hand() -> None:
+    """t_verify = the plan's step with B (k + 1) query rows (TP/EP/DP communication included),
+    t_draft = k t_plain / L (the MTP module is one layer), speedup = E t_plain / (t_verify + t_draft)."""
+    dep = _planned()
+    m = dep.model
+    b, c = np.array([[512.0], [4096.0]]), np.array([[4096.0, 65536.0]])
+    s = sp.parse_speculation("mtp=1,acceptance=0.85", resolve_model)
+    g = sp.speculative_decode(dep, b[:, 0], c[0], s)
+    verify = dep.step(loads.decode_load(m, b, c, 2.0, tokens_per_sequence=2.0), decode=True).step_s
+    plain = dep.step(loads.decode_load(m, b, c, 2.0), decode=True).step_s
+    draft = 1 * plain / m.num_layers
+    np.testing.assert_allclose(g.verify.step_s, verify, rtol=1e-12)
+    np.testing.assert_allclose(g.draft_s, draft, rtol=1e-12)
+    np.testing.assert_allclose(g.speedup, 1.85 * plain / (verify + draft), rtol=1e-12)
+    # the EP dispatch and combine of the verify step carry B (k + 1) tokens: those of a plain
+    # step at twice the batch (they do not depend on the context)
+    wide = dep.step(loads.decode_load(m, 2 * b, c, 2.0), decode=True)
+    np.testing.assert_allclose(g.verify.ep_comm_s, np.broadcast_to(wide.ep_comm_s, g.verify.ep_comm_s.shape))
+    assert np.all(g.verify.ep_comm_s > np.broadcast_to(dep.decode(b[:, 0], c[0]).step.ep_comm_s, (2, 2)))
+    # the ideal chip has no communication: the plan's verify step is slower
+    ideal = sp.speculative_decode(dep.base, b[:, 0], c[0], s)
+    assert np.all(g.verify.step_s > ideal.verify.step_s)
+
+
+def test_draft_costs_by_drafter() -> None:
+    dep = _planned()
+    b, c = [256.0, 1024.0], [8192.0]
+    plain = dep.decode(b, c).step_s
+    ngram = sp.speculative_decode(dep, b, c, sp.parse_speculation("ngram=4,acceptance=0.5", resolve_model))
+    assert np.all(ngram.draft_s == 0.0)
+    # a width-2 EAGLE tree drafts k layers at 2B rows
+    tree = sp.speculative_decode(
+        dep, b, c, sp.parse_speculation("eagle=3,width=2,acceptance=0.6", resolve_model)
+    )
+    at_2b = dep.decode([512.0, 2048.0], c).step_s
+    np.testing.assert_allclose(tree.draft_s, 3 * at_2b / 61, rtol=1e-12)
+    assert tree.verify.step_s.shape == plain.shape
+
+
+def test_long_context_erases_the_gain_of_a_deep_mtp_chain() -> None:
+    """MLA attention is bound by its FLOPs once k + 1 queries share the latent cache: at 8
+    sequences per rank a k = 7 chain (tau = 3.2) gains at 4K tokens and loses at 128K."""
+    dep = _planned()
+    s = sp.parse_speculation("mtp=7,length=3.2", resolve_model)
+    g = sp.speculative_decode(dep, [512.0], [4096.0, 16384.0, 32768.0, 65536.0, 131072.0], s)
+    gain = g.speedup[0]
+    assert gain[0] > 1.5 and gain[-1] < 1.0 and np.all(np.diff(gain) < 0)
+    assert g.break_even_context() == 131072.0
+    assert np.all(g.fits)
+    assert g.verify.bottleneck[0, -1] == "compute"
+
+
+def test_explain_with_a_plan_speculates_on_the_plan() -> None:
+    d = rm.deployment(MODEL, SYSTEM, chips=64)
+    r = rm.explain(d, [512], [4096], plan=PLAN, spec="mtp=1,acceptance=0.85")
+    assert r.speculative is not None and r.planned is not None
+    assert r.speculative.to_dict()["on"] == PLAN
+    np.testing.assert_allclose(r.speculative.plain.step_s, r.planned.step_s, rtol=1e-12)
+    alone = rm.explain(d, [512], [4096], spec="mtp=1,acceptance=0.85")
+    assert alone.speculative is not None and alone.speculative.to_dict()["on"] == "ideal chip"
