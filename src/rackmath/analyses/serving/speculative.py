@@ -374,21 +374,27 @@ class SpeculativeGrid(DecodeThroughput):
         }
 
 
-def _draft_s(
-    d: Deployment | PlannedDeployment, s: Speculation, b: FloatArray, c: FloatArray, plain_s: FloatArray
+def draft_step_s(
+    d: Deployment | PlannedDeployment,
+    s: Speculation,
+    batch: ArrayLike,
+    context: ArrayLike,
+    plain_s: ArrayLike,
 ) -> FloatArray:
-    """Seconds of drafting per step over the grid (``b`` a column, ``c`` a row): none for
-    n-gram lookup, ``k`` layers of the target for an MTP module or EAGLE head at ``B w`` rows
-    (``plain_s`` when ``w = 1``), ``k`` plain decode steps of a draft model at ``B w`` on the
-    same chips (the pooled chip: a small draft runs replicated or tensor-parallel beside the
-    target)."""
+    """Seconds of drafting per step, broadcast over ``batch`` and ``context`` (a grid's column
+    and row, or the simulator's table axes): none for n-gram lookup; ``k`` layers of the
+    target at ``B w`` rows for an MTP module or EAGLE head (``plain_s``, the plain step at
+    ``B``, when ``w = 1``; else the deployment's own step at ``B w``); ``k`` plain decode
+    steps of a draft model at ``B w`` on the same chips (the pooled chip: a small draft runs
+    replicated or tensor-parallel beside the target)."""
     kind = s.kind
+    plain = np.asarray(plain_s, float)
     if kind is Drafter.NGRAM:
-        return np.zeros_like(plain_s)
-    rows = b * s.width
+        return np.zeros_like(plain)
+    rows = np.asarray(batch, float) * s.width
+    base = d.base if isinstance(d, PlannedDeployment) else d
     if kind is Drafter.MODEL:
         assert s.draft is not None
-        base = d.base if isinstance(d, PlannedDeployment) else d
         drafter = pooled.make_deployment(
             s.draft,
             base.system,
@@ -399,15 +405,13 @@ def _draft_s(
             efficiency=base.efficiency,
             memory_reserve_frac=base.memory_reserve_frac,
         )
-        return np.asarray(s.depth * pooled.decode(drafter, rows[:, 0], c[0]).step_s)
+        load = loads.decode_load(s.draft, rows, context, base.precisions.kv.bytes_per_element)
+        return np.asarray(s.depth * drafter.ideal_step(load).step_s)
     if s.width > 1:
-        wide = (
-            d.decode(rows[:, 0], c[0])
-            if isinstance(d, PlannedDeployment)
-            else pooled.decode(d, rows[:, 0], c[0])
-        )
-        plain_s = wide.step_s
-    return spec.draft_layer_s(plain_s, s.depth, d.model.num_layers)
+        load = loads.decode_load(d.model, rows, context, base.precisions.kv.bytes_per_element)
+        step = d.step(load, decode=True) if isinstance(d, PlannedDeployment) else d.ideal_step(load)
+        plain = step.step_s
+    return spec.draft_layer_s(plain, s.depth, d.model.num_layers)
 
 
 def speculative_decode(
@@ -430,7 +434,7 @@ def speculative_decode(
         verify = d.ideal_step(load)
         needed = d.weight_bytes + extra + b * plain.kv_bytes_per_sequence
         fits = needed <= d.chips * d.usable_bytes_per_chip
-    draft_s = _draft_s(d, s, b, c, plain.step_s)
+    draft_s = draft_step_s(d, s, b, c, plain.step_s)
     shape = plain.step_s.shape
     return SpeculativeGrid(
         deployment=d,
