@@ -5,6 +5,8 @@ docs/serving-features.md (DeepSeek-V3 MTP on a wide-EP GB200 NVL72 plan) recompu
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -153,3 +155,41 @@ def test_explain_with_a_plan_speculates_on_the_plan() -> None:
     np.testing.assert_allclose(r.speculative.plain.step_s, r.planned.step_s, rtol=1e-12)
     alone = rm.explain(d, [512], [4096], spec="mtp=1,acceptance=0.85")
     assert alone.speculative is not None and alone.speculative.to_dict()["on"] == "ideal chip"
+
+
+# --------------------------------------------------------------------------- the simulator
+
+
+def test_the_simulators_decode_step_costs_verify_plus_draft_and_advances_e_tokens() -> None:
+    """A tree speculation in the request simulator: at every (sequences, context) point of the
+    step table a decode step is the plan's step with T = 1 + w k tokens per sequence plus the
+    EAGLE head's k layers at w B rows; one request alone of O output tokens takes its prefill
+    step and 1 + ceil((O - 1) / E) - 1 decode steps, each between the table's steps at the
+    ends of its contexts (1000 and 1201 tokens: one linear piece of the table)."""
+    from rackmath.analyses.deploy import simulate as sim
+    from rackmath.analyses.deploy import slo
+    from rackmath.catalog.runtimes import runtime
+    from rackmath.specs.workload import Requests
+
+    m = resolve_model("llama-3.1-70b")
+    dep = plan_deployment(m, system("h100-hgx"), "tp=8")
+    s = sp.parse_speculation("eagle=3,width=2,acceptance=0.7,0.6,0.5", resolve_model)
+    assert s.tokens_verified == 7
+    rep = sim.replica(dep, runtime("vllm"), max_context=1201.0, mean_context=1201.0, speculation=s)
+    t = rep.table
+    kv_el = dep.kv_bytes_per_element
+    for c in t.context[2::3]:
+        verify = dep.step(loads.decode_load(m, 1.0, c, kv_el, tokens_per_sequence=7.0), decode=True).step_s
+        draft = 3 * dep.step(loads.decode_load(m, 2.0, c, kv_el), decode=True).step_s / m.num_layers
+        assert float(t(1.0, 0.0, c)) == pytest.approx(float(verify + draft), rel=1e-9)
+    one = Requests(np.zeros(1), np.array([1000]), np.array([201]))
+    fleet = slo.Fleet(m, system("h100-hgx"), "tp=8", speculation=s)
+    run = slo.serve(fleet, slo.Workload(trace=one), None, None)
+    e = s.tokens_per_step
+    decode_steps = math.ceil(200 / e)
+    assert run.tokens_per_step == pytest.approx(e) and run.times.steps == 1 + decode_steps
+    decode_s = float(run.times.finish_s[0] - run.times.first_token_s[0])
+    ends = float(t(1.0, 0.0, 1000.0)), float(t(1.0, 0.0, 1201.0))  # one linear piece of the table
+    assert decode_steps * min(ends) * (1 - 1e-9) <= decode_s <= decode_steps * max(ends) * (1 + 1e-9)
+    # TPOT over the 200 tokens asked for: E tokens a step
+    assert float(run.times.tpot_s[0]) == pytest.approx(decode_s / 200, rel=1e-12)
