@@ -193,3 +193,49 @@ def test_the_simulators_decode_step_costs_verify_plus_draft_and_advances_e_token
     assert decode_steps * min(ends) * (1 - 1e-9) <= decode_s <= decode_steps * max(ends) * (1 + 1e-9)
     # TPOT over the 200 tokens asked for: E tokens a step
     assert float(run.times.tpot_s[0]) == pytest.approx(decode_s / 200, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def test_the_search_takes_acceptance_per_position() -> None:
+    """``rackmath plan --mtp 3 --acceptance 0.85,0.7,0.6``: E = 1 + 0.85 + 0.85 x 0.7 +
+    0.85 x 0.7 x 0.6; a decode candidate's TPOT is its cycle over that E."""
+    from rackmath.analyses.deploy import candidates, plan_features
+    from rackmath.analyses.deploy.candidates import Workload
+    from rackmath.analyses.deploy.plan_features import PlanFeatures
+    from rackmath.core import roofline as rl
+
+    rates = plan_features.parse_acceptance("0.85,0.7,0.6")
+    assert rates == (0.85, 0.7, 0.6) and plan_features.parse_acceptance("0.8") == 0.8
+    f = PlanFeatures(mtp=3, acceptance=rates)
+    e = 1 + 0.85 + 0.85 * 0.7 + 0.85 * 0.7 * 0.6
+    assert f.tokens_per_step == pytest.approx(e, rel=1e-12)
+    assert f.speculation_dict() == {
+        "mtp": 3,
+        "acceptance": [0.85, 0.7, 0.6],
+        "tokens_per_step": f.tokens_per_step,
+    }
+    w = Workload(traffic_tokens_per_s=1e6, input_len=1024, output_len=1024)
+    m, sy = resolve_model(MODEL), system(SYSTEM)
+    per = candidates.evaluate(
+        m, sy, "fp8", w, max_chips=8, batches=(1024,), efficiency=rl.PURE_ROOFLINE, routing=f, phase="decode"
+    )
+    flat = candidates.evaluate(
+        m,
+        sy,
+        "fp8",
+        w,
+        max_chips=8,
+        batches=(1024,),
+        efficiency=rl.PURE_ROOFLINE,
+        routing=PlanFeatures(mtp=3, acceptance=1.0),
+        phase="decode",
+    )
+    assert per is not None and flat is not None
+    # a decode pool's cycle (the verify width and the head) does not depend on the rates: E apart
+    np.testing.assert_allclose(per.tpot_s * e, flat.tpot_s * 4.0, rtol=1e-12)
+    with pytest.raises(InputError, match=r"^--acceptance"):
+        PlanFeatures(mtp=3, acceptance=(0.8, 0.6))
+    with pytest.raises(InputError, match=r"^--acceptance"):
+        plan_features.parse_acceptance("0.8,1.2")
