@@ -91,9 +91,12 @@ def explain(
 ) -> _explain.Explanation:
     """The blackboard derivation; with ``plan`` (``"dp=64,ep=64"``) also the plan-aware grid.
 
-    Speculative decoding: ``spec="draft=llama-3.1-8b,k=3,acceptance=0.7,0.6,0.5"``, or an
-    MTP head with ``mtp=1, acceptance=0.8``. Prefix caching: ``prefix_hit=0.6,
-    prefix_tier="host-dram"`` (hbm, host-dram/ddr5, cxl, ssd/flash, hdd/disk). ``pue``: the
+    Speculative decoding: ``spec="draft=llama-3.1-8b,k=3,acceptance=0.7,0.6,0.5"``,
+    ``"mtp=1,acceptance=0.85"``, ``"eagle=5,width=4,reach=..."`` or ``"mtp=7,length=3.2"``
+    (:func:`rackmath.analyses.serving.speculative.parse_speculation`), or an MTP head with
+    ``mtp=1, acceptance=0.8``; with ``plan`` the verify step is the plan's step. Prefix
+    caching: ``prefix_hit=0.6, prefix_tier="host-dram"`` (hbm, host-dram/ddr5, cxl,
+    ssd/flash, hdd/disk). ``pue``: the
     facility's power usage effectiveness for joules per token."""
     check_context(deployment.model, list(contexts), "contexts")
     speculation = None

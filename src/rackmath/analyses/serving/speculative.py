@@ -432,7 +432,7 @@ def speculative_decode(
         fits = memory.total_bytes + extra / d.chips <= memory.capacity_bytes
     else:
         verify = d.ideal_step(load)
-        needed = d.weight_bytes + extra + b * plain.kv_bytes_per_sequence
+        needed = d.weight_bytes + extra + b * d.kv_bytes_per_sequence(c)
         fits = needed <= d.chips * d.usable_bytes_per_chip
     draft_s = draft_step_s(d, s, b, c, plain.step_s)
     shape = plain.step_s.shape
