@@ -6,6 +6,7 @@ docs/serving-features.md (DeepSeek-V3 MTP on a wide-EP GB200 NVL72 plan) recompu
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -239,3 +240,30 @@ def test_the_search_takes_acceptance_per_position() -> None:
         PlanFeatures(mtp=3, acceptance=(0.8, 0.6))
     with pytest.raises(InputError, match=r"^--acceptance"):
         plan_features.parse_acceptance("0.8,1.2")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_explain_spec_on_a_plan_through_the_cli(cli: Callable[..., tuple[int, str, str]]) -> None:
+    import json
+
+    code, out, _ = cli(
+        "explain", MODEL, "--on", SYSTEM, "--chips", "64", "--plan", PLAN, "--batch", "512",
+        "--context", "4096,131072", "--spec", "eagle=3,width=2,reach=0.7,0.42,0.21", "--json",
+    )  # fmt: skip
+    assert code == 0
+    d = json.loads(out)["speculative"]
+    assert d["on"] == PLAN and d["drafter"] == "eagle" and d["width"] == 2
+    assert d["tokens_verified_per_step"] == 7
+    np.testing.assert_allclose(d["acceptance_by_position"], [0.7, 0.6, 0.5], rtol=1e-12)
+    tree = [1 - (1 - a) ** 2 for a in (0.7, 0.6, 0.5)]
+    np.testing.assert_allclose(d["tree_acceptance_by_position"], tree, rtol=1e-12)
+    e = 1 + tree[0] + tree[0] * tree[1] + tree[0] * tree[1] * tree[2]
+    assert d["tokens_per_step"] == pytest.approx(e, rel=1e-12)
+    for p in d["points"]:
+        assert p["speedup"] == pytest.approx(
+            e * p["plain_tpot_s"] / (p["verify_s"] + p["draft_s"]), rel=1e-12
+        )
+    code, out, err = cli("explain", MODEL, "--on", SYSTEM, "--spec", "mtp=3,length=1.5,2.3,2.6")
+    assert code == 1 and (out + err).strip().startswith("error: --spec length")
