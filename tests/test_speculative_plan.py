@@ -72,6 +72,25 @@ def test_a_wider_tree_never_yields_fewer_tokens(rates: list[float], width: int) 
     assert narrow <= wide + 1e-12 <= len(rates) + 1 + 2e-12
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.01, 1.0), min_size=1, max_size=8))
+def test_the_three_forms_round_trip(rates: list[float]) -> None:
+    reach = np.cumprod(rates)
+    np.testing.assert_allclose(cs.acceptance_from_reach(reach), rates, rtol=1e-9)
+    np.testing.assert_allclose(cs.reach_from_lengths(1 + np.cumsum(reach)), reach, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.sampled_from([64.0, 1024.0, 8192.0]))
+def test_drafts_never_kept_never_help_on_the_plan(depth: int, width: int, batch: float) -> None:
+    """Acceptance 0: one token a step, and the wider verify step plus the drafter is never
+    shorter than the plain step (speedup <= 1)."""
+    s = sp.speculation(depth, 0.0, width=width, drafter="eagle")
+    g = sp.speculative_decode(_planned(), [batch], [4096.0, 65536.0], s)
+    assert s.tokens_per_step == 1.0
+    assert np.all(g.speedup <= 1.0 + 1e-12)
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [
