@@ -286,3 +286,32 @@ def test_explain_spec_on_a_plan_through_the_cli(cli: Callable[..., tuple[int, st
         )
     code, out, err = cli("explain", MODEL, "--on", SYSTEM, "--spec", "mtp=3,length=1.5,2.3,2.6")
     assert code == 1 and (out + err).strip().startswith("error: --spec length")
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def test_the_sweep_adds_speculation_columns_point_by_point() -> None:
+    pytest.importorskip("pandas")
+    from rackmath.analyses.deploy import sweep as sw
+
+    spec = {
+        "models": [MODEL],
+        "systems": [SYSTEM],
+        "plans": ["dp=8,ep=8", "ideal"],
+        "batch": [8, 256],
+        "context": [4096, 65536],
+        "speculation": "mtp=2,reach=0.85,0.6",
+    }
+    f = sw.sweep(spec).frame
+    assert len(f) == 2 * 2 * 2 and set(sw.SPECULATION_COLUMNS) <= set(f.columns)
+    s = sp.parse_speculation("mtp=2,reach=0.85,0.6", resolve_model)
+    dep = plan_deployment(resolve_model(MODEL), system(SYSTEM), "dp=8,ep=8")
+    g = sp.speculative_decode(dep, [8, 256], [4096, 65536], s)
+    rows = f[f.plan == "dp=8,ep=8"]
+    np.testing.assert_allclose(rows.batch, g.batch.ravel())
+    np.testing.assert_allclose(rows.spec_speedup, g.speedup.ravel(), rtol=1e-12)
+    np.testing.assert_allclose(rows.spec_tpot_s, g.tpot_s.ravel(), rtol=1e-12)
+    np.testing.assert_allclose(rows.spec_speedup, rows.step_s * 2.45 / rows.spec_step_s, rtol=1e-12)
+    with pytest.raises(InputError, match="speculation"):
+        sw.parse_spec({**spec, "speculation": "mtp=2,reach=0.6,0.85"})
