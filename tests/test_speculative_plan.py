@@ -110,6 +110,8 @@ def test_curves_that_rise_are_refused_naming_the_field(text: str, field: str) ->
     with pytest.raises(InputError) as err:
         sp.parse_speculation(text, resolve_model)
     assert str(err.value).startswith(field) and "\n" not in str(err.value)
+    with pytest.raises(InputError, match="drafter"):
+        sp.speculation(2, 0.8, drafter="medusa")
 
 
 # --------------------------------------------------------------------------- on the plan

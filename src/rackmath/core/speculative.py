@@ -137,7 +137,10 @@ def tokens_verified_per_step(width: int, depth: int) -> int:
     """Query tokens one sequence runs through the target in a verify step: its last token
     (the root) and ``width`` candidates at each of ``depth`` positions, ``1 + w k`` (a chain,
     ``w = 1``: ``k + 1``; SGLang's ``--speculative-num-draft-tokens`` with ``topk = w`` and
-    ``num_steps = k`` at its largest). Worked number: ``w = 4, k = 5`` verifies 21 tokens."""
+    ``num_steps = k`` at its largest). Worked number: ``w = 4, k = 5`` verifies 21 tokens.
+    The verify load charges every query's attention at the chain's mean offset
+    ``L + (T - 1) / 2`` (:func:`rackmath.core.loads.decode_load`); a tree's nodes sit at most
+    ``k`` deep, so for ``w > 1`` that over-states the context by under ``T / 2`` tokens."""
     return 1 + width * depth
 
 

@@ -145,7 +145,10 @@ def speculation(
         maximum=MAX_TREE_WIDTH,
         allowed=f"candidates per draft position from 1 (a chain) to {MAX_TREE_WIDTH}",
     )
-    kind = None if drafter is None else Drafter(drafter)
+    try:
+        kind = None if drafter is None else Drafter(drafter)
+    except ValueError:
+        raise InputError(f"{field} drafter", drafter, ", ".join(d.value for d in Drafter)) from None
     forms = {"acceptance": acceptance, "reach": reach, "length": lengths}
     stated = [name for name, v in forms.items() if v is not None]
     if len(stated) != 1:
