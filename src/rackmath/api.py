@@ -148,9 +148,12 @@ def explain(
     explain.check_request`): more chips than one system without a plan, a context beyond the
     model's window, weights that do not fit.
 
-    Speculative decoding: ``spec="draft=llama-3.1-8b,k=3,acceptance=0.7,0.6,0.5"``, or an
-    MTP head with ``mtp=1, acceptance=0.8``. Prefix caching: ``prefix_hit=0.6,
-    prefix_tier="host-dram"`` (hbm, host-dram/ddr5, cxl, ssd/flash, hdd/disk). ``pue``: the
+    Speculative decoding: ``spec="draft=llama-3.1-8b,k=3,acceptance=0.7,0.6,0.5"``,
+    ``"mtp=1,acceptance=0.85"``, ``"eagle=5,width=4,reach=..."`` or ``"mtp=7,length=3.2"``
+    (:func:`rackmath.analyses.serving.speculative.parse_speculation`), or an MTP head with
+    ``mtp=1, acceptance=0.8``; with ``plan`` the verify step is the plan's step. Prefix
+    caching: ``prefix_hit=0.6, prefix_tier="host-dram"`` (hbm, host-dram/ddr5, cxl,
+    ssd/flash, hdd/disk). ``pue``: the
     facility's power usage effectiveness for joules per token."""
     return _explain.explain(
         deployment,
@@ -163,11 +166,20 @@ def explain(
     )
 
 
-def _routing(redundant_experts: int, skew: float, tbo: str | float, mtp: int, acceptance: float) -> Any:
-    from rackmath.analyses.deploy.plan_features import PlanFeatures, parse_tbo
+def _routing(
+    redundant_experts: int, skew: float, tbo: str | float, mtp: int, acceptance: float | str | Sequence[float]
+) -> Any:
+    from rackmath.analyses.deploy.plan_features import PlanFeatures, parse_acceptance, parse_tbo
 
     overlap = parse_tbo(tbo) if isinstance(tbo, str) else tbo
-    return PlanFeatures(redundant_experts, skew, overlap, mtp, acceptance)
+    if isinstance(acceptance, str):
+        rates: float | tuple[float, ...] = parse_acceptance(acceptance)
+    elif isinstance(acceptance, (int, float)):
+        rates = float(acceptance)
+    else:
+        rates = tuple(float(a) for a in acceptance)
+        rates = rates[0] if len(rates) == 1 else rates
+    return PlanFeatures(redundant_experts, skew, overlap, mtp, rates)
 
 
 def _runtime(runtime: str | None) -> Any:
@@ -195,7 +207,7 @@ def plan(
     skew: float = 1.0,
     tbo: str | float = "off",
     mtp: int = 0,
-    acceptance: float = 0.8,
+    acceptance: float | str | Sequence[float] = 0.8,
     efficiency: str = "kernel",
     require_feasible: bool = False,
 ) -> SearchResult:
@@ -241,7 +253,7 @@ def pareto(
     skew: float = 1.0,
     tbo: str | float = "off",
     mtp: int = 0,
-    acceptance: float = 0.8,
+    acceptance: float | str | Sequence[float] = 0.8,
     efficiency: str = "kernel",
 ) -> Frontier:
     """``rackmath pareto``: tokens/s per chip against tokens/s per user over plans and batches."""

@@ -89,8 +89,8 @@ _SKEW = number(
 )
 _TBO = typer.Option("off", "--tbo", help="Two-batch overlap: on, off or a fraction.")
 _MTP = count(0, "--mtp", help="MTP draft tokens per step (0 = off).", minimum=0, maximum=16)
-_ACCEPTANCE = number(
-    0.8, "--acceptance", help="MTP acceptance rate per draft position.", minimum=0, maximum=1
+_ACCEPTANCE = typer.Option(
+    "0.8", "--acceptance", help="MTP acceptance rate: one for every draft position, or one each (0.85,0.7)."
 )
 
 
@@ -137,7 +137,7 @@ def plan_command(
     skew: float = _SKEW,
     tbo: str = _TBO,
     mtp: int = _MTP,
-    acceptance: float = _ACCEPTANCE,
+    acceptance: str = _ACCEPTANCE,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
@@ -174,6 +174,11 @@ def plan_command(
     srch.require_feasible(result)
 
 
+def _rates_text(acceptance: float | list[float]) -> str:
+    """``0.8`` or ``0.85,0.7,0.6``: the acceptance as ``--acceptance`` takes it."""
+    return ",".join(f"{a:g}" for a in (acceptance if isinstance(acceptance, list) else [acceptance]))
+
+
 def _render_plan(r: srch.SearchResult, console: Console) -> None:
     w = r.workload
     slo = (
@@ -195,7 +200,7 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
     spec_ = r.space.get("speculation")
     if spec_:
         out(
-            f"  MTP: {spec_['mtp']} draft tokens a step at acceptance {spec_['acceptance']:g}: "
+            f"  MTP: {spec_['mtp']} draft tokens a step at acceptance {_rates_text(spec_['acceptance'])}: "
             f"{spec_['tokens_per_step']:.3g} tokens per sequence a step"
         )
     out(f"  searched {r.candidates_evaluated:,} deployments on {', '.join(r.systems)}")
@@ -254,7 +259,7 @@ def pareto_command(
     skew: float = _SKEW,
     tbo: str = _TBO,
     mtp: int = _MTP,
-    acceptance: float = _ACCEPTANCE,
+    acceptance: str = _ACCEPTANCE,
     plot: Path | None = plot_option("Write the frontier (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
@@ -293,7 +298,7 @@ def pareto_command(
     )
     if routing.mtp:
         console.print(
-            f"MTP: {routing.mtp} draft tokens a step at acceptance {routing.acceptance:g} "
+            f"MTP: {routing.mtp} draft tokens a step at acceptance {routing.acceptance_text} "
             f"({routing.tokens_per_step:.3g} tokens per sequence a step)"
         )
     console.print(_frontier_table(result.frontier, "plan"))

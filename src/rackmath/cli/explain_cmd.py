@@ -48,8 +48,9 @@ def explain_command(
     spec: str | None = typer.Option(
         None,
         "--spec",
-        help="Speculative decoding with a draft model: draft=MODEL,k=3,acceptance=0.7,0.6,0.5 "
-        "(one rate, or one per draft position).",
+        help="Speculative decoding (on --plan's step when given): draft=MODEL,k=3 or mtp|eagle|ngram=K, "
+        "width=W for a tree, and acceptance=A[,A...] (rates), reach=P1,..,Pk or length=TAU[,..], "
+        "e.g. mtp=1,acceptance=0.85 or eagle=5,width=4,length=3.2.",
     ),
     mtp: int | None = count(
         None,

@@ -243,22 +243,40 @@ def _speculative(result: Explanation) -> Section:
     g = result.speculative
     assert g is not None
     s = g.speculation
-    rates = " x ".join(f"{a:g}" for a in s.acceptance)
-    reach = " + ".join(f"{p:.3g}" for p in np.cumprod(s.acceptance))
-    draft = (
-        f"t_draft = k x t_decode / L_layers = {s.depth} x t_decode / {result.deployment.model.num_layers} "
-        "(an MTP head: one extra layer of the target per draft token)"
-        if s.draft is None
-        else f"t_draft = k x t_decode(draft {s.draft.id}) = {s.depth} draft decode steps at the same batch"
+    kind = s.kind.value
+    rates = " x ".join(f"{a:.3g}" for a in g.to_dict()["tree_acceptance_by_position"])
+    reach = " + ".join(f"{p:.3g}" for p in np.cumprod(s.rates))
+    layers = result.deployment.model.num_layers
+    rows = "B" if s.width == 1 else f"{s.width} B"
+    draft = {
+        "mtp": f"t_draft = k x t_decode({rows}) / L_layers = {s.depth} x t_decode / {layers} "
+        "(an MTP module: one extra layer of the target per draft token)",
+        "eagle": f"t_draft = k x t_decode({rows}) / L_layers = {s.depth} x t_decode / {layers} "
+        "(an EAGLE head: about one decoder layer of the target per draft token)",
+        "ngram": "t_draft = 0 (n-gram prompt lookup: a string match on the host, no model work)",
+        "draft": f"t_draft = k x t_decode(draft {s.draft.id if s.draft else ''}, {rows}) = "
+        f"{s.depth} draft decode steps",
+    }[kind]
+    on = g.to_dict()["on"]
+    where = (
+        f"the plan's step ({on}: its TP/EP/DP communication and hops included)"
+        if g.planned
+        else "one decode step on the ideal chip"
     )
     i = 0
+    tree = (
+        f"; a tree of {s.width} candidates per position: a_i(w) = 1 - (1 - a_i)^{s.width}"
+        if s.width > 1
+        else ""
+    )
     lines = [
-        f"{s.label}: acceptance by position {rates}",
+        f"{s.label}" + (f" (given as {s.given})" if s.given else "") + tree,
+        f"acceptance by position {rates}",
         f"E[tokens per step] = 1 + sum_i prod_(j<=i) a_j = 1 + {reach} = {g.tokens_per_step:.3f}",
-        f"t_verify = one decode step with k + 1 = {s.depth + 1} tokens per sequence "
-        "(weights read once, GEMM work x (k+1), KV read once per sequence)",
+        f"t_verify = {where} with T = 1 + w k = {s.tokens_verified} tokens per sequence "
+        "(weights read once, GEMM work and dispatched tokens x T, KV read once per sequence)",
         draft,
-        "TPOT = (t_verify + t_draft) / E[tokens per step];  gain = t_decode / TPOT",
+        "TPOT = (t_verify + t_draft) / E[tokens per step];  gain = E x t_decode / (t_verify + t_draft)",
         f"at B = {g.batch[i, 0]:,.0f}: t_verify {fmt.seconds(g.verify.step_s[i, 0])}, "
         f"t_draft {fmt.seconds(g.draft_s[i, 0])}, TPOT {fmt.seconds(g.tpot_s[i, 0])} "
         f"against {fmt.seconds(g.plain.step_s[i, 0])}: {g.speedup[i, 0]:.2f}x",
@@ -266,11 +284,14 @@ def _speculative(result: Explanation) -> Section:
     gains = ", ".join(f"{b:,.0f}: {x:.2f}x" for b, x in zip(g.batch[:, 0], g.speedup[:, 0], strict=True))
     even = g.break_even_batch()
     lines.append(f"gain by batch: {gains}")
+    if g.context.shape[1] > 1:
+        by_context = ", ".join(f"{c:,.0f}: {x:.2f}x" for c, x in zip(g.context[0], g.speedup[0], strict=True))
+        lines.append(f"gain by context at B = {g.batch[0, 0]:,.0f}: {by_context}")
     lines.append(
         f"from batch {even:,.0f} the wider step costs more than the extra tokens save"
         if even is not None
-        else "it helps at every batch shown: the cache is read once for the k + 1 queries, and only "
-        "where the GEMMs are compute-bound do they take (k + 1)x the time"
+        else "it helps at every batch shown: the cache is read once for the T queries, and only "
+        "where the step is compute-bound do they take T x the time"
     )
     return Section(
         "speculative", "Speculative decoding", tuple(lines), subtitle="draft k tokens, verify in one step"

@@ -3,7 +3,7 @@
 :class:`PlanFeatures` travels through :func:`rackmath.analyses.deploy.candidates.evaluate`,
 ``search``, ``pareto``, ``best_disaggregated`` and ``frontier_points`` (the ``routing``
 argument); ``plan`` and ``pareto`` build it from ``--redundant-experts``, ``--skew``,
-``--tbo`` (:func:`parse_tbo`), ``--mtp`` and ``--acceptance``.
+``--tbo`` (:func:`parse_tbo`), ``--mtp`` and ``--acceptance`` (:func:`parse_acceptance`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from rackmath.core import speculative as spec
 from rackmath.errors import InputError
 from rackmath.specs import checks
+from rackmath.specs.lists import number_list
 
 
 @dataclass(frozen=True)
@@ -25,17 +26,17 @@ class PlanFeatures:
     ``E + R`` instead of ``E``), ``skew`` the busiest EP rank's routed load over the mean
     (capped at ``ep``), ``tbo_overlap_frac`` two-batch overlap (0 off, 1 on); see
     :class:`rackmath.specs.plan.ParallelPlan`. ``mtp`` draft tokens per step accepted at
-    ``acceptance`` each (:mod:`rackmath.core.speculative`): the decode part of a step verifies
-    ``k + 1`` tokens per sequence and the MTP head adds ``k t_decode / L``; a step yields
-    ``E = 1 + a + ... + a^k`` tokens per sequence. The default is balanced routing, no slots,
-    no TBO, no MTP.
+    ``acceptance`` (one rate, or one per position; :mod:`rackmath.core.speculative`): the
+    decode part of a step verifies ``k + 1`` tokens per sequence and the MTP head adds
+    ``k t_decode / L``; a step yields ``E = 1 + a_1 + a_1 a_2 + ...`` tokens per sequence.
+    The default is balanced routing, no slots, no TBO, no MTP.
     """
 
     redundant_experts: int = 0
     skew: float = 1.0
     tbo_overlap_frac: float = 0.0
     mtp: int = 0
-    acceptance: float = 0.8
+    acceptance: float | tuple[float, ...] = 0.8
 
     def __post_init__(self) -> None:
         checks.whole(
@@ -62,9 +63,22 @@ class PlanFeatures:
             maximum=spec.MAX_DEPTH,
             allowed=f"a whole number of draft tokens from 0 (off) to {spec.MAX_DEPTH}",
         )
-        checks.fraction(
-            "--acceptance", self.acceptance, allowed="the chance a draft token is kept, in [0, 1], e.g. 0.8"
-        )
+        allowed = "the chance a draft token is kept, in [0, 1], e.g. 0.8, or one per position: 0.85,0.7,0.6"
+        rates = self.acceptance if isinstance(self.acceptance, tuple) else (self.acceptance,)
+        for a in rates:
+            checks.fraction("--acceptance", a, allowed=allowed, given=self.acceptance_text)
+        if self.mtp and len(rates) not in (1, self.mtp):
+            raise InputError(
+                "--acceptance",
+                self.acceptance_text,
+                f"one rate for every position or {self.mtp} rates, one per draft position (--mtp {self.mtp})",
+            )
+
+    @property
+    def acceptance_text(self) -> str:
+        """The acceptance as the CLI takes it: ``0.8`` or ``0.85,0.7,0.6``."""
+        rates = self.acceptance if isinstance(self.acceptance, tuple) else (self.acceptance,)
+        return ",".join(f"{a:g}" for a in rates)
 
     @property
     def is_default(self) -> bool:
@@ -99,12 +113,19 @@ class PlanFeatures:
     def speculation_dict(self) -> dict[str, Any] | None:
         if not self.mtp:
             return None
-        return {"mtp": self.mtp, "acceptance": self.acceptance, "tokens_per_step": self.tokens_per_step}
+        a = list(self.acceptance) if isinstance(self.acceptance, tuple) else self.acceptance
+        return {"mtp": self.mtp, "acceptance": a, "tokens_per_step": self.tokens_per_step}
 
 
 #: The name the MoE-routing callers use (the features began as routing only).
 MoeRouting = PlanFeatures
 BALANCED = MoeRouting()
+
+
+def parse_acceptance(text: str) -> float | tuple[float, ...]:
+    """``--acceptance 0.8`` (every draft position) or ``0.85,0.7,0.6`` (one per position)."""
+    rates = number_list(text, "--acceptance", minimum=0.0, maximum=1.0)
+    return rates[0] if len(rates) == 1 else tuple(rates)
 
 
 def parse_tbo(text: str) -> float:

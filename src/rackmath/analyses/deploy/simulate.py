@@ -30,12 +30,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from rackmath.analyses.serving.planned import PlannedDeployment
+from rackmath.analyses.serving.speculative import Speculation, draft_step_s
 from rackmath.core import architecture as arch
 from rackmath.core import disagg_requests as dq
 from rackmath.core import loads
 from rackmath.core import network as net
 from rackmath.core import requests as rq
-from rackmath.core import speculative as spec
 from rackmath.errors import InputError
 from rackmath.progress import progress
 from rackmath.specs.runtime import RuntimeProfile
@@ -112,13 +112,24 @@ def _grid(top: float, first: float = 1.0) -> np.ndarray:
 
 
 def step_table(
-    dep: PlannedDeployment, max_seqs: int, max_tokens: int, max_context: float, mtp: int = 0
+    dep: PlannedDeployment,
+    max_seqs: int,
+    max_tokens: int,
+    max_context: float,
+    mtp: int = 0,
+    speculation: Speculation | None = None,
 ) -> rq.StepTable:
     """Step seconds over (decode sequences, prompt tokens, mean context), one vectorized pass.
 
     With ``mtp = k > 0`` every decoding sequence verifies ``k + 1`` tokens a step and an MTP
     head drafts ``k`` (each one layer's share of the plain decode step,
-    :func:`rackmath.core.speculative.mtp_draft_s`), as the search prices MTP."""
+    :func:`rackmath.core.speculative.mtp_draft_s`), as the search prices MTP. A
+    ``speculation`` (which takes precedence) verifies its ``T = 1 + w k`` tokens a sequence
+    and adds its drafter's time
+    (:func:`rackmath.analyses.serving.speculative.draft_step_s`)."""
+    if speculation is None and mtp:
+        speculation = Speculation(mtp, (1.0,) * mtp)  # the table needs the shape, not the rates
+    verified = 1.0 if speculation is None else float(speculation.tokens_verified)
     d = _grid(float(max_seqs))
     p = _grid(float(max_tokens), 16.0)
     c = np.unique(np.round(np.geomspace(1.0, max(max_context, 2.0), CONTEXT_POINTS)))
@@ -126,7 +137,7 @@ def step_table(
 
     def steps(dd: np.ndarray) -> np.ndarray:
         seqs, ctx = dd[:, None, None], c[None, None, :]
-        dec = loads.decode_load(dep.model, seqs, ctx, kv_el, tokens_per_sequence=mtp + 1)
+        dec = loads.decode_load(dep.model, seqs, ctx, kv_el, tokens_per_sequence=verified)
         pre = loads.prefill_load(dep.model, (p > 0).astype(float)[None, :, None], p[None, :, None], kv_el)
         load = replace(
             dec,
@@ -136,9 +147,9 @@ def step_table(
             prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
         )
         t = dep.step(load, decode=True).step_s
-        if mtp:
+        if speculation is not None:
             plain = dep.step(loads.decode_load(dep.model, seqs, ctx, kv_el), decode=True).step_s
-            t = t + np.where(seqs > 0, spec.mtp_draft_s(plain, mtp, dep.model.num_layers), 0.0)
+            t = t + np.where(seqs > 0, draft_step_s(dep, speculation, seqs, ctx, plain), 0.0)
         return np.broadcast_to(t, (dd.size, p.size, c.size))
 
     # the d = 0 plane (prompt chunks only) is its own pass, so its attention is costed as
@@ -183,10 +194,17 @@ class Replica:
 
 
 def replica(
-    dep: PlannedDeployment, runtime: RuntimeProfile, *, max_context: float, mean_context: float, mtp: int = 0
+    dep: PlannedDeployment,
+    runtime: RuntimeProfile,
+    *,
+    max_context: float,
+    mean_context: float,
+    mtp: int = 0,
+    speculation: Speculation | None = None,
 ) -> Replica:
     """Build the replica; refuses a KV pool that cannot hold one request of ``max_context``.
-    ``mtp``: draft tokens an MTP head adds to every decode step (:func:`step_table`)."""
+    ``mtp``: draft tokens an MTP head adds to every decode step, or a ``speculation``'s verify
+    width and drafter (:func:`step_table`)."""
     kv = kv_pool_tokens(dep, runtime, mean_context)
     if kv < max_context:
         raise InputError(
@@ -205,7 +223,7 @@ def replica(
         policy=runtime.policy,
         chunked=runtime.chunked_prefill,
     )
-    table = step_table(dep, limits.max_seqs, limits.max_tokens, max_context, mtp)
+    table = step_table(dep, limits.max_seqs, limits.max_tokens, max_context, mtp, speculation)
     return Replica(dep, runtime, limits, table)
 
 

@@ -17,7 +17,10 @@ steps' tokens (the expected value, not a draw per step) with ``O - O'`` tokens h
 pool from admission: its reservation is the full ``I + O`` slots, and the context it attends to
 is over-stated by at most ``O - O'`` tokens (conservative). TPOT is then
 ``(finish - first token) / (O - 1)`` over the real ``O``, and output tokens/s counts real
-tokens. MTP with a disaggregated fleet is not modelled (refused).
+tokens. MTP with a disaggregated fleet is not modelled (refused). A fleet's ``speculation``
+(:class:`~rackmath.analyses.serving.speculative.Speculation`: a drafter, a tree, acceptance per
+position) runs the same way with its ``T = 1 + w k`` verified tokens, its drafter's time and
+its ``E``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from numpy.typing import NDArray
 from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.deploy.plan_features import PlanFeatures
 from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.analyses.serving.speculative import Speculation
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
@@ -112,6 +116,9 @@ class Fleet:
     acceptance: float = 0.8
     disaggregated: str | None = None
     prefill_plan: str | None = None  # the prefill replicas' plan (default: ``plan``)
+    #: speculative decoding stated in full (drafter, tree, acceptance per position); it takes
+    #: precedence over ``mtp`` and ``acceptance``
+    speculation: Speculation | None = None
 
 
 @dataclass(frozen=True)
@@ -191,11 +198,12 @@ def mtp_requests(requests: Requests, tokens_per_step: float) -> Requests:
 def serve(fleet: Fleet, workload: Workload, ttft_limit_s: float | None, tpot_limit_s: float | None) -> SloRun:
     """Simulate ``workload`` on ``fleet``; see the module docstring."""
     features = PlanFeatures(mtp=fleet.mtp, acceptance=fleet.acceptance)
-    e = features.tokens_per_step
-    if fleet.mtp and fleet.disaggregated:
-        raise InputError(
-            "MTP with disaggregation", f"{fleet.mtp} draft tokens, {fleet.disaggregated}", "one or the other"
-        )
+    s = fleet.speculation
+    e = features.tokens_per_step if s is None else s.tokens_per_step
+    speculating = bool(fleet.mtp) or s is not None
+    if speculating and fleet.disaggregated:
+        drafts = f"{fleet.mtp if s is None else s.depth} draft tokens"
+        raise InputError("MTP with disaggregation", f"{drafts}, {fleet.disaggregated}", "one or the other")
     dep = plan_deployment(fleet.model, fleet.system, fleet.plan, efficiency=fleet.efficiency)
     profile = catalog_runtime(fleet.runtime)
     i_max, o_max, i_mean, o_mean = workload.lengths()
@@ -204,7 +212,9 @@ def serve(fleet: Fleet, workload: Workload, ttft_limit_s: float | None, tpot_lim
         raise InputError(
             "input + output", f"{i_max + o_max:,.0f} tokens", f"at most {window:,} tokens (its window)"
         )
-    rep = sim.replica(dep, profile, max_context=i_max + o_max, mean_context=i_mean + o_mean, mtp=fleet.mtp)
+    rep = sim.replica(
+        dep, profile, max_context=i_max + o_max, mean_context=i_mean + o_mean, mtp=fleet.mtp, speculation=s
+    )
     asked = workload.draw()
     tier = None
     if fleet.disaggregated:
@@ -226,7 +236,7 @@ def serve(fleet: Fleet, workload: Workload, ttft_limit_s: float | None, tpot_lim
             "decode": rep.describe(),
         }
     else:
-        one = sim.run_requests(rep, mtp_requests(asked, e) if fleet.mtp else asked)
+        one = sim.run_requests(rep, mtp_requests(asked, e) if speculating else asked)
         steps, batch, first, finish = one.steps, one.mean_decode_batch, one.first_token_s, one.finish_s
         setup = {"model": fleet.model.id, **rep.describe()}
     times = Served(asked, first, finish, steps, batch)

@@ -17,7 +17,9 @@ The pipeline is pure and has three steps:
    :func:`~rackmath.analyses.serving.pooled.decode` for the ``ideal`` plan), read out through the
    grid's :meth:`to_frame`; traffic adds the fleet size from
    :func:`rackmath.core.economics.replicas_needed` and its rent from
-   :func:`~rackmath.core.economics.usd_per_day`. No formula is written here.
+   :func:`~rackmath.core.economics.usd_per_day`; a spec's ``speculation`` adds the
+   speculative step's columns (:func:`~rackmath.analyses.serving.speculative.speculative_decode`
+   on the same deployment). No formula is written here.
 
 :func:`run` maps :func:`evaluate_chunk` over the chunks in this process, or on a
 ``distributed`` scheduler (``tcp://HOST:PORT`` or a ``Client``); the result is the same
@@ -40,6 +42,7 @@ from rackmath.analyses.deploy import candidates
 from rackmath.analyses.economics.fleet import MIN_TRAFFIC_TOKENS_PER_S
 from rackmath.analyses.serving import planned as dep
 from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.speculative import parse_speculation, speculative_decode
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.core import economics as econ
@@ -105,6 +108,19 @@ class SweepSpec(BaseModel):
     batch: list[float] = Field(min_length=1)
     context: list[float] = Field(min_length=1)
     traffic_tokens_per_s: list[float] = Field(default=[])
+    #: speculative decoding on every point, as ``explain --spec`` takes it (``mtp=1,acceptance=0.85``):
+    #: adds the ``spec_*`` columns beside the plain decode ones (not an axis: no extra rows)
+    speculation: str | None = None
+
+    @field_validator("speculation")
+    @classmethod
+    def _speculation(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_speculation(value, resolve_model)
+            except RackmathError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("batch", "context")
     @classmethod
@@ -177,6 +193,7 @@ class Chunk:
     batch: tuple[float, ...]
     context: tuple[float, ...]
     traffic_tokens_per_s: tuple[float, ...]
+    speculation: str | None = None  # ``SweepSpec.speculation``
 
     @property
     def points(self) -> int:
@@ -213,7 +230,9 @@ def make_chunks(
     if per_combo <= chunk_points:
         step = chunk_points // per_combo
         axes = (tuple(spec.batch), tuple(spec.context), traffic)
-        return [Chunk(tuple(combos[i : i + step]), *axes) for i in range(0, len(combos), step)]
+        return [
+            Chunk(tuple(combos[i : i + step]), *axes, spec.speculation) for i in range(0, len(combos), step)
+        ]
     # One combination's grid is larger than a chunk: split its batch (and, if one batch row
     # alone is too large, its context) axis, so no chunk holds more than chunk_points points.
     per_batch = len(spec.context) * max(1, len(traffic))
@@ -227,6 +246,7 @@ def make_chunks(
             tuple(spec.batch[i : i + batch_step]),
             tuple(spec.context[j : j + context_step]),
             traffic,
+            spec.speculation,
         )
         for combo in combos
         for i in range(0, len(spec.batch), batch_step)
@@ -267,6 +287,40 @@ def _within_window(combo: Combo, context: Sequence[float], skipped: list[tuple[C
     return [c for c in context if c <= window]
 
 
+#: What ``SweepSpec.speculation`` adds to each row: the speculative step on the same deployment
+#: (the plan's step, or the ideal chip's for the ``ideal`` plan) at the row's batch and context.
+SPECULATION_COLUMNS: tuple[str, ...] = (
+    "speculation",
+    "spec_tokens_per_step",
+    "spec_step_s",
+    "spec_tpot_s",
+    "spec_speedup",
+    "spec_tokens_per_s_per_user",
+    "spec_tokens_per_s_per_chip",
+    "spec_usd_per_million_output_tokens",
+    "spec_fits",
+)
+
+
+def _add_speculation(frame: pd.DataFrame, grid: Any, text: str) -> None:
+    """The ``spec_*`` columns of :data:`SPECULATION_COLUMNS`, in the grid's row order."""
+    s = parse_speculation(text, resolve_model)
+    g = speculative_decode(grid.deployment, grid.batch[:, 0], grid.context[0], s)
+    values: tuple[Any, ...] = (
+        text,
+        s.tokens_per_step,
+        g.step_s,
+        g.tpot_s,
+        g.speedup,
+        g.tokens_per_s_per_user,
+        g.tokens_per_s_per_chip,
+        g.usd_per_million_output_tokens,
+        g.fits,
+    )
+    for name, value in zip(SPECULATION_COLUMNS, values, strict=True):
+        frame[name] = np.asarray(value).reshape(-1) if np.ndim(value) else value
+
+
 def evaluate_chunk(chunk: Chunk) -> ChunkResult:
     """Every combination of ``chunk`` over its whole batch x context grid, as one table."""
     pd = require("pandas")
@@ -285,6 +339,8 @@ def evaluate_chunk(chunk: Chunk) -> ChunkResult:
         frame["plan"] = str(getattr(grid.deployment, "plan", combo.plan))
         frame["precision_family"] = combo.precision
         frame = frame[list(COLUMNS)]
+        if chunk.speculation is not None:
+            _add_speculation(frame, grid, chunk.speculation)
         if chunk.traffic_tokens_per_s:
             price = grid.deployment.usd_per_chip_hour
             parts = []

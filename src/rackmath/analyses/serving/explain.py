@@ -357,12 +357,14 @@ def explain(
     """The ideal-chip derivation over ``batches x contexts``; with ``plan``, the same grid
     through :mod:`rackmath.analyses.serving.planned` (communication, per-chip memory) beside it.
     The plan must use the deployment's chips. ``speculation`` adds speculative decoding over
-    the same grid, ``prefix`` a prefix-cache hit on each context's prompt; energy at
-    facility ``pue`` is always computed where the chip has a TDP."""
+    the same grid (on the plan's step when a plan is given, else on the ideal chip),
+    ``prefix`` a prefix-cache hit on each context's prompt; energy at facility ``pue`` is
+    always computed where the chip has a TDP."""
     d = deployment
     check_request(d, batches, contexts, plan)
     energy_.check_pue(pue)
     planned = None
+    planned_dep = None
     if plan is not None:
         the_plan = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
         if the_plan.chips != d.chips:
@@ -371,7 +373,7 @@ def explain(
                 str(the_plan),
                 f"a plan over the deployment's {d.chips} chips (it covers {the_plan.chips})",
             )
-        planned = plan_deployment(
+        planned_dep = plan_deployment(
             d.model,
             d.system,
             the_plan,
@@ -382,7 +384,8 @@ def explain(
             efficiency=d.efficiency,
             memory_reserve_frac=d.memory_reserve_frac,
             allow_uneven_stages=True,
-        ).decode(batches, contexts)
+        )
+        planned = planned_dep.decode(batches, contexts)
     grid = pooled.decode(d, batches, contexts)
     bal = pooled.balance(d, contexts)
     first_context = float(np.asarray(contexts, float).ravel()[0])
@@ -404,7 +407,9 @@ def explain(
         mfu_contexts=np.asarray(MFU_CONTEXTS, float),
         mfu_at_balance_batch=mfu_curve,
         planned=planned,
-        speculative=None if speculation is None else speculative_decode(d, batches, contexts, speculation),
+        speculative=None
+        if speculation is None
+        else speculative_decode(planned_dep or d, batches, contexts, speculation),
         prefix=None if prefix is None else prefix_prefill(d, contexts, prefix, _tiers(d, prefix)),
         energy=energy_.decode_energy(grid, pue),
         planned_energy=None if planned is None else energy_.decode_energy(planned, pue),

@@ -1,22 +1,34 @@
 """Speculative decoding and MTP on a deployment: TPOT, tokens/s per user and per chip, cost.
 
-The verification step is the deployment's own per-operator step on a decode load with
-``k + 1`` tokens per sequence (:func:`rackmath.core.loads.decode_load`); the draft's
-cost and the accounting are :mod:`rackmath.core.speculative`. Over a batch sweep the gain
-``TPOT_plain / TPOT_spec`` falls as the step turns compute-bound.
+The verify step is the deployment's own per-operator step on a decode load with ``T``
+tokens per sequence (:func:`rackmath.core.loads.decode_load`; ``T = k + 1`` for a chain,
+``1 + w k`` for a tree of width ``w``): on the ideal chip for a pooled
+:class:`~rackmath.analyses.serving.pooled.Deployment`, on the plan's step (TP, EP and DP
+communication, pipeline hops, per-chip memory) for a
+:class:`~rackmath.analyses.serving.planned.PlannedDeployment`. The draft's cost and the
+accounting are :mod:`rackmath.core.speculative`:
+
+    speedup = E[tokens per step] x t_plain / (t_verify + t_draft)
+
+Over a batch sweep the gain falls as the step turns compute-bound; at long context it
+falls where attention is bound by its FLOPs (MLA's absorbed attention), which the ``T``
+queries multiply, and holds where attention is bound by the KV read, which they share.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
+from rackmath.analyses.serving.planned import PlannedDeployment
+from rackmath.analyses.serving.pooled import Deployment
 from rackmath.analyses.serving.throughput import DecodeThroughput
+from rackmath.core import architecture as arch
 from rackmath.core import loads
 from rackmath.core import roofline as rl
 from rackmath.core import speculative as spec
@@ -28,92 +40,229 @@ from rackmath.specs.model import ModelSpec
 FloatArray = NDArray[np.float64]
 
 MAX_SPEC_DEPTH = spec.MAX_DEPTH
+#: Widest tree considered: EAGLE's reference tree verifies 60 tokens with top-10 expansion;
+#: beyond 16 candidates per position the verify step only grows.
+MAX_TREE_WIDTH = 16
+
+
+class Drafter(StrEnum):
+    """What proposes the drafts, and so what a step's drafting costs
+    (:mod:`rackmath.core.speculative`): an MTP module or an EAGLE head (one layer of the
+    target each), a separate draft model, or n-gram prompt lookup (no model work)."""
+
+    MTP = "mtp"
+    EAGLE = "eagle"
+    MODEL = "draft"
+    NGRAM = "ngram"
 
 
 @dataclass(frozen=True)
 class Speculation:
-    """``depth`` draft tokens per step, accepted with per-position rates ``acceptance``;
-    drafted by an MTP head (``draft is None``) or a separate ``draft`` model."""
+    """``depth`` draft positions per step, each kept with the one-candidate conditional rate
+    ``acceptance[i]``; ``width`` candidates per position (1: a chain) drafted by ``drafter``
+    (a separate ``draft`` model for :attr:`Drafter.MODEL`). ``given``: how the acceptance
+    was stated (rates, a reach curve or acceptance lengths), for the report."""
 
     depth: int
     acceptance: tuple[float, ...]
     draft: ModelSpec | None = None
+    drafter: Drafter | None = None  # None: a draft model when ``draft`` is given, else MTP
+    width: int = 1
+    given: str = ""
+
+    @property
+    def kind(self) -> Drafter:
+        if self.drafter is not None:
+            return self.drafter
+        return Drafter.MODEL if self.draft is not None else Drafter.MTP
+
+    @property
+    def rates(self) -> FloatArray:
+        """Per-position rates of the tree (the chain's when ``width = 1``)."""
+        return spec.tree_acceptance(self.acceptance, self.width)
 
     @property
     def tokens_per_step(self) -> float:
-        return spec.expected_tokens_per_step(self.acceptance)
+        return spec.expected_tokens_per_step(self.rates)
+
+    @property
+    def tokens_verified(self) -> int:
+        return spec.tokens_verified_per_step(self.width, self.depth)
 
     @property
     def label(self) -> str:
-        rates = ",".join(f"{a:g}" for a in self.acceptance)
-        who = f"draft {self.draft.id}" if self.draft is not None else "MTP head"
-        return f"{who}, k = {self.depth}, acceptance {rates}"
+        rates = ",".join(f"{a:.3g}" for a in self.acceptance)
+        who = {
+            Drafter.MODEL: f"draft {self.draft.id if self.draft else ''}",
+            Drafter.MTP: "MTP head",
+            Drafter.EAGLE: "EAGLE head",
+            Drafter.NGRAM: "n-gram lookup",
+        }[self.kind]
+        shape = f"k = {self.depth}" + (f", tree width {self.width}" if self.width > 1 else "")
+        return f"{who}, {shape}, acceptance {rates}"
+
+
+def _rates(field: str, values: object, allowed: str) -> FloatArray:
+    try:
+        x = np.atleast_1d(np.asarray(values, float)).ravel()
+    except (TypeError, ValueError):
+        raise InputError(field, values, allowed) from None
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise InputError(field, values, allowed)
+    return x
 
 
 def speculation(
-    depth: object, acceptance: object, draft: ModelSpec | None = None, *, field: str = "--spec"
+    depth: object,
+    acceptance: object = None,
+    draft: ModelSpec | None = None,
+    *,
+    reach: object = None,
+    lengths: object = None,
+    width: object = 1,
+    drafter: Drafter | str | None = None,
+    field: str = "--spec",
 ) -> Speculation:
-    """Validate a speculation: ``1 <= depth <= MAX_DEPTH``; acceptance one rate in [0, 1]
-    (every position) or one per position."""
+    """Validate a speculation: ``1 <= depth <= MAX_DEPTH``, ``1 <= width <= MAX_TREE_WIDTH``
+    and exactly one acceptance form:
+
+    * ``acceptance``: conditional rates in [0, 1], one for every position or one per position;
+    * ``reach``: the chance of keeping draft ``i``, one per position, in [0, 1] and never
+      rising (a later draft is kept only if the ones before it were);
+    * ``lengths``: the mean acceptance length (tokens a step, >= 1) of a chain of ``1..k``
+      drafts, each at most one above the one before and rising by no more than it did before;
+      or one length at ``k`` (a constant rate is solved for it).
+    """
     k = checks.whole(
         f"{field} depth k",
         depth,
         maximum=spec.MAX_DEPTH,
         allowed=f"a whole number of draft tokens from 1 to {spec.MAX_DEPTH}",
     )
+    w = checks.whole(
+        f"{field} width",
+        width,
+        maximum=MAX_TREE_WIDTH,
+        allowed=f"candidates per draft position from 1 (a chain) to {MAX_TREE_WIDTH}",
+    )
     try:
-        rates = np.atleast_1d(np.asarray(acceptance, float))
-    except (TypeError, ValueError):
-        raise InputError(
-            f"{field} acceptance", acceptance, "rates in [0, 1], e.g. 0.8 or 0.8,0.6,0.5"
-        ) from None
-    if rates.size == 0 or np.any(~np.isfinite(rates)) or np.any((rates < 0) | (rates > 1)):
-        raise InputError(
-            f"{field} acceptance", acceptance, "rates in [0, 1] (the chance a draft token is kept), e.g. 0.8"
-        )
-    if rates.size not in (1, k):
+        kind = None if drafter is None else Drafter(drafter)
+    except ValueError:
+        raise InputError(f"{field} drafter", drafter, ", ".join(d.value for d in Drafter)) from None
+    forms = {"acceptance": acceptance, "reach": reach, "length": lengths}
+    stated = [name for name, v in forms.items() if v is not None]
+    if len(stated) != 1:
         raise InputError(
             f"{field} acceptance",
-            acceptance,
-            f"one rate for every position or {k} rates, one per draft position",
+            ", ".join(stated) or "none",
+            "one of acceptance=A[,A...] (rates), reach=P1,...,Pk or length=TAU[,...]",
         )
-    per_position = spec.acceptance_by_position(rates, k)
-    return Speculation(k, tuple(float(a) for a in per_position), draft)
+    if acceptance is not None:
+        allowed = "rates in [0, 1] (the chance a draft token is kept), e.g. 0.8 or 0.8,0.6,0.5"
+        rates = _rates(f"{field} acceptance", acceptance, allowed)
+        if np.any((rates < 0) | (rates > 1)):
+            raise InputError(f"{field} acceptance", acceptance, allowed)
+        if rates.size not in (1, k):
+            raise InputError(
+                f"{field} acceptance",
+                acceptance,
+                f"one rate for every position or {k} rates, one per draft position",
+            )
+        per_position = spec.acceptance_by_position(rates, k)
+        given = "rates " + ",".join(f"{a:g}" for a in rates)
+    elif reach is not None:
+        allowed = (
+            f"{k} chances of keeping draft 1..{k}, in [0, 1] and never rising "
+            "(draft i is kept only if draft i-1 was), e.g. 0.8,0.48,0.24"
+        )
+        p = _rates(f"{field} reach", reach, allowed)
+        if p.size != k or np.any((p < 0) | (p > 1)) or np.any(np.diff(p) > 0):
+            raise InputError(f"{field} reach", reach, allowed)
+        per_position = spec.acceptance_from_reach(p)
+        given = "reach " + ",".join(f"{x:g}" for x in p)
+    else:
+        allowed = (
+            f"mean tokens a step of a chain of 1..{k} drafts (or one at k = {k}), each in "
+            "[1, k + 1] and rising by at most 1 and by no more than the step before, e.g. 1.8,2.28,2.52"
+        )
+        tau = _rates(f"{field} length", lengths, allowed)
+        if tau.size == 1:
+            if not 1.0 <= tau[0] <= k + 1:
+                raise InputError(f"{field} length", lengths, allowed)
+            per_position = np.full(k, spec.constant_rate_for_length(float(tau[0]), k))
+            given = f"length {tau[0]:g} at k = {k}"
+        else:
+            p = spec.reach_from_lengths(tau)
+            if tau.size != k or np.any((p < 0) | (p > 1)) or np.any(np.diff(p) > 0):
+                raise InputError(f"{field} length", lengths, allowed)
+            per_position = spec.acceptance_from_reach(p)
+            given = "lengths " + ",".join(f"{x:g}" for x in tau)
+    if kind is Drafter.MODEL and draft is None:
+        raise InputError(f"{field} draft", None, "a draft model's id, e.g. draft=llama-3.1-8b")
+    return Speculation(k, tuple(float(a) for a in per_position), draft, kind, w, given)
+
+
+_DRAFTER_KEYS = {"mtp": Drafter.MTP, "eagle": Drafter.EAGLE, "ngram": Drafter.NGRAM}
+_LIST_KEYS = ("acceptance", "reach", "length")
 
 
 def parse_speculation(text: str, resolve_model: Any) -> Speculation:
-    """``"draft=MODEL,k=3,acceptance=0.7,0.6,0.5"`` or ``"mtp=1,acceptance=0.8"``.
+    """``"draft=MODEL,k=3,acceptance=0.7,0.6,0.5"``, ``"mtp=1,acceptance=0.85"``,
+    ``"eagle=5,width=4,reach=0.7,0.5,0.35,0.25,0.18"``, ``"mtp=7,length=3.2"`` or
+    ``"ngram=4,acceptance=0.5"``.
 
-    Numbers after ``acceptance=`` up to the next ``key=`` are its rates; ``resolve_model``
-    turns the draft's id into a :class:`ModelSpec`."""
+    Numbers after ``acceptance=``, ``reach=`` or ``length=`` up to the next ``key=`` are its
+    values; ``resolve_model`` turns the draft's id into a :class:`ModelSpec`."""
     fields: dict[str, list[str]] = {}
     key = None
+    usage = (
+        "key=value pairs: draft=MODEL or mtp|eagle|ngram=K, k=K, width=W, acceptance|reach|length=X[,X...]"
+    )
     for part in (p.strip() for p in text.split(",") if p.strip()):
         if "=" in part:
             key, value = (s.strip() for s in part.split("=", 1))
             fields[key] = [value]
-        elif key == "acceptance":
+        elif key in _LIST_KEYS:
             fields[key].append(part)
         else:
-            raise InputError(
-                "--spec", text, "key=value pairs: draft=MODEL or mtp=K, k=K, acceptance=A[,A...]"
-            )
-    unknown = set(fields) - {"draft", "k", "mtp", "acceptance"}
+            raise InputError("--spec", text, usage)
+    known = {"draft", "k", "width", *_DRAFTER_KEYS, *_LIST_KEYS}
+    unknown = set(fields) - known
     if unknown:
-        raise InputError("--spec", text, f"keys draft, k, mtp, acceptance (not {', '.join(sorted(unknown))})")
-    if "acceptance" not in fields:
-        raise InputError("--spec", text, "an acceptance rate, e.g. acceptance=0.8 or acceptance=0.8,0.6")
-    depth_text = (fields.get("k") or fields.get("mtp") or ["1"])[0]
-    try:
-        depth: object = int(depth_text)
-    except ValueError:
-        depth = depth_text
-    try:
-        rates = [float(a) for a in fields["acceptance"]]
-    except ValueError:
-        raise InputError("--spec acceptance", ",".join(fields["acceptance"]), "numbers in [0, 1]") from None
+        raise InputError(
+            "--spec", text, f"keys {', '.join(sorted(known))} (not {', '.join(sorted(unknown))})"
+        )
+    if not any(k in fields for k in _LIST_KEYS):
+        raise InputError("--spec", text, "an acceptance, e.g. acceptance=0.8, reach=0.8,0.5 or length=2.4")
+    named = [k for k in ("draft", *_DRAFTER_KEYS) if k in fields]
+    if len(named) > 1:
+        raise InputError("--spec", text, "one drafter: draft=MODEL, mtp=K, eagle=K or ngram=K")
+    drafter = _DRAFTER_KEYS.get(named[0]) if named and named[0] != "draft" else None
+    depth_text = (fields.get("k") or (fields.get(named[0]) if drafter else None) or ["1"])[0]
+
+    def whole(text_: str) -> object:
+        try:
+            return int(text_)
+        except ValueError:
+            return text_
+
+    values: dict[str, list[float]] = {}
+    for name in _LIST_KEYS:
+        if name in fields:
+            try:
+                values[name] = [float(a) for a in fields[name]]
+            except ValueError:
+                raise InputError(f"--spec {name}", ",".join(fields[name]), "numbers, e.g. 0.8,0.6") from None
     draft = resolve_model(fields["draft"][0]) if "draft" in fields else None
-    return speculation(depth, rates, draft)
+    return speculation(
+        whole(depth_text),
+        values.get("acceptance"),
+        draft,
+        reach=values.get("reach"),
+        lengths=values.get("length"),
+        width=whole(fields.get("width", ["1"])[0]),
+        drafter=Drafter.MODEL if draft is not None else drafter,
+    )
 
 
 def from_options(
@@ -140,15 +289,23 @@ class SpeculativeGrid(DecodeThroughput):
     """Speculative decoding over a batch x context grid beside the plain decode step.
 
     Each step takes ``verify_s + draft_s`` and yields ``tokens_per_step`` tokens per
-    sequence on average."""
+    sequence on average. ``deployment`` is the pooled deployment or the planned one (then
+    ``plain`` is its :class:`~rackmath.analyses.serving.planned.PlannedGrid` and ``verify``
+    the plan's step); ``fits``: the memory check with the verify step's activations and a
+    draft model's weights."""
 
-    deployment: Deployment
+    deployment: Deployment | PlannedDeployment
     speculation: Speculation
     batch: FloatArray
     context: FloatArray
-    plain: DecodeGrid
+    plain: Any  # DecodeGrid or PlannedGrid: a DecodeThroughput with ``step_s``
     verify: PlanStep
     draft_s: FloatArray
+    fits: NDArray[np.bool_]
+
+    @property
+    def planned(self) -> bool:
+        return isinstance(self.deployment, PlannedDeployment)
 
     @property
     def tokens_per_step(self) -> float:
@@ -180,21 +337,8 @@ class SpeculativeGrid(DecodeThroughput):
 
     @property
     def speedup(self) -> FloatArray:
-        """``TPOT_plain / TPOT_spec``: above 1 speculation helps each user."""
+        """``TPOT_plain / TPOT_spec = E t_plain / (t_verify + t_draft)``: above 1 it helps."""
         return np.asarray(self.plain.step_s / self.tpot_s)
-
-    @property
-    def fits(self) -> NDArray[np.bool_]:
-        """The plain grid's memory check with the draft model's weights added (an MTP head's
-        one layer is left out: under 1/L of the weights)."""
-        d = self.deployment
-        extra = 0.0
-        if self.speculation.draft is not None:
-            from rackmath.core import architecture as arch
-
-            extra = arch.weight_bytes_total(self.speculation.draft, d.precisions.weights)
-        needed = d.weight_bytes + extra + self.batch * self.plain.kv_bytes_per_sequence
-        return np.asarray(needed <= d.chips * d.usable_bytes_per_chip)
 
     def break_even_batch(self, context_index: int = 0) -> float | None:
         """The smallest batch of the grid at which speculation no longer helps (None: it helps
@@ -203,6 +347,14 @@ class SpeculativeGrid(DecodeThroughput):
         if not worse.any():
             return None
         return float(self.batch[int(np.argmax(worse)), context_index])
+
+    def break_even_context(self, batch_index: int = 0) -> float | None:
+        """The shortest context of the grid at which speculation no longer helps (None: it
+        helps at every context of the grid)."""
+        worse = self.speedup[batch_index, :] < 1.0
+        if not worse.any():
+            return None
+        return float(self.context[batch_index, int(np.argmax(worse))])
 
     def to_dict(self) -> dict[str, Any]:
         s = self.speculation
@@ -220,48 +372,91 @@ class SpeculativeGrid(DecodeThroughput):
                         "plain_tpot_s": float(self.plain.step_s[i, j]),
                         "speedup": float(self.speedup[i, j]),
                         "tokens_per_s_per_user": float(self.tokens_per_s_per_user[i, j]),
+                        "plain_tokens_per_s_per_user": float(1.0 / self.plain.step_s[i, j]),
                         "tokens_per_s_per_chip": float(self.tokens_per_s_per_chip[i, j]),
                         "usd_per_million_output_tokens": float(self.usd_per_million_output_tokens[i, j]),
                         "fits": bool(self.fits[i, j]),
                     }
                 )
-        even = self.break_even_batch()
+        d = self.deployment
         return {
-            "draft": s.draft.id if s.draft is not None else "mtp",
+            "draft": s.draft.id if s.draft is not None else s.kind.value,
+            "drafter": s.kind.value,
+            "on": str(d.plan) if isinstance(d, PlannedDeployment) else "ideal chip",
             "depth": s.depth,
+            "width": s.width,
+            "tokens_verified_per_step": s.tokens_verified,
+            "acceptance_given": s.given,
             "acceptance_by_position": list(s.acceptance),
-            "reach_probability": [float(p) for p in spec.reach_probability(s.acceptance)],
+            "tree_acceptance_by_position": [float(a) for a in s.rates],
+            "reach_probability": [float(p) for p in spec.reach_probability(s.rates)],
             "tokens_per_step": self.tokens_per_step,
-            "break_even_batch": even,
+            "break_even_batch": self.break_even_batch(),
             "points": points,
         }
 
 
-def speculative_decode(
-    deployment: Deployment, batch: ArrayLike, context: ArrayLike, s: Speculation
-) -> SpeculativeGrid:
-    """Plain decode, the ``k + 1``-wide verification step and the draft's time over the grid."""
-    d = deployment
-    plain = pooled.decode(d, batch, context)
-    b, c = plain.batch[:, :1], plain.context[:1, :]
-    load = loads.decode_load(
-        d.model, b, c, d.precisions.kv.bytes_per_element, tokens_per_sequence=s.depth + 1
-    )
-    verify = d.ideal_step(load)
-    if s.draft is None:
-        draft_s = spec.mtp_draft_s(plain.step_s, s.depth, d.model.num_layers)
-    else:
+def draft_step_s(
+    d: Deployment | PlannedDeployment,
+    s: Speculation,
+    batch: ArrayLike,
+    context: ArrayLike,
+    plain_s: ArrayLike,
+) -> FloatArray:
+    """Seconds of drafting per step, broadcast over ``batch`` and ``context`` (a grid's column
+    and row, or the simulator's table axes): none for n-gram lookup; ``k`` layers of the
+    target at ``B w`` rows for an MTP module or EAGLE head (``plain_s``, the plain step at
+    ``B``, when ``w = 1``; else the deployment's own step at ``B w``); ``k`` plain decode
+    steps of a draft model at ``B w`` on the same chips (the pooled chip: a small draft runs
+    replicated or tensor-parallel beside the target)."""
+    kind = s.kind
+    plain = np.asarray(plain_s, float)
+    if kind is Drafter.NGRAM:
+        return np.zeros_like(plain)
+    rows = np.asarray(batch, float) * s.width
+    base = d.base if isinstance(d, PlannedDeployment) else d
+    if kind is Drafter.MODEL:
+        assert s.draft is not None
         drafter = pooled.make_deployment(
             s.draft,
-            d.system,
-            chips=d.chips,
-            kv=d.precisions.kv,
-            compute=d.precisions.compute,
-            usd_per_chip_hour=d.usd_per_chip_hour,
-            efficiency=d.efficiency,
-            memory_reserve_frac=d.memory_reserve_frac,
+            base.system,
+            chips=base.chips,
+            kv=base.precisions.kv,
+            compute=base.precisions.compute,
+            usd_per_chip_hour=base.usd_per_chip_hour,
+            efficiency=base.efficiency,
+            memory_reserve_frac=base.memory_reserve_frac,
         )
-        draft_s = s.depth * pooled.decode(drafter, b[:, 0], c[0]).step_s
+        load = loads.decode_load(s.draft, rows, context, base.precisions.kv.bytes_per_element)
+        return np.asarray(s.depth * drafter.ideal_step(load).step_s)
+    if s.width > 1:
+        load = loads.decode_load(d.model, rows, context, base.precisions.kv.bytes_per_element)
+        step = d.step(load, decode=True) if isinstance(d, PlannedDeployment) else d.ideal_step(load)
+        plain = step.step_s
+    return spec.draft_layer_s(plain, s.depth, d.model.num_layers)
+
+
+def speculative_decode(
+    deployment: Deployment | PlannedDeployment, batch: ArrayLike, context: ArrayLike, s: Speculation
+) -> SpeculativeGrid:
+    """Plain decode, the ``T``-wide verify step and the draft's time over the grid; on the
+    ideal chip for a pooled deployment, on the plan's step for a planned one."""
+    d = deployment
+    plain = d.decode(batch, context) if isinstance(d, PlannedDeployment) else pooled.decode(d, batch, context)
+    b, c = plain.batch[:, :1], plain.context[:1, :]
+    t = float(s.tokens_verified)
+    base = d.base if isinstance(d, PlannedDeployment) else d
+    load = loads.decode_load(d.model, b, c, base.precisions.kv.bytes_per_element, tokens_per_sequence=t)
+    extra = 0.0 if s.draft is None else arch.weight_bytes_total(s.draft, base.precisions.weights)
+    if isinstance(d, PlannedDeployment):
+        verify = d.step(load, decode=True)
+        memory = d.memory(b, c, tokens_in_flight=b * t)
+        fits = memory.total_bytes + extra / d.chips <= memory.capacity_bytes
+    else:
+        verify = d.ideal_step(load)
+        needed = d.weight_bytes + extra + b * d.kv_bytes_per_sequence(c)
+        fits = needed <= d.chips * d.usable_bytes_per_chip
+    draft_s = draft_step_s(d, s, b, c, plain.step_s)
     shape = plain.step_s.shape
     return SpeculativeGrid(
         deployment=d,
@@ -271,4 +466,5 @@ def speculative_decode(
         plain=plain,
         verify=verify,
         draft_s=np.broadcast_to(np.asarray(draft_s, float), shape),
+        fits=np.broadcast_to(np.asarray(fits, bool), shape),
     )
