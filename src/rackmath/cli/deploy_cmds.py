@@ -69,10 +69,15 @@ def _check_search_size(
     max_chips: int,
     budget: int,
     redundant_experts: int = 0,
+    max_cp: int = 1,
 ) -> None:
     """Refuse a search whose candidate count exceeds ``budget`` before doing it."""
     plans = sum(
-        len(candidates.enumerate_plans(model, s, max_chips=max_chips, redundant_experts=redundant_experts))
+        len(
+            candidates.enumerate_plans(
+                model, s, max_chips=max_chips, redundant_experts=redundant_experts, max_cp=max_cp
+            )
+        )
         for s in systems
     )
     total = plans * len(BATCH_GRID) * len(precisions)
@@ -192,6 +197,12 @@ def plan_command(
     tbo: str = _TBO,
     mtp: int = _MTP,
     acceptance: float = _ACCEPTANCE,
+    max_cp: int = count(
+        1,
+        "--max-cp",
+        help="Also search context parallelism: cp in the powers of two up to this (1 = none).",
+        maximum=64,
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
@@ -203,7 +214,9 @@ def plan_command(
     _check_precisions(spec, systems, precisions)
     routing = PlanFeatures(redundant_experts, skew, plan_features.parse_tbo(tbo), mtp, acceptance)
     factor = 3 if disaggregated else 1  # the pools evaluate decode and prefill candidates too
-    _check_search_size(spec, systems, precisions, max_chips, max_candidates // factor, redundant_experts)
+    _check_search_size(
+        spec, systems, precisions, max_chips, max_candidates // factor, redundant_experts, max_cp
+    )
     ttft_s = None if ttft_ms is None else ttft_ms / 1e3
     tpot_s = None if tpot_ms is None else tpot_ms / 1e3
     if slo is not None:
@@ -231,6 +244,7 @@ def plan_command(
         runtime=None if runtime is None else catalog_runtime(runtime),
         efficiency=parse_mode(mode),
         routing=routing,
+        max_cp=max_cp,
     )
     efficiency = {s.id: describe(s.chip.id, mode) for s in systems}
     if as_json:

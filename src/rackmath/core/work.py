@@ -232,13 +232,9 @@ def prefill_attention(
     m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
     c, qw, ow = num(calls), num(query_width), num(output_width)
     values_in = hq * qw + hk * (qw + ow)
-    if kv_tokens is not None:  # queries and outputs of the rank's tokens, keys and values of all
-        b_in = num(input_bytes)
-        activation = c * (
-            m * (hq * qw * b_in + hq * ow * OUTPUT_BYTES) + num(kv_tokens) * hk * (qw + ow) * b_in
-        )
-    else:
-        activation = m * c * (values_in * num(input_bytes) + hq * ow * OUTPUT_BYTES)
+    activation = m * c * (values_in * num(input_bytes) + hq * ow * OUTPUT_BYTES)
+    if kv_tokens is not None:  # the keys and values of the tokens beyond the rank's own
+        activation = activation + c * (num(kv_tokens) - m) * hk * (qw + ow) * num(input_bytes)
     return Work(
         flops=num(flops),
         weight_bytes=_ZERO,

@@ -113,7 +113,9 @@ class Disaggregated:
 
 
 def _plan_text(c: Candidates, i: int) -> str:
-    parts = [f"{k}={int(getattr(c, k)[i])}" for k in ("tp", "pp", "dp", "ep") if int(getattr(c, k)[i]) > 1]
+    degrees = {k: int(getattr(c, k)[i]) for k in ("tp", "pp", "dp", "ep")}
+    degrees["cp"] = 1 if c.cp is None else int(c.cp[i])
+    parts = [f"{k}={v}" for k, v in degrees.items() if v > 1]
     return (",".join(parts) or "tp=1") + (c.routing.plan_suffix() if int(c.ep[i]) > 1 else "")
 
 

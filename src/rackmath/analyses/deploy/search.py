@@ -15,6 +15,7 @@ from rackmath.analyses.deploy.candidates import (
     ASSUMPTIONS,
     BATCH_GRID,
     DEFAULT_MAX_CHIPS,
+    DEFAULT_MAX_CP,
     DEFAULT_MAX_PP,
     DEFAULT_PRECISIONS,
     PRECISION_CHOICES,
@@ -195,6 +196,7 @@ def search(
     batches: tuple[int, ...] = BATCH_GRID,
     comm_overlap_frac: float = net.CommOverlap.ADDED,
     runners_up: int = 5,
+    max_cp: int = DEFAULT_MAX_CP,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
@@ -229,6 +231,7 @@ def search(
                 runtime=runtime,
                 efficiency=efficiency,
                 routing=routing,
+                max_cp=max_cp,
             )
             if cands is None:
                 continue
@@ -281,6 +284,7 @@ def search(
             "stage_width": "powers of two and multiples or halvings of the domain",
             "ep": "common divisors of the experts and the stage width",
             "pp": f"divisors of the layers up to {max_pp}",
+            **({"cp": f"powers of two up to {max_cp} dividing the stage width / tp"} if max_cp > 1 else {}),
             "moe_routing": routing.to_dict(),
             "speculation": routing.speculation_dict(),
             "runtime": None
