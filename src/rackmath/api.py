@@ -44,11 +44,16 @@ def deployment(
     compute: str | Precision | None = None,
     usd_per_chip_hour: float | None = None,
     efficiency: Efficiency | str = KERNEL_GROUNDED,
+    weight_classes: str | dict[str, str] | None = None,
 ) -> Deployment:
     """A model (catalog id, alias, config.json path or spec) on a system (id or spec).
 
     ``efficiency="kernel"`` (default: the chip's fitted kernel curves; chips without tables
-    borrow a measured chip's, marked ``transferred``) or ``"pure"`` (the lecture's roofline)."""
+    borrow a measured chip's, marked ``transferred``) or ``"pure"`` (the lecture's roofline).
+    ``weight_classes``: weights per tensor class, ``"experts=nvfp4,attention=fp8"`` or
+    ``{"experts": "nvfp4", "attention": "fp8"}`` (attention, mlp, experts, shared_experts,
+    embeddings, embedding, lm_head, router, norms), the rest in ``weights`` (default: as
+    shipped); compute goes down to the narrowest, each operator on its own weights' kernel."""
     model_spec = resolve_model(model) if isinstance(model, str) else model
     system_spec = _system(system) if isinstance(system, str) else system
     return make_deployment(
@@ -60,6 +65,7 @@ def deployment(
         compute=compute,
         usd_per_chip_hour=usd_per_chip_hour,
         efficiency=efficiency,
+        weight_classes=weight_classes,
     )
 
 

@@ -48,7 +48,7 @@ from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.hardware import SystemSpec
-from rackmath.specs.model import ModelSpec
+from rackmath.specs.model import ModelSpec, parse_weight_classes
 from rackmath.views import fmt
 
 
@@ -197,6 +197,11 @@ def plan_command(
     tbo: str = _TBO,
     mtp: int = _MTP,
     acceptance: float = _ACCEPTANCE,
+    weight_classes: str | None = typer.Option(
+        None,
+        "--weight-classes",
+        help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8: the native family as stated.",
+    ),
     max_cp: int = count(
         1,
         "--max-cp",
@@ -208,6 +213,8 @@ def plan_command(
 ) -> None:
     """The cheapest deployment that meets the SLOs, runners-up, and why the others failed."""
     spec = resolve_model(model)
+    if weight_classes is not None:
+        spec = spec.with_weight_precisions(parse_weight_classes(weight_classes))
     check_context(spec, input_len + output_len, "--input-len + --output-len")
     systems = [catalog_system(s) for s in ([on] if on else names(hardware, "--hardware"))]
     precisions = names(precision, "--precision")

@@ -22,6 +22,8 @@ from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.specs import checks
+from rackmath.specs.model import parse_weight_classes
+from rackmath.specs.precision import Precision
 from rackmath.specs.workload import LengthDist, Requests, check_trace
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 from rackmath.userfiles import read_text
@@ -91,14 +93,24 @@ def simulate_command(
     prefill_plan: str | None = typer.Option(
         None, "--prefill-plan", help="With --disaggregated: the prefill replicas' plan (default --plan)."
     ),
+    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
+    weight_classes: str | None = typer.Option(
+        None,
+        "--weight-classes",
+        help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8 (the rest: --weights).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
     """Requests through one replica under a runtime's caps: TTFT, TPOT, end-to-end, max rate under SLOs."""
     spec, system = resolve_model(model), catalog_system(on)
+    if weight_classes is not None:
+        base = None if weights is None else Precision.parse(weights, "--weights")
+        spec, weights = spec.with_weight_precisions(parse_weight_classes(weight_classes), base), None
     the_plan = plan or _default_plan(spec.attention.num_heads, chips, system.scale_up_domain_chips)
     efficiency = "pure" if pure else "kernel"
-    dep = plan_deployment(spec, system, the_plan, efficiency=efficiency)
+    dep = plan_deployment(spec, system, the_plan, efficiency=efficiency, weights=weights, kv=kv)
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
     profile = catalog_runtime(runtime).with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
@@ -120,7 +132,9 @@ def simulate_command(
         x, y = sim.parse_xpyd(disaggregated)
         pre_dep = dep
         if prefill_plan is not None:
-            pre_dep = plan_deployment(spec, system, prefill_plan, efficiency=efficiency)
+            pre_dep = plan_deployment(
+                spec, system, prefill_plan, efficiency=efficiency, weights=weights, kv=kv
+            )
         pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)
         fleet_search = None
         if slo is not None:

@@ -338,7 +338,8 @@ def pass_operators(
 
     ``P = pp`` micro-batches of ``1/P`` of the load each; a stage holds ``1/P`` of the
     layers; a DP rank of ``tp`` chips (the attention's TP x DP) takes whole decode sequences,
-    ``ceil(B / (P dp))`` at most (:func:`rackmath.core.loads.whole`), and ``1/(P dp)`` of a step's prompt tokens;
+    ``ceil(B / (P dp))`` at most (:func:`rackmath.core.loads.whole`), and ``1/(P dp)`` of a
+    step's prompt tokens;
     the routed experts are spread over the stage's ``C = dp tp`` chips in ``shards`` =
     :func:`expert_shards` (MoE TP x EP), so ``C / shards`` groups each see ``1/groups`` of the
     tokens. The busiest EP rank (the one the step waits for) gets ``skew`` times the mean routed

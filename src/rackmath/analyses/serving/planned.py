@@ -10,6 +10,7 @@ off it gives the foundation's ideal-chip numbers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -448,6 +449,7 @@ class PlannedDeployment:
                 "weights": d.precisions.weights.value,
                 "kv": d.precisions.kv.value,
                 "compute": d.precisions.compute.value,
+                **({"weight_classes": d.weight_formats} if d.model.stated_weight_classes else {}),
             },
             "chips_per_domain": self.topology.chips_per_domain,
             "scale_up_bytes_per_s": self.topology.scale_up_bytes_per_s,
@@ -488,10 +490,12 @@ def plan_deployment(
     extra_hop_latency_s: float = 0.0,
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
     allow_uneven_stages: bool = True,
+    weight_classes: str | Mapping[str, str | Precision] | None = None,
 ) -> PlannedDeployment:
     """Validate a plan for a model on a system and build the deployment; an invalid plan
     raises :class:`~rackmath.errors.InputError` naming every reason (stated ``stages`` that do
-    not cover the layers: naming the field and the tool's balanced split)."""
+    not cover the layers: naming the field and the tool's balanced split). ``weight_classes``:
+    weights per tensor class (:func:`rackmath.analyses.serving.pooled.make_deployment`)."""
     the_plan = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
     topo = topology(system, chips_per_domain)
     check = check_plan(model, the_plan, topo, allow_uneven_stages=allow_uneven_stages)
@@ -510,6 +514,7 @@ def plan_deployment(
         usd_per_chip_hour=usd_per_chip_hour,
         efficiency=efficiency,
         memory_reserve_frac=memory_reserve_frac,
+        weight_classes=weight_classes,
     )
     base = pooled.Deployment(
         model=base.model,
