@@ -298,3 +298,31 @@ def test_a_scenario_states_weights_per_class(tmp_path) -> None:
     with pytest.raises(InputError) as err:
         load_measurements(bad)
     assert "row 1 weight_classes" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_compressed_tensors_groups_per_class() -> None:
+    """Several compressed-tensors groups, each with its targets: NVFP4 routed experts, FP8
+    attention and shared experts; the dense MLP, which no group targets, and the ignored head
+    stay in torch_dtype. One group still covers every class (Kimi K2.5's int4)."""
+    groups = {
+        "group_0": {
+            "targets": ["re:.*mlp\\.experts.*"],
+            "weights": {"num_bits": 4, "type": "float", "group_size": 16},
+        },
+        "group_1": {
+            "targets": ["re:.*self_attn.*", "re:.*shared_experts.*"],
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+        },
+    }
+    quant = {"quant_method": "compressed-tensors", "config_groups": groups, "ignore": ["lm_head"]}
+    spec = model_from_config({**_deepseek_config(), "quantization_config": quant}, model_id="ct-mixed")
+    f = spec.weight_formats
+    assert spec.native_weight_precision is Precision.NVFP4
+    assert (f["routed_experts"], f["attention"], f["shared_experts"]) == (
+        Precision.NVFP4,
+        Precision.FP8,
+        Precision.FP8,
+    )
+    assert (f["dense_mlp"], f["lm_head"], f["embedding"]) == (Precision.BF16,) * 3
+    kimi = rm.model("kimi-k25").weight_formats
+    assert kimi["routed_experts"] is Precision.INT4 and kimi["attention"] is Precision.BF16

@@ -50,7 +50,9 @@ def _native_precision(config: Config) -> Precision:
     if method == "fp8" or str(quant.get("fmt", "")).lower().startswith("e4m3"):
         return Precision.FP8_BLOCK if quant.get("weight_block_size") else Precision.FP8
     if method == "compressed-tensors":
-        return _compressed_tensors_format(quant)[0]
+        by_group = _ct_class_formats(quant)
+        first = _compressed_tensors_format(quant)[0]
+        return next((by_group[c] for c in ("routed_experts", "dense_mlp") if c in by_group), first)
     return _unquantized_precision(config)
 
 
@@ -162,11 +164,20 @@ def _compressed_tensors_format(quant: Mapping[str, Any]) -> tuple[Precision, int
     llm-compressor format): the weights of its first config group. Kimi K2.5: ``num_bits 4``,
     ``type int``, ``strategy group``, ``group_size 32`` -> int4. Formats rackmath does not
     store (other bit widths) are refused in one line."""
+    groups = _ct_groups(quant)
+    return _group_format(groups[sorted(groups)[0]])
+
+
+def _ct_groups(quant: Mapping[str, Any]) -> Mapping[str, Any]:
     groups = quant.get("config_groups") or {}
     if not isinstance(groups, Mapping) or not groups:
         raise ConfigError("config.json: quantization_config.config_groups is missing (compressed-tensors)")
-    first = groups[sorted(groups)[0]]
-    weights = first.get("weights") if isinstance(first, Mapping) else None
+    return groups
+
+
+def _group_format(entry: Any) -> tuple[Precision, int | None]:
+    """``(weight format, group size)`` of one compressed-tensors config group."""
+    weights = entry.get("weights") if isinstance(entry, Mapping) else None
     if not isinstance(weights, Mapping):
         raise ConfigError("config.json: quantization_config.config_groups has no weights entry")
     bits, kind = weights.get("num_bits"), str(weights.get("type", "")).lower()
@@ -297,6 +308,32 @@ def _ignored(name: str, patterns: list[str]) -> bool:
     return False
 
 
+def _targets(entry: Any) -> list[str]:
+    targets = entry.get("targets") if isinstance(entry, Mapping) else None
+    return [str(t) for t in targets] if isinstance(targets, list) else ["Linear"]
+
+
+def _ct_class_formats(quant: Mapping[str, Any]) -> dict[str, Precision]:
+    """Each class's format where a compressed-tensors checkpoint quantizes classes apart
+    (several ``config_groups``, each with its ``targets``: ``re:.*mlp\\.experts.*`` in NVFP4
+    beside ``re:.*self_attn.*`` in FP8): a class takes the group whose targets name its
+    modules (:data:`_CT_CLASS_MODULES`), else the group targeting every ``Linear``. Empty
+    with one group (it covers every class)."""
+    groups = _ct_groups(quant)
+    if len(groups) < 2:
+        return {}
+    out: dict[str, Precision] = {}
+    for cls, names in _CT_CLASS_MODULES:
+        named = [
+            g for g in sorted(groups) if _ignored(names[0], [t for t in _targets(groups[g]) if t != "Linear"])
+        ]
+        every = [g for g in sorted(groups) if "Linear" in _targets(groups[g])]
+        chosen = (named or every or [None])[0]
+        if chosen is not None:
+            out[cls] = _group_format(groups[chosen])[0]
+    return out
+
+
 def _compressed_tensors_classes(
     config: Config, quant: Mapping[str, Any]
 ) -> tuple[tuple[tuple[str, Precision], ...], list[str]]:
@@ -311,6 +348,13 @@ def _compressed_tensors_classes(
     keep = _unquantized_precision(config)
     classes = {cls: keep for cls, names in _CT_CLASS_MODULES if all(_ignored(n, patterns) for n in names)}
     classes.update(dict.fromkeys(("embedding", "router", "norms"), keep))
+    native = _native_precision(config)
+    by_group = _ct_class_formats(quant)
+    if by_group:  # several groups: each class its own group's format, none targeted: torch_dtype
+        for cls, _ in _CT_CLASS_MODULES:
+            fmt = by_group.get(cls, keep)
+            if cls not in classes and fmt is not native:
+                classes[cls] = fmt
     fmt, group = _compressed_tensors_format(quant)
     notes = []
     if fmt is Precision.INT4 and group not in (None, _INT4_GROUP):
