@@ -364,7 +364,7 @@ def pass_operators(
     """
     t, p, d, e = (num(x) for x in (tp, pp, dp, ep))
     c = num(cp)
-    on_cp = _has(c > 1.0)
+    on_cp = bool((c > 1.0).any()) if type(c) is np.ndarray else bool(c > 1.0)
     queries = load.decode_queries
     decode_rows, prompts, prompt_tokens = rank_share(load, p, d)
     tokens = decode_rows + prompt_tokens  # tokens a chip's rank sees per micro-batch

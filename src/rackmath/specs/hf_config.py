@@ -150,13 +150,13 @@ def _kv_precision(config: Config) -> Precision | None:
         return None
     bits, kind = scheme.get("num_bits"), str(scheme.get("type", "")).lower()
     formats = {(8, "float"): Precision.FP8, (8, "int"): Precision.INT8}
-    fmt = formats.get((bits, kind))  # type: ignore[arg-type]
-    if fmt is None:
+    kv = formats.get((bits, kind))  # type: ignore[arg-type]
+    if kv is None:
         raise ConfigError(
             f"config.json: quantization_config.kv_cache_scheme of {bits} bits, type {kind!r}, is not a "
             "KV format rackmath reads (8-bit float or int)"
         )
-    return fmt
+    return kv
 
 
 def _compressed_tensors_format(quant: Mapping[str, Any]) -> tuple[Precision, int | None]:
@@ -237,8 +237,8 @@ def _weight_precision_by_class(config: Config) -> tuple[tuple[tuple[str, Precisi
     if str(quant.get("quant_method", "")).lower() == "compressed-tensors":
         return _compressed_tensors_classes(config, quant)
     if str(quant.get("quant_method", "")).lower() == "modelopt" and _is_mixed(quant):
-        _, by_class, notes = _mixed_precision_classes(config, quant)
-        return by_class, notes
+        _, by_class, mixed_notes = _mixed_precision_classes(config, quant)
+        return by_class, mixed_notes
     patterns = quant.get("modules_to_not_convert") or []
     if not isinstance(patterns, list):
         raise ConfigError(
@@ -328,9 +328,9 @@ def _ct_class_formats(quant: Mapping[str, Any]) -> dict[str, Precision]:
             g for g in sorted(groups) if _ignored(names[0], [t for t in _targets(groups[g]) if t != "Linear"])
         ]
         every = [g for g in sorted(groups) if "Linear" in _targets(groups[g])]
-        chosen = (named or every or [None])[0]
-        if chosen is not None:
-            out[cls] = _group_format(groups[chosen])[0]
+        chosen = named or every
+        if chosen:
+            out[cls] = _group_format(groups[chosen[0]])[0]
     return out
 
 
