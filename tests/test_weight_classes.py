@@ -326,3 +326,31 @@ def test_compressed_tensors_groups_per_class() -> None:
     assert (f["dense_mlp"], f["lm_head"], f["embedding"]) == (Precision.BF16,) * 3
     kimi = rm.model("kimi-k25").weight_formats
     assert kimi["routed_experts"] is Precision.INT4 and kimi["attention"] is Precision.BF16
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def test_the_cli_states_weights_per_class(cli) -> None:
+    """explain, plan and simulate take --weight-classes; the JSON carries the formats."""
+    stated = ("--weight-classes", "experts=nvfp4,attention=fp8")
+    code, out, _ = cli(
+        "explain", "deepseek-v3", "--on", "b200-hgx", *stated, "--batch", "64", "--pure", "--json"
+    )
+    assert code == 0
+    p = json.loads(out)["precision"]
+    assert p["compute"] == "fp4" and p["weight_classes"]["routed_experts"] == "nvfp4"
+    code, out, _ = cli(
+        "plan", "deepseek-v3", "--on", "b200-hgx", *stated, "--precision", "native", "--aggregated-only",
+        "--max-chips", "8", "--pure", "--json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["best"]["precision"]["weights"] == "fp8-block"
+    code, out, _ = cli(
+        "simulate", "deepseek-v3", "--on", "b200-hgx", "--plan", "dp=8,ep=8", *stated, "--kv", "fp8",
+        "--requests", "50", "--rate", "1/s", "--output", "50", "--input", "500", "--pure", "--json",
+    )  # fmt: skip
+    assert code == 0
+    d = json.loads(out)["deployment"]["precision"]
+    assert d["kv"] == "fp8" and d["weight_classes"]["attention"] == "fp8"
+    code, _, err = cli("simulate", "deepseek-v3", "--on", "b200-hgx", "--weight-classes", "experts=int3")
+    assert code == 1 and "--weight-classes" in err and err.count("\n") <= 2
