@@ -312,3 +312,25 @@ def test_the_simulator_runs_a_cp_plan(llama, nvl72) -> None:
     ]
     ttft = [r.metrics["ttft_p50"] for r in results]
     assert ttft[0] is not None and ttft[1] is not None and ttft[1] < ttft[0] / 2
+
+
+def test_a_prefill_pool_takes_cp_for_long_prompts(llama, nvl72) -> None:
+    """xPyD with 100K-token prompts: with max_cp = 8 the pools may use CP; the fleet costs no
+    more, and here the prefill pool runs one prompt over CP ranks at about half the TTFT of the
+    plan without CP (pure roofline, TTFT <= 3 s, TPOT <= 30 ms, 2,000 tokens/s)."""
+    from rackmath.analyses.deploy.disagg_search import best_disaggregated
+
+    work = Workload(traffic_tokens_per_s=2000.0, input_len=100_000, output_len=1000, ttft_s=3.0, tpot_s=0.03)
+    kw = {
+        "families": ("native",),
+        "max_chips": 64,
+        "max_pp": 16,
+        "batches": candidates.BATCH_GRID,
+        "efficiency": rl.PURE_ROOFLINE,
+    }
+    plain, n_plain, _ = best_disaggregated(llama, [nvl72], work, **kw)
+    wide, n_wide, _ = best_disaggregated(llama, [nvl72], work, max_cp=8, **kw)
+    assert plain is not None and wide is not None and n_wide > n_plain
+    assert wide.fleet_usd_per_million_output_tokens <= plain.fleet_usd_per_million_output_tokens * (1 + 1e-12)
+    assert "cp=" not in plain.prefill.plan_text and "cp=" in wide.prefill.plan_text
+    assert wide.ttft_s < 0.6 * plain.ttft_s

@@ -160,8 +160,11 @@ def best_disaggregated(
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
+    max_cp: int = 1,
 ) -> tuple[Disaggregated | None, int, str]:
-    """``(best xPyD or None, candidates evaluated, why none)`` over every pair of pools."""
+    """``(best xPyD or None, candidates evaluated, why none)`` over every pair of pools
+    (``max_cp > 1``: both pools also with context parallelism, where a prefill pool's long
+    prompts gain most)."""
     w = workload
     traffic, prompts = w.traffic_tokens_per_s, w.traffic_tokens_per_s / w.output_len
     kw = {
@@ -171,6 +174,7 @@ def best_disaggregated(
         "runtime": runtime,
         "efficiency": efficiency,
         "routing": routing,
+        "max_cp": max_cp,
     }
     decodes: list[tuple[Candidates, int, float, int]] = []
     prefills: list[Candidates] = []

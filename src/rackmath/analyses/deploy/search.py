@@ -263,6 +263,7 @@ def search(
             runtime=runtime,
             efficiency=efficiency,
             routing=routing,
+            max_cp=max_cp,
         )
         total += n_dis
         note = compare(feasible[0] if feasible else None, dis, why)
