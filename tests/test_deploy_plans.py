@@ -381,7 +381,7 @@ def test_new_fields_broadcast_over_a_plan_grid(dsv3, nvl72) -> None:
             assert float(grid.step_s[i, j]) == pytest.approx(float(one.step_s), rel=1e-12)
 
 
-_ROW_FIELDS = ("tp", "pp", "dp", "ep", "batch", "tpot_s", "memory_bytes_per_chip")
+_ROW_FIELDS = ("tp", "pp", "dp", "ep", "cp", "batch", "tpot_s", "memory_bytes_per_chip")
 
 
 def test_the_search_evaluates_skew_redundancy_and_tbo(dsv3, nvl72) -> None:
@@ -400,8 +400,12 @@ def test_the_search_evaluates_skew_redundancy_and_tbo(dsv3, nvl72) -> None:
     )
     assert base is not None and hot is not None and tbo is not None
     # redundant slots open EP degrees dividing E + R (72, 36, ...): compare on the base's rows
-    key = {(*r,): i for i, r in enumerate(zip(hot.tp, hot.pp, hot.dp, hot.ep, hot.batch, strict=True))}
-    rows = np.array([key[(*r,)] for r in zip(base.tp, base.pp, base.dp, base.ep, base.batch, strict=True)])
+    key = {
+        (*r,): i for i, r in enumerate(zip(hot.tp, hot.pp, hot.dp, hot.ep, hot.cp, hot.batch, strict=True))
+    }
+    rows = np.array(
+        [key[(*r,)] for r in zip(base.tp, base.pp, base.dp, base.ep, base.cp, base.batch, strict=True)]
+    )
     assert hot.size > base.size and np.any(hot.ep == 72)
     hot, tbo = (dataclasses.replace(c, **{f: getattr(c, f)[rows] for f in _ROW_FIELDS}) for c in (hot, tbo))
     wide = base.ep > 1

@@ -100,11 +100,16 @@ def deployment(
     compute: str | Precision | None = None,
     usd_per_chip_hour: float | None = None,
     efficiency: Efficiency | str = KERNEL_GROUNDED,
+    weight_classes: str | dict[str, str] | None = None,
 ) -> Deployment:
     """A model (catalog id, alias, config.json path or spec) on a system (id or spec).
 
     ``efficiency="kernel"`` (default: the chip's fitted kernel curves; chips without tables
-    borrow a measured chip's, marked ``transferred``) or ``"pure"`` (the lecture's roofline)."""
+    borrow a measured chip's, marked ``transferred``) or ``"pure"`` (the lecture's roofline).
+    ``weight_classes``: weights per tensor class, ``"experts=nvfp4,attention=fp8"`` or
+    ``{"experts": "nvfp4", "attention": "fp8"}`` (attention, mlp, experts, shared_experts,
+    embeddings, embedding, lm_head, router, norms), the rest in ``weights`` (default: as
+    shipped); compute goes down to the narrowest, each operator on its own weights' kernel."""
     return make_deployment(
         _model(model),
         _on(system),
@@ -114,6 +119,7 @@ def deployment(
         compute=compute,
         usd_per_chip_hour=usd_per_chip_hour,
         efficiency=efficiency,
+        weight_classes=weight_classes,
     )
 
 
@@ -210,17 +216,26 @@ def plan(
     acceptance: float | str | Sequence[float] = 0.8,
     efficiency: str = "kernel",
     require_feasible: bool = False,
+    weight_classes: str | dict[str, str] | None = None,
+    max_cp: int = 1,
 ) -> SearchResult:
     """``rackmath plan``: the cheapest deployment serving ``traffic`` output tokens/s within
     the SLOs (``ttft_s``/``tpot_s`` in seconds, or ``slo="ttft_p99=2s,tpot_p99=50ms"``) over
-    ``hardware`` (default: the six current systems) and ``precision`` families."""
+    ``hardware`` (default: the six current systems) and ``precision`` families.
+    ``weight_classes`` (``"experts=nvfp4,attention=fp8"``) states the native family's weights
+    per tensor class; ``max_cp`` also searches context parallelism up to that degree."""
     from rackmath.analyses.deploy import candidates as c
     from rackmath.analyses.deploy import search as s
     from rackmath.analyses.kernels.tables import parse_mode
     from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
 
+    spec = _model(model)
+    if weight_classes is not None:
+        from rackmath.specs.model import parse_weight_classes
+
+        spec = spec.with_weight_precisions(parse_weight_classes(weight_classes))
     result = s.plan(
-        _model(model),
+        spec,
         [_on(x) for x in (hardware or c.DEFAULT_SYSTEMS)],
         traffic=traffic,
         input_len=input_len,
@@ -235,6 +250,7 @@ def plan(
         max_candidates=MAX_SEARCH_CANDIDATES if max_candidates is None else max_candidates,
         routing=_routing(redundant_experts, skew, tbo, mtp, acceptance),
         efficiency=parse_mode(efficiency),
+        max_cp=max_cp,
     )
     return s.require_feasible(result) if require_feasible else result
 
@@ -308,6 +324,9 @@ def simulate(
     prefill_plan: str | None = None,
     efficiency: str = "kernel",
     require_slo: bool = False,
+    weights: str | None = None,
+    kv: str | None = None,
+    weight_classes: str | dict[str, str] | None = None,
 ) -> SimulationReport:
     """``rackmath simulate``: requests through one replica under a runtime's caps (``trace``:
     a CSV file of ``arrival_s,input_tokens,output_tokens`` rows, or its requests)."""
@@ -337,6 +356,9 @@ def simulate(
         disaggregated=disaggregated,
         prefill_plan=prefill_plan,
         efficiency=efficiency,
+        weights=weights,
+        kv=kv,
+        weight_classes=weight_classes,
     )
     return report.require_slo() if require_slo else report
 

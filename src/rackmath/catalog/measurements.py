@@ -17,6 +17,7 @@ import yaml
 
 from rackmath.catalog.loader import CatalogError
 from rackmath.errors import InputError, RackmathError
+from rackmath.specs.model import parse_weight_classes
 from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
 from rackmath.specs.scenario import (
@@ -95,6 +96,9 @@ def _scenario(prov: Provenance, s: dict[str, Any], base_dir: Path | None = None)
         weights=_precision(s.get("weights")),
         kv=_precision(s.get("kv")),
         compute=_precision(s.get("compute")),
+        weight_classes=()
+        if s.get("weight_classes") is None
+        else parse_weight_classes(s["weight_classes"], f"row {prov.row_id} weight_classes"),
         batch=None if batch is None else int(batch),
         max_batch=None if cap is None else int(cap),
         input_tokens=int(s.get("input_tokens", 0)),

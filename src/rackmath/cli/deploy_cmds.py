@@ -138,6 +138,17 @@ def plan_command(
     tbo: str = _TBO,
     mtp: int = _MTP,
     acceptance: str = _ACCEPTANCE,
+    weight_classes: str | None = typer.Option(
+        None,
+        "--weight-classes",
+        help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8: the native family as stated.",
+    ),
+    max_cp: int = count(
+        1,
+        "--max-cp",
+        help="Also search context parallelism: cp in the powers of two up to this (1 = none).",
+        maximum=64,
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
@@ -164,6 +175,8 @@ def plan_command(
         mtp=mtp,
         acceptance=acceptance,
         efficiency=mode,
+        weight_classes=weight_classes,
+        max_cp=max_cp,
     )
     efficiency = {s: describe(catalog_system(s).chip.id, mode) for s in result.systems}
     if as_json:

@@ -35,6 +35,11 @@ def explain_command(
     weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
     kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
     compute: str | None = typer.Option(None, "--compute", help="Compute precision (selects the peak)."),
+    weight_classes: str | None = typer.Option(
+        None,
+        "--weight-classes",
+        help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8 (the rest: --weights).",
+    ),
     price: float | None = number(
         None,
         "--price-per-chip-hour",
@@ -96,6 +101,7 @@ def explain_command(
         compute=compute,
         usd_per_chip_hour=price,
         efficiency="pure" if pure else "kernel",
+        weight_classes=weight_classes,
     )
     result = explain(
         dep,

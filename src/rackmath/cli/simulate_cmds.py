@@ -48,6 +48,13 @@ def simulate_command(
     prefill_plan: str | None = typer.Option(
         None, "--prefill-plan", help="With --disaggregated: the prefill replicas' plan (default --plan)."
     ),
+    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
+    weight_classes: str | None = typer.Option(
+        None,
+        "--weight-classes",
+        help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8 (the rest: --weights).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
@@ -70,6 +77,9 @@ def simulate_command(
         disaggregated=disaggregated,
         prefill_plan=prefill_plan,
         efficiency="pure" if pure else "kernel",
+        weights=weights,
+        kv=kv,
+        weight_classes=weight_classes,
     )
     if as_json:
         typer.echo(dump_json(report.to_dict()))

@@ -38,16 +38,18 @@ from rackmath.core import collectives as coll
 from rackmath.core import operators as ops
 from rackmath.core import work as wk
 from rackmath.core.efficiency import collective_timing
+from rackmath.core.loads import StepLoad, rank_share
 from rackmath.core.network import (
     DEFAULT_ACTIVATION_BYTES,
     Group,
     Topology,
     all_gather_s,
     all_reduce_s,
+    all_to_all_s,
     expert_all_to_all_s,
     place,
 )
-from rackmath.core.numeric import maximum, num
+from rackmath.core.numeric import maximum, minimum, num
 from rackmath.core.operators import Operator
 from rackmath.core.sharding import ShardableModel
 from rackmath.specs import efficiency as seff
@@ -222,6 +224,33 @@ def gather_operator(
     )
 
 
+def all_to_all_operator(
+    name: str, group: Group, bytes_per_chip: ArrayLike, calls: ArrayLike, table: EfficiencyTable
+) -> Operator:
+    """``calls`` all-to-alls in which each chip spreads ``M`` bytes evenly over ``group``: the
+    link model's :func:`all_to_all_s`; fitted, NCCL's all-to-all curve (``all_to_all:nccl``) on
+    the ``n/R`` ranks of a domain with ``M/R`` of the bytes (:func:`rackmath.core.work.all_to_all`)
+    plus the link model's crossing leg ``(R-1)/R M / B_out + a_out``, as
+    :func:`rackmath.core.collectives.hierarchical_all_to_all_s` adds them."""
+    topo, m, c = group.topology, num(bytes_per_chip), num(calls)
+    curve = table.collective("all_to_all:nccl")
+    if curve is None:
+        time, latency = all_to_all_s(group, m), all_to_all_s(group, 0.0 * m)
+        kernel = _describe(table, "all_to_all", "", None, 0.0, 0.0)
+        return collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s)
+    n, r = group.size, maximum(group.domains, 1.0)
+    t, a = _fitted(curve, wk.all_to_all(m / r, n / r), topo)
+    across = coll.cross_domain_fraction(r) * m / topo.scale_out_bytes_per_s + topo.scale_out_latency_s * (
+        r > 1
+    )
+    across_latency = topo.scale_out_latency_s * (r > 1)
+    on = group.size > 1
+    kernel = _kernel(table, "all_to_all", "nccl", _Leg(t, a, True, "nccl", curve), group)
+    return collective_operator(
+        name, (t + across) * on * c, (a + across_latency) * on * c, kernel, topo.scale_up_bytes_per_s
+    )
+
+
 def expert_operators(
     group: Group,
     tokens_per_chip: ArrayLike,
@@ -337,6 +366,17 @@ def send_operator(
 
 TP_COLLECTIVES = ("tp_all_reduce", "moe_tp_all_reduce")
 EP_COLLECTIVES = ("ep_dispatch", "ep_combine")
+#: A serving CP group's collectives (:func:`cp_collectives`).
+CP_COLLECTIVES = (
+    "cp_kv_all_gather",
+    "cp_kv_ring",
+    "cp_q_all_gather",
+    "cp_lse_all_gather",
+    "cp_out_reduce_scatter",
+    "cp_merge_all_to_all",
+)
+#: Bytes of one log-sum-exp value: fp32 (vLLM's and SGLang's merge kernels carry the LSE in fp32).
+LSE_BYTES = 4.0
 #: Collectives whose time is the whole cycle's, not one pass's (the pipeline sends).
 PER_CYCLE_COLLECTIVES = ("pp_send",)
 
@@ -354,8 +394,11 @@ def step_collectives(
     skew: ArrayLike,
     destination_ranks: FloatArray,
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
+    cp: ArrayLike = 1.0,
 ) -> tuple[ops.Operator, ...]:
-    """The collectives of one micro-batch of ``tokens`` tokens through one stage, per chip:
+    """The collectives of one micro-batch of ``tokens`` tokens through one stage, per chip
+    (``cp`` CP ranks split a DP rank's tokens as ``dp`` splits the stage's: ``dp`` below reads
+    ``dp x cp``):
 
     * ``tp_all_reduce``: two all-reduces per layer of ``tokens/dp x h x b`` over the ``tp``
       chips (Megatron: after attention, after the MLP), ``2 L / P`` calls;
@@ -372,6 +415,9 @@ def step_collectives(
     """
     out: list[ops.Operator] = []
     layers = m.num_layers / pp
+    c = num(cp)
+    if type(c) is np.ndarray or c != 1.0:
+        dp = dp * c
     if tp.ndim or tp > 1:
         message = tokens / dp * m.hidden * activation_bytes
         group = place(topo, tp)
@@ -405,6 +451,94 @@ def comm_pass_s(collectives: tuple[ops.Operator, ...], zero: FloatArray) -> tupl
         elif op.name in EP_COLLECTIVES:
             ep = ep + op.time_s
     return tp, ep
+
+
+def cp_collectives(
+    m: ShardableModel,
+    load: StepLoad,
+    table: seff.EfficiencyTable,
+    topo: Topology,
+    tp: FloatArray,
+    pp: FloatArray,
+    dp: FloatArray,
+    cp: FloatArray,
+    cp_comm: str = "ag",
+) -> tuple[ops.Operator, ...]:
+    """A serving CP group's traffic for one micro-batch through one stage, per chip: the ``c``
+    CP ranks of a DP rank sit ``tp`` chips apart (Megatron's rank order: tp, cp, dp, pp), one
+    call per layer (``L/P`` calls). Per layer, with ``n`` the DP rank's decode query rows,
+    ``h = H/tp`` query heads on the chip, ``d_qk, d_v`` the decode query and output widths
+    (MLA absorbed: 576 and 512), ``b = 2`` (bf16) and LSEs in fp32 (:data:`LSE_BYTES`):
+
+    * decode, ``ag`` (vLLM's default ``ag_rs``): ``cp_q_all_gather`` of the ``n h d_qk b``
+      queries, ``cp_lse_all_gather`` of every rank's ``n h`` LSEs (``c n h 4`` gathered) and
+      ``cp_out_reduce_scatter`` of the ``n h d_v b`` partial outputs, each rank keeping its own
+      rows' merged outputs; on the wire ``(c-1) n h [(d_qk + d_v) b / c + 4]`` a chip;
+    * decode, ``a2a`` (SGLang's DCP, vLLM's ``a2a``, Helix): every CP rank has computed every
+      row's queries (:func:`rackmath.core.operators.pass_operators` with
+      ``cp_queries_everywhere``), so one ``cp_merge_all_to_all`` of ``n h (d_v b + 4)`` partial
+      outputs and LSEs, ``(c-1)/c`` of it on the wire;
+    * prefill (``ag``, ``a2a``): ``cp_kv_all_gather`` of the DP rank's prompts' keys and values
+      on this TP rank, the cache bytes one layer of them holds (written, plus a cached prefix
+      read), ``S_kv = prompts x KV bytes / (L min(tp, H_kv))``, before attention; ``ring``:
+      ``cp_kv_ring``, the same ``c - 1`` steps of ``S_kv / c`` (timed on the same all-gather
+      curve), passed around the ring while the attention blocks run
+      (:func:`rackmath.core.parallel.plan_step` hides it under the prefill attention).
+
+    Llama 3.1 70B, one 131,072-token prompt, ``tp=8,cp=4``, bf16 KV: ``S_kv = 131,072 x 2 x 128
+    x 2 B = 67.1 MB`` a layer (one KV head a chip), ``3/4`` of it on each chip's wire: 50.3 MB.
+    None where ``cp = 1``.
+    """
+    c = num(cp)
+    if not (bool((c > 1.0).any()) if type(c) is np.ndarray else c > 1.0):
+        return ()
+    share = rank_share(load, pp, dp)
+    layers = m.num_layers / pp
+    om = m.operators
+    heads = om.heads / tp
+    qk, v = om.decode_dims
+    group = place(topo, c, tp)
+    b = wk.OUTPUT_BYTES
+    out: list[ops.Operator] = []
+    if bool(np.any(load.decode_sequences > 0)):
+        n = share.decode_rows
+        if cp_comm == "a2a":
+            out.append(
+                all_to_all_operator(
+                    "cp_merge_all_to_all", group, n * heads * (v * b + LSE_BYTES), layers, table
+                )
+            )
+        else:
+            out += [
+                gather_operator("cp_q_all_gather", "all_gather", group, n * heads * qk * b, layers, table),
+                gather_operator(
+                    "cp_lse_all_gather", "all_gather", group, c * n * heads * LSE_BYTES, layers, table
+                ),
+                gather_operator(
+                    "cp_out_reduce_scatter", "reduce_scatter", group, n * heads * v * b, layers, table
+                ),
+            ]
+    if bool(np.any(load.prefill_sequences > 0)):
+        kv_split = minimum(tp, float(m.kv_heads))
+        per_prompt = load.prefill_kv_write_bytes + load.prefill_kv_read_bytes
+        gathered = share.prompts * per_prompt / (m.num_layers * kv_split)
+        name = "cp_kv_ring" if cp_comm == "ring" else "cp_kv_all_gather"
+        out.append(gather_operator(name, "all_gather", group, gathered, layers, table))
+    on = c > 1.0
+    if type(on) is np.ndarray and not on.all():  # a grid over cp: nothing where cp = 1
+        out = [op._replace(time_s=op.time_s * on, latency_s=op.latency_s * on) for op in out]
+    return tuple(out)
+
+
+def cp_pass_s(collectives: tuple[ops.Operator, ...], zero: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(all CP traffic of one pass, the part of it a ring passes under the attention blocks)."""
+    total, ring = zero, zero
+    for op in collectives:
+        if op.name in CP_COLLECTIVES:
+            total = total + op.time_s
+            if op.name == "cp_kv_ring":
+                ring = ring + op.time_s
+    return total, ring
 
 
 @lru_cache(maxsize=1024)

@@ -1,21 +1,22 @@
 """What one step asks of a model: decode rows, prompt chunks, their attention and KV traffic.
 
 A :class:`StepLoad` is the work of one step before any plan or chip is chosen; the operators
-(:mod:`rackmath.core.operators`) split it over a plan and cost it on a chip. Fields keep
-their own shapes (batch-only, context-only) and broadcast where they meet.
+(:mod:`rackmath.core.operators`) split it over a plan (:func:`rank_share`,
+:func:`microbatch_tokens`: whole sequences per rank and per pipeline micro-batch) and cost it
+on a chip. Fields keep their own shapes (batch-only, context-only) and broadcast where they meet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import architecture as arch
-from rackmath.core.numeric import num
+from rackmath.core.numeric import ceil, num
 from rackmath.specs.model import ModelSpec
 
 FloatArray = NDArray[np.float64]
@@ -47,6 +48,11 @@ class StepLoad:
     #: query rows per decoding sequence (``q = k + 1`` in a speculative verify step, else 1):
     #: ``decode_sequences / decode_queries`` sequences, whole ones per rank
     decode_queries: FloatArray = field(default_factory=lambda: cast(FloatArray, np.float64(1.0)))
+    #: whether the prompts are whole requests (a batch of prompts: a pipeline micro-batch holds
+    #: whole ones, so one prompt on ``P`` stages is one micro-batch) or a pooled share of prompt
+    #: tokens that splits evenly (continuous batching's average ``B/O`` prompts a step, the
+    #: simulator's chunk budget)
+    prefill_whole: bool = False
 
     def halved(self) -> StepLoad:
         """Half of this step's sequences (a two-batch-overlap micro-batch); per-sequence work,
@@ -138,8 +144,13 @@ def prefill_load(
     length: ArrayLike,
     kv_bytes_per_element: float,
     cached: ArrayLike = 0.0,
+    *,
+    whole: bool = False,
 ) -> StepLoad:
     """``batch`` prompts of ``length`` tokens each (no prior cache); their KV is written.
+
+    ``whole``: the prompts are whole requests, never split over pipeline micro-batches
+    (:attr:`StepLoad.prefill_whole`); by default a share of prompt tokens that splits evenly.
 
     ``cached = P > 0``: the first ``P`` tokens' KV is already cached (a prefix-cache hit), so
     only the ``L - P`` suffix tokens run through the layers; their attention covers the pairs
@@ -163,6 +174,7 @@ def prefill_load(
         prefill_kv_write_bytes=num(arch.kv_bytes_per_sequence(model, n, kvb))
         - (0.0 if cold else arch.kv_bytes_per_sequence(model, p, kvb)),
         prefill_kv_read_bytes=_NONE if cold else arch.kv_bytes_read_per_sequence(model, p, kvb),
+        prefill_whole=whole,
     )
 
 
@@ -190,3 +202,59 @@ def mixed_load(
         prefill_attention_flops=pre.prefill_attention_flops,
         prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
     )
+
+
+# ----------------------------------------------------------------------------- a rank's share
+
+
+def whole(sequences: FloatArray, ways: FloatArray) -> FloatArray:
+    """Sequences the busiest of ``ways`` ranks holds: ``ceil(sequences / ways)`` (whole
+    sequences; a fractional count, an average load, is split as it is)."""
+    share = sequences / ways
+    if type(ways) is not np.ndarray and ways == 1.0:
+        return share
+    if type(sequences) is not np.ndarray and type(ways) is not np.ndarray:  # one point
+        return ceil(share) if sequences == float(np.floor(sequences)) else share
+    return np.asarray(np.where(sequences == np.floor(sequences), np.ceil(share), share))
+
+
+class RankShare(NamedTuple):
+    """What one DP rank runs of one micro-batch: decode query rows, prompts and prompt tokens."""
+
+    decode_rows: FloatArray
+    prompts: FloatArray
+    prompt_tokens: FloatArray
+
+
+def rank_share(load: StepLoad, pp: FloatArray, dp: FloatArray) -> RankShare:
+    """The busiest DP rank's share of one micro-batch (``P = pp`` micro-batches, ``dp`` ranks):
+    ``ceil(B / (P dp))`` whole decode sequences (:func:`whole`); prompts whole per micro-batch
+    where the load's are whole requests (:attr:`StepLoad.prefill_whole`: one 128K prompt on
+    ``pp = 4`` is one micro-batch through four stages, not four quarter-prompts in flight),
+    ``ceil(S / P)`` of them shared by the ``dp`` ranks, else ``S / (P dp)`` (an average load
+    splits evenly)."""
+    p, d = pp, dp
+    queries = load.decode_queries
+    decode_rows = whole(load.decode_sequences / queries, p * d) * queries
+    if load.prefill_whole:
+        per_microbatch = whole(load.prefill_sequences, p)
+        prompts = per_microbatch / d
+        prompt_tokens = per_microbatch * load.prefill_length / d
+    else:
+        prompts = load.prefill_sequences / (p * d)
+        prompt_tokens = load.prefill_sequences * load.prefill_length / (p * d)
+    return RankShare(decode_rows, prompts, prompt_tokens)
+
+
+def microbatch_tokens(load: StepLoad, pp: ArrayLike) -> FloatArray:
+    """Tokens of the busiest of the ``P`` micro-batches, over all the stage's chips: whole
+    decode sequences (``ceil(B / P)``) and whole prompts where the load's are whole requests,
+    so a batch smaller than ``P`` leaves stages idle; ``tokens / P`` with one stage."""
+    p = num(pp)
+    if type(p) is not np.ndarray and p == 1.0:
+        return load.tokens / p
+    queries = load.decode_queries
+    decode = whole(load.decode_sequences / queries, p) * queries
+    prompts = whole(load.prefill_sequences, p) if load.prefill_whole else load.prefill_sequences / p
+    split = decode + prompts * load.prefill_length
+    return split if type(p) is not np.ndarray else np.asarray(np.where(p == 1.0, load.tokens / p, split))

@@ -37,6 +37,19 @@ FloatArray = NDArray[np.float64]
 ACTIVATION_VALUES_PER_HIDDEN = 17
 
 
+#: Tokens of one KV-cache block: vLLM's default block size (``CacheConfig.DEFAULT_BLOCK_SIZE =
+#: 16``, vllm/config/cache.py). Context parallelism stripes a sequence's cache over its ranks
+#: block by block at the coarsest (vLLM's ``--cp-kv-cache-interleave-size`` equals the block
+#: size for disaggregated serving), so a rank with no whole block of a sequence holds nothing.
+KV_BLOCK_TOKENS = 16
+
+
+def max_context_parallel(tokens: ArrayLike) -> FloatArray:
+    """The largest CP degree a sequence of ``tokens`` tokens can use: one KV block per rank
+    at least, ``floor(tokens / 16)`` (at least 1). A 100-token prompt: 6; 128K: 8,192."""
+    return np.maximum(np.floor(num(tokens) / KV_BLOCK_TOKENS), 1.0)
+
+
 expert_shards = ops.expert_shards  # one rule, beside the operators that use it
 expert_slot_factor = ops.expert_slot_factor
 
@@ -162,12 +175,15 @@ def serving_memory_per_chip(
     moe_tp: ArrayLike = 0,
     redundant_experts: ArrayLike = 0,
     weights: ChipWeightBytes | None = None,
+    cp: ArrayLike = 1,
 ) -> ChipMemory:
     """The one serving memory account every fit check uses (deployment, search, sweep):
     :func:`weight_bytes_per_chip` + :func:`kv_bytes_per_chip` + :func:`activation_bytes_per_chip`
     for ``tokens_in_flight`` over the ``pp x dp`` replicas' micro-batches. Attention data
     parallelism (``dp`` replicas of ``tp`` chips) splits the KV cache ``dp`` ways by sequence
     and the attention weights only ``tp`` ways; redundant expert slots add expert bytes.
+    Context parallelism (``cp`` ranks of a DP rank, holding the same weights) splits every
+    sequence's KV cache ``cp`` ways by position and the tokens in flight ``cp`` ways.
     ``weights``: :func:`weight_bytes_per_chip` for this plan when the caller already has it
     (they depend on the plan, not on the load)."""
     if weights is None:
@@ -183,10 +199,17 @@ def serving_memory_per_chip(
     return ChipMemory(
         weights=weights,
         kv_bytes=kv_bytes_per_chip(
-            kv_bytes_per_sequence, batch, tp=tp, pp=pp, dp=dp, kv_heads=m.kv_heads, layer_frac=layer_frac
+            kv_bytes_per_sequence,
+            batch,
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            kv_heads=m.kv_heads,
+            cp=cp,
+            layer_frac=layer_frac,
         ),
         activation_bytes=activation_bytes_per_chip(
-            num(tokens_in_flight) / (num(pp) * num(dp)),
+            num(tokens_in_flight) / (num(pp) * num(dp) * num(cp)),
             m.hidden,
             tp=tp,
             activation_bytes=activation_bytes,

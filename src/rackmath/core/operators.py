@@ -71,9 +71,7 @@ from rackmath.core import attention as attn
 from rackmath.core import efficiency as eff
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.loads import (
-    StepLoad,
-)
+from rackmath.core.loads import StepLoad, microbatch_tokens, rank_share, whole
 from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.core.roofline import expected_distinct_experts
 from rackmath.specs.efficiency import Kernel, OpClass
@@ -327,17 +325,6 @@ def _has(x: FloatArray) -> bool:
     return bool(x.any()) if type(x) is np.ndarray else bool(x)
 
 
-def whole(sequences: FloatArray, ways: FloatArray) -> FloatArray:
-    """Sequences the busiest of ``ways`` ranks holds: ``ceil(sequences / ways)`` (whole
-    sequences; a fractional count, an average load, is split as it is)."""
-    share = sequences / ways
-    if type(ways) is not np.ndarray and ways == 1.0:
-        return share
-    if type(sequences) is not np.ndarray and type(ways) is not np.ndarray:  # one point
-        return ceil(share) if sequences == float(np.floor(sequences)) else share
-    return np.asarray(np.where(sequences == np.floor(sequences), np.ceil(share), share))
-
-
 def pass_operators(
     m: OperatorModel,
     load: StepLoad,
@@ -350,12 +337,15 @@ def pass_operators(
     moe_tp: ArrayLike = 0,
     redundant_experts: ArrayLike = 0,
     skew: ArrayLike = 1.0,
+    cp: ArrayLike = 1.0,
+    cp_queries_everywhere: bool = False,
 ) -> tuple[Operator, ...]:
     """The operators the busiest chip runs for one micro-batch through one (average) stage.
 
     ``P = pp`` micro-batches of ``1/P`` of the load each; a stage holds ``1/P`` of the
     layers; a DP rank of ``tp`` chips (the attention's TP x DP) takes whole decode sequences,
-    ``ceil(B / (P dp))`` at most (:func:`whole`), and ``1/(P dp)`` of a step's prompt tokens;
+    ``ceil(B / (P dp))`` at most (:func:`rackmath.core.loads.whole`), and ``1/(P dp)`` of a
+    step's prompt tokens;
     the routed experts are spread over the stage's ``C = dp tp`` chips in ``shards`` =
     :func:`expert_shards` (MoE TP x EP), so ``C / shards`` groups each see ``1/groups`` of the
     tokens. The busiest EP rank (the one the step waits for) gets ``skew`` times the mean routed
@@ -365,12 +355,34 @@ def pass_operators(
     (tokens per expert over the EP group, I_e/expert-TP, h), decode attention (sequences x KV
     heads on the chip, query heads per KV head, context), prefill attention (tokens, d_qk,
     prompt length).
+
+    **Context parallelism** (``cp = c > 1``; a DP rank is ``c`` groups of ``tp`` chips holding the
+    same weights): each of the ``c`` ranks runs the GEMMs, norms and head on ``1/c`` of the DP
+    rank's tokens (``ceil(n/c)`` whole decode sequences, ``1/c`` of a prompt's tokens: the
+    load-balanced zigzag split of Megatron and SGLang). Decode attention: every CP rank attends
+    all ``n`` sequences over its ``1/c`` of each one's cache (KV striped token by token, SGLang's
+    ``p mod c``), so FLOPs and the KV read are ``1/c``, the kernel's depth ``L/c``; a new
+    token's KV is written by the rank that owns its sequence. Prefill attention: a rank's
+    ``S/c`` queries over the gathered ``S`` keys and values, ``1/c`` of the causal FLOPs (the
+    zigzag split balances them) and of the cache written. ``cp_queries_everywhere`` (the
+    ``a2a`` merge, Helix): the QKV projection runs every decode sequence on every CP rank, so no
+    query is gathered. The traffic is :func:`rackmath.core.collective_ops.cp_collectives`.
     """
     t, p, d, e = (num(x) for x in (tp, pp, dp, ep))
+    c = num(cp)
+    on_cp = bool((c > 1.0).any()) if type(c) is np.ndarray else bool(c > 1.0)
     queries = load.decode_queries
-    decode_rows = whole(load.decode_sequences / queries, p * d) * queries  # a rank's decode rows
-    prompt_tokens = load.prefill_sequences * load.prefill_length / (p * d)
+    decode_rows, prompts, prompt_tokens = rank_share(load, p, d)
     tokens = decode_rows + prompt_tokens  # tokens a chip's rank sees per micro-batch
+    qkv_tokens = tokens
+    own_rows = decode_rows  # the decode rows whose tokens this chip computes (and whose KV it writes)
+    if on_cp:
+        cp_rows = whole(decode_rows / queries, c) * queries
+        own_rows = (
+            cp_rows if type(c) is not np.ndarray else np.asarray(np.where(c > 1.0, cp_rows, decode_rows))
+        )
+        tokens = own_rows + prompt_tokens / c
+        qkv_tokens = decode_rows + prompt_tokens / c if cp_queries_everywhere else tokens
     layers = m.num_layers / p
     stage = 1.0 / p  # a stage's share of the layers (the loads' attention work is all layers')
     dense_layers = m.num_dense_layers / p
@@ -381,13 +393,13 @@ def pass_operators(
 
     def gemm(
         name: str, n_layers: FloatArray, in_values: ArrayLike, out_values: ArrayLike, split: FloatArray,
-        cols: ArrayLike, depth: ArrayLike,
+        cols: ArrayLike, depth: ArrayLike, rows: FloatArray | None = None,
     ) -> Operator:  # fmt: skip
         """A dense projection over ``n_layers`` layers: ``in_values`` read and ``out_values``
-        written per token per layer (per chip)."""
+        written per token per layer (per chip); ``rows`` tokens (default: the chip's)."""
         formats, activation_bytes = rates.gemm(m.weight_precision[name])
         work = wk.gemm(
-            tokens,
+            tokens if rows is None else rows,
             P[name] / (p * split),
             cols,
             depth,
@@ -412,34 +424,49 @@ def pass_operators(
     # few decode rows' efficiency.
     if decode or not prefill:
         qk, v = m.decode_dims
-        work = wk.decode_attention(
-            decode_rows / queries,
-            heads * queries,
-            kv_local,
-            qk,
-            v,
-            load.decode_context,
-            flops=decode_rows * load.decode_attention_flops * stage / t,
-            kv_read_bytes=decode_rows * load.decode_kv_read_bytes * stage / kv_split,
-            kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
-            calls=layers,
-        )
+        if on_cp:  # every sequence of the DP rank, over this rank's 1/c of each one's cache
+            work = wk.decode_attention(
+                decode_rows / queries,
+                heads * queries,
+                kv_local,
+                qk,
+                v,
+                load.decode_context / c,
+                flops=decode_rows * load.decode_attention_flops * stage / t / c,
+                kv_read_bytes=decode_rows * load.decode_kv_read_bytes * stage / kv_split / c,
+                kv_write_bytes=own_rows * load.decode_kv_write_bytes * stage / kv_split,
+                calls=layers,
+            )
+        else:
+            work = wk.decode_attention(
+                decode_rows / queries,
+                heads * queries,
+                kv_local,
+                qk,
+                v,
+                load.decode_context,
+                flops=decode_rows * load.decode_attention_flops * stage / t,
+                kv_read_bytes=decode_rows * load.decode_kv_read_bytes * stage / kv_split,
+                kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
+                calls=layers,
+            )
         attention.append(timed("attention", OpClass.ATTENTION_DECODE, rates, work, att_formats, kind))
     if prefill:
         qk, v, kv_heads = m.prefill_dims
-        prompts = load.prefill_sequences / (p * d)  # a rank's prompts
+        share = c if on_cp else 1.0  # the CP rank's share of a prompt's queries, FLOPs and cache
         work = wk.prefill_attention(
-            prompt_tokens,
+            prompt_tokens / share,
             heads,
             kv_heads / minimum(t, kv_heads),
             qk,
             v,
             load.prefill_length,
-            flops=prompts * load.prefill_attention_flops * stage / t,
-            kv_read_bytes=prompts * load.prefill_kv_read_bytes * stage / kv_split,
-            kv_write_bytes=prompts * load.prefill_kv_write_bytes * stage / kv_split,
+            flops=prompts * load.prefill_attention_flops * stage / t / share,
+            kv_read_bytes=prompts * load.prefill_kv_read_bytes * stage / kv_split / share,
+            kv_write_bytes=prompts * load.prefill_kv_write_bytes * stage / kv_split / share,
             input_bytes=_activation_bytes(att_formats[0]),
             calls=layers,
+            kv_tokens=prompt_tokens if on_cp else None,
         )
         name = "attention_prefill" if decode else "attention"
         attention.append(timed(name, OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))
@@ -452,12 +479,12 @@ def pass_operators(
             wk.elementwise(tokens * h * emb_bytes / p, tokens, calls=1.0 / p),
             _ELEMENTWISE,
         ),
-        gemm("attention_qkv", layers, h, qkv_w / t, t, qkv_w / t, h),
+        gemm("attention_qkv", layers, h, qkv_w / t, t, qkv_w / t, h, qkv_tokens),
         *attention,
         gemm("attention_out", layers, out_w / t, h, t, h, out_w / t),
     ]
     if m.num_moe_layers:
-        table += _moe_operators(m, load, rates, gemm, tokens, t, p, d, e, moe_tp, redundant_experts, skew)
+        table += _moe_operators(m, load, rates, gemm, tokens, t, p, d * c, e, moe_tp, redundant_experts, skew)
     if m.num_dense_layers:
         di = m.mlp_widths[0] / t  # the dense MLP's intermediate width on one chip
         table.append(gemm("dense_mlp", dense_layers, h + di, (m.dense_matrices - 1) * di + h, t, di, h))
@@ -506,8 +533,8 @@ def _moe_operators(
     moe_layers = m.num_moe_layers / p
     P = m.params
     shards = expert_shards(t, e, moe_tp)
-    groups = d * t / shards
-    group_tokens = load.tokens / p / groups
+    groups = d * t / shards  # ``d``: the stage's token-splitting ranks (DP x CP)
+    group_tokens = microbatch_tokens(load, p) / groups
     distinct = expected_distinct_experts(group_tokens, m.experts, m.experts_per_token)
     slots = expert_slot_factor(e, m.experts, redundant_experts)
     # token-expert pairs the busiest rank's group processes (skew x the mean)

@@ -41,7 +41,7 @@ from rackmath.core import collective_ops as cops
 from rackmath.core import numeric
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.loads import StepLoad
+from rackmath.core.loads import StepLoad, microbatch_tokens, whole
 from rackmath.core.network import (
     DEFAULT_ACTIVATION_BYTES,
     CommOverlap,
@@ -88,6 +88,8 @@ def plan_step(
     skew: ArrayLike = 1.0,
     tbo_overlap_frac: ArrayLike = 0.0,
     shape: tuple[int, ...] | None = None,
+    cp: ArrayLike = 1.0,
+    cp_comm: str = "ag",
 ) -> PlanStep:
     """Operators plus communication of one cycle in which the deployment processes ``load``.
 
@@ -111,11 +113,26 @@ def plan_step(
     all-to-all is small pays more to read its weights twice than the overlap saves); where it
     does, the operators reported are the two halves'. ``shape`` (default: the inputs' broadcast shape) is the
     shape of the answer's arrays: a one-point load given as scalars is computed on scalars.
+
+    Micro-batches hold whole sequences (:func:`rackmath.core.loads.microbatch_tokens`): a
+    batch smaller than ``P`` runs as that many micro-batches and leaves stages idle, so one
+    prompt on ``P`` stages takes ``P`` stage passes of the whole prompt. ``stage_frac`` is the
+    heaviest stage's share of a pass with the LM head on the last stage
+    (:func:`rackmath.core.sharding.pipeline_fractions`).
+
+    Context parallelism (``cp``, ``cp_comm``; :class:`rackmath.specs.plan.ParallelPlan`): a stage
+    is ``dp x cp x tp`` chips; the operators split as
+    :func:`rackmath.core.operators.pass_operators` says, the CP group's collectives
+    (:func:`rackmath.core.collective_ops.cp_collectives`) add to the TP and EP ones, except a
+    prefill ring's, which passes under the prefill attention: ``max(0, ring - attention)`` of it
+    is exposed. With ``cp = 1`` nothing changes, to the bit.
     """
     t, p, d, e = (numeric.num(x) for x in (tp, pp, dp, ep))
+    c = numeric.num(cp)
+    on_cp = bool((c > 1.0).any()) if type(c) is np.ndarray else bool(c > 1.0)
     split: ArrayLike = False
-    chips_per_stage = d * t
-    mb_tokens = load.tokens / p
+    chips_per_stage = d * t * c if on_cp else d * t
+    mb_tokens = microbatch_tokens(load, p)
     imbalance = p / p if stage_frac is None else p * numeric.num(stage_frac)
 
     def operators_of(step_load: StepLoad) -> tuple[ops.Operator, ...]:
@@ -130,6 +147,8 @@ def plan_step(
             moe_tp=moe_tp,
             redundant_experts=redundant_experts,
             skew=skew,
+            cp=c,
+            cp_queries_everywhere=cp_comm == "a2a",
         )
 
     operators = operators_of(load)
@@ -141,14 +160,37 @@ def plan_step(
             raise InputError("topology", None, "a topology when communication is on")
         ranks = cops.destination_ranks(e, m.experts, m.experts_per_token)
 
-        def comms(tokens: FloatArray) -> tuple[ops.Operator, ...]:
-            """The TP and EP collectives of one micro-batch of ``tokens`` tokens."""
-            return cops.step_collectives(
-                m, tokens, rates.efficiency, topo, t, d, e, p, moe_tp, skew, ranks, activation_bytes
+        def comms(tokens: FloatArray, step_load: StepLoad) -> tuple[ops.Operator, ...]:
+            """The TP, EP and CP collectives of one micro-batch of ``tokens`` tokens."""
+            out = cops.step_collectives(
+                m, tokens, rates.efficiency, topo, t, d, e, p, moe_tp, skew, ranks, activation_bytes, c
             )
+            if on_cp:
+                out += cops.cp_collectives(m, step_load, rates.efficiency, topo, t, p, d, c, cp_comm)
+            return out
 
-        collectives = comms(mb_tokens)
+        def cp_exposed(
+            collectives: tuple[ops.Operator, ...], operators: tuple[ops.Operator, ...]
+        ) -> FloatArray:
+            """The CP traffic a pass waits for: all of it, less what a ring hides under the
+            prefill attention it feeds."""
+            total, ring = cops.cp_pass_s(collectives, zero)
+            if not ring_comm:
+                return total
+            attention = sum_over(
+                tuple(op for op in operators if op.op_class is seff.OpClass.ATTENTION_PREFILL),
+                lambda op: op.time_s,
+            )
+            return total - ring + np.maximum(ring - attention, 0.0)
+
+        ring_comm = on_cp and cp_comm == "ring"
+        collectives = comms(mb_tokens, load)
         tp_comm, ep_comm = cops.comm_pass_s(collectives, zero)
+        cp_comm_s, cp_wait = (
+            (cops.cp_pass_s(collectives, zero)[0], cp_exposed(collectives, operators))
+            if on_cp
+            else (zero, zero)
+        )
         hops = pipeline_hops(p, decode=decode) + zero
         if p.ndim == 0 and p == 1:  # one stage: no hop to time
             hops_s = zero
@@ -158,19 +200,27 @@ def plan_step(
             hop_out = pipeline_hop_s(message, True, topo, extra_hop_latency_s)
             hop_up = pipeline_hop_s(message, False, topo, extra_hop_latency_s)
             hops_s = crossing * hop_out + (hops - crossing) * hop_up + zero
-        stage = combine_comm_s(pass_s, tp_comm + ep_comm, comm_overlap_frac)
+        stage = combine_comm_s(
+            pass_s, tp_comm + ep_comm + cp_wait if on_cp else tp_comm + ep_comm, comm_overlap_frac
+        )
         o = numeric.num(tbo_overlap_frac)
         if (o > 0) if o.ndim == 0 else np.any(o > 0):
             # two micro-batches of half the tokens: each runs every operator (weights read twice,
             # GEMMs at half the rows) and its own collectives; one's all-to-all hides under the
             # other's operators
-            halves = operators_of(load.halved())
+            half_load = load.halved()
+            halves = operators_of(half_load)
             tbo_pass = 2.0 * sum_over(halves, lambda op: op.time_s)
-            half_collectives = comms(mb_tokens / 2.0)
+            half_collectives = comms(mb_tokens / 2.0, half_load)
             tp_half, ep_half = cops.comm_pass_s(half_collectives, zero)
-            with_tbo = combine_comm_s(tbo_pass, 2.0 * tp_half, comm_overlap_frac) + two_batch_overlap_s(
-                2.0 * ep_half, tbo_pass, o
+            cp_half, cp_half_wait = (
+                (cops.cp_pass_s(half_collectives, zero)[0], cp_exposed(half_collectives, halves))
+                if on_cp
+                else (zero, zero)
             )
+            with_tbo = combine_comm_s(
+                tbo_pass, 2.0 * (tp_half + cp_half_wait) if on_cp else 2.0 * tp_half, comm_overlap_frac
+            ) + two_batch_overlap_s(2.0 * ep_half, tbo_pass, o)
             use = (with_tbo < stage) & (o > 0)
             split = use
             operators = _either(use, halves, operators)
@@ -178,9 +228,11 @@ def plan_step(
             if np.ndim(use) == 0:
                 if use:
                     tp_comm, ep_comm, stage = 2.0 * tp_half, 2.0 * ep_half, with_tbo
+                    cp_comm_s = 2.0 * cp_half
             else:
                 tp_comm = np.where(use, 2.0 * tp_half, tp_comm)
                 ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
+                cp_comm_s = np.where(use, 2.0 * cp_half, cp_comm_s)
                 stage = np.where(use, with_tbo, stage)
         if not (p.ndim == 0 and p == 1):
             latency = crossing * topo.scale_out_latency_s + (hops - crossing) * topo.scale_up_latency_s
@@ -189,7 +241,7 @@ def plan_step(
             collectives = (*collectives, send)
     else:  # nothing to combine: the stage is the pass (the fields broadcast below, as views)
         combine_comm_s(0.0, 0.0, comm_overlap_frac)  # the overlap fraction is checked all the same
-        tp_comm = ep_comm = 0.0 * p
+        tp_comm = ep_comm = cp_comm_s = 0.0 * p
         hops = pipeline_hops(p, decode=decode)
         hops_s = hops * extra_hop_latency_s
         stage = pass_s
@@ -205,10 +257,13 @@ def plan_step(
         tp_comm, ep_comm, stage, hops, hops_s, p, imbalance = (
             x if isinstance(x, np.ndarray) and x.shape == shape else np.broadcast_to(x, shape) for x in fields
         )
+    if on_cp:
+        cp_comm_s = np.broadcast_to(cp_comm_s, shape)
     return PlanStep(
         operators=operators,
         tp_comm_pass_s=tp_comm,
         ep_comm_pass_s=ep_comm,
+        cp_comm_pass_s=cp_comm_s if on_cp else 0.0,
         stage_s=stage,
         hops=hops,
         hops_s=hops_s,
@@ -227,7 +282,7 @@ def host_overhead_s(table: seff.EfficiencyTable, load: StepLoad, dp: ArrayLike) 
     128 at 10 us, 1.28 ms, not 82 ms)."""
     if not table.overhead_s_per_sequence:
         return table.overhead_s
-    sequences = ops.whole(load.decode_sequences / load.decode_queries, numeric.num(dp))
+    sequences = whole(load.decode_sequences / load.decode_queries, numeric.num(dp))
     return np.asarray(table.overhead_s + table.overhead_s_per_sequence * sequences)
 
 

@@ -4,7 +4,9 @@
 :class:`ShardableModel` once (cached): bytes by sharding rule (TP-sharded, replicated,
 routed experts, vocabulary), every layer's bytes (for stage partitioning) and the
 operator model (:mod:`rackmath.core.operators`). :func:`balanced_stages` splits layers into
-contiguous pipeline stages minimizing the slowest (the linear-partition problem).
+contiguous pipeline stages minimizing the slowest (the linear-partition problem);
+:func:`stated_stages` takes the split a deployment states (``stages=16+15+15+15``), and
+:func:`pipeline_fractions` charges the LM head to the last stage (:func:`pipeline_costs`).
 The memory account per chip is :mod:`rackmath.core.memory`; the step, :mod:`rackmath.core.parallel`.
 """
 
@@ -190,9 +192,90 @@ def balanced_stages(costs: tuple[float, ...] | list[float], stages: int) -> Stag
     )
 
 
+def stated_stages(costs: tuple[float, ...] | list[float], stages: tuple[int, ...]) -> StageSplit:
+    """The split a deployment states: ``stages[i]`` consecutive layers on stage ``i``, first to
+    last (vLLM's ``VLLM_PP_LAYER_PARTITION``, SGLang's ``--pp-layer-partition``), with the cost
+    of each. ``sum(stages)`` must be the number of layers (:func:`check_stated_stages`)."""
+    c = np.asarray(costs, float)
+    if sum(stages) != c.size:
+        check_stated_stages(stages, c.size, _split(tuple(costs), len(stages)).stage_layers)
+    ends = np.cumsum(stages)
+    starts = ends - np.asarray(stages)
+    prefix = np.concatenate([[0.0], np.cumsum(c)])
+    return StageSplit(
+        starts=tuple(int(x) for x in starts),
+        stage_costs=tuple(float(prefix[e] - prefix[s]) for s, e in zip(starts, ends, strict=True)),
+        stage_layers=tuple(stages),
+    )
+
+
+def check_stated_stages(
+    stages: tuple[int, ...], layers: int, balanced: tuple[int, ...], owner: str = ""
+) -> None:
+    """Stated stages must cover the ``layers`` exactly; refused in one line naming the field and
+    a split that works (``balanced``: the tool's own)."""
+    if sum(stages) != layers:
+        of = f"{owner}'s " if owner else "the "
+        raise InputError(
+            "plan stages",
+            "+".join(str(n) for n in stages),
+            f"{len(stages)} stages whose layers sum to {of}{layers} layers (these cover {sum(stages)}), "
+            f"e.g. stages={'+'.join(str(n) for n in balanced)}",
+        )
+
+
+def pipeline_costs(m: ShardableModel) -> tuple[float, ...]:
+    """What each layer costs a pipeline stage per micro-batch pass, in weight bytes read, with
+    the LM head's bytes on the last layer (the last stage runs the head on every pass) and the
+    embedding on none (the first stage holds it but reads only the looked-up rows).
+
+    The stage a layer lands on always holds it with its neighbours, so charging the head to the
+    last layer charges it to the last stage in any contiguous split: :func:`balanced_stages` on
+    these costs balances the stages with the head counted, and gives the last stage fewer
+    layers where the head weighs (Llama 3.1 8B's head is 2.4 layers' bytes)."""
+    costs = list(m.layer_bytes)
+    costs[-1] += m.head_bytes
+    return tuple(costs)
+
+
 @lru_cache(maxsize=256)
 def _split(costs: tuple[float, ...], stages: int) -> StageSplit:
     return balanced_stages(costs, stages)
+
+
+def pipeline_split(m: ShardableModel, pp: int, stages: tuple[int, ...] = ()) -> StageSplit:
+    """The stages a plan runs: the stated ``stages`` or, unset, the balanced split of
+    :func:`pipeline_costs` (LM head on the last stage) over ``pp`` stages."""
+    costs = pipeline_costs(m)
+    return stated_stages(costs, stages) if stages else _split(costs, int(pp))
+
+
+def pipeline_fractions(
+    m: ShardableModel, pp: ArrayLike, stages: tuple[int, ...] = ()
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """For each ``pp``: (the slowest stage's share of a pass's cost, head included, so that the
+    step's ``imbalance = P x`` it; that stage split's heaviest share of the layers' weights, for
+    the memory account; its most layers over ``L``, for the KV held).
+
+    Worked number (DeepSeek-V3, fp8, 61 layers over 4 stages): the split and the figures are
+    ``docs/plans.md``'s, recomputed in ``tests/test_pipeline_cp.py``. ``pp = 1``: ``(1, 1, 1)``.
+    """
+    p = np.asarray(pp, int)
+    out: dict[int, tuple[float, float, float]] = {}
+    layer_bytes = np.asarray(m.layer_bytes, float)
+    for v in np.unique(p):
+        split = pipeline_split(m, int(v), stages)
+        ends = np.cumsum(split.stage_layers)
+        weights = [float(layer_bytes[s:e].sum()) for s, e in zip(split.starts, ends, strict=True)]
+        out[int(v)] = (
+            split.heaviest_frac,
+            max(weights) / float(layer_bytes.sum()),
+            max(split.stage_layers) / len(layer_bytes),
+        )
+    if p.ndim == 0:
+        return tuple(np.asarray(x, float) for x in out[int(p)])  # type: ignore[return-value]
+    columns = [np.vectorize(lambda v, j=j: out[int(v)][j], otypes=[float])(p) for j in range(3)]
+    return columns[0], columns[1], columns[2]
 
 
 def stage_fractions(layer_costs: tuple[float, ...], pp: ArrayLike) -> tuple[FloatArray, FloatArray]:

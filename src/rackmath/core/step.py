@@ -80,8 +80,11 @@ class PlanStep:
     #: the collectives of one pass (TP and EP: ``tp_all_reduce``, ``moe_tp_all_reduce``,
     #: ``ep_dispatch``, ``ep_combine``) and the cycle's pipeline sends (``pp_send``), each an
     #: operator of class ``collective`` with its kernel
-    #: (:func:`rackmath.core.collective_ops.step_collectives`)
+    #: (:func:`rackmath.core.collective_ops.step_collectives`), then a CP group's
+    #: (:func:`rackmath.core.collective_ops.cp_collectives`)
     collectives: tuple[ops.Operator, ...] = ()
+    #: a CP group's traffic of one pass, hidden or not (0 without context parallelism)
+    cp_comm_pass_s: FloatArray | float = 0.0
 
     @property
     def _scale(self) -> FloatArray:
@@ -161,8 +164,16 @@ class PlanStep:
         return np.asarray(self._scale * self.ep_comm_pass_s)
 
     @property
+    def cp_comm_s(self) -> FloatArray:
+        """A CP group's traffic over the cycle (KV gathers, query gathers, output merges)."""
+        return np.asarray(self._scale * self.cp_comm_pass_s)
+
+    @property
     def comm_s(self) -> FloatArray:
-        return np.asarray(self.tp_comm_s + self.ep_comm_s)
+        """TP, EP and CP traffic over the cycle (the CP part only where there is any)."""
+        if isinstance(self.cp_comm_pass_s, float) and self.cp_comm_pass_s == 0.0:
+            return np.asarray(self.tp_comm_s + self.ep_comm_s)
+        return np.asarray(self.tp_comm_s + self.ep_comm_s + self.cp_comm_s)
 
     @property
     def communication_s(self) -> FloatArray:

@@ -217,6 +217,7 @@ def prefill_attention(
     kv_write_bytes: ArrayLike = 0.0,
     input_bytes: ArrayLike = OUTPUT_BYTES,
     calls: ArrayLike = 1.0,
+    kv_tokens: ArrayLike | None = None,
 ) -> Work:
     """Causal attention over prompts of ``length`` (``tokens`` of them on the chip): the
     registry's ``flops``; Q, K and V read at ``input_bytes`` each (``query_heads`` queries of
@@ -224,14 +225,20 @@ def prefill_attention(
     token; MLA's prefill runs decompressed, ``kv_heads = query_heads``) and O written in bf16;
     a cached prefix's ``kv_read_bytes`` and the new cache's ``kv_write_bytes``. Shape: rows =
     tokens, cols = ``query_width`` (the inner dimension of ``Q K^T``), depth = ``length``.
+    ``kv_tokens`` (default ``tokens``): the tokens whose keys and values are read, where they
+    are more than the queries (context parallelism: a rank's ``S/cp`` queries attend to the
+    ``S`` gathered keys and values).
     """
     m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
     c, qw, ow = num(calls), num(query_width), num(output_width)
     values_in = hq * qw + hk * (qw + ow)
+    activation = m * c * (values_in * num(input_bytes) + hq * ow * OUTPUT_BYTES)
+    if kv_tokens is not None:  # the keys and values of the tokens beyond the rank's own
+        activation = activation + c * (num(kv_tokens) - m) * hk * (qw + ow) * num(input_bytes)
     return Work(
         flops=num(flops),
         weight_bytes=_ZERO,
-        activation_bytes=m * c * (values_in * num(input_bytes) + hq * ow * OUTPUT_BYTES),
+        activation_bytes=activation,
         kv_read_bytes=num(kv_read_bytes),
         kv_write_bytes=num(kv_write_bytes),
         rows=m,

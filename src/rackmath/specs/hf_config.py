@@ -19,7 +19,7 @@ from typing import Any
 from rackmath.errors import ConfigError, InputError, UnknownIdError
 from rackmath.specs.hf_readers import FAMILY_READERS, TIED_BY_DEFAULT, unwrap
 from rackmath.specs.hf_readers.fields import Config, Fields
-from rackmath.specs.model import ModelSpec, PublishedCounts
+from rackmath.specs.model import WEIGHT_CLASSES, ModelSpec, PublishedCounts
 from rackmath.specs.precision import ALIASES, FORMATS, Precision
 from rackmath.userfiles import read_text
 
@@ -44,22 +44,119 @@ def _native_precision(config: Config) -> Precision:
     if method == "mxfp4":
         return Precision.MXFP4
     if method == "modelopt":
-        algo = str(quant.get("quant_algo", "")).upper()
-        if "NVFP4" in algo:
-            return Precision.NVFP4
-        if "MXFP4" in algo:
-            return Precision.MXFP4
-        if "FP8" in algo:
-            return Precision.FP8_BLOCK if "BLOCK" in algo else Precision.FP8
-        raise ConfigError(
-            f"config.json: quantization_config.quant_algo {quant.get('quant_algo')!r} is not a format "
-            "rackmath reads (NVFP4, FP8, FP8_BLOCKWISE, W4A8_MXFP4_FP8)"
-        )
+        if _is_mixed(quant):
+            return _mixed_precision_classes(config, quant)[0]
+        return _modelopt_format(quant.get("quant_algo"), "quantization_config.quant_algo")
     if method == "fp8" or str(quant.get("fmt", "")).lower().startswith("e4m3"):
         return Precision.FP8_BLOCK if quant.get("weight_block_size") else Precision.FP8
     if method == "compressed-tensors":
-        return _compressed_tensors_format(quant)[0]
+        by_group = _ct_class_formats(quant)
+        first = _compressed_tensors_format(quant)[0]
+        return next((by_group[c] for c in ("routed_experts", "dense_mlp") if c in by_group), first)
     return _unquantized_precision(config)
+
+
+def _modelopt_format(algo: Any, where: str) -> Precision:
+    """A ModelOpt ``quant_algo`` as a storage format: ``NVFP4`` (also ``W4A16_NVFP4``,
+    ``NVFP4_AWQ``), ``MXFP4`` (``W4A8_MXFP4_FP8``), ``FP8`` (``FP8_BLOCKWISE``, ``FP8_PB_WO``:
+    block-scaled); anything else refused in one line naming the field."""
+    text = str(algo or "").upper()
+    if "NVFP4" in text:
+        return Precision.NVFP4
+    if "MXFP4" in text:
+        return Precision.MXFP4
+    if "FP8" in text:
+        return Precision.FP8_BLOCK if ("BLOCK" in text or "_PB" in text) else Precision.FP8
+    raise ConfigError(
+        f"config.json: {where} {algo!r} is not a format rackmath reads "
+        "(NVFP4, FP8, FP8_BLOCKWISE, W4A8_MXFP4_FP8, MIXED_PRECISION)"
+    )
+
+
+def _is_mixed(quant: Mapping[str, Any]) -> bool:
+    return str(quant.get("quant_algo", "")).upper() == "MIXED_PRECISION"
+
+
+def _module_class(name: str) -> str | None:
+    """The weight class of one module path (``model.layers.3.mlp.experts.7.down_proj`` ->
+    ``routed_experts``), or None for a path that names none."""
+    parts = [p for p in name.split(".") if p]
+    if "embed_tokens" in parts:
+        return "embedding"
+    if "lm_head" in parts:
+        return "lm_head"
+    if "self_attn" in parts:
+        return "attention"
+    if "shared_experts" in parts or "shared_expert" in parts:
+        return "shared_experts"
+    if "experts" in parts:
+        return "routed_experts"
+    if "mlp" in parts or "block_sparse_moe" in parts:
+        return "router" if parts[-1] in ("gate", "router") else "dense_mlp"
+    return None
+
+
+def _mixed_precision_classes(
+    config: Config, quant: Mapping[str, Any]
+) -> tuple[Precision, tuple[tuple[str, Precision], ...], list[str]]:
+    """A ModelOpt ``MIXED_PRECISION`` checkpoint: ``quantized_layers`` gives each quantized
+    module its ``quant_algo`` (ModelOpt's per-layer export, NVIDIA's mixed NVFP4/FP8
+    checkpoints); a class takes its modules' format (the most common, where they differ,
+    with a note), a class with no module listed keeps ``torch_dtype``. The native format is the
+    routed experts' (else the dense MLP's, else the attention's): the weights the model mostly
+    holds. ``(native, by_class, notes)``."""
+    layers = quant.get("quantized_layers")
+    if not isinstance(layers, Mapping) or not layers:
+        raise ConfigError(
+            "config.json: quantization_config.quantized_layers (module -> quant_algo) is missing "
+            "(quant_algo MIXED_PRECISION)"
+        )
+    found: dict[str, dict[Precision, int]] = {}
+    notes: list[str] = []
+    for module, spec in layers.items():
+        algo = spec.get("quant_algo") if isinstance(spec, Mapping) else spec
+        fmt = _modelopt_format(algo, f"quantization_config.quantized_layers[{module!r}].quant_algo")
+        cls = _module_class(str(module))
+        if cls is None:
+            continue
+        counts = found.setdefault(cls, {})
+        counts[fmt] = counts.get(fmt, 0) + 1
+    classes: dict[str, Precision] = {}
+    for cls, counts in found.items():
+        classes[cls] = max(counts, key=lambda f: counts[f])
+        if len(counts) > 1:
+            mix = ", ".join(f"{n} {f.value}" for f, n in counts.items())
+            notes.append(f"{cls} modules in several formats ({mix}); counted as {classes[cls].value}")
+    keep = _unquantized_precision(config)
+    native = next((classes[c] for c in ("routed_experts", "dense_mlp", "attention") if c in classes), keep)
+    every = {c: classes.get(c, keep) for c in WEIGHT_CLASSES}
+    return native, tuple(sorted((c, f) for c, f in every.items() if f is not native)), notes
+
+
+def _kv_precision(config: Config) -> Precision | None:
+    """The KV cache's format where the quantization config states one: ModelOpt's
+    ``kv_cache_quant_algo`` (``FP8``, ``NVFP4``) or a ``kv_cache_scheme`` of compressed-tensors
+    and ModelOpt (``num_bits 8, type float`` -> fp8; ``8 int`` -> int8); None where it says
+    nothing (``kv_cache_scheme: null``): the KV then defaults to bf16."""
+    quant = config.get("quantization_config") or {}
+    if not isinstance(quant, Mapping):
+        return None
+    algo = quant.get("kv_cache_quant_algo")
+    if algo:
+        fmt = _modelopt_format(algo, "quantization_config.kv_cache_quant_algo")
+        return Precision.FP8 if fmt is Precision.FP8_BLOCK else fmt
+    scheme = quant.get("kv_cache_scheme")
+    if not isinstance(scheme, Mapping):
+        return None
+    bits, kind = scheme.get("num_bits"), str(scheme.get("type", "")).lower()
+    formats = {(8, "float"): Precision.FP8, (8, "int"): Precision.INT8}
+    kv = formats.get((bits, kind))  # type: ignore[arg-type]
+    if kv is None:
+        raise ConfigError(
+            f"config.json: quantization_config.kv_cache_scheme of {bits} bits, type {kind!r}, is not a "
+            "KV format rackmath reads (8-bit float or int)"
+        )
+    return kv
 
 
 def _compressed_tensors_format(quant: Mapping[str, Any]) -> tuple[Precision, int | None]:
@@ -67,11 +164,20 @@ def _compressed_tensors_format(quant: Mapping[str, Any]) -> tuple[Precision, int
     llm-compressor format): the weights of its first config group. Kimi K2.5: ``num_bits 4``,
     ``type int``, ``strategy group``, ``group_size 32`` -> int4. Formats rackmath does not
     store (other bit widths) are refused in one line."""
+    groups = _ct_groups(quant)
+    return _group_format(groups[sorted(groups)[0]])
+
+
+def _ct_groups(quant: Mapping[str, Any]) -> Mapping[str, Any]:
     groups = quant.get("config_groups") or {}
     if not isinstance(groups, Mapping) or not groups:
         raise ConfigError("config.json: quantization_config.config_groups is missing (compressed-tensors)")
-    first = groups[sorted(groups)[0]]
-    weights = first.get("weights") if isinstance(first, Mapping) else None
+    return groups
+
+
+def _group_format(entry: Any) -> tuple[Precision, int | None]:
+    """``(weight format, group size)`` of one compressed-tensors config group."""
+    weights = entry.get("weights") if isinstance(entry, Mapping) else None
     if not isinstance(weights, Mapping):
         raise ConfigError("config.json: quantization_config.config_groups has no weights entry")
     bits, kind = weights.get("num_bits"), str(weights.get("type", "")).lower()
@@ -131,6 +237,9 @@ def _weight_precision_by_class(config: Config) -> tuple[tuple[tuple[str, Precisi
         return (), []
     if str(quant.get("quant_method", "")).lower() == "compressed-tensors":
         return _compressed_tensors_classes(config, quant)
+    if str(quant.get("quant_method", "")).lower() == "modelopt" and _is_mixed(quant):
+        _, by_class, mixed_notes = _mixed_precision_classes(config, quant)
+        return by_class, mixed_notes
     patterns = quant.get("modules_to_not_convert") or []
     if not isinstance(patterns, list):
         raise ConfigError(
@@ -200,6 +309,32 @@ def _ignored(name: str, patterns: list[str]) -> bool:
     return False
 
 
+def _targets(entry: Any) -> list[str]:
+    targets = entry.get("targets") if isinstance(entry, Mapping) else None
+    return [str(t) for t in targets] if isinstance(targets, list) else ["Linear"]
+
+
+def _ct_class_formats(quant: Mapping[str, Any]) -> dict[str, Precision]:
+    """Each class's format where a compressed-tensors checkpoint quantizes classes apart
+    (several ``config_groups``, each with its ``targets``: ``re:.*mlp\\.experts.*`` in NVFP4
+    beside ``re:.*self_attn.*`` in FP8): a class takes the group whose targets name its
+    modules (:data:`_CT_CLASS_MODULES`), else the group targeting every ``Linear``. Empty
+    with one group (it covers every class)."""
+    groups = _ct_groups(quant)
+    if len(groups) < 2:
+        return {}
+    out: dict[str, Precision] = {}
+    for cls, names in _CT_CLASS_MODULES:
+        named = [
+            g for g in sorted(groups) if _ignored(names[0], [t for t in _targets(groups[g]) if t != "Linear"])
+        ]
+        every = [g for g in sorted(groups) if "Linear" in _targets(groups[g])]
+        chosen = named or every
+        if chosen:
+            out[cls] = _group_format(groups[chosen[0]])[0]
+    return out
+
+
 def _compressed_tensors_classes(
     config: Config, quant: Mapping[str, Any]
 ) -> tuple[tuple[tuple[str, Precision], ...], list[str]]:
@@ -214,6 +349,13 @@ def _compressed_tensors_classes(
     keep = _unquantized_precision(config)
     classes = {cls: keep for cls, names in _CT_CLASS_MODULES if all(_ignored(n, patterns) for n in names)}
     classes.update(dict.fromkeys(("embedding", "router", "norms"), keep))
+    native = _native_precision(config)
+    by_group = _ct_class_formats(quant)
+    if by_group:  # several groups: each class its own group's format, none targeted: torch_dtype
+        for cls, _ in _CT_CLASS_MODULES:
+            fmt = by_group.get(cls, keep)
+            if cls not in classes and fmt is not native:
+                classes[cls] = fmt
     fmt, group = _compressed_tensors_format(quant)
     notes = []
     if fmt is Precision.INT4 and group not in (None, _INT4_GROUP):
@@ -276,6 +418,7 @@ def model_from_config(
         tie_word_embeddings=f.flag("tie_word_embeddings", family in TIED_BY_DEFAULT),
         native_weight_precision=_native_precision(config),
         weight_precision_by_class=by_class,
+        native_kv_precision=_kv_precision(config),
         max_context=context if isinstance(context, int) and context > 0 else None,
         aliases=aliases,
         published=published,

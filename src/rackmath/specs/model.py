@@ -7,9 +7,11 @@ math never parses a layer pattern again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 
+from rackmath.errors import InputError, UnknownIdError
 from rackmath.specs.precision import Precision
 
 
@@ -138,6 +140,67 @@ WEIGHT_CLASSES = (
     "norms",
 )
 
+#: The names a statement of weights per class takes (``experts=nvfp4,attention=fp8``), each
+#: the classes of :data:`WEIGHT_CLASSES` it sets: ``experts`` the routed experts, ``mlp`` the
+#: dense MLP, ``embeddings`` the embedding and the LM head together.
+WEIGHT_CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "attention": ("attention",),
+    "mlp": ("dense_mlp",),
+    "dense_mlp": ("dense_mlp",),
+    "experts": ("routed_experts",),
+    "routed_experts": ("routed_experts",),
+    "shared_experts": ("shared_experts",),
+    "embeddings": ("embedding", "lm_head"),
+    "embedding": ("embedding",),
+    "lm_head": ("lm_head",),
+    "head": ("lm_head",),
+    "router": ("router",),
+    "norms": ("norms",),
+}
+
+
+#: How a model's notes record weights stated per class (:meth:`ModelSpec.with_weight_precisions`).
+STATED_WEIGHTS_NOTE = "weights per class as stated: "
+
+
+def parse_weight_classes(
+    stated: str | Mapping[str, str | Precision], field: str = "--weight-classes"
+) -> tuple[tuple[str, Precision], ...]:
+    """Weights per tensor class as a deployment states them: ``"experts=nvfp4,attention=fp8"``
+    (or the same as a mapping) -> ``(("attention", fp8), ("routed_experts", nvfp4))``, each
+    name of :data:`WEIGHT_CLASS_NAMES` and each format of :class:`Precision` (the format
+    table's bytes, block scales included); a bad name or format is one line naming both lists."""
+    names = ", ".join(WEIGHT_CLASS_NAMES)
+    example = "e.g. experts=nvfp4,attention=fp8,embeddings=bf16"
+    if isinstance(stated, Mapping):
+        pairs = [(str(k), v) for k, v in stated.items()]
+    else:
+        pairs = []
+        for part in str(stated).replace(" ", "").split(","):
+            if not part:
+                continue
+            key, eq, value = part.partition("=")
+            if not eq or not value:
+                raise InputError(field, part, f"class=format pairs joined by commas, {example}")
+            pairs.append((key, value))
+    if not pairs:
+        raise InputError(field, str(stated), f"at least one class=format pair, {example}")
+    out: dict[str, Precision] = {}
+    for key, value in pairs:
+        classes = WEIGHT_CLASS_NAMES.get(key.strip().lower())
+        if classes is None:
+            raise InputError(field, key, f"a weight class: {names} ({example})")
+        try:
+            precision = Precision.parse(value)
+        except UnknownIdError:
+            formats = ", ".join(p.value for p in Precision)
+            raise InputError(field, f"{key}={value}", f"a format: {formats}") from None
+        for name in classes:
+            if name in out and out[name] is not precision:
+                raise InputError(field, str(stated), f"one format per class ({name} is stated twice)")
+            out[name] = precision
+    return tuple(sorted(out.items()))
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -157,6 +220,9 @@ class ModelSpec:
     #: ``native_weight_precision``, e.g. gpt-oss keeps attention, router, embedding and LM head
     #: in bf16 while its experts are mxfp4. Pairs, so the spec stays hashable.
     weight_precision_by_class: tuple[tuple[str, Precision], ...] = ()
+    #: The KV cache's format where the checkpoint's quantization config states one (ModelOpt's
+    #: ``kv_cache_quant_algo``, a ``kv_cache_scheme``); None: bf16 unless a deployment says
+    native_kv_precision: Precision | None = None
     num_mtp_layers: int = 0  # multi-token-prediction modules, not counted in the main model
     max_context: int | None = None
     aliases: tuple[str, ...] = ()
@@ -185,6 +251,38 @@ class ModelSpec:
         if default is not None and default is not native:
             return default
         return dict(self.weight_precision_by_class).get(weight_class, native)
+
+    def with_weight_precisions(
+        self, classes: tuple[tuple[str, Precision], ...], weights: Precision | None = None
+    ) -> ModelSpec:
+        """The model as a deployment stores it: ``classes`` (:func:`parse_weight_classes`) in
+        their stated formats, the rest in ``weights`` (a uniform requantization; default: as
+        shipped, the checkpoint's unconverted classes kept). Served at its native precision,
+        every analysis then reads each class's own bytes and runs each operator on its own
+        kernel (:meth:`weight_precision`)."""
+        base = self.native_weight_precision if weights is None else weights
+        kept = dict(self.weight_precision_by_class) if base is self.native_weight_precision else {}
+        kept.update(classes)
+        by_class = tuple(sorted((c, p) for c, p in kept.items() if p is not base))
+        stated = ", ".join(f"{c} {p.value}" for c, p in classes)
+        note = f"{STATED_WEIGHTS_NOTE}{stated}; the rest {base.value}"
+        notes = tuple(n for n in self.notes if not n.startswith(STATED_WEIGHTS_NOTE))
+        return replace(
+            self, native_weight_precision=base, weight_precision_by_class=by_class, notes=(*notes, note)
+        )
+
+    @property
+    def stated_weight_classes(self) -> str:
+        """The weights per class a deployment stated (:meth:`with_weight_precisions`), or ''."""
+        for n in self.notes:
+            if n.startswith(STATED_WEIGHTS_NOTE):
+                return n.removeprefix(STATED_WEIGHTS_NOTE)
+        return ""
+
+    @property
+    def weight_formats(self) -> dict[str, Precision]:
+        """Every weight class's storage format as served at the native precision."""
+        return {c: self.weight_precision(c) for c in WEIGHT_CLASSES}
 
     @property
     def num_layers(self) -> int:

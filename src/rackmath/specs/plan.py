@@ -1,6 +1,6 @@
 """A parallel plan: how a model's work is split over chips.
 
-Chips are arranged as ``pp`` pipeline stages, each of ``dp x tp`` chips:
+Chips are arranged as ``pp`` pipeline stages, each of ``dp x tp x cp`` chips:
 
 * ``tp`` tensor parallelism shards every matmul (attention heads, dense MLP) over ``tp`` chips;
 * ``dp`` data parallelism replicates those shards; in MoE inference these replicas are the
@@ -8,11 +8,22 @@ Chips are arranged as ``pp`` pipeline stages, each of ``dp x tp`` chips:
 * ``ep`` expert parallelism shards the routed experts of each MoE layer over ``ep`` of a
   stage's ``dp x tp`` chips (so ``ep`` divides ``dp x tp``), as Megatron-Core and large MoE
   serving stacks fold EP into the data-parallel ranks;
-* ``cp`` context (sequence) parallelism splits long sequences in training; it multiplies
-  the chips like ``dp``.
+* ``cp`` context (sequence) parallelism splits one sequence's tokens over ``cp`` chips that
+  hold the same weights (it multiplies the chips like ``dp``): in training and in a prompt's
+  prefill each rank runs ``1/cp`` of the tokens and gathers the keys and values it attends to;
+  in decode each rank holds ``1/cp`` of every sequence's KV cache and the partial attention
+  outputs are merged by their log-sum-exp (:mod:`rackmath.core.collective_ops`);
+* ``cp_comm`` how a serving CP group communicates: ``ag`` (the default: prefill all-gathers the
+  KV before attention, decode all-gathers the queries and the LSEs and reduce-scatters the
+  outputs, vLLM's ``ag_rs``), ``a2a`` (decode computes every sequence's queries on every CP rank
+  and merges outputs and LSEs in one packed all-to-all, SGLang's DCP and vLLM's ``a2a``; prefill
+  as ``ag``) or ``ring`` (prefill passes the KV around the ring under the attention blocks,
+  Megatron's ``p2p``; decode as ``ag``);
+* ``stages`` the layers of each pipeline stage, first to last (``stages=16+15+15+15``); unset,
+  the tool balances them (the LM head counted on the last stage).
 
 ``chips = pp * dp * tp * cp``. Whether a plan suits a model (heads divisible by ``tp``,
-experts by ``ep``, layers by ``pp``) is checked by the analyses that know the model.
+experts by ``ep``, ``stages`` covering the layers) is checked by the analyses that know the model.
 
 Plans as 2026 deployments state them (attention and MoE parallelised separately over the
 same chips, as DeepSeek-V3's inference and SGLang/TensorRT-LLM wide-EP run them):
@@ -49,6 +60,9 @@ DEGREES = ("tp", "pp", "dp", "ep", "cp")
 #: Names the grammar accepts for a dimension stored under another name.
 ALIASES = {"attn_tp": "tp", "attn_dp": "dp"}
 
+#: How a serving CP group communicates (see the module docstring); the first is the default.
+CP_COMM = ("ag", "a2a", "ring")
+
 _ON_OFF = {"on": 1.0, "off": 0.0, "true": 1.0, "false": 0.0}
 
 
@@ -67,6 +81,10 @@ class ParallelPlan:
     skew: float = 1.0
     #: two-batch overlap: fraction of a pass's operator time that hides the all-to-all (0: off)
     tbo: float = 0.0
+    #: how a serving CP group communicates (:data:`CP_COMM`)
+    cp_comm: str = CP_COMM[0]
+    #: layers of each pipeline stage, first to last (empty: balanced by the tool)
+    stages: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in DEGREES:
@@ -110,6 +128,16 @@ class ParallelPlan:
                 self.redundant_experts,
                 "0 without expert parallelism (redundant slots spread hot experts over EP ranks); set ep > 1",
             )
+        if self.cp_comm not in CP_COMM:
+            raise InputError("plan cp_comm", self.cp_comm, ", ".join(CP_COMM))
+        if self.cp == 1 and self.cp_comm != CP_COMM[0]:
+            raise InputError(
+                "plan cp_comm",
+                self.cp_comm,
+                f"{CP_COMM[0]} without context parallelism (it is how CP ranks talk); set cp > 1",
+            )
+        if self.stages:
+            _check_stages(self.stages, self.pp)
 
     @property
     def chips(self) -> int:
@@ -127,9 +155,10 @@ class ParallelPlan:
     @classmethod
     def parse(cls, text: str) -> ParallelPlan:
         """``"tp=8,pp=16,dp=64"`` -> ``ParallelPlan(tp=8, pp=16, dp=64)``; also
-        ``attn_dp=32,ep=32,redundant_experts=32,skew=1.3,tbo=on``."""
+        ``attn_dp=32,ep=32,redundant_experts=32,skew=1.3,tbo=on``; ``tp=8,cp=4,cp_comm=a2a``;
+        ``pp=4,stages=16+15+15+15``."""
         known = [f.name for f in fields(cls)]
-        values: dict[str, int | float] = {}
+        values: dict[str, int | float | str | tuple[int, ...]] = {}
         for part in text.replace(" ", "").split(","):
             if not part:
                 continue
@@ -143,6 +172,9 @@ class ParallelPlan:
             if key in values:
                 raise InputError("--plan", part, f"each of {', '.join(known)} at most once (attn_tp is tp)")
             values[key] = _parse_value(key, raw)
+        stages = values.get("stages")
+        if isinstance(stages, tuple) and "pp" not in values:  # the stages say how many there are
+            values["pp"] = len(stages)
         return cls(**values)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
@@ -155,11 +187,47 @@ class ParallelPlan:
             parts.append(f"skew={self.skew:g}")
         if self.tbo:
             parts.append("tbo=on" if self.tbo == 1.0 else f"tbo={self.tbo:g}")
+        if self.cp_comm != CP_COMM[0]:
+            parts.append(f"cp_comm={self.cp_comm}")
+        if self.stages:
+            parts.append("stages=" + "+".join(str(n) for n in self.stages))
         return ",".join(parts) or "tp=1"
 
 
-def _parse_value(key: str, raw: str) -> int | float:
+def _check_stages(stages: object, pp: int) -> tuple[int, ...]:
+    """``stages``: ``pp`` whole numbers >= 1, one per stage (whether they cover a model's layers
+    is the analyses' check, :func:`rackmath.analyses.serving.planned.check_stages`)."""
+    example = "+".join(["16", *["15"] * (pp - 1)]) if pp > 1 else "61"
+    allowed = (
+        f"{pp} whole numbers >= 1 joined by +, one per pipeline stage (pp = {pp}), e.g. stages={example}"
+    )
+    if not isinstance(stages, tuple) or len(stages) != pp:
+        raise InputError("plan stages", _stages_text(stages), allowed)
+    for n in stages:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InputError("plan stages", _stages_text(stages), allowed)
+    return stages
+
+
+def _stages_text(stages: object) -> str:
+    return "+".join(str(n) for n in stages) if isinstance(stages, tuple) else str(stages)
+
+
+def _parse_value(key: str, raw: str) -> int | float | str | tuple[int, ...]:
     """One ``key=value`` of the grammar, each bad value a one-line :class:`InputError`."""
+    if key == "cp_comm":
+        if raw.lower() not in CP_COMM:
+            raise InputError("plan cp_comm", raw, ", ".join(CP_COMM) + " (e.g. cp=4,cp_comm=a2a)")
+        return raw.lower()
+    if key == "stages":
+        parts = raw.split("+")
+        if not all(p.isdigit() for p in parts):
+            raise InputError(
+                "plan stages",
+                raw,
+                "whole numbers >= 1 joined by +, one per pipeline stage, e.g. pp=4,stages=16+15+15+15",
+            )
+        return tuple(int(p) for p in parts)
     if key in ("tbo", "skew"):
         if key == "tbo" and raw.lower() in _ON_OFF:
             return _ON_OFF[raw.lower()]

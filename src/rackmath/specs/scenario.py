@@ -90,6 +90,10 @@ class Scenario:
     weights: Precision | None = None
     kv: Precision | None = None
     compute: Precision | None = None
+    #: weights per tensor class where the deployment states them (NVFP4 experts beside FP8
+    #: attention), the other classes in ``weights``
+    #: (:meth:`rackmath.specs.model.ModelSpec.with_weight_precisions`); empty: none stated
+    weight_classes: tuple[tuple[str, Precision], ...] = ()
     batch: int | None = None  # None: maximum throughput (KV memory and scheduler decide)
     max_batch: int | None = None  # the scheduler's cap, where the source states one
     input_tokens: int = 0

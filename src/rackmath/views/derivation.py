@@ -103,7 +103,12 @@ def _model(result: Explanation) -> Section:
             + (f" + a fixed {fmt.nbytes(state)} state per sequence" if state else ""),
             f"precisions: weights {d.precisions.weights.value} "
             f"({d.precisions.weights.bytes_per_element:g} B), "
-            f"KV {d.precisions.kv.value}, compute {d.precisions.compute.value}",
+            f"KV {d.precisions.kv.value}, compute {d.precisions.compute.value}"
+            + (
+                f" ({m.stated_weight_classes}; each GEMM on its own weights' kernel)"
+                if m.stated_weight_classes
+                else ""
+            ),
         ),
     )
 

@@ -1,10 +1,11 @@
 """The deployment search space and its vectorized evaluation.
 
 For each system and precision, every valid plan (``tp`` a divisor of the heads within the
-scale-up domain, ``dp x tp`` stage widths from powers of two and multiples of the domain,
-``ep`` a common divisor of the experts and the stage width, ``pp`` a divisor of the layers)
-times every batch of :data:`BATCH_GRID` is one NumPy evaluation through
-:func:`rackmath.core.parallel.plan_step`.
+scale-up domain, ``dp x cp x tp`` stage widths from powers of two and multiples of the domain,
+``cp`` a power of two up to :data:`DEFAULT_MAX_CP` dividing ``width / tp`` and no more than
+the prompt's KV blocks, ``ep`` a common divisor of the experts and the stage width, ``pp`` a
+divisor of the layers) times every batch of :data:`BATCH_GRID` is one NumPy evaluation
+through :func:`rackmath.core.parallel.plan_step`.
 
 A replica serves a steady mix of prefill and decode (chunked prefill,
 :func:`~rackmath.core.loads.mixed_load`): ``B`` sequences decode while new
@@ -67,6 +68,10 @@ PRECISION_CHOICES: tuple[str, ...] = ("native", "fp8", "fp4")
 DEFAULT_PRECISIONS: tuple[str, ...] = ("native", "fp8")
 DEFAULT_MAX_CHIPS = 256
 DEFAULT_MAX_PP = 16
+#: Largest context-parallel degree searched by default: 1, none, as the engines default
+#: (vLLM's ``decode_context_parallel_size = 1``); ``max_cp = 8`` (vLLM's and SGLang's DCP
+#: examples run up to 8 ranks) searches ``cp`` in 1, 2, 4, 8 and triples the space.
+DEFAULT_MAX_CP = 1
 #: What one step of a candidate carries (see :func:`evaluate`).
 PHASES: tuple[str, ...] = ("mixed", "decode", "prefill")
 
@@ -96,46 +101,6 @@ def check_max_chips(max_chips: object) -> int:
     return checks.whole("--max-chips", max_chips, maximum=MAX_SEARCH_CHIPS)
 
 
-def check_precisions(
-    model: ModelSpec, systems: list[SystemSpec], precisions: tuple[str, ...] | list[str]
-) -> None:
-    """Refuse a precision family name not in :data:`PRECISION_CHOICES`, and families no
-    searched system has a peak for (nothing to search)."""
-    for name in precisions:
-        if name not in PRECISION_CHOICES:
-            raise InputError("--precision", name, ", ".join(PRECISION_CHOICES))
-    if any(precision_family(p, model, s) is not None for s in systems for p in precisions):
-        return
-    have = "; ".join(
-        f"{s.id} has {', '.join(p for p in PRECISION_CHOICES if precision_family(p, model, s))}"
-        for s in systems
-    )
-    raise InputError("--precision", ",".join(precisions), f"a precision the systems support ({have})")
-
-
-def check_search_size(
-    model: ModelSpec,
-    systems: list[SystemSpec],
-    precisions: tuple[str, ...] | list[str],
-    max_chips: int,
-    budget: int,
-    redundant_experts: int = 0,
-) -> None:
-    """Refuse a search whose candidates (plans x batches x families) exceed ``budget`` before doing it."""
-    plans = sum(
-        len(enumerate_plans(model, s, max_chips=max_chips, redundant_experts=redundant_experts))
-        for s in systems
-    )
-    total = plans * len(BATCH_GRID) * len(precisions)
-    if total > budget:
-        raise InputError(
-            "--max-chips",
-            max_chips,
-            f"a search within the budget of {budget:,} deployments (this one has {total:,}): lower "
-            "--max-chips, name fewer --hardware or --precision, or raise --max-candidates",
-        )
-
-
 def enumerate_plans(
     model: ModelSpec,
     system: SystemSpec,
@@ -143,11 +108,13 @@ def enumerate_plans(
     max_chips: int,
     max_pp: int = DEFAULT_MAX_PP,
     redundant_experts: int = 0,
+    max_cp: int = DEFAULT_MAX_CP,
 ) -> NDArray[np.int64]:
-    """Every valid ``(tp, pp, dp, ep)`` in the search space, as rows of an int array.
+    """Every valid ``(tp, pp, dp, ep, cp)`` in the search space, as rows of an int array.
 
-    tp: divisors of the heads up to the scale-up domain. Stage widths ``dp x tp``: powers
-    of two and multiples/halvings of the domain, at most ``max_chips / pp``. ep: 1 for a
+    tp: divisors of the heads up to the scale-up domain. Stage widths ``dp x cp x tp``: powers
+    of two and multiples/halvings of the domain, at most ``max_chips / pp``. cp: 1, and the
+    powers of two up to ``max_cp`` that divide ``width / tp`` (the rest is ``dp``). ep: 1 for a
     dense model, else every common divisor of the experts and the stage width. pp:
     divisors of the layers up to ``max_pp``. With ``redundant_experts`` R > 0 an EP degree
     may also divide ``E + R`` and the width (EPLB: ``ep = 72`` for 256 + 32 slots).
@@ -172,9 +139,11 @@ def enumerate_plans(
                 eps = set(divisors(math.gcd(experts, width)))
                 if redundant_experts and experts > 1:
                     eps |= set(divisors(math.gcd(experts + redundant_experts, width)))
-                for ep in sorted(eps):
-                    rows.append((tp, pp, width // tp, ep))
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+                cps = [2**i for i in range(int(math.log2(max(max_cp, 1))) + 1) if (width // tp) % 2**i == 0]
+                for cp in cps:
+                    for ep in sorted(eps):
+                        rows.append((tp, pp, width // tp // cp, ep, cp))
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 5)
 
 
 @dataclass(frozen=True)
@@ -207,7 +176,7 @@ class Candidates(Tabular):
             Col("precisions.weights", "weights_precision"),
             Col("precisions.kv", "kv_precision"),
             Col("precisions.compute", "compute_precision"),
-            *(Col(k, k) for k in ("tp", "pp", "dp", "ep")),
+            *(Col(k, k) for k in ("tp", "pp", "dp", "ep", "cp")),
             Col("chips", "chips", "chips"),
             Col("batch", "batch", "sequences"),
             Col("tpot_s", "tpot_s", "s"),
@@ -243,10 +212,12 @@ class Candidates(Tabular):
     joules_per_token: FloatArray | None = None
     #: the MoE routing features every ``ep > 1`` candidate ran with
     routing: MoeRouting = BALANCED
+    #: context-parallel ranks per DP rank (1: none)
+    cp: NDArray[np.int64] | None = None
 
     @property
     def chips(self) -> NDArray[np.int64]:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp if self.cp is None else self.tp * self.pp * self.dp * self.cp
 
     @property
     def size(self) -> int:
@@ -287,6 +258,7 @@ def evaluate(
     skew: float = 1.0,
     tbo_overlap_frac: float = 0.0,
     routing: MoeRouting | None = None,
+    max_cp: int = DEFAULT_MAX_CP,
 ) -> Candidates | None:
     """All candidates of one system and precision family (None if the chip lacks it).
 
@@ -308,6 +280,12 @@ def evaluate(
     must fit one engine's step, ``I <= max_tokens``), and HBM is what its memory flag
     grants: ``f x HBM`` (``basis = total``) or ``weights + activations + f x (HBM - weights -
     activations)`` (``basis = free``) instead of the reserve.
+
+    Context parallelism: ``cp`` up to ``max_cp`` (1: none), never beyond the prompt's KV blocks
+    (:func:`rackmath.core.memory.max_context_parallel` of ``I``); a CP group is one engine (its
+    ``cp`` ranks share the engine's sequences), and the prefill phase's prompts are whole
+    requests (:func:`rackmath.core.loads.prefill_load` with ``whole``): a pipeline micro-batch
+    holds whole prompts.
     """
     if phase not in PHASES:
         raise InputError("phase", phase, ", ".join(PHASES))
@@ -321,23 +299,32 @@ def evaluate(
     chip = system.chip
     topo = topology(system)
     plans = enumerate_plans(
-        model, system, max_chips=max_chips, max_pp=max_pp, redundant_experts=redundant_experts
+        model, system, max_chips=max_chips, max_pp=max_pp, redundant_experts=redundant_experts, max_cp=max_cp
     )
+    plans = plans[plans[:, 4] <= mem.max_context_parallel(workload.input_len)]
     m = shard.shardable(model, precisions.weights)
     i_len, o_len = workload.input_len, workload.output_len
     ctx_max = i_len + o_len
     kv_el = precisions.kv.bytes_per_element
-    cost_frac, layer_frac = shard.stage_fractions(m.layer_bytes, plans[:, 1])
+    cost_frac, weight_frac, layer_frac = shard.pipeline_fractions(m, plans[:, 1])
     usable = rl.usable_bytes(chip.hbm_capacity_bytes, memory_reserve_frac)
     weights = mem.weight_bytes_per_chip(
-        m, tp=plans[:, 0], pp=plans[:, 1], ep=plans[:, 3], stage_frac=cost_frac
+        m, tp=plans[:, 0], pp=plans[:, 1], ep=plans[:, 3], stage_frac=weight_frac
     ).total
     keep = weights < usable
-    plans, cost_frac, layer_frac, weights = plans[keep], cost_frac[keep], layer_frac[keep], weights[keep]
+    plans, cost_frac, weight_frac, layer_frac, weights = (
+        plans[keep],
+        cost_frac[keep],
+        weight_frac[keep],
+        layer_frac[keep],
+        weights[keep],
+    )
     b = np.asarray(batches, float)
-    tp, pp, dp, ep = (np.repeat(plans[:, j], b.size) for j in range(4))
+    tp, pp, dp, ep, cp = (np.repeat(plans[:, j], b.size) for j in range(5))
     batch = np.tile(b, len(plans))
-    cost_frac, layer_frac, weights = (np.repeat(x, b.size) for x in (cost_frac, layer_frac, weights))
+    cost_frac, weight_frac, layer_frac, weights = (
+        np.repeat(x, b.size) for x in (cost_frac, weight_frac, layer_frac, weights)
+    )
 
     k = routing.mtp if phase != "prefill" else 0
     e_tok = routing.tokens_per_step if k else 1.0
@@ -355,7 +342,7 @@ def evaluate(
                 prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
             )
     else:
-        load = loads.prefill_load(model, batch, i_len, kv_el)
+        load = loads.prefill_load(model, batch, i_len, kv_el, whole=True)
         ctx_max = i_len
     held = mem.serving_memory_per_chip(
         m,
@@ -366,9 +353,10 @@ def evaluate(
         pp=pp,
         dp=dp,
         ep=ep,
-        stage_frac=cost_frac,
+        stage_frac=weight_frac,
         layer_frac=layer_frac,
         redundant_experts=np.where(ep > 1, redundant_experts, 0),
+        cp=cp,
     )
     memory = held.total_bytes
     base = pooled.Deployment(
@@ -393,6 +381,7 @@ def evaluate(
         "redundant_experts": np.where(ep > 1, redundant_experts, 0),
         "skew": np.where(ep > 1, np.minimum(skew, ep), 1.0),
         "tbo_overlap_frac": tbo_overlap_frac,
+        "cp": cp,
     }
     step = par.plan_step(m, load=load, **plan_kw)
     cycle = step.step_s
@@ -400,7 +389,7 @@ def evaluate(
         plain = par.plan_step(m, load=loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el), **plan_kw)
         cycle = cycle + spec.mtp_draft_s(plain.step_s, k, model.num_layers)
     tpot = cycle / e_tok
-    energy = step_energy(chip, step, base.chip_rates(), tp * pp * dp, batch * e_tok)
+    energy = step_energy(chip, step, base.chip_rates(), tp * pp * dp * cp, batch * e_tok)
     if phase == "mixed":
         ttft = rack_rules.chunked_prefill_ttft_s(cycle, batch * e_tok, o_len)
     else:
@@ -422,13 +411,14 @@ def evaluate(
         & (
             np.asarray(memory <= usable)
             if runtime is None
-            else _runtime_fits(runtime, held, chip.hbm_capacity_bytes, load, dp, tp * pp)
+            else _runtime_fits(runtime, held, chip.hbm_capacity_bytes, load, dp, tp * pp * cp)
         ),
         tpot_s=tpot,
         ttft_s=np.asarray(ttft, dtype=float),
         bottleneck=step.bottleneck,
         joules_per_token=None if energy is None else energy.joules_per_token,
         routing=routing,
+        cp=cp,
     )
 
 
@@ -480,14 +470,12 @@ class Choice:
     bottleneck: str
     joules_per_token: float | None = None  # facility energy per output token (default PUE)
     routing: MoeRouting = BALANCED  # applies when ep > 1
+    cp: int = 1
 
     @property
     def plan_text(self) -> str:
-        parts = [
-            f"{k}={v}"
-            for k, v in (("tp", self.tp), ("pp", self.pp), ("dp", self.dp), ("ep", self.ep))
-            if v > 1
-        ]
+        degrees = (("tp", self.tp), ("pp", self.pp), ("dp", self.dp), ("ep", self.ep), ("cp", self.cp))
+        parts = [f"{k}={v}" for k, v in degrees if v > 1]
         text = ",".join(parts) or "tp=1"
         return text + (self.routing.plan_suffix() if self.ep > 1 else "")
 
@@ -507,6 +495,7 @@ class Choice:
                 "dp": self.dp,
                 "ep": self.ep,
                 **(self.routing.to_dict() if self.ep > 1 else {}),
+                **({"cp": self.cp} if self.cp > 1 else {}),
             },
             "plan_text": self.plan_text,
             "speculation": self.routing.speculation_dict(),
@@ -555,6 +544,7 @@ def choice_at(c: Candidates, i: int, traffic: float) -> Choice:
         bottleneck=str(c.bottleneck[i]),
         joules_per_token=None if c.joules_per_token is None else float(c.joules_per_token[i]),
         routing=c.routing,
+        cp=1 if c.cp is None else int(c.cp[i]),
     )
 
 

@@ -111,7 +111,9 @@ class Disaggregated:
 
 
 def _plan_text(c: Candidates, i: int) -> str:
-    parts = [f"{k}={int(getattr(c, k)[i])}" for k in ("tp", "pp", "dp", "ep") if int(getattr(c, k)[i]) > 1]
+    degrees = {k: int(getattr(c, k)[i]) for k in ("tp", "pp", "dp", "ep")}
+    degrees["cp"] = 1 if c.cp is None else int(c.cp[i])
+    parts = [f"{k}={v}" for k, v in degrees.items() if v > 1]
     return (",".join(parts) or "tp=1") + (c.routing.plan_suffix() if int(c.ep[i]) > 1 else "")
 
 
@@ -156,8 +158,11 @@ def best_disaggregated(
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
+    max_cp: int = 1,
 ) -> tuple[Disaggregated | None, int, str]:
-    """``(best xPyD or None, candidates evaluated, why none)`` over every pair of pools."""
+    """``(best xPyD or None, candidates evaluated, why none)`` over every pair of pools
+    (``max_cp > 1``: both pools also with context parallelism, where a prefill pool's long
+    prompts gain most)."""
     w = workload
     traffic, prompts = w.traffic_tokens_per_s, w.traffic_tokens_per_s / w.output_len
     kw = {
@@ -167,6 +172,7 @@ def best_disaggregated(
         "runtime": runtime,
         "efficiency": efficiency,
         "routing": routing,
+        "max_cp": max_cp,
     }
     decodes: list[tuple[Candidates, int, float, int]] = []
     prefills: list[Candidates] = []

@@ -16,12 +16,11 @@ from rackmath.analyses.deploy.candidates import (
     FloatArray,
     Workload,
     check_max_chips,
-    check_precisions,
-    check_search_size,
     choice_at,
     evaluate,
 )
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
+from rackmath.analyses.deploy.search_rules import check_precisions, check_search_size
 from rackmath.analyses.serving.pooled import check_context
 from rackmath.core import network as net
 from rackmath.core import roofline as rl

@@ -225,8 +225,9 @@ def layout(
     for p in BALANCE_STAGES:
         if p > model.num_layers:
             continue
-        w = shard.balanced_stages(m.layer_bytes, p)
-        c = shard.balanced_stages(costs_kv, p)
+        # the LM head on the last stage, as the plans run it (shard.pipeline_costs)
+        w = shard.pipeline_split(m, p)
+        c = shard.balanced_stages((*costs_kv[:-1], costs_kv[-1] + m.head_bytes), p)
         balance_rows.append(
             {
                 "stages": p,

@@ -15,19 +15,19 @@ from rackmath.analyses.deploy.candidates import (
     ASSUMPTIONS,
     BATCH_GRID,
     DEFAULT_MAX_CHIPS,
+    DEFAULT_MAX_CP,
     DEFAULT_MAX_PP,
     DEFAULT_PRECISIONS,
     Candidates,
     Choice,
     Workload,
     check_max_chips,
-    check_precisions,
-    check_search_size,
     choice_at,
     evaluate,
 )
 from rackmath.analyses.deploy.disagg_search import Disaggregated, best_disaggregated, compare
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
+from rackmath.analyses.deploy.search_rules import check_precisions, check_search_size
 from rackmath.analyses.deploy.simulate import parse_slo
 from rackmath.analyses.serving.pooled import check_context
 from rackmath.core import economics as econ
@@ -200,6 +200,7 @@ def search(
     batches: tuple[int, ...] = BATCH_GRID,
     comm_overlap_frac: float = net.CommOverlap.ADDED,
     runners_up: int = 5,
+    max_cp: int = DEFAULT_MAX_CP,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
@@ -216,7 +217,7 @@ def search(
     check_context(model, workload.input_len + workload.output_len, "--input-len + --output-len")
     check_precisions(model, systems, precisions)
     budget = checks.whole("--max-candidates", max_candidates) // (3 if disaggregated else 1)
-    check_search_size(model, systems, precisions, max_chips, budget, routing.redundant_experts)
+    check_search_size(model, systems, precisions, max_chips, budget, routing.redundant_experts, max_cp)
     if runtime is not None and not runtime.chunked_prefill and workload.input_len > runtime.max_tokens:
         raise InputError(
             "--input-len",
@@ -241,6 +242,7 @@ def search(
                 runtime=runtime,
                 efficiency=efficiency,
                 routing=routing,
+                max_cp=max_cp,
             )
             if cands is None:
                 continue
@@ -272,6 +274,7 @@ def search(
             runtime=runtime,
             efficiency=efficiency,
             routing=routing,
+            max_cp=max_cp,
         )
         total += n_dis
         note = compare(feasible[0] if feasible else None, dis, why)
@@ -293,6 +296,7 @@ def search(
             "stage_width": "powers of two and multiples or halvings of the domain",
             "ep": "common divisors of the experts and the stage width",
             "pp": f"divisors of the layers up to {max_pp}",
+            **({"cp": f"powers of two up to {max_cp} dividing the stage width / tp"} if max_cp > 1 else {}),
             "moe_routing": routing.to_dict(),
             "speculation": routing.speculation_dict(),
             "runtime": None
@@ -353,10 +357,12 @@ def plan(
     max_candidates: int = MAX_SEARCH_CANDIDATES,
     routing: MoeRouting = BALANCED,
     efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+    max_cp: int = DEFAULT_MAX_CP,
 ) -> SearchResult:
     """``rackmath plan``: the cheapest deployment serving ``traffic`` output tokens/s of
     ``input_len``/``output_len`` requests under the SLOs (seconds, or ``slo`` text), over
-    ``systems`` and ``precisions``, xPyD pools included unless ``disaggregated`` is false."""
+    ``systems`` and ``precisions``, xPyD pools included unless ``disaggregated`` is false;
+    context parallelism up to ``max_cp`` (1: none)."""
     ttft_s, tpot_s = slo_limits(slo, ttft_s, tpot_s)
     work = Workload(
         traffic_tokens_per_s=traffic, input_len=input_len, output_len=output_len, ttft_s=ttft_s, tpot_s=tpot_s
@@ -372,6 +378,7 @@ def plan(
         efficiency=efficiency,
         routing=routing,
         max_candidates=max_candidates,
+        max_cp=checks.whole("--max-cp", max_cp, maximum=64),
     )
 
 

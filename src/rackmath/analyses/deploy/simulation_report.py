@@ -24,7 +24,8 @@ from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.specs import checks
 from rackmath.specs.hardware import SystemSpec
-from rackmath.specs.model import ModelSpec
+from rackmath.specs.model import ModelSpec, parse_weight_classes
+from rackmath.specs.precision import Precision
 from rackmath.specs.runtime import RuntimeProfile
 from rackmath.specs.workload import LengthDist, Requests
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
@@ -148,6 +149,9 @@ def simulate(
     disaggregated: str | None = None,
     prefill_plan: str | None = None,
     efficiency: rl.Efficiency | str = "kernel",
+    weights: str | None = None,
+    kv: str | None = None,
+    weight_classes: str | dict[str, str] | None = None,
 ) -> SimulationReport:
     """Requests through one replica of ``model`` on ``system`` as ``runtime`` runs it.
 
@@ -156,9 +160,14 @@ def simulate(
     ``output_len`` lengths as ``N``, ``uniform:LO-HI`` or ``lognormal:MEAN``). ``slo``
     (``ttft_p99=2s,tpot_p99=50ms``) searches the highest rate that meets it instead of one
     run; ``disaggregated`` (``2P1D``) simulates an xPyD fleet whose prefill replicas use
-    ``prefill_plan`` (default: the decode plan)."""
+    ``prefill_plan`` (default: the decode plan). ``weights``, ``kv`` and ``weight_classes``
+    (``"experts=nvfp4,attention=fp8"``: weights per tensor class, the rest in ``weights``) as
+    :func:`rackmath.analyses.serving.pooled.make_deployment` takes them."""
+    if weight_classes is not None:
+        base = None if weights is None else Precision.parse(weights, "--weights")
+        model, weights = model.with_weight_precisions(parse_weight_classes(weight_classes), base), None
     the_plan = plan or default_plan(model, system, chips)
-    dep = plan_deployment(model, system, the_plan, efficiency=efficiency)
+    dep = plan_deployment(model, system, the_plan, efficiency=efficiency, weights=weights, kv=kv)
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
     profile = runtime.with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
@@ -190,7 +199,9 @@ def simulate(
         )
     x, y = sim.parse_xpyd(disaggregated)
     pre_dep = (
-        dep if prefill_plan is None else plan_deployment(model, system, prefill_plan, efficiency=efficiency)
+        dep
+        if prefill_plan is None
+        else plan_deployment(model, system, prefill_plan, efficiency=efficiency, weights=weights, kv=kv)
     )
     pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)  # prompts alone
     if limits is not None:

@@ -109,7 +109,12 @@ class RowResult:
                 system=s.system_id,
                 chips=s.chips,
                 plan=None if s.plan is None else str(s.plan),
-                precisions={"weights": str(s.weights), "kv": str(s.kv), "compute": str(s.compute)},
+                precisions={
+                    "weights": str(s.weights),
+                    "kv": str(s.kv),
+                    "compute": str(s.compute),
+                    **({"weight_classes": dict(s.weight_classes)} if s.weight_classes else {}),
+                },
                 batch=s.batch,
                 input_tokens=s.input_tokens,
                 output_tokens=s.output_tokens,

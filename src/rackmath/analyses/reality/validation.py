@@ -227,8 +227,15 @@ class _Engine:
         model = _model(s.model_id)
         system = _system(catalog.system(s.system_id), p)
         probe = pooled.make_deployment(
-            model, system, chips=s.chips, weights=s.weights, kv=s.kv, compute=s.compute
+            model,
+            system,
+            chips=s.chips,
+            weights=s.weights,
+            kv=s.kv,
+            compute=s.compute,
+            weight_classes=dict(s.weight_classes) or None,
         )
+        model = probe.model  # as the scenario stores its weights (per class where it says so)
         self.use_plan = planned is not None and s.plan is not None
         self.path = "planned" if self.use_plan else "ideal-chip"
         self.model = model
@@ -249,7 +256,7 @@ class _Engine:
                 model,
                 system,
                 s.plan,
-                weights=s.weights,
+                weights=probe.precisions.weights,
                 kv=s.kv,
                 compute=s.compute,
                 efficiency=efficiency,
@@ -264,7 +271,9 @@ class _Engine:
     @staticmethod
     def _weights_per_chip(s: Scenario, model: Any, system: SystemSpec, probe: pooled.Deployment) -> float:
         if planned is not None and s.plan is not None:
-            d = planned.plan_deployment(model, system, s.plan, weights=s.weights, kv=s.kv, compute=s.compute)
+            d = planned.plan_deployment(
+                model, system, s.plan, weights=probe.precisions.weights, kv=s.kv, compute=s.compute
+            )
             return float(d.memory(0.0, 1.0).weights.total)
         return probe.weight_bytes_per_chip
 

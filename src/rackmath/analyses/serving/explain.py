@@ -196,6 +196,7 @@ class Explanation(Tabular):
                 "weights": d.precisions.weights.value,
                 "kv": d.precisions.kv.value,
                 "compute": d.precisions.compute.value,
+                **({"weight_classes": d.weight_formats} if d.model.stated_weight_classes else {}),
             },
             "usd_per_chip_hour": d.usd_per_chip_hour,
             "price_date": d.system.chip.price_usd_per_chip_hour.date,

@@ -10,6 +10,7 @@ off it gives the foundation's ideal-chip numbers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -88,9 +89,11 @@ def check_plan(
     topo: Topology,
     *,
     chips: int | None = None,
-    allow_uneven_stages: bool = False,
+    allow_uneven_stages: bool = True,
 ) -> PlanCheck:
-    """Every rule a serving plan must satisfy, each failure with its reason."""
+    """Every rule a serving plan must satisfy, each failure with its reason. Layers that do
+    not divide by ``pp`` are split by the tool (:func:`rackmath.core.sharding.pipeline_split`)
+    unless ``allow_uneven_stages`` is False."""
     reasons = []
     heads = model.attention.num_heads
     if chips is not None and chips != plan.chips:
@@ -115,12 +118,16 @@ def check_plan(
             f"{model.num_layers} layers do not divide by pp = {plan.pp} "
             "(allow uneven stages to split them anyway)"
         )
-    if plan.cp > 1:
-        reasons.append("context parallelism (cp) is modelled for training, not for serving plans")
     s = int(topo.chips_per_domain)
     crossings = []
     if plan.tp > s:
         crossings.append(f"TP group of {plan.tp} spans {-(-plan.tp // s)} domains of {s}")
+    cp_domains = int(net.place(topo, plan.cp, plan.tp).domains)
+    if cp_domains > 1:
+        crossings.append(
+            f"CP group of {plan.cp} (ranks {plan.tp} chips apart) spans {cp_domains} domains: "
+            "its KV gathers and output merges cross scale-out"
+        )
     ep_domains = int(net.place(topo, plan.ep, max(plan.moe_tp, 1)).domains)
     if ep_domains > 1:
         crossings.append(
@@ -230,7 +237,7 @@ class PlannedDeployment:
     communication: bool = True
     extra_hop_latency_s: float = 0.0
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES
-    allow_uneven_stages: bool = False
+    allow_uneven_stages: bool = True
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -255,12 +262,15 @@ class PlannedDeployment:
 
     @cached_property
     def stage_split(self) -> StageSplit:
-        return shard.balanced_stages(self.shardable.layer_bytes, self.plan.pp)
+        """The pipeline stages: the plan's ``stages`` or the tool's balanced split, the LM head
+        charged to the last stage (:func:`rackmath.core.sharding.pipeline_split`)."""
+        return shard.pipeline_split(self.shardable, self.plan.pp, self.plan.stages)
 
     @cached_property
-    def _fracs(self) -> tuple[float, float]:
-        cost, layers = shard.stage_fractions(self.shardable.layer_bytes, self.plan.pp)
-        return float(cost), float(layers)
+    def _fracs(self) -> tuple[float, float, float]:
+        """(the slowest stage's share of a pass, head included; its weight share; its layer share)."""
+        time, weights, layers = shard.pipeline_fractions(self.shardable, self.plan.pp, self.plan.stages)
+        return float(time), float(weights), float(layers)
 
     @property
     def peak_flops_per_s_per_chip(self) -> float:
@@ -275,7 +285,7 @@ class PlannedDeployment:
             tp=p.tp,
             pp=p.pp,
             ep=p.ep,
-            stage_frac=self._fracs[0],
+            stage_frac=self._fracs[1],
             moe_tp=p.moe_tp,
             redundant_experts=p.redundant_experts,
         )
@@ -292,7 +302,7 @@ class PlannedDeployment:
         (default: one per sequence, decode) sizes the activation workspace. ``shape``: the
         grid's shape when one point is given as single values (computed on NumPy scalars)."""
         p = self.plan
-        cost_frac, layer_frac = self._fracs
+        _, weight_frac, layer_frac = self._fracs
         b = numeric.num(batch)
         tokens = b if tokens_in_flight is None else numeric.num(tokens_in_flight)
         chip = self.system.chip
@@ -305,12 +315,13 @@ class PlannedDeployment:
             pp=p.pp,
             dp=p.dp,
             ep=p.ep,
-            stage_frac=cost_frac,
+            stage_frac=weight_frac,
             layer_frac=layer_frac,
             activation_bytes=self.activation_bytes,
             moe_tp=p.moe_tp,
             redundant_experts=p.redundant_experts,
             weights=self._weights,
+            cp=p.cp,
         )
         kv, activations = held.kv_bytes, held.activation_bytes
         if shape is not None:  # one point (shape all 1s): two views of one small array
@@ -340,7 +351,7 @@ class PlannedDeployment:
         """One cycle processing ``load`` (see :mod:`rackmath.core.operators`); ``shape``
         broadcasts a one-point load's answer to the grid's shape."""
         p = self.plan
-        cost_frac, _ = self._fracs
+        cost_frac = self._fracs[0]
         return par.plan_step(
             self.shardable,
             tp=p.tp,
@@ -361,24 +372,47 @@ class PlannedDeployment:
             skew=p.skew,
             tbo_overlap_frac=p.tbo,
             shape=shape,
+            cp=p.cp,
+            cp_comm=p.cp_comm,
         )
 
     @property
     def kv_bytes_per_element(self) -> float:
         return self.base.precisions.kv.bytes_per_element
 
+    def check_context_parallel(self, tokens: ArrayLike, what: str) -> None:
+        """Refuse a CP degree beyond a sequence's KV blocks (one block of 16 tokens per CP rank
+        at least, :func:`rackmath.core.memory.max_context_parallel`), in one line."""
+        cp = self.plan.cp
+        if cp == 1:
+            return
+        shortest = float(np.min(np.asarray(tokens, float)))
+        most = int(mem.max_context_parallel(shortest))
+        if cp > most:
+            raise InputError(
+                "plan cp",
+                cp,
+                f"at most {most} for a {shortest:,.0f}-token {what}: each CP rank holds one "
+                f"{mem.KV_BLOCK_TOKENS}-token KV block of it at least (try cp={2 ** int(np.log2(most))}, "
+                f"or a {cp * mem.KV_BLOCK_TOKENS:,}-token {what})",
+            )
+
     def decode(self, batch: ArrayLike, context: ArrayLike) -> PlannedGrid:
         """One decode cycle for each (batch, context): every sequence makes one token."""
+        self.check_context_parallel(context, "context")
         b, c = batch_context_grid(batch, context)
         bs, cs, shape = _point(b, c)
         load = loads.decode_load(self.model, bs, cs, self.kv_bytes_per_element)
         return self._grid(b, c, self.step(load, decode=True, shape=shape), self.memory(bs, cs, shape=shape))
 
     def prefill(self, batch: ArrayLike, length: ArrayLike) -> PlannedGrid:
-        """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written once)."""
+        """One prefill pass of ``batch`` whole prompts of ``length`` tokens (KV written once):
+        each pipeline micro-batch holds whole prompts, so fewer prompts than stages leave
+        stages idle."""
+        self.check_context_parallel(length, "prompt")
         b, n = batch_context_grid(batch, length)
         bs, ns, shape = _point(b, n)
-        load = loads.prefill_load(self.model, bs, ns, self.kv_bytes_per_element)
+        load = loads.prefill_load(self.model, bs, ns, self.kv_bytes_per_element, whole=True)
         step = self.step(load, decode=False, shape=shape)
         return self._grid(b, n, step, self.memory(bs, ns, tokens_in_flight=bs * ns, shape=shape))
 
@@ -408,12 +442,14 @@ class PlannedDeployment:
                 "redundant_experts": self.plan.redundant_experts,
                 "skew": self.plan.skew,
                 "tbo": self.plan.tbo,
+                **({"cp": self.plan.cp, "cp_comm": self.plan.cp_comm} if self.plan.cp > 1 else {}),
             },
             "plan_text": str(self.plan),
             "precision": {
                 "weights": d.precisions.weights.value,
                 "kv": d.precisions.kv.value,
                 "compute": d.precisions.compute.value,
+                **({"weight_classes": d.weight_formats} if d.model.stated_weight_classes else {}),
             },
             "chips_per_domain": self.topology.chips_per_domain,
             "scale_up_bytes_per_s": self.topology.scale_up_bytes_per_s,
@@ -423,6 +459,7 @@ class PlannedDeployment:
             "usd_per_chip_hour": d.usd_per_chip_hour,
             "stage_layers": list(self.stage_split.stage_layers),
             "stage_imbalance": self.stage_split.imbalance,
+            **({"lm_head_stage": self.plan.pp, "embedding_stage": 1} if self.plan.pp > 1 else {}),
             "notes": list(self.notes),
         }
 
@@ -452,10 +489,13 @@ def plan_deployment(
     communication: bool = True,
     extra_hop_latency_s: float = 0.0,
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
-    allow_uneven_stages: bool = False,
+    allow_uneven_stages: bool = True,
+    weight_classes: str | Mapping[str, str | Precision] | None = None,
 ) -> PlannedDeployment:
     """Validate a plan for a model on a system and build the deployment; an invalid plan
-    raises :class:`~rackmath.errors.InputError` naming every reason."""
+    raises :class:`~rackmath.errors.InputError` naming every reason (stated ``stages`` that do
+    not cover the layers: naming the field and the tool's balanced split). ``weight_classes``:
+    weights per tensor class (:func:`rackmath.analyses.serving.pooled.make_deployment`)."""
     the_plan = ParallelPlan.parse(plan) if isinstance(plan, str) else plan
     topo = topology(system, chips_per_domain)
     check = check_plan(model, the_plan, topo, allow_uneven_stages=allow_uneven_stages)
@@ -474,6 +514,7 @@ def plan_deployment(
         usd_per_chip_hour=usd_per_chip_hour,
         efficiency=efficiency,
         memory_reserve_frac=memory_reserve_frac,
+        weight_classes=weight_classes,
     )
     base = pooled.Deployment(
         model=base.model,
@@ -485,6 +526,11 @@ def plan_deployment(
         memory_reserve_frac=base.memory_reserve_frac,
         notes=(),  # the foundation's "communication not modelled" note no longer applies
     )
+    if the_plan.stages and sum(the_plan.stages) != model.num_layers:
+        balanced = shard.pipeline_split(
+            shard.shardable(model, base.precisions.weights), the_plan.pp
+        ).stage_layers
+        shard.check_stated_stages(the_plan.stages, model.num_layers, balanced, model.id)
     return PlannedDeployment(
         base=base,
         plan=the_plan,

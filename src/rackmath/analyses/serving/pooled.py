@@ -16,6 +16,7 @@ See :mod:`rackmath.analyses.kernels.tables`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -41,7 +42,7 @@ from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_CHIPS, MAX_USD_PER_CHIP_HOUR
 from rackmath.specs.efficiency import EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
-from rackmath.specs.model import ModelSpec
+from rackmath.specs.model import WEIGHT_CLASSES, ModelSpec, parse_weight_classes
 from rackmath.specs.precision import Precision
 
 FloatArray = NDArray[np.float64]
@@ -62,11 +63,22 @@ class Precisions:
 
 def default_precisions(model: ModelSpec, system: SystemSpec) -> Precisions:
     """Weights as the model ships; compute at their element format when the chip has it,
-    else bf16 (weight-only quantization); KV cache in bf16."""
+    else bf16 (weight-only quantization); KV cache as the checkpoint states it, else bf16.
+
+    Weights stored per class (:meth:`ModelSpec.with_weight_precisions`): compute goes down to
+    the narrowest class the chip has a peak for, so that each operator runs on its own
+    weights' kernel (:func:`rackmath.specs.precision.gemm_formats`: NVFP4 experts on the FP4
+    peak, FP8 attention on FP8 kernels, a bf16 head in bf16)."""
     weights = model.native_weight_precision
     available = system.chip.peak_flops_per_s
-    compute = weights.compute_class if weights.compute_class in available else Precision.BF16
-    return Precisions(weights=weights, kv=Precision.BF16, compute=compute)
+    classes = {weights.compute_class, *(p.compute_class for _, p in model.weight_precision_by_class)}
+    own = weights.compute_class
+    narrower = [c for c in classes if c in available and c.bytes_per_element < own.bytes_per_element]
+    if narrower:
+        compute = min(narrower, key=lambda c: c.bytes_per_element)
+    else:  # the shipped format's own peak, else bf16
+        compute = own if own in available else Precision.BF16
+    return Precisions(weights=weights, kv=model.native_kv_precision or Precision.BF16, compute=compute)
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,11 @@ class Deployment:
         """Bytes of all weights held in HBM, each tensor class at its own storage precision
         (:func:`rackmath.core.architecture.weight_bytes_total`)."""
         return arch.weight_bytes_total(self.model, self.precisions.weights)
+
+    @property
+    def weight_formats(self) -> dict[str, str]:
+        """Each weight class's storage format in this deployment (:data:`WEIGHT_CLASSES`)."""
+        return {c: self.model.weight_precision(c, self.precisions.weights).value for c in WEIGHT_CLASSES}
 
     @property
     def weight_bytes_per_chip(self) -> float:
@@ -254,12 +271,20 @@ def make_deployment(
     usd_per_chip_hour: float | None = None,
     efficiency: rl.Efficiency | str = rl.KERNEL_GROUNDED,
     memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC,
+    weight_classes: str | Mapping[str, str | Precision] | None = None,
 ) -> Deployment:
     """Validate the user's choices once and fill defaults from the model and the catalog.
 
     ``efficiency``: ``"kernel"`` (default: fitted kernel curves), ``"pure"`` (the roofline) or
-    an :class:`~rackmath.core.roofline.Efficiency`."""
+    an :class:`~rackmath.core.roofline.Efficiency`. ``weight_classes``: weights per tensor
+    class (``"experts=nvfp4,attention=fp8"``, :func:`rackmath.specs.model.parse_weight_classes`),
+    the other classes in ``weights`` (default: as shipped); the deployment then serves the
+    model as so stored (:meth:`ModelSpec.with_weight_precisions`)."""
     efficiency = et.parse_mode(efficiency)
+    if weight_classes is not None:
+        classes = parse_weight_classes(weight_classes)
+        base = Precision.parse(weights, "weights precision") if weights else None
+        model, weights = model.with_weight_precisions(classes, base), None
     n_chips = system.default_chips if chips is None else checks.whole("chips", chips, maximum=MAX_CHIPS)
     defaults = default_precisions(model, system)
     precisions = Precisions(
