@@ -166,6 +166,7 @@ def plan_command(
     tpot_ms: float | None = number(
         None, "--tpot-ms", help="Time-per-output-token SLO (ms).", maximum=3.6e6, positive=True
     ),
+    prefix_hit: float = number(0.0, "--prefix-hit", help="Share of each prompt found in the prefix cache."),
     hardware: str = typer.Option(",".join(DEFAULT_SYSTEMS), "--hardware", help="Comma list of system ids."),
     on: str | None = typer.Option(None, "--on", help="One system id (instead of --hardware)."),
     slo: str | None = typer.Option(
@@ -219,6 +220,7 @@ def plan_command(
         output_len=output_len,
         ttft_s=ttft_s,
         tpot_s=tpot_s,
+        prefix_hit=prefix_hit,
     )
     mode = "pure" if pure else "kernel"
     result = srch.search(

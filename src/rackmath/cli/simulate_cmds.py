@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from rackmath.analyses.deploy import rate_search
 from rackmath.analyses.deploy import simulate as sim
-from rackmath.analyses.deploy.slo import Workload
+from rackmath.analyses.deploy import slo as slo_
 from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
-from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.cli.main import app
-from rackmath.cli.options import check_context, count, dump_json, pure_option
+from rackmath.cli.options import count, dump_json, number, plot_option, pure_option
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.specs import checks
-from rackmath.specs.workload import LengthDist, Requests, check_trace
+from rackmath.specs.workload import LengthDist, Requests, parse_trace_text
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 from rackmath.userfiles import read_text
 from rackmath.views import fmt
+
+#: Largest trace file read (the public Mooncake conversation trace is about 3 MB).
+MAX_TRACE_BYTES = 64_000_000
 
 
 class SloUnmetError(RackmathError):
@@ -45,17 +47,9 @@ def parse_rate(text: str) -> float:
 
 
 def read_trace(path: Path) -> Requests:
-    """CSV rows of ``arrival_s,input_tokens,output_tokens`` (a header line is allowed)."""
-    rows = [r for r in csv.reader(io.StringIO(read_text(path, "--trace"))) if r and r[0].strip()]
-    if rows and not rows[0][0].strip().lstrip("-").replace(".", "", 1).replace("e", "", 1).isdigit():
-        rows = rows[1:]
-    if not rows or any(len(r) < 3 for r in rows):
-        raise InputError("--trace", str(path), "CSV rows of arrival_s,input_tokens,output_tokens")
-    try:
-        cols = [[float(r[j]) for r in rows] for j in range(3)]
-    except ValueError as exc:
-        raise InputError("--trace", str(path), f"numbers in every row ({exc})") from None
-    return check_trace(*cols)
+    """A trace file: CSV rows of ``arrival_s,input_tokens,output_tokens``, or Mooncake JSON lines
+    (:func:`rackmath.specs.workload.parse_trace_text`), at most :data:`MAX_TRACE_BYTES`."""
+    return parse_trace_text(read_text(path, "--trace", max_bytes=MAX_TRACE_BYTES), "--trace")
 
 
 def _default_plan(heads: int, chips: int | None, domain: int) -> str:
@@ -75,15 +69,42 @@ def simulate_command(
     on: str = typer.Option(..., "--on", help="System id, e.g. h200-hgx."),
     chips: int | None = count(None, "--chips", help="Chips of one replica (default: tp over the plan)."),
     plan: str | None = typer.Option(None, "--plan", help="Parallel plan, e.g. tp=8 or dp=8,ep=8."),
-    rate: str = typer.Option("5/s", "--rate", help="Poisson arrival rate, e.g. 5/s."),
+    rate: str | None = typer.Option(
+        None, "--rate", help="Poisson arrival rate, e.g. 5/s (default 5/s; with --slo: search the rates)."
+    ),
     requests: float = typer.Option(1e4, "--requests", help="Requests to simulate (up to 1e6)."),
     input_len: str = typer.Option("lognormal:2000", "--input", help="N, uniform:LO-HI or lognormal:MEAN."),
     output_len: str = typer.Option("500", "--output", help="N, uniform:LO-HI or lognormal:MEAN."),
-    runtime: str = typer.Option("vllm", "--runtime", help="vllm, sglang, trtllm or ideal."),
+    runtime: str = typer.Option(
+        "vllm", "--runtime", help="vllm, sglang, trtllm, trtllm-chunked, trtllm-0.18 or ideal."
+    ),
     max_seqs: int | None = count(None, "--max-seqs", help="Override the runtime's sequence cap."),
     max_tokens: int | None = count(None, "--max-tokens", help="Override the runtime's token budget."),
-    trace: Path | None = typer.Option(None, "--trace", help="CSV of arrival_s,input_tokens,output_tokens."),
-    slo: str | None = typer.Option(None, "--slo", help="Find the max rate, e.g. ttft_p99=2s,tpot_p99=50ms."),
+    trace: Path | None = typer.Option(
+        None, "--trace", help="CSV of arrival_s,input_tokens,output_tokens, or Mooncake JSON lines."
+    ),
+    slo: str | None = typer.Option(
+        None, "--slo", help="Limits, e.g. ttft_p99=2s,tpot_p99=50ms or ttft=2s,tpot=50ms."
+    ),
+    attainment: float | None = number(
+        None, "--attainment", help="Share of requests meeting every limit (default 0.99 for bare limits)."
+    ),
+    prefix_hit: float | None = number(
+        None,
+        "--prefix-hit",
+        help="Share of each prompt found in the prefix cache (0-1).",
+        minimum=0.0,
+        maximum=1.0,
+    ),
+    host_cache: float = number(
+        0.0, "--host-cache", help="Host memory for KV evicted from HBM, bytes (e.g. 512G).", minimum=0.0
+    ),
+    host_link: float | None = number(
+        None,
+        "--host-link",
+        help="Each chip's host link, bytes/s per direction (default: the catalog's).",
+        positive=True,
+    ),
     seed: int = count(0, "--seed", help="Random seed.", minimum=0, maximum=2**31),
     disaggregated: str | None = typer.Option(
         None, "--disaggregated", help="Simulate an xPyD fleet, e.g. 2P1D (prefill and decode replicas)."
@@ -91,168 +112,166 @@ def simulate_command(
     prefill_plan: str | None = typer.Option(
         None, "--prefill-plan", help="With --disaggregated: the prefill replicas' plan (default --plan)."
     ),
+    plot: Path | None = plot_option("Write the attainment curve (with --slo) or the latency CDFs."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
-    """Requests through one replica under a runtime's caps: TTFT, TPOT, end-to-end, max rate under SLOs."""
+    """Requests through a replica under a runtime's caps: TTFT, TPOT, ITL, SLO attainment, goodput."""
     spec, system = resolve_model(model), catalog_system(on)
     the_plan = plan or _default_plan(spec.attention.num_heads, chips, system.scale_up_domain_chips)
     efficiency = "pure" if pure else "kernel"
-    dep = plan_deployment(spec, system, the_plan, efficiency=efficiency)
-    if chips is not None and chips != dep.chips:
-        raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
-    profile = catalog_runtime(runtime).with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
+    if chips is not None and chips != plan_deployment(spec, system, the_plan, efficiency=efficiency).chips:
+        raise InputError("--chips", chips, f"the plan's chips ({the_plan})")
     checks.whole_valued("--requests", requests, maximum=sim.MAX_REQUESTS)
     if trace is not None:
-        reqs = read_trace(trace)
-        i_max, o_max = float(reqs.input_tokens.max()), float(reqs.output_tokens.max())
-        i_mean, o_mean = float(reqs.input_tokens.mean()), float(reqs.output_tokens.mean())
-        dists = None
+        workload = slo_.Workload(rate_per_s=None, trace=read_trace(trace), prefix_hit=prefix_hit)
     else:
-        i_dist = LengthDist.parse(input_len, "--input")
-        o_dist = LengthDist.parse(output_len, "--output")
-        i_max, o_max, i_mean, o_mean = i_dist.max_tokens, o_dist.max_tokens, i_dist.mean, o_dist.mean
-        dists = (i_dist, o_dist)
-    check_context(spec, i_max + o_max, "--input + --output")
-    rep = sim.replica(dep, profile, max_context=i_max + o_max, mean_context=i_mean + o_mean)
-    payload: dict[str, object] = {"model": spec.id, **rep.describe()}
-    if disaggregated is not None:
-        x, y = sim.parse_xpyd(disaggregated)
-        pre_dep = dep
-        if prefill_plan is not None:
-            pre_dep = plan_deployment(spec, system, prefill_plan, efficiency=efficiency)
-        pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)
-        fleet_search = None
-        if slo is not None:
-            if dists is None:
-                raise InputError(
-                    "--slo", slo, "a Poisson workload (--rate with --input/--output), not --trace"
-                )
-            fleet_search = sim.max_rate_disaggregated(
-                pre,
-                rep,
-                x,
-                y,
-                *dists,
-                sim.parse_slo(slo),
-                requests=min(int(requests), sim.SEARCH_REQUESTS),
-                seed=seed,
-            )
-            fleet_result = fleet_search.best
-            _, tier = sim.kv_transfer_times_s(pre, rep, x, y, [i_mean])
-        else:
-            if dists is None:
-                reqs_, r_ = reqs, None
-            else:
-                r_ = parse_rate(rate)
-                reqs_ = Workload(r_, int(requests), *dists, seed).draw()
-            fleet_result, tier = sim.disaggregated_run(pre, rep, x, y, reqs_, r_)
-        payload = {
-            "model": spec.id,
-            "disaggregated": f"{x}P{y}D",
-            "kv_tier": tier,
-            "prefill": pre.describe(),
-            "decode": rep.describe(),
-        }
-        if fleet_search is not None:
-            payload["rate_search"] = fleet_search.to_dict()
-        else:
-            assert fleet_result is not None
-            payload["result"] = fleet_result.to_dict()
-        if as_json:
-            typer.echo(dump_json(payload))
-        else:
-            c = cli_console()
-            c.print(
-                f"[bold]rackmath simulate[/] {spec.id}: {x}P{y}D on {system.chip.id}, prefill "
-                f"{x} x {pre_dep.chips} chips ({pre_dep.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
-                f"KV over {tier}, as {profile.name} {profile.version} ran each replica"
-            )
-            _render_search(fleet_search, c)
-            if fleet_result is not None:
-                _render_result(fleet_result, c)
-                if fleet_search is not None:
-                    c.print(
-                        f"[bold]Answer[/]: at most {fleet_result.rate_per_s:.3g} requests/s meet the SLOs"
-                    )
-        if fleet_search is not None and fleet_search.best is None:
-            _slo_unmet(
-                fleet_search, slo, f"{x}P{y}D of {dep.chips} x {system.chip.id} ({dep.plan})", profile.id
-            )
-        return
-    search = None
-    if slo is not None:
-        if dists is None:
-            raise InputError("--slo", slo, "a Poisson workload (--rate with --input/--output), not --trace")
-        limits = sim.parse_slo(slo)
-        search = sim.max_rate(
-            rep, *dists, limits, requests=min(int(requests), sim.SEARCH_REQUESTS), seed=seed
+        dists = (LengthDist.parse(input_len, "--input"), LengthDist.parse(output_len, "--output"))
+        workload = slo_.Workload(
+            parse_rate(rate or "5/s"), int(requests), *dists, seed, prefix_hit=prefix_hit
         )
-        payload["rate_search"] = search.to_dict()
-        result = search.best
-    else:
-        if dists is None:
-            result = sim.run(rep, reqs)
+    fleet = slo_.Fleet(
+        spec,
+        system,
+        the_plan,
+        runtime,
+        efficiency,
+        disaggregated=disaggregated,
+        prefill_plan=prefill_plan,
+        max_seqs=max_seqs,
+        max_tokens=max_tokens,
+        host_cache_bytes=host_cache,
+        host_link_bytes_per_s=host_link,
+    )
+    the_slo = None if slo is None else slo_.Slo.parse(slo, attainment)
+    if attainment is not None and the_slo is None:
+        raise InputError("--attainment", attainment, "an --slo to attain, e.g. --slo ttft=2s,tpot=50ms")
+    if the_slo is not None and trace is None and rate is None:
+        found = rate_search.search(fleet, workload, the_slo)
+        if plot is not None:
+            from rackmath.plots.deploy import save_attainment_plot
+
+            save_attainment_plot(found, plot)
+        if as_json:
+            typer.echo(dump_json(found.to_dict()))
         else:
-            r = parse_rate(rate)
-            result = sim.run(rep, Workload(r, int(requests), *dists, seed).draw(), r)
-        payload["result"] = result.to_dict()
-    if as_json:
-        typer.echo(dump_json(payload))
-    else:
-        _render(rep, result, search, cli_console())
-    if search is not None and search.best is None:
-        _slo_unmet(search, slo, f"{dep.chips} x {system.chip.id} ({dep.plan})", profile.id)
-
-
-def _slo_unmet(search: sim.RateSearch, slo: str | None, what: str, runtime: str) -> None:
-    reached = ", ".join(f"{k} {fmt.seconds(v)}" for k, v in search.best_reached.items() if v is not None)
-    raise SloUnmetError(
-        f"--slo: no arrival rate meets {slo} on {what} under {runtime}; the best reached at the "
-        f"lightest load is {reached} (loosen the SLO or use a bigger plan)"
-    )
-
-
-def _render(
-    rep: sim.Replica, r: sim.SimulationResult | None, search: sim.RateSearch | None, c: Console
-) -> None:
-    d, lim, p = rep.deployment, rep.limits, rep.runtime
-    c.print(
-        f"[bold]rackmath simulate[/] {d.model.id} on {d.chips} x {d.system.chip.id} ({d.plan}), "
-        f"as {p.name} {p.version} ran it"
-    )
-    c.print(
-        f"  caps: {lim.max_seqs:,} sequences, {lim.max_tokens:,} tokens/step, chunk {lim.chunk_tokens:,}; "
-        f"KV pool {lim.kv_tokens:,.0f} tokens ({float(p.memory_frac(d.chips // d.plan.dp)):g} of "
-        f"{p.kv_memory_basis} memory); "
-        f"policy {p.policy}"
-    )
-    _render_search(search, c)
-    if r is None:
+            _render_search(found, cli_console())
+        if found.best is None:
+            _slo_unmet(found, slo)
         return
-    _render_result(r, c)
-    if search is not None and search.best is not None:
-        c.print(f"[bold]Answer[/]: at most {r.rate_per_s:.3g} requests/s meet the SLOs")
+    ran = slo_.serve(fleet, workload, the_slo)
+    if plot is not None:
+        from rackmath.plots.deploy import save_latency_plot
+
+        save_latency_plot(ran, plot)
+    if as_json:
+        typer.echo(dump_json(ran.to_dict()))
+    else:
+        _render_run(ran, cli_console())
 
 
-def _render_search(search: sim.RateSearch | None, c: Console) -> None:
-    if search is not None:
-        rates = ", ".join(f"{x.rate_per_s:.3g}" for x in search.probes if x.rate_per_s)
-        limits = ", ".join(f"{k} <= {fmt.seconds(v)}" for k, v in search.slo.items())
-        c.print(f"  rate search under {limits}: probed {rates} requests/s")
+def _slo_unmet(found: rate_search.SloSearch, slo: str | None) -> None:
+    low = min(found.points, key=lambda p: p.rate_per_s)
+    shares = ", ".join(f"{k} {v:.1%}" for k, v in low.attainment.met_frac.items())
+    raise SloUnmetError(
+        f"--slo: no arrival rate meets {slo} (attainment {found.slo.attainment_frac}); at the lightest "
+        f"load probed ({low.rate_per_s:.3g}/s) the shares within the limits are {shares} (loosen the SLO "
+        "or use a bigger plan)"
+    )
 
 
-def _render_result(r: sim.SimulationResult, c: Console) -> None:
+def _header(setup: dict[str, Any], c: Console) -> None:
+    if "decode" in setup:
+        pools = [("prefill", setup["prefill"]), ("decode", setup["decode"])]
+        what = f"{setup['disaggregated']}, KV over {setup['kv_tier']}"
+        c.print(f"[bold]rackmath simulate[/] {setup['model']}: {what}")
+    else:
+        pools = [("replica", setup)]
+        c.print(f"[bold]rackmath simulate[/] {setup['model']}")
+    for name, pool in pools:
+        d, rt = pool["deployment"], pool["runtime"]
+        chunked = "" if rt["chunked_prefill"] else " (prefill not chunked)"
+        c.print(
+            f"  {name}: {d['chips']} x {d['chip']} ({d['plan_text']}), as {rt['name']} {rt['version']} "
+            f"ran it: {rt['max_seqs']:,} sequences, {rt['max_tokens']:,} tokens/step, chunk "
+            f"{rt['chunk_tokens']:,}{chunked}; KV pool {rt['kv_pool_tokens']:,.0f} tokens "
+            f"({rt['kv_memory_frac']:g} of {rt['kv_memory_basis']} memory); policy {rt['policy']}"
+        )
+        host = pool.get("host_tier")
+        if host:
+            c.print(
+                f"  host tier: {host['kv_tokens']:,.0f} tokens of KV, loaded over {host['link']} at "
+                f"{fmt.seconds(host['load_s_per_token'] * 1e3)} per 1,000 tokens"
+            )
+
+
+def _latency_table(r: sim.SimulationResult, c: Console) -> None:
     t = Table(show_edge=False, header_style="bold")
     for name in ("", "p50", "p90", "p99"):
         t.add_column(name, justify="right")
-    for m in ("ttft", "tpot", "e2e"):
-        vals = [r.metrics[f"{m}_p{q}"] for q in (50, 90, 99)]
+    for m in sim.METRICS:
+        vals = [r.metrics[f"{m}_p{q}"] for q in sim.PERCENTILES]
         t.add_row(m.upper(), *(fmt.seconds(v) if v is not None else "-" for v in vals))
     c.print(t)
+
+
+def _throughput_line(r: sim.SimulationResult, c: Console) -> None:
     rate = f"{r.rate_per_s:.3g} requests/s offered, " if r.rate_per_s else ""
     c.print(
         f"  {r.requests:,} requests: {rate}{r.requests_per_s:.3g} served/s, "
         f"{r.output_tokens_per_s:,.0f} output tokens/s, mean decode batch {r.mean_decode_batch:.1f}, "
         f"{r.steps:,} steps"
     )
+    if r.prefix_hit_frac is not None:
+        host = "" if not r.host_hit_frac else f", {r.host_hit_frac:.1%} loaded back from the host tier"
+        c.print(f"  prefix cache: {r.prefix_hit_frac:.1%} of prompt tokens found cached{host}")
+
+
+def _attainment_lines(a: slo_.Attainment, s: slo_.Slo, c: Console) -> None:
+    shares = ", ".join(f"{k} {v:.1%}" for k, v in a.met_frac.items())
+    together = "" if a.all_frac is None else f"; all together {a.all_frac:.1%}"
+    c.print(f"  SLO {s.describe()}: within each limit {shares}{together}")
+    c.print(
+        f"  goodput {a.goodput_requests_per_s:.3g} requests/s ({a.goodput_output_tokens_per_s:,.0f} output "
+        f"tokens/s) of {a.requests_per_s:.3g} served; the SLO is {'met' if a.meets else 'missed'}"
+    )
+
+
+def _render_run(run: slo_.SloRun, c: Console) -> None:
+    _header(run.setup, c)
+    _latency_table(run.result, c)
+    _throughput_line(run.result, c)
+    if run.attainment is not None and run.slo is not None:
+        _attainment_lines(run.attainment, run.slo, c)
+
+
+def _render_search(found: rate_search.SloSearch, c: Console) -> None:
+    _header(found.setup, c)
+    c.print(f"  attainment curve under {found.slo.describe()} (capacity {found.capacity_rate_per_s:.3g}/s):")
+    t = Table(show_edge=False, header_style="bold")
+    keys = [lim.key for lim in found.slo.limits]
+    for name in ("rate/s", "measured", "all", *keys, "goodput/s", "SLO"):
+        t.add_column(name, justify="right")
+    for p in found.points:
+        a = p.attainment
+        t.add_row(
+            f"{p.rate_per_s:.3g}",
+            f"{a.requests:,}",
+            "-" if a.all_frac is None else f"{a.all_frac:.1%}",
+            *(f"{a.met_frac[k]:.1%}" for k in keys),
+            f"{a.goodput_requests_per_s:.3g}",
+            "met" if a.meets else "missed",
+        )
+    c.print(t)
+    if found.best is not None:
+        b = found.best
+        w = b.window
+        c.print(
+            f"  at {b.rate_per_s:.3g}/s: warm-up {fmt.seconds(w.warmup_s)} not counted, "
+            f"{fmt.seconds(w.measure_s)} measured ({b.attainment.requests:,} requests), "
+            f"tail {fmt.seconds(w.tail_s)}"
+        )
+        _latency_table(b.result, c)
+        _throughput_line(b.result, c)
+        _attainment_lines(b.attainment, found.slo, c)
+        c.print(f"[bold]Answer[/]: at most {b.rate_per_s:.3g} requests/s meet the SLO")

@@ -15,11 +15,14 @@ import re
 #: CLI flag -> what the pages call it.
 FLAG_WORDS: dict[str, str] = {
     "--acceptance": "Acceptance rate",
+    "--attainment": "Attainment",
     "--batch": "Batch",
     "--chips": "Chips",
     "--context": "Context",
     "--disaggregated": "Disaggregation (prefill and decode replicas)",
     "--from": "a kernel table file",
+    "--host-cache": "the host memory for offloaded KV",
+    "--host-link": "the chip's host link",
     "--input": "Prompt lengths",
     "--input-len": "Prompt tokens",
     "--kv": "KV cache precision",
