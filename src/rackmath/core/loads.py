@@ -181,7 +181,7 @@ def mixed_load(
     hit rate ``h`` each new prompt's first ``h I`` tokens are cached (:func:`prefill_load`'s
     ``cached``): ``tokens = B (1 + (1 - h) I/O)``; the decode context, and so the KV each
     sequence holds, is still ``I + O/2``. Worked number: ``B = 64``, ``I = 2000``, ``O = 500``,
-    ``h = 0.5``: ``64 + (64 / 500) x 1000 = 192`` tokens a step (``256`` without the cache).
+    ``h = 0.5``: ``64 + (64 / 500) x 1000 = 192`` tokens a step (``320`` without the cache).
     """
     b = np.asarray(batch, float)
     i = np.asarray(input_len, float)
