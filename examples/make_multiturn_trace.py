@@ -11,7 +11,7 @@ A block that only partly held the previous prompt holds more now: a new id.
     python examples/make_multiturn_trace.py            # rewrites the two files below
 
 * ``examples/multiturn-tiny.jsonl``: four requests, two users, two turns each, written out so
-  the hit rate can be counted by hand (``docs/simulate.md``).
+  the hit rate can be counted by hand (``docs/serving-features.md``).
 * ``examples/multiturn-trace.jsonl``: 16 sessions of 2 to 4 turns (seeded, a few KB), and
   ``examples/multiturn-trace.csv``, the same requests without block ids (no prefix reuse).
 """

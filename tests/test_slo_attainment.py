@@ -179,7 +179,7 @@ def test_a_probe_is_long_enough_for_the_outputs_and_skips_its_warm_up() -> None:
 
 @pytest.fixture(scope="module")
 def worked():  # type: ignore[no-untyped-def]
-    """docs/simulate.md's attainment curve: Llama 3.1 8B on one H100 under vLLM, pure roofline,
+    """docs/serving-features.md's attainment curve: Llama 3.1 8B on one H100 under vLLM, pure roofline,
     2,000-token prompts and 300-token outputs, TTFT and TPOT within 500 ms and 15 ms for 99 % of
     the requests together."""
     fleet = slo.Fleet(catalog_model("llama-3.1-8b"), catalog_system("h100-hgx"), "tp=1", efficiency="pure")
