@@ -247,3 +247,35 @@ def test_bad_block_traces_are_refused_in_one_line(tmp_path: Path, text: str, nee
         "trace",
         needle,
     )
+
+
+# ----------------------------------------------------------------------------- runtime profiles
+
+
+def test_an_unchunked_engine_refuses_a_long_prompt_and_names_the_chunked_profile() -> None:
+    # TensorRT-LLM 1.4.0rc4 ships chunked prefill off with an 8,192-token budget: a 10,000-token
+    # prompt is refused in one line naming the profile (and the option) that chunks it
+    base = ["simulate", "llama-3.1-8b", "--on", "h100-hgx", "--plan", "tp=1", "--requests", "5"]
+    _refused([*base, "--runtime", "trtllm", "--input", "10000", "--output", "10"], "trtllm-chunked", "8,192")
+    # the chunked profile runs it in ceil(10,000 / 8,192) = 2 prefill steps: 8,192 then 1,808 tokens
+    fleet = slo.Fleet(
+        catalog_model("llama-3.1-8b"), catalog_system("h100-hgx"), "tp=1", runtime="trtllm-chunked"
+    )
+    ran = slo.serve(fleet, slo.Workload(rate_per_s=None, trace=check_trace([0.0], [10_000], [10])))
+    table = slo.build(
+        fleet, slo.Workload(rate_per_s=None, trace=check_trace([0.0], [10_000], [10]))
+    ).replica.table
+    by_hand = float(table(0, 8192, 0.0)) + float(table(0, 10_000 - 8192, 0.0))
+    assert ran.times.ttft_s[0] == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_engines_that_chunk_by_default_are_profiled_chunked_and_every_profile_is_dated() -> None:
+    from rackmath.catalog.runtimes import runtime
+
+    for engine in ("vllm", "sglang", "trtllm-chunked"):
+        assert runtime(engine).chunked_prefill, engine
+    trt = runtime("trtllm")
+    assert not trt.chunked_prefill and trt.chunked_variant == "trtllm-chunked"
+    for engine in ("vllm", "sglang", "trtllm", "trtllm-chunked", "trtllm-0.18"):
+        r = runtime(engine)
+        assert r.version and r.date and r.source, engine
