@@ -260,7 +260,9 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
     out = console.print
     out(
         f"[bold]rackmath plan[/] {r.model}: {w.traffic_tokens_per_s:,.0f} output tokens/s, "
-        f"{w.input_len:,} in / {w.output_len:,} out, {slo}"
+        f"{w.input_len:,} in / {w.output_len:,} out"
+        + (f" ({w.prefix_hit:.0%} of each prompt cached)" if w.prefix_hit else "")
+        + f", {slo}"
     )
     spec_ = r.space.get("speculation")
     if spec_:
