@@ -183,23 +183,31 @@ def test_dsa_reads_top_k_at_100k_but_holds_everything() -> None:
     c = 100_000
     assert float(arch.kv_bytes_per_sequence(m, c, BF16)) == 61 * (latent + indexer) * c
     assert float(arch.kv_bytes_read_per_sequence(m, c, BF16)) == 61 * (latent * 2048 + indexer * c)
-    # below top-k it reads all it holds
-    assert float(arch.kv_bytes_read_per_sequence(m, 2000, BF16)) == 61 * (latent + indexer) * 2000
+    # at or below top-k it reads every latent and no indexer key (every token is selected: the
+    # engines skip the scoring); one token more and the indexer reads every held key
+    assert float(arch.kv_bytes_read_per_sequence(m, 2000, BF16)) == 61 * latent * 2000
+    assert float(arch.kv_bytes_read_per_sequence(m, 2049, BF16)) == 61 * (latent * 2048 + indexer * 2049)
     read_100k = float(arch.kv_bytes_read_per_sequence(m, c, BF16))
     dense_100k = float(arch.kv_bytes_read_per_sequence(catalog.model("deepseek-v3"), c, BF16))
     assert read_100k / dense_100k == pytest.approx((1152 * 2048 + 128 * c) / (1152 * c))  # ~0.13
     # decode attention: absorbed MLA over top-k, indexer over every held key
     expected = 61 * (2 * 128 * (1024 + 64) * 2048 + 2 * 64 * 128 * c)
     assert float(arch.decode_attention_flops_per_token(m, c)) == expected
+    # at or below top-k: the sparse core over every held token, no indexer scoring
+    assert float(arch.decode_attention_flops_per_token(m, 2048)) == 61 * 2 * 128 * (1024 + 64) * 2048
 
 
 def test_dsa_prefill_flops_bound_each_query_at_top_k() -> None:
     m = catalog.model("deepseek-v3.2")
     n, k = 10_000, 2048
     pairs = k * (k + 1) / 2 + (n - k) * k
-    expected = 61 * (2 * 128 * (192 + 128) * pairs + 2 * 64 * 128 * n * (n + 1) / 2)
+    # the sparse core runs absorbed in prefill too (MQA mode: 576-wide scores, 512-wide values)
+    expected = 61 * (2 * 128 * (1024 + 64) * pairs + 2 * 64 * 128 * n * (n + 1) / 2)
     assert float(arch.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
     assert float(loads.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
+    # a prompt of top-k tokens or fewer: no indexer (the short-sequence fast path)
+    short = 61 * 2 * 128 * (1024 + 64) * k * (k + 1) / 2
+    assert float(arch.prefill_attention_flops_per_sequence(m, k)) == pytest.approx(short, rel=1e-12)
 
 
 def test_the_operator_models_attention_reads_what_the_registry_says() -> None:

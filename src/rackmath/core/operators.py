@@ -118,8 +118,10 @@ class OperatorModel:
     #: query heads; a decode query's and output's width per head (MLA absorbed: 576 and 512)
     heads: float = 0.0
     decode_dims: tuple[float, float] = (0.0, 0.0)
-    #: a prompt's query and output width per head, and the KV heads its kernel reads
+    #: a prompt's query and output width per head, and the KV heads its kernel reads; whether
+    #: it runs absorbed (DSA: every head against one latent, tiled by heads)
     prefill_dims: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    prefill_absorbed: bool = False
     #: the attention kernel family (``gqa``, ``mla``, ``dsa``: :data:`ATTENTION_FAMILY`)
     attention_kind: str = "gqa"
     #: an expert's and a dense MLP's weight matrices: 3 gated (gate, up, down), 2 non-gated (up, down)
@@ -150,7 +152,7 @@ def operator_model(model: ModelSpec, weights: Mapping[str, Precision] | Precisio
     weight_bytes = {name: count * precision[name].bytes_per_element for name, count in params.items()}
     moe = model.moe if model.is_moe else None
     dense = model.dense_mlp
-    latent = attn.rule(a).latent_decode
+    latent, latent_prefill = attn.rule(a).latent_decode, attn.rule(a).latent_prefill
     q_width = a.num_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim if a.kv_lora_rank else a.head_dim)
     qkv_width = q_width + attn.kv_elements_per_token_per_layer(a)
     heads = float(a.num_heads)
@@ -162,7 +164,10 @@ def operator_model(model: ModelSpec, weights: Mapping[str, Precision] | Precisio
             float(a.v_head_dim),
         )
     )
-    prefill_kv = heads if latent else float(a.num_kv_heads)  # MLA prefill runs decompressed
+    prefill_kv = heads if latent else float(a.num_kv_heads)  # MLA prefill runs decompressed ...
+    prefill = (float(q_width / a.num_heads), float(a.v_head_dim), prefill_kv)
+    if latent_prefill:  # ... DSA's absorbed, one shared latent (the decode dims)
+        prefill = (*decode, 1.0)
     return OperatorModel(
         hidden=model.hidden_size,
         num_layers=model.num_layers,
@@ -183,7 +188,8 @@ def operator_model(model: ModelSpec, weights: Mapping[str, Precision] | Precisio
         bytes_per_param={name: weight_bytes[name] / max(count, 1.0) for name, count in params.items()},
         heads=heads,
         decode_dims=decode,
-        prefill_dims=(float(q_width / a.num_heads), float(a.v_head_dim), prefill_kv),
+        prefill_dims=prefill,
+        prefill_absorbed=latent_prefill,
         attention_kind=ATTENTION_FAMILY.get(a.kind, "gqa"),
         expert_matrices=3.0 if (moe is None or moe.gated) else 2.0,
         dense_matrices=3.0 if (dense is None or dense.gated) else 2.0,
@@ -434,6 +440,7 @@ def pass_operators(
             kv_write_bytes=prompts * load.prefill_kv_write_bytes * stage / kv_split,
             input_bytes=_activation_bytes(att_formats[0]),
             calls=layers,
+            shared_heads=m.prefill_absorbed,
         )
         name = "attention_prefill" if decode else "attention"
         attention.append(timed(name, OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))

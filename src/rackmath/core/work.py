@@ -217,6 +217,7 @@ def prefill_attention(
     kv_write_bytes: ArrayLike = 0.0,
     input_bytes: ArrayLike = OUTPUT_BYTES,
     calls: ArrayLike = 1.0,
+    shared_heads: bool = False,
 ) -> Work:
     """Causal attention over prompts of ``length`` (``tokens`` of them on the chip): the
     registry's ``flops``; Q, K and V read at ``input_bytes`` each (``query_heads`` queries of
@@ -224,6 +225,9 @@ def prefill_attention(
     token; MLA's prefill runs decompressed, ``kv_heads = query_heads``) and O written in bf16;
     a cached prefix's ``kv_read_bytes`` and the new cache's ``kv_write_bytes``. Shape: rows =
     tokens, cols = ``query_width`` (the inner dimension of ``Q K^T``), depth = ``length``.
+    ``shared_heads``: the kernel runs absorbed (MQA mode, DSA's sparse MLA: every head against
+    one shared latent), and its tile is the query heads per KV head, as a decode kernel's:
+    cols = ``query_heads / kv_heads``.
     """
     m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
     c, qw, ow = num(calls), num(query_width), num(output_width)
@@ -235,7 +239,7 @@ def prefill_attention(
         kv_read_bytes=num(kv_read_bytes),
         kv_write_bytes=num(kv_write_bytes),
         rows=m,
-        cols=num(query_width),
+        cols=hq / hk if shared_heads else num(query_width),
         depth=num(length),
         calls=c,
     )

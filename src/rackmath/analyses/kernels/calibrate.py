@@ -49,6 +49,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         "floor_s": float(f"{e.floor_s:.4g}"),
         **({"split_tokens": round(e.split_tokens, 1)} if e.split_tokens else {}),
         **({"split_max": round(e.split_max, 2)} if e.split_max else {}),
+        **({"compute_tile_cols": e.compute_tile_cols} if e.compute_tile_cols else {}),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
