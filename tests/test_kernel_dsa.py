@@ -104,3 +104,19 @@ def test_rows_of_a_model_the_catalog_lacks_are_left_out() -> None:
     df.loc[0, "model"] = "zai-org/GLM-5"
     r = dsa_rows.dsa_rows(df, OpClass.ATTENTION_PREFILL)
     assert len(r) == 2 and len(r.companions[0].formats) == 2
+
+
+DSA_CHIPS = ("h100-sxm", "h200", "b200", "b300", "gb200", "gb300")
+
+
+@pytest.mark.parametrize("chip_id", DSA_CHIPS)
+def test_deepseek_v32_attention_runs_on_its_chips_dsa_curves(chip_id: str) -> None:
+    from rackmath.analyses.kernels.fit import ChipPeaks
+    from rackmath.analyses.kernels.tables import efficiency_table
+
+    peaks = ChipPeaks.of(chip_id)
+    flops = {p.value: f for p, f in peaks.peak_flops_per_s.items()}
+    rates = ChipRates(flops, peaks.hbm_bytes_per_s, efficiency_table(chip_id))
+    for cls in (OpClass.ATTENTION_DECODE, OpClass.ATTENTION_PREFILL):
+        kernel = rates.curve(cls, ("bfloat16",), "dsa").kernel
+        assert kernel.kind == "dsa" and not kernel.fallback and "dsa_" in kernel.table
