@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from numpy.typing import ArrayLike
 
+from rackmath.analyses.deploy.plan_features import routing
 from rackmath.analyses.serving import explain as _explain
 from rackmath.analyses.serving import pooled as _serving
 from rackmath.analyses.serving import prefix as _prefix
@@ -172,14 +173,6 @@ def explain(
     )
 
 
-def _routing(
-    redundant_experts: int, skew: float, tbo: str | float, mtp: int, acceptance: float | str | Sequence[float]
-) -> Any:
-    from rackmath.analyses.deploy.plan_features import routing
-
-    return routing(redundant_experts, skew, tbo, mtp, acceptance)
-
-
 def _runtime(runtime: str | None) -> Any:
     from rackmath.catalog.runtimes import runtime as catalog_runtime
 
@@ -243,7 +236,7 @@ def plan(
         max_chips=c.DEFAULT_MAX_CHIPS if max_chips is None else max_chips,
         precisions=tuple(precision or c.DEFAULT_PRECISIONS),
         max_candidates=MAX_SEARCH_CANDIDATES if max_candidates is None else max_candidates,
-        routing=_routing(redundant_experts, skew, tbo, mtp, acceptance),
+        routing=routing(redundant_experts, skew, tbo, mtp, acceptance),
         efficiency=parse_mode(efficiency),
         max_cp=max_cp,
     )
@@ -281,7 +274,7 @@ def pareto(
         disaggregated=disaggregated,
         runtime=_runtime(runtime),
         efficiency=parse_mode(efficiency),
-        routing=_routing(redundant_experts, skew, tbo, mtp, acceptance),
+        routing=routing(redundant_experts, skew, tbo, mtp, acceptance),
     )
 
 
@@ -326,6 +319,9 @@ def simulate(
     weights: str | None = None,
     kv: str | None = None,
     weight_classes: str | dict[str, str] | None = None,
+    mtp: int = 0,
+    acceptance: float = 0.8,
+    spec: str | None = None,
 ) -> SimulationReport:
     """``rackmath simulate``: requests through one replica under a runtime's caps (``trace``:
     a CSV file of ``arrival_s,input_tokens,output_tokens`` rows or Mooncake JSON lines, or its
@@ -358,6 +354,9 @@ def simulate(
         weights=weights,
         kv=kv,
         weight_classes=weight_classes,
+        mtp=mtp,
+        acceptance=acceptance,
+        speculation=None if spec is None else _speculative.parse_speculation(spec, resolve_model),
     )
     return report.require_slo() if require_slo else report
 

@@ -14,6 +14,7 @@ from rackmath.analyses.deploy import rate_search
 from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.deploy import slo as slo_
 from rackmath.analyses.deploy.simulation_report import SimulationReport
+from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.cli.main import app
 from rackmath.cli.options import count, dump_json, number, plot_option, pure_option
 from rackmath.cli.output import console as cli_console
@@ -77,6 +78,15 @@ def simulate_command(
         help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8 (the rest: --weights).",
     ),
     plot: Path | None = plot_option("Write the attainment curve (with --slo) or the latency CDFs."),
+    mtp: int = count(
+        0, "--mtp", help="MTP draft tokens a decode step (0: none).", minimum=0, maximum=MAX_SPEC_DEPTH
+    ),
+    acceptance: float = number(
+        0.8, "--acceptance", help="With --mtp: acceptance per draft.", minimum=0.0, maximum=1.0
+    ),
+    spec: str | None = typer.Option(
+        None, "--spec", help="Speculation in full, e.g. eagle=3,width=2,acceptance=0.7,0.6,0.5."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     pure: bool = pure_option(),
 ) -> None:
@@ -106,6 +116,9 @@ def simulate_command(
         weights=weights,
         kv=kv,
         weight_classes=weight_classes,
+        mtp=mtp,
+        acceptance=acceptance,
+        spec=spec,
     )
     if plot is not None:
         _save_plot(report, plot)

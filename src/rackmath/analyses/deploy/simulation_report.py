@@ -23,6 +23,7 @@ from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.deploy.slo import Fleet, Slo, SloRun, Workload, serve
 from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.analyses.serving.pooled import check_context
+from rackmath.analyses.serving.speculative import Speculation
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
@@ -143,6 +144,9 @@ def simulate(
     weights: str | None = None,
     kv: str | None = None,
     weight_classes: str | dict[str, str] | None = None,
+    mtp: int = 0,
+    acceptance: float = 0.8,
+    speculation: Speculation | None = None,
 ) -> SimulationReport:
     """Requests through one replica of ``model`` on ``system`` as ``runtime`` (a catalog id) runs it.
 
@@ -157,7 +161,10 @@ def simulate(
     (``2P1D``) simulates an xPyD fleet whose prefill replicas use ``prefill_plan`` (default:
     the decode plan). ``weights``, ``kv`` and ``weight_classes``
     (``"experts=nvfp4,attention=fp8"``: weights per tensor class, the rest in ``weights``) as
-    :func:`rackmath.analyses.serving.pooled.make_deployment` takes them."""
+    :func:`rackmath.analyses.serving.pooled.make_deployment` takes them. ``mtp`` draft tokens at
+    ``acceptance`` each (an MTP head), or a ``speculation`` stated in full (drafter, tree,
+    acceptance per position): each decode step verifies and drafts, and a request advances by
+    the expected tokens per step (:mod:`rackmath.analyses.deploy.slo`)."""
     if weight_classes is not None:
         base = None if weights is None else Precision.parse(weights, "--weights")
         model, weights = model.with_weight_precisions(parse_weight_classes(weight_classes), base), None
@@ -198,6 +205,9 @@ def simulate(
         host_link_bytes_per_s=host_link_bytes_per_s,
         weights=weights,
         kv=kv,
+        mtp=mtp,
+        acceptance=acceptance,
+        speculation=speculation,
     )
     if the_slo is not None and trace is None and rate is None:
         found = rate_search.search(fleet, workload, the_slo)
