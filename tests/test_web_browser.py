@@ -222,9 +222,7 @@ def test_a_shared_url_reproduces_the_view(server: str, page: Any) -> None:
     text = page.inner_text("body")
     assert catalog.model("llama-3.1-70b").name in text
     grid = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    from rackmath.analyses.serving.pooled import decode
-
-    point = decode(grid, [64], [8192])
+    point = grid.decode([64], [8192])
     assert _metric(page, "Tokens/s (all chips)") == f"{point.tokens_per_s[0, 0]:,.0f}"
     _shot(page, "serving-llama-h100")
 

@@ -131,7 +131,7 @@ def test_the_default_job_is_llama3_405b_and_its_numbers_are_the_apis() -> None:
     assert m["Tokens/s"] == f"{r.tokens_per_s:,.0f}"
     assert m["Days"] == f"{r.total_days:,.1f}"
     assert m["Cost"] == fmt.money(r.cost_usd) == "$48.8 M"  # the whole figure is in its help
-    assert m["Activations"] == fmt.nbytes(r.memory.activations_bytes)
+    assert m["Activations"] == fmt.nbytes(r.memory.activation_bytes)
     # 15.6e12 tokens on an H100's 81,559 MiB: selective recompute fits (docs/training.md)
     assert r.memory.fits and m["Fits"] == "fits"
     best = choose_recompute(r.setup)
@@ -319,7 +319,7 @@ def test_the_kernel_efficiency_on_a_tpu_says_it_is_transferred() -> None:
     at = run_page(system="tpu-v4-pod", plan="tp=8,pp=16,dp=64", efficiency="kernel", recompute="full")
     ok(at)
     plan = "tp=8,pp=16,dp=64"
-    r = train("llama-3.1-405b", "tpu-v4-pod", plan, efficiency_table="kernel", recompute="full", **LLAMA3)
+    r = train("llama-3.1-405b", "tpu-v4-pod", plan, recompute="full", **LLAMA3)
     assert r.memory.fits  # 32 GB chips: only full recomputation fits
     assert r.setup.table.transferred
     assert metrics(at)["MFU"] == fmt.pct(r.mfu)

@@ -8,22 +8,17 @@ from typing import TYPE_CHECKING, Any
 from numpy.typing import ArrayLike
 
 from rackmath.analyses.serving import explain as _explain
-from rackmath.analyses.serving import pooled as _serving
 from rackmath.analyses.serving import prefix as _prefix
 from rackmath.analyses.serving import speculative as _speculative
-from rackmath.analyses.serving.pooled import (
-    DecodeGrid,
-    Deployment,
-    PrefillGrid,
-    check_context,
-    make_deployment,
-)
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment, PrefillGrid, check_context
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.catalog.economics import memory_tiers
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as _system
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.core.roofline import KERNEL_GROUNDED, Efficiency
 from rackmath.errors import InputError
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -43,7 +38,7 @@ def deployment(
     kv: str | Precision | None = None,
     compute: str | Precision | None = None,
     usd_per_chip_hour: float | None = None,
-    efficiency: Efficiency | str = KERNEL_GROUNDED,
+    efficiency: Efficiency | EfficiencyMode | str = KERNEL_GROUNDED,
 ) -> Deployment:
     """A model (catalog id, alias, config.json path or spec) on a system (id or spec).
 
@@ -64,16 +59,17 @@ def deployment(
 
 
 def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
-    """:func:`rackmath.analyses.serving.pooled.decode` over ``batch x context``, refusing a context
-    beyond the model's window as ``rackmath explain --context`` does."""
+    """:meth:`~rackmath.analyses.serving.deployment.Deployment.decode` over ``batch x context``,
+    refusing a context beyond the model's window as ``rackmath explain --context`` does."""
     check_context(deployment.model, context, "context")
-    return _serving.decode(deployment, batch, context)
+    return deployment.decode(batch, context)
 
 
 def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
-    """:func:`rackmath.analyses.serving.pooled.prefill`, refusing a prompt beyond the model's window."""
+    """:meth:`~rackmath.analyses.serving.deployment.Deployment.prefill`, refusing a prompt beyond
+    the model's window."""
     check_context(deployment.model, length, "length")
-    return _serving.prefill(deployment, batch, length)
+    return deployment.prefill(batch, length)
 
 
 def explain(

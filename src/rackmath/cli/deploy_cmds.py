@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -26,7 +25,6 @@ from rackmath.analyses.deploy.frontier import ParetoPoint, pareto
 from rackmath.analyses.deploy.layout import LayoutReport, layout
 from rackmath.analyses.deploy.plan_features import PlanFeatures
 from rackmath.analyses.deploy.simulate import parse_slo
-from rackmath.analyses.kernels.tables import describe, parse_mode
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
@@ -38,11 +36,11 @@ from rackmath.cli.options import (
     check_context,
     count,
     dump_json,
+    efficiency_option,
     names,
     number,
     plot_option,
     plural,
-    pure_option,
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
@@ -50,6 +48,7 @@ from rackmath.errors import InputError, RackmathError
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.views import fmt
+from rackmath.views.fmt import efficiency_line
 
 
 class InfeasibleError(RackmathError):
@@ -193,7 +192,7 @@ def plan_command(
     mtp: int = _MTP,
     acceptance: float = _ACCEPTANCE,
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """The cheapest deployment that meets the SLOs, runners-up, and why the others failed."""
     spec = resolve_model(model)
@@ -220,7 +219,6 @@ def plan_command(
         ttft_s=ttft_s,
         tpot_s=tpot_s,
     )
-    mode = "pure" if pure else "kernel"
     result = srch.search(
         spec,
         systems,
@@ -229,15 +227,14 @@ def plan_command(
         max_chips=max_chips,
         disaggregated=disaggregated,
         runtime=None if runtime is None else catalog_runtime(runtime),
-        efficiency=parse_mode(mode),
+        efficiency=efficiency,
         routing=routing,
     )
-    efficiency = {s.id: describe(s.chip.id, mode) for s in systems}
     if as_json:
-        typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
+        typer.echo(dump_json(result.to_dict()))
     else:
         _render_plan(result, cli_console())
-        cli_console().print(_efficiency_line(efficiency))
+        cli_console().print(efficiency_line(result.efficiency))
     if result.best is None and result.disaggregated is None:
         raise InfeasibleError(f"no deployment meets the SLOs; {result.infeasible_reason}")
 
@@ -325,7 +322,7 @@ def pareto_command(
     acceptance: float = _ACCEPTANCE,
     plot: Path | None = plot_option("Write the frontier (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Tokens/s per chip against tokens/s per user: the frontier over plans and batches."""
     spec, sys_ = resolve_model(model), catalog_system(on)
@@ -344,17 +341,16 @@ def pareto_command(
         max_chips=max_chips,
         disaggregated=disaggregated,
         runtime=None if runtime is None else catalog_runtime(runtime),
-        efficiency=parse_mode("pure" if pure else "kernel"),
+        efficiency=efficiency,
         routing=routing,
     )
-    efficiency = {sys_.id: describe(sys_.chip.id, "pure" if pure else "kernel")}
     if plot is not None:
         from rackmath.plots.deploy import save_pareto_plot
 
         save_pareto_plot(result, plot)
     if as_json:
         features = {"moe_routing": routing.to_dict(), "speculation": routing.speculation_dict()}
-        typer.echo(dump_json({**result.to_dict(), **features, "efficiency": efficiency}))
+        typer.echo(dump_json({**result.to_dict(), **features}))
         return
     console = cli_console()
     console.print(
@@ -370,21 +366,9 @@ def pareto_command(
     if result.disaggregated_frontier:
         console.print("\n[bold]Disaggregated (xPyD)[/]: decode pool plan and batch, with its prefill share")
         console.print(_frontier_table(result.disaggregated_frontier, "decode plan"))
-    console.print(_efficiency_line(efficiency))
+    console.print(efficiency_line({result.system: result.efficiency}))
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def _efficiency_line(efficiency: dict[str, dict[str, Any]]) -> str:
-    """Which efficiency the numbers use, per system (``transferred`` named where it applies)."""
-    parts = []
-    for system_id, e in efficiency.items():
-        what = "pure roofline" if e["mode"] == "pure" else "kernel-grounded"
-        if e["transferred_from"]:
-            what += f", transferred from {e['transferred_from']}"
-        parts.append(f"{system_id}: {what}")
-    pure = all(e["mode"] == "pure" for e in efficiency.values())
-    return "efficiency: " + "; ".join(parts) + ("" if pure else " (--pure for the roofline)")
 
 
 @app.command("layout")
@@ -395,11 +379,13 @@ def layout_command(
     context: int = count(4096, "--context", help="Tokens of context.", maximum=MAX_CONTEXT),
     weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """The lecture's layout arguments (D13-D24) for a model on a system."""
     spec = resolve_model(model)
     check_context(spec, context, "--context")
-    report = layout(spec, catalog_system(on), batch=batch, context=context, weights=weights)
+    system = catalog_system(on)
+    report = layout(spec, system, batch=batch, context=context, weights=weights, efficiency=efficiency)
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return
@@ -494,6 +480,7 @@ def render_layout(r: LayoutReport, console: Console) -> None:
             f"imbalance {row['imbalance_weights']:.3f}; with KV at {row['kv_context']:,} tokens: "
             f"{'/'.join(map(str, row['stage_layers_with_kv']))}, {row['imbalance_with_kv']:.3f}"
         )
+    out("\n" + efficiency_line({r.system: r.efficiency}))
 
 
 def _frontier_table(points: Sequence[ParetoPoint], plan_header: str) -> Table:

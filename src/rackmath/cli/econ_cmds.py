@@ -20,7 +20,7 @@ from rackmath.analyses.serving import cache_tiers
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.cli.main import app
-from rackmath.cli.options import MAX_BATCH, MAX_CONTEXT, emit, number, one, plot_option, pure_option
+from rackmath.cli.options import MAX_BATCH, MAX_CONTEXT, efficiency_option, emit, number, one, plot_option
 from rackmath.cli.output import make_table
 from rackmath.errors import InputError, UnknownIdError
 from rackmath.numbers import parse_duration
@@ -73,7 +73,7 @@ def prices_command(
     fast_context: str = typer.Option("4096", "--fast-context", help="Context for the fast-mode sweep."),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """What API prices reveal: output/input, long-context tiers, prompt caches, fast modes."""
     table = ce.price_table(prices_file)
@@ -84,7 +84,7 @@ def prices_command(
         if provider.lower() not in known:
             raise UnknownIdError("provider", provider, known)
         chosen = [p for p in chosen if p.provider == provider.lower()]
-    dep = deployment(ref_model, on, efficiency="pure" if pure else "kernel")
+    dep = deployment(ref_model, on, efficiency=efficiency)
     survey = prices.survey(
         chosen,
         dep,
@@ -195,6 +195,7 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
         f"{fmt.usd(rr.usd_per_million_input_tokens)}/M = {rr.output_over_input:.1f}x; decode MFU "
         f"{fmt.pct(rr.decode_mfu)} vs prefill {fmt.pct(rr.prefill_mfu)}"
     )
+    out(f"  efficiency: {d.efficiency_label}")
     lc = r.long_context
     if lc is not None:
         x = lc.to_dict()

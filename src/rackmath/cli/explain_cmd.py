@@ -25,9 +25,9 @@ from rackmath.cli.options import (
     check_context,
     count,
     dump_json,
+    efficiency_option,
     number,
     plot_option,
-    pure_option,
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import DoesNotFitError
@@ -93,7 +93,7 @@ def explain_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     plot: Path | None = plot_option("Write latency and cost vs batch (PNG/SVG/PDF)."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Where the time of a forward pass goes, the balance batch, and what a token costs."""
     batches = number_list(batch, "--batch", integer=True, maximum=MAX_BATCH)
@@ -106,7 +106,7 @@ def explain_command(
         kv=kv,
         compute=compute,
         usd_per_chip_hour=price,
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
     )
     check_chips_in_system(dep.system, chips, plan)
     check_context(dep.model, max(contexts), "--context")
@@ -200,10 +200,10 @@ def _table(result: Explanation) -> Table:
                 f"{g.batch[i, j]:,.0f}",
                 *([f"{g.context[i, j]:,.0f}"] if several_contexts else []),
                 fmt.seconds(g.step_s[i, j]),
-                fmt.seconds(g.times.compute_s[i, j]),
-                fmt.seconds(g.times.weight_fetch_s[i, j]),
-                fmt.seconds(g.times.kv_fetch_s[i, j]),
-                str(g.times.bottleneck[i, j]),
+                fmt.seconds(g.step.compute_s[i, j]),
+                fmt.seconds(g.step.weight_fetch_s[i, j]),
+                fmt.seconds(g.step.kv_fetch_s[i, j]),
+                str(g.step.bottleneck[i, j]),
                 f"{g.tokens_per_s_per_user[i, j]:,.0f}",
                 f"{g.tokens_per_s_per_chip[i, j]:,.0f}",
                 fmt.usd(g.usd_per_million_output_tokens[i, j]),
@@ -217,7 +217,7 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
     """Where the time of one step goes, operator by operator (the analysis picks the point)."""
     i, j = result.focus_index
     g = result.decode
-    point = g.times.breakdown_at((i, j))
+    point = g.step.breakdown_at((i, j))
     step = float(g.step_s[i, j])
     out(
         f"\n  Where the time goes at batch {g.batch[i, j]:,.0f}, L = {g.context[i, j]:,.0f}: "
@@ -315,7 +315,7 @@ def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
                 str(s.bottleneck[i, j]),
                 f"{p.tokens_per_s_per_chip[i, j]:,.0f}",
                 fmt.usd(p.usd_per_million_output_tokens[i, j]),
-                fmt.nbytes(p.memory.total_bytes[i, j]),
+                fmt.nbytes(p.memory_bytes_per_chip[i, j]),
                 "yes" if p.fits[i, j] else "no",
             )
     out(table)

@@ -22,12 +22,12 @@ from rackmath.cli.options import (
     MAX_USD_PER_CHIP_HOUR,
     count,
     duration,
+    efficiency_option,
     emit,
     number,
     one,
     plot_option,
     plural,
-    pure_option,
 )
 from rackmath.cli.output import make_table
 from rackmath.errors import InputError
@@ -82,12 +82,12 @@ def fleet_command(
     ),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Replicas, chips and dollars for a traffic; batching as a train; a simulation under load."""
     if (model is None) != (on is None):
         raise InputError("--model/--on", model or on, "both --model and --on, or neither")
-    dep = deployment(model, on, efficiency="pure" if pure else "kernel") if model and on else None
+    dep = deployment(model, on, efficiency=efficiency) if model and on else None
     if dep is not None and dep.model.max_context and context > dep.model.max_context:
         raise InputError("--context", context, f"at most {dep.model.max_context:,} tokens ({dep.model.id})")
     result = fleet.fleet(
@@ -117,6 +117,8 @@ def _render_fleet(f: fleet.Fleet, console: Console) -> None:
         f"  one replica: {f.batch:,.0f} sequences / {fmt.seconds(f.step_s)} per step = "
         f"{f.tokens_per_s_per_replica:,.0f} tokens/s   ({f.source})"
     )
+    if f.efficiency is not None:
+        out(f"  efficiency: {f.efficiency['label']}")
     out(
         f"  traffic {fmt.si(f.traffic_tokens_per_s, 'tokens/s')} -> {plural(f.replicas, 'replica')} x "
         f"{f.chips_per_replica} chips = "
@@ -277,11 +279,10 @@ def sparsity_command(
     users: str = typer.Option("2000", "--users", help="Concurrent sequences available."),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
-    pure: bool = pure_option(),
 ) -> None:
     """What a sparser MoE buys (quality) and costs (batch, memory, traffic) on a system."""
     result = sparsity.sparsity_study(
-        deployment(model, on, efficiency="pure" if pure else "kernel"),
+        deployment(model, on, efficiency="pure"),
         sparsities=number_list(levels, "--sparsity", minimum=1, maximum=4096, most=32),
         context=one(context, "--context", minimum=1, maximum=MAX_CONTEXT),
         users=one(users, "--users", minimum=1, maximum=MAX_BATCH),
@@ -336,3 +337,4 @@ def _render_sparsity(r: sparsity.SparsityStudy, console: Console) -> None:
         "memory."
         f"\n  [dim]Quality: {r.fit.source}; sparsity read as the expert count at top-1 routing.[/]"
     )
+    out(f"  efficiency: {sparsity.EFFICIENCY['label']}")

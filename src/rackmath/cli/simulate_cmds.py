@@ -17,7 +17,7 @@ from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.cli.main import app
-from rackmath.cli.options import check_context, count, dump_json, pure_option
+from rackmath.cli.options import check_context, count, dump_json, efficiency_option
 from rackmath.cli.output import console as cli_console
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
@@ -92,12 +92,11 @@ def simulate_command(
         None, "--prefill-plan", help="With --disaggregated: the prefill replicas' plan (default --plan)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Requests through one replica under a runtime's caps: TTFT, TPOT, end-to-end, max rate under SLOs."""
     spec, system = resolve_model(model), catalog_system(on)
     the_plan = plan or _default_plan(spec.attention.num_heads, chips, system.scale_up_domain_chips)
-    efficiency = "pure" if pure else "kernel"
     dep = plan_deployment(spec, system, the_plan, efficiency=efficiency)
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
@@ -168,6 +167,7 @@ def simulate_command(
                 f"{x} x {pre_dep.chips} chips ({pre_dep.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
                 f"KV over {tier}, as {profile.name} {profile.version} ran each replica"
             )
+            c.print(f"  efficiency: {dep.efficiency_label}")
             _render_search(fleet_search, c)
             if fleet_result is not None:
                 _render_result(fleet_result, c)
@@ -223,10 +223,11 @@ def _render(
     )
     c.print(
         f"  caps: {lim.max_seqs:,} sequences, {lim.max_tokens:,} tokens/step, chunk {lim.chunk_tokens:,}; "
-        f"KV pool {lim.kv_tokens:,.0f} tokens ({float(p.memory_frac(d.chips // d.plan.dp)):g} of "
+        f"KV pool {lim.kv_tokens:,.0f} tokens ({float(p.memory_frac(d.dims.engine_chips)):g} of "
         f"{p.kv_memory_basis} memory); "
         f"policy {p.policy}"
     )
+    c.print(f"  efficiency: {d.efficiency_label}")
     _render_search(search, c)
     if r is None:
         return

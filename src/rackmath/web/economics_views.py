@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from rackmath.analyses.economics import caching, fast_mode, fleet, overtrain, prices, sparsity
 from rackmath.analyses.serving import cache_tiers
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.errors import DoesNotFitError

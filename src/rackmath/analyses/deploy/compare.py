@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.analyses.serving.explain import Explanation, explain
-from rackmath.analyses.serving.pooled import Deployment, make_deployment
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import DoesNotFitError, InputError
 from rackmath.specs.hardware import SystemSpec
@@ -165,22 +166,8 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
     dep = r.deployment
     p = dep.precisions
     capacity = dep.system.chip.hbm_capacity_bytes
-    if r.planned is None:
-        g, e = r.decode, r.energy
-        kv = float(g.kv_bytes_per_chip[0, 0])
-        memory = dep.weight_bytes_per_chip + kv + (capacity - dep.usable_bytes_per_chip)
-        weights, bound, plan = dep.weight_bytes_per_chip, str(g.times.bottleneck[0, 0]), None
-        fits = bool(g.fits[0, 0])
-        per_chip, usd = float(g.tokens_per_s_per_chip[0, 0]), float(g.usd_per_million_output_tokens[0, 0])
-    else:
-        pg, e = r.planned, r.planned_energy
-        g = pg  # type: ignore[assignment]
-        kv = float(pg.memory.kv_bytes.ravel()[0])
-        memory = float(pg.memory.total_bytes.ravel()[0])
-        weights = float(pg.memory.weights.total.ravel()[0])
-        bound, plan = str(pg.step.bottleneck.ravel()[0]), str(pg.deployment.plan)
-        fits = bool(pg.fits.ravel()[0])
-        per_chip, usd = float(pg.tokens_per_s_per_chip[0, 0]), float(pg.usd_per_million_output_tokens[0, 0])
+    g, e = (r.decode, r.energy) if r.planned is None else (r.planned, r.planned_energy)
+    per_chip, usd = float(g.tokens_per_s_per_chip[0, 0]), float(g.usd_per_million_output_tokens[0, 0])
     step = float(g.step_s[0, 0])
     return Compared(
         label=label,
@@ -188,7 +175,7 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
         system=dep.system.id,
         chip=dep.system.chip.id,
         chips=dep.chips,
-        plan=plan,
+        plan=None if r.planned is None else str(g.deployment.plan),
         weights=p.weights.value,
         kv=p.kv.value,
         compute=p.compute.value,
@@ -201,12 +188,12 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
         tokens_per_s_per_chip=per_chip,
         usd_per_million_output_tokens=usd,
         joules_per_token=None if e is None else float(e.joules_per_token[0, 0]),
-        bottleneck=bound,
-        weight_bytes_per_chip=float(weights),
-        kv_bytes_per_chip=kv,
-        memory_bytes_per_chip=float(memory),
+        bottleneck=str(g.step.bottleneck[0, 0]),
+        weight_bytes_per_chip=float(g.weight_bytes_per_chip),
+        kv_bytes_per_chip=float(g.kv_bytes_per_chip[0, 0]),
+        memory_bytes_per_chip=float(g.memory_bytes_per_chip[0, 0]),
         capacity_bytes_per_chip=capacity,
-        fits=fits,
+        fits=bool(g.fits[0, 0]),
     )
 
 

@@ -3,7 +3,7 @@ the search's plans and batches (fitting candidates only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,10 +20,12 @@ from rackmath.analyses.deploy.candidates import (
     evaluate,
 )
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
+from rackmath.analyses.kernels.tables import describe as describe_efficiency
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -88,6 +90,8 @@ class Frontier(Tabular):
     candidates_evaluated: int
     #: xPyD points (a decode candidate with its share of the best prefill replica), when asked
     disaggregated_frontier: tuple[ParetoPoint, ...] = ()
+    #: the efficiency the numbers use (:func:`rackmath.analyses.kernels.tables.describe`)
+    efficiency: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,6 +102,7 @@ class Frontier(Tabular):
             "candidates_evaluated": self.candidates_evaluated,
             "frontier": [p.to_dict() for p in self.frontier],
             "disaggregated_frontier": [p.to_dict() for p in self.disaggregated_frontier],
+            "efficiency": self.efficiency,
             "assumptions": list(ASSUMPTIONS[:4]),
         }
 
@@ -126,11 +131,12 @@ def pareto(
     comm_overlap_frac: float = net.CommOverlap.ADDED,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
-    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
 ) -> Frontier:
     """Tokens/s per chip against tokens/s per user over plans and batches (fitting only);
     with ``disaggregated`` also the xPyD frontier (:func:`disagg_search.frontier_points`)."""
+    efficiency = rl.Efficiency.parse(efficiency)
     w = Workload(traffic_tokens_per_s=1.0, input_len=input_len, output_len=output_len)
     cap = max(system.scale_up_domain_chips, 64) if max_chips is None else check_max_chips(max_chips)
     xs: list[FloatArray] = []
@@ -183,7 +189,8 @@ def pareto(
         if disaggregated
         else ()
     )
-    return Frontier(model.id, system.id, input_len, output_len, tuple(points), x, y, total, dis)
+    described = describe_efficiency(system.chip.id, efficiency)
+    return Frontier(model.id, system.id, input_len, output_len, tuple(points), x, y, total, dis, described)
 
 
 def _disaggregated_points(

@@ -27,12 +27,14 @@ from rackmath.analyses.deploy.candidates import (
 )
 from rackmath.analyses.deploy.disagg_search import Disaggregated, best_disaggregated, compare
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
+from rackmath.analyses.kernels.tables import describe as describe_efficiency
 from rackmath.core import economics as econ
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.progress import track
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -155,6 +157,8 @@ class SearchResult(Tabular):
     #: the cheapest xPyD fleet (when the search was asked for it) and the sentence comparing it
     disaggregated: Disaggregated | None = None
     disaggregated_note: str = ""
+    #: per system, the efficiency its numbers use (:func:`rackmath.analyses.kernels.tables.describe`)
+    efficiency: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def choices(self) -> tuple[Choice, ...]:
@@ -180,6 +184,7 @@ class SearchResult(Tabular):
             "disaggregated": self.disaggregated.to_dict() if self.disaggregated else None,
             "disaggregated_vs_aggregated": self.disaggregated_note or None,
             "space": self.space,
+            "efficiency": self.efficiency,
             "assumptions": list(ASSUMPTIONS),
         }
 
@@ -197,10 +202,11 @@ def search(
     runners_up: int = 5,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
-    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
 ) -> SearchResult:
     """The cheapest fleet meeting the SLOs, runners-up, and why each rejected family failed."""
+    efficiency = rl.Efficiency.parse(efficiency)
     max_chips = check_max_chips(max_chips)
     for name in precisions:
         if name not in PRECISION_CHOICES:
@@ -296,6 +302,7 @@ def search(
         },
         disaggregated=dis,
         disaggregated_note=note,
+        efficiency={s.id: describe_efficiency(s.chip.id, efficiency) for s in systems},
     )
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment
 from rackmath.analyses.serving.throughput import DecodeThroughput
 from rackmath.core import loads
 from rackmath.core import roofline as rl
@@ -223,12 +223,12 @@ def speculative_decode(
 ) -> SpeculativeGrid:
     """Plain decode, the ``k + 1``-wide verification step and the draft's time over the grid."""
     d = deployment
-    plain = pooled.decode(d, batch, context)
+    plain = d.decode(batch, context)
     b, c = plain.batch[:, :1], plain.context[:1, :]
     load = loads.decode_load(
         d.model, b, c, d.precisions.kv.bytes_per_element, tokens_per_sequence=s.depth + 1
     )
-    verify = d.ideal_step(load)
+    verify = d.step(load)
     if s.draft is None:
         draft_s = spec.mtp_draft_s(plain.step_s, s.depth, d.model.num_layers)
     else:
@@ -242,7 +242,7 @@ def speculative_decode(
             efficiency=d.efficiency,
             memory_reserve_frac=d.memory_reserve_frac,
         )
-        draft_s = s.depth * pooled.decode(drafter, b[:, 0], c[0]).step_s
+        draft_s = s.depth * drafter.decode(b[:, 0], c[0]).step_s
     shape = plain.step_s.shape
     return SpeculativeGrid(
         deployment=d,

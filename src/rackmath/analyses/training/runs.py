@@ -10,7 +10,7 @@ import numpy as np
 
 from rackmath.analyses.training.setup import TrainingSetup, make_training
 from rackmath.core import roofline as rl
-from rackmath.specs.efficiency import EfficiencyTable
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 
 
@@ -47,9 +47,8 @@ class RunPrediction:
 
 def run_setup(
     run: Any,
-    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     system: SystemSpec | None = None,
-    efficiency_table: EfficiencyTable | str | None = None,
 ) -> TrainingSetup:
     """The :class:`TrainingSetup` of a :class:`rackmath.catalog.training_runs.TrainingRun`
     (on ``system`` instead of the run's own, e.g. with a calibrated link latency)."""
@@ -68,14 +67,13 @@ def run_setup(
         zero=run.zero,
         compute=run.compute,
         efficiency=efficiency,
-        efficiency_table=efficiency_table,
         ep_overlap_frac=run.ep_overlap_frac,
         ep_max_domains=run.ep_max_nodes,
         ep_dispatch_fp8=run.ep_dispatch_fp8,
     )
 
 
-def predict_run(run: Any, efficiency: rl.Efficiency = rl.PURE_ROOFLINE) -> RunPrediction:
+def predict_run(run: Any, efficiency: rl.Efficiency = rl.KERNEL_GROUNDED) -> RunPrediction:
     """Predict the run's published metric (MFU, FLOP/s per chip, step time or chip-hours)."""
 
     from rackmath.analyses.training.estimate import estimate
