@@ -8,8 +8,8 @@ memory of one chip of the heaviest stage). Each figure here is an attribute of t
 :class:`~rackmath.analyses.serving.explain.Explanation` at the point, so the web's Compare view and
 ``rackmath explain ... --json`` agree to the last digit.
 
-Memory per chip is what one chip holds: weights, the batch's KV cache (and, under a plan, live
-activations) and the memory reserve; it fits when that total is at most the chip's HBM.
+Memory per chip is what one chip holds: weights, the batch's KV cache and its live activations;
+it fits when that total is at most what the chip may fill (its HBM less the memory reserve).
 """
 
 from __future__ import annotations
@@ -73,8 +73,9 @@ class Compared:
     bottleneck: str
     weight_bytes_per_chip: float
     kv_bytes_per_chip: float
-    memory_bytes_per_chip: float  # weights + KV (+ activations under a plan) + the reserve
+    memory_bytes_per_chip: float  # weights + KV + activations
     capacity_bytes_per_chip: float
+    usable_bytes_per_chip: float  # the capacity less the memory reserve
     fits: bool
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,8 +96,9 @@ class Comparison:
         ("joules_per_token", "joules per output token"),
         ("weight_bytes_per_chip", "weights per chip"),
         ("kv_bytes_per_chip", "KV cache per chip"),
-        ("memory_bytes_per_chip", "memory per chip (with the reserve)"),
+        ("memory_bytes_per_chip", "memory per chip"),
         ("capacity_bytes_per_chip", "HBM per chip"),
+        ("usable_bytes_per_chip", "HBM usable per chip (less the reserve)"),
         ("fits", "fits"),
         ("bottleneck", "bound by"),
     )
@@ -193,6 +195,7 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
         kv_bytes_per_chip=float(g.kv_bytes_per_chip[0, 0]),
         memory_bytes_per_chip=float(g.memory_bytes_per_chip[0, 0]),
         capacity_bytes_per_chip=capacity,
+        usable_bytes_per_chip=dep.usable_bytes_per_chip,
         fits=bool(g.fits[0, 0]),
     )
 
