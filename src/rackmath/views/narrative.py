@@ -9,7 +9,7 @@ from rackmath.analyses.serving.explain import Explanation, cheapest_fitting
 from rackmath.views import fmt
 
 #: How the CLI names the roofline-only view (the web names its own switch).
-PURE_HINT = "--pure shows the roofline alone"
+PURE_HINT = "--efficiency pure shows the roofline alone"
 
 
 def reading(result: Explanation, at: DecodeGrid | None = None, *, pure_hint: str = PURE_HINT) -> str:
