@@ -13,7 +13,7 @@ from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.deploy.simulation_report import SimulationReport
 from rackmath.analyses.deploy.slo import parse_trace
 from rackmath.cli.main import app
-from rackmath.cli.options import count, dump_json, pure_option
+from rackmath.cli.options import count, dump_json, efficiency_option
 from rackmath.cli.output import console as cli_console
 from rackmath.specs.workload import Requests
 from rackmath.userfiles import read_text
@@ -56,7 +56,7 @@ def simulate_command(
         help="Weights per tensor class, e.g. experts=nvfp4,attention=fp8 (the rest: --weights).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Requests through one replica under a runtime's caps: TTFT, TPOT, end-to-end, max rate under SLOs."""
     report = api.simulate(
@@ -76,7 +76,7 @@ def simulate_command(
         seed=seed,
         disaggregated=disaggregated,
         prefill_plan=prefill_plan,
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
         weights=weights,
         kv=kv,
         weight_classes=weight_classes,
@@ -99,6 +99,7 @@ def _render_disaggregated(report: SimulationReport, c: Console) -> None:
         f"{x} x {pre.chips} chips ({pre.plan}), decode {y} x {dep.chips} chips ({dep.plan}), "
         f"KV over {report.kv_tier}, as {p.name} {p.version} ran each replica"
     )
+    c.print(f"  efficiency: {dep.efficiency_label}")
     _render_search(report.search, c)
     if report.result is not None:
         _render_result(report.result, c)
@@ -116,10 +117,11 @@ def _render(
     )
     c.print(
         f"  caps: {lim.max_seqs:,} sequences, {lim.max_tokens:,} tokens/step, chunk {lim.chunk_tokens:,}; "
-        f"KV pool {lim.kv_tokens:,.0f} tokens ({float(p.memory_frac(d.chips // d.plan.dp)):g} of "
+        f"KV pool {lim.kv_tokens:,.0f} tokens ({float(p.memory_frac(d.dims.engine_chips)):g} of "
         f"{p.kv_memory_basis} memory); "
         f"policy {p.policy}"
     )
+    c.print(f"  efficiency: {d.efficiency_label}")
     _render_search(search, c)
     if r is None:
         return

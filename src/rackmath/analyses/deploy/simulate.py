@@ -1,7 +1,7 @@
 """Serve a stream of requests on one planned replica "as the engine ran it".
 
 The step time comes from the per-operator model: one vectorized
-:meth:`~rackmath.analyses.serving.planned.PlannedDeployment.step` over a grid of (decode
+:meth:`~rackmath.analyses.serving.deployment.Deployment.step` over a grid of (decode
 sequences, prompt tokens per step, mean context), each point a step carrying
 ``decode_load + prefill_load`` (the pieces :func:`~rackmath.core.loads.mixed_load` is
 made of, here with their own sizes). The runtime profile caps the batch, the token budget
@@ -11,7 +11,8 @@ caps (perfect load balance across ranks, an optimistic assumption). With
 ``kv_memory_basis = total`` (vLLM, SGLang) the pool is ``frac x HBM - weights - activations``;
 with ``free`` (TensorRT-LLM) it is ``frac x (HBM - weights - activations)``; either is
 divided by the KV bytes one token adds per chip (the one serving memory account,
-:meth:`PlannedDeployment.memory`). Then :func:`rackmath.core.requests.simulate` runs the
+:meth:`~rackmath.analyses.serving.deployment.Deployment.memory` under the runtime's memory
+flag). Then :func:`rackmath.core.requests.simulate` runs the
 requests.
 
 The maximum rate under SLOs (MLPerf Server/Interactive style: p99 TTFT and p99 TPOT limits)
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rackmath.analyses.serving.planned import PlannedDeployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.analyses.serving.speculative import Speculation, draft_step_s
 from rackmath.core import architecture as arch
 from rackmath.core import disagg_requests as dq
@@ -87,18 +88,16 @@ def parse_slo(text: str) -> dict[str, float]:
 # ----------------------------------------------------------------------------- replica
 
 
-def kv_pool_tokens(dep: PlannedDeployment, runtime: RuntimeProfile, mean_context: float) -> float:
-    """Token slots of KV one replica holds under the runtime's memory setting (see module doc)."""
-    chip = dep.system.chip
-    hbm = chip.hbm_capacity_bytes
-    empty = dep.memory(0.0, mean_context, tokens_in_flight=runtime.max_tokens)
-    one = dep.memory(1.0, mean_context, tokens_in_flight=runtime.max_tokens)
-    weights = float(np.asarray(empty.weights.total))
-    act = float(np.asarray(empty.activation_bytes))
+def kv_pool_tokens(dep: Deployment, mean_context: float) -> float:
+    """Token slots of KV one replica holds under its runtime's memory setting: what the memory
+    flag lets a chip fill (:meth:`~rackmath.analyses.serving.deployment.Deployment.usable_for`)
+    less the weights and the activations of a full step, over the KV bytes one token adds."""
+    assert dep.runtime is not None
+    tokens = dep.runtime.max_tokens
+    empty = dep.memory(0.0, mean_context, tokens_in_flight=tokens)
+    one = dep.memory(1.0, mean_context, tokens_in_flight=tokens)
+    room = float(np.asarray(empty.usable_bytes - empty.total_bytes))
     per_token = float(np.asarray(one.kv_bytes - empty.kv_bytes)) / mean_context
-    frac = float(runtime.memory_frac(dep.chips // dep.plan.dp))  # the chips of one engine
-    total = runtime.kv_memory_basis == "total"
-    room = frac * hbm - weights - act if total else frac * (hbm - weights - act)
     return max(room, 0.0) / per_token
 
 
@@ -112,7 +111,7 @@ def _grid(top: float, first: float = 1.0) -> np.ndarray:
 
 
 def step_table(
-    dep: PlannedDeployment,
+    dep: Deployment,
     max_seqs: int,
     max_tokens: int,
     max_context: float,
@@ -164,12 +163,17 @@ def step_table(
 
 @dataclass(frozen=True)
 class Replica:
-    """A planned deployment under a runtime: its caps, KV pool and step table."""
+    """A planned deployment served by its runtime: the caps, KV pool and step table."""
 
-    deployment: PlannedDeployment
-    runtime: RuntimeProfile
+    deployment: Deployment
     limits: rq.Limits
     table: rq.StepTable
+
+    @property
+    def runtime(self) -> RuntimeProfile:
+        runtime = self.deployment.runtime
+        assert runtime is not None  # replica() serves it with one
+        return runtime
 
     def describe(self) -> dict[str, Any]:
         r = self.runtime
@@ -182,7 +186,7 @@ class Replica:
                 "max_seqs": self.limits.max_seqs,
                 "max_tokens": self.limits.max_tokens,
                 "chunk_tokens": self.limits.chunk_tokens,
-                "kv_memory_frac": float(r.memory_frac(self.deployment.chips // self.deployment.plan.dp)),
+                "kv_memory_frac": float(r.memory_frac(self.deployment.dims.engine_chips)),
                 "kv_memory_basis": r.kv_memory_basis,
                 "kv_pool_tokens": self.limits.kv_tokens,
                 "policy": r.policy,
@@ -194,7 +198,7 @@ class Replica:
 
 
 def replica(
-    dep: PlannedDeployment,
+    dep: Deployment,
     runtime: RuntimeProfile,
     *,
     max_context: float,
@@ -205,7 +209,8 @@ def replica(
     """Build the replica; refuses a KV pool that cannot hold one request of ``max_context``.
     ``mtp``: draft tokens an MTP head adds to every decode step, or a ``speculation``'s verify
     width and drafter (:func:`step_table`)."""
-    kv = kv_pool_tokens(dep, runtime, mean_context)
+    dep = replace(dep, runtime=runtime)
+    kv = kv_pool_tokens(dep, mean_context)
     if kv < max_context:
         raise InputError(
             "deployment",
@@ -224,7 +229,7 @@ def replica(
         chunked=runtime.chunked_prefill,
     )
     table = step_table(dep, limits.max_seqs, limits.max_tokens, max_context, mtp, speculation)
-    return Replica(dep, runtime, limits, table)
+    return Replica(dep, limits, table)
 
 
 # ----------------------------------------------------------------------------- results

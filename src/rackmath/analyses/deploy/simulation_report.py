@@ -17,15 +17,15 @@ from typing import Any
 
 from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.deploy.slo import Workload
+from rackmath.analyses.serving.deployment import check_context
 from rackmath.analyses.serving.planned import plan_deployment
-from rackmath.analyses.serving.pooled import check_context
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.specs import checks
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
-from rackmath.specs.model import ModelSpec, parse_weight_classes
-from rackmath.specs.precision import Precision
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
 from rackmath.specs.workload import LengthDist, Requests
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
@@ -148,7 +148,7 @@ def simulate(
     seed: int = 0,
     disaggregated: str | None = None,
     prefill_plan: str | None = None,
-    efficiency: rl.Efficiency | str = "kernel",
+    efficiency: rl.Efficiency | EfficiencyMode | str = "kernel",
     weights: str | None = None,
     kv: str | None = None,
     weight_classes: str | dict[str, str] | None = None,
@@ -163,11 +163,9 @@ def simulate(
     ``prefill_plan`` (default: the decode plan). ``weights``, ``kv`` and ``weight_classes``
     (``"experts=nvfp4,attention=fp8"``: weights per tensor class, the rest in ``weights``) as
     :func:`rackmath.analyses.serving.pooled.make_deployment` takes them."""
-    if weight_classes is not None:
-        base = None if weights is None else Precision.parse(weights, "--weights")
-        model, weights = model.with_weight_precisions(parse_weight_classes(weight_classes), base), None
     the_plan = plan or default_plan(model, system, chips)
-    dep = plan_deployment(model, system, the_plan, efficiency=efficiency, weights=weights, kv=kv)
+    formats: dict[str, Any] = {"weights": weights, "kv": kv, "weight_classes": weight_classes}
+    dep = plan_deployment(model, system, the_plan, efficiency=efficiency, **formats)
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
     profile = runtime.with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
@@ -201,7 +199,7 @@ def simulate(
     pre_dep = (
         dep
         if prefill_plan is None
-        else plan_deployment(model, system, prefill_plan, efficiency=efficiency, weights=weights, kv=kv)
+        else plan_deployment(model, system, prefill_plan, efficiency=efficiency, **formats)
     )
     pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)  # prompts alone
     if limits is not None:
