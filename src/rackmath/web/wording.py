@@ -31,6 +31,7 @@ FLAG_WORDS: dict[str, str] = {
     "--loads": "Loads",
     "--max-candidates": "the search's candidate budget",
     "--max-chips": "Most chips per replica",
+    "--max-cp": "the most context-parallel ranks searched",
     "--max-points": "the number of points",
     "--max-seqs": "the runtime's sequence cap",
     "--max-sim-requests": "the simulated requests",

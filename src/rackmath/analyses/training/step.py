@@ -353,8 +353,8 @@ def microbatch_operators(
     )
     load = loads.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
     rates = chip_rates(s)
-    split = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp * plan.cp, "ep": plan.ep}
-    forward = training_passes(s, m_ops, rates, ops.pass_operators(m_ops, load, rates, **split))
+    passes = ops.pass_operators(m_ops, load, rates, tp=plan.tp, pp=plan.pp, dp=plan.dp * plan.cp, ep=plan.ep)
+    forward = training_passes(s, m_ops, rates, passes)
     train_ops = ts.training_operators(
         forward,
         rates,
