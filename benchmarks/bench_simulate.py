@@ -1,5 +1,6 @@
 """Benchmark the request-level simulation: 10^5 requests through one replica (issue 13's target:
-<= 10 s), at a light and a heavy load, and one max-rate search under p99 SLOs.
+<= 10 s), at a light and a heavy load, and one max-rate search under p99 SLOs (the attainment
+curve and its halvings, each probe a steady-state run).
 
 Run: .venv/bin/python benchmarks/bench_simulate.py  (writes benchmarks/results/simulate.json)
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rackmath.analyses.deploy import rate_search, slo
 from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.serving.planned import plan_deployment
 from rackmath.catalog.loader import resolve_model, system
@@ -47,8 +49,10 @@ def main() -> None:
             "ttft_p99_s": res.metrics["ttft_p99"],
             "tpot_p99_s": res.metrics["tpot_p99"],
         }
-    slo = {"ttft_p99": 2.0, "tpot_p99": 0.05}
-    t_search, found = timed(lambda: sim.max_rate(rep, i, o, slo), 1)
+    limits = slo.Slo.parse("ttft_p99=2s,tpot_p99=50ms")
+    fleet = slo.Fleet(model, sys_, "tp=8", efficiency="pure")
+    work = slo.Workload(1.0, REQUESTS, i, o, 0)
+    t_search, found = timed(lambda: rate_search.search(fleet, work, limits), 1)
     payload = {
         "model": model.id,
         "system": sys_.id,
@@ -60,11 +64,11 @@ def main() -> None:
         "table_s": t_table,
         "loads": loads,
         "max_rate_search": {
-            "slo_s": slo,
+            "slo_s": limits.to_dict()["limits_s"],
             "wall_s": t_search,
-            "probes": len(found.probes),
-            "requests_per_probe": sim.SEARCH_REQUESTS,
-            "max_rate_per_s": found.best.rate_per_s if found.best else None,
+            "probes": len(found.points),
+            "measured_requests_per_probe": [p.attainment.requests for p in found.points],
+            "max_rate_per_s": found.max_rate_per_s,
         },
         "machine": machine(),
     }

@@ -311,41 +311,40 @@ def test_a_training_job_that_does_not_fit_quotes_no_cost() -> None:
 
 
 def test_the_rate_search_reports_each_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rackmath.analyses.deploy import simulate as sim
+    from rackmath.analyses.deploy import rate_search
 
-    monkeypatch.setenv("RACKMATH_PROGRESS", "1")
     seen: list[float] = []
 
     class Probe:
         def __init__(self, rate: float) -> None:
-            self.metrics = {"ttft_p99": rate}
-
-        def meets(self, slo: dict[str, float]) -> bool:
-            return all(self.metrics[k] <= v for k, v in slo.items())
+            self.rate_per_s = rate
+            self.attainment = type("A", (), {"meets_slo": rate <= 10.0})()
 
     def at(rate: float) -> Any:
         seen.append(rate)
         return Probe(rate)
 
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        found = sim.bisect_rate(at, 1000.0, {"ttft_p99": 10.0}, probes=6)
-    assert len(seen) == 8 and found.best is not None and found.best.metrics["ttft_p99"] <= 10
-    assert "Searching the highest rate within the SLOs" in err.getvalue()
+    _made, best = rate_search.bisect_rates(at, 100.0, 10, 6)
+    assert len(seen) == 16 and best is not None and best.rate_per_s <= 10.0
+    assert best.rate_per_s == pytest.approx(10.0, rel=0.04)  # 6 halvings of the 10-20 bracket in log
+    _, none = rate_search.bisect_rates(lambda r: Probe(r + 1e9), 100.0, 4, 2)
+    assert none is None
 
 
 def test_simulate_slo_json_stdout_stays_json(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RACKMATH_PROGRESS", "1")  # bars forced on: they still go to stderr
-    from rackmath.analyses.deploy import simulate as sim
+    from rackmath.analyses.deploy import rate_search
 
-    monkeypatch.setattr(sim, "SEARCH_REQUESTS", 300)
-    monkeypatch.setattr(sim, "SEARCH_PROBES", 2)
+    monkeypatch.setattr(rate_search, "MIN_MEASURED", 100)
+    monkeypatch.setattr(rate_search, "CURVE_POINTS", 3)
+    monkeypatch.setattr(rate_search, "SEARCH_PROBES", 1)
     code, out, err = _run(
-        "simulate", "llama-3.1-8b", "--on", "h100-hgx", "--plan", "tp=1", "--slo", "ttft_p99=2s", "--json"
-    )
+        "simulate", "llama-3.1-8b", "--on", "h100-hgx", "--plan", "tp=1", "--output", "50",
+        "--slo", "ttft_p99=2s", "--json",
+    )  # fmt: skip
     assert code == 0, err
-    json.loads(out)
-    assert "Searching the highest rate" in err
+    assert json.loads(out)["curve"]
+    assert "Probing rates against the SLO" in err
 
 
 def test_the_kernel_fit_and_validation_report_progress_per_chip(monkeypatch: pytest.MonkeyPatch) -> None:

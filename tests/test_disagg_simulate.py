@@ -127,25 +127,25 @@ def test_infinite_lengths_are_one_line() -> None:
 
 
 def test_the_rate_search_runs_an_xpyd_fleet() -> None:
-    """`simulate --disaggregated 1P1D --slo ...`: the answer's probe meets the SLO, every faster
-    probe fails it, and the bracket is 1.5x the smaller pool's capacity."""
-    from rackmath.analyses.serving.planned import plan_deployment
-    from rackmath.catalog.runtimes import runtime
+    """`simulate --disaggregated 1P1D --slo ...`: the answer's probe meets the SLO, the next rate of
+    the curve above it fails, and the curve tops at 1.5x the smaller pool's capacity."""
+    from rackmath.analyses.deploy import rate_search, slo
 
     m, s = catalog_model("llama-3.1-8b"), catalog_system("h100-hgx")
-    dep = plan_deployment(m, s, "tp=1", efficiency="pure")
-    i, o = LengthDist("fixed", 1000), LengthDist("fixed", 200)
-    pre = sim.replica(dep, runtime("vllm"), max_context=1001, mean_context=1001)
-    dec = sim.replica(dep, runtime("vllm"), max_context=1200, mean_context=1200)
-    slo = {"ttft_p99": 0.5, "tpot_p99": 0.02}
-    found = sim.max_rate_disaggregated(pre, dec, 1, 1, i, o, slo, requests=1500, probes=6)
-    assert found.best is not None and found.best.meets(slo)
-    faster = [p for p in found.probes if (p.rate_per_s or 0) > (found.best.rate_per_s or 0)]
-    assert faster and not any(p.meets(slo) for p in faster)
+    fleet = slo.Fleet(m, s, "tp=1", efficiency="pure", disaggregated="1P1D")
+    work = slo.Workload(1.0, 100, LengthDist("fixed", 1000), LengthDist("fixed", 200))
+    the_slo = slo.Slo.parse("ttft_p99=500ms,tpot_p99=20ms")
+    found = rate_search.search(fleet, work, the_slo, points=6, probes=4)
+    assert found.best is not None and found.best.attainment.meets_slo
+    above = [p for p in found.points if p.rate_per_s > found.best.rate_per_s]
+    assert above and not above[0].attainment.meets_slo
+    server = slo.build(fleet, work)
+    assert server.prefill is not None
+    pre, dec = server.prefill, server.replica
     top = 1.5 * min(
         sim.prefill_capacity_rate_per_s(pre, 1000), sim.decode_capacity_rate_per_s(dec, 1000, 200)
     )
-    assert max(p.rate_per_s or 0 for p in found.probes) == pytest.approx(top, rel=1e-12)
+    assert max(p.rate_per_s for p in found.points) == pytest.approx(top, rel=1e-12)
     # the prefill pool's capacity by hand: full 8,192-token chunks of 1,000-token prompts
     chunk = pre.limits.max_tokens
     assert sim.prefill_capacity_rate_per_s(pre, 1000) == pytest.approx(
@@ -160,9 +160,9 @@ def test_cli_searches_the_rate_of_an_xpyd_fleet(cli) -> None:
                          "--efficiency", "pure", "--json")  # fmt: skip
     assert code == 0, err
     d = json.loads(out)
-    assert d["disaggregated"] == "1P1D" and "rate_search" in d and "result" not in d
-    best = d["rate_search"]["best"]
-    assert best["ttft_p99_s"] <= 0.5 and best["tpot_p99_s"] <= 0.02
+    assert d["disaggregated"] == "1P1D" and d["curve"] and "result" not in d
+    best = d["best"]["attainment"]
+    assert best["met_frac"]["ttft_p99"] >= 0.99 and best["met_frac"]["tpot_p99"] >= 0.99
     code, out, err = cli(*args, "--input", "1000", "--output", "200", "--disaggregated", "1P1D",
                          "--slo", "ttft_p99=1us", "--efficiency", "pure")  # fmt: skip
     assert (

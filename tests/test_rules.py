@@ -32,6 +32,16 @@ from rackmath.views.fmt import to_json
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SWEEP = str(EXAMPLES / "sweep-small.yaml")
 TRACE = "arrival_s,input_tokens,output_tokens\n0,100,20\n0.5,200,10\n"
+#: Trace files a rule reads, by the placeholder its command line names them with.
+TRACES = {
+    "{trace}": ("trace.csv", TRACE),
+    "{unsorted}": ("unsorted.csv", "1,100,20\n0,100,20\n"),
+    "{unknown-block}": (  # block 1 after block 0, then after block 2: the ids are not prefix hashes
+        "blocks.jsonl",
+        '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}\n'
+        '{"timestamp": 1, "input_length": 1024, "output_length": 1, "hash_ids": [2, 1]}\n',
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -46,9 +56,10 @@ class Rule:
     same_message: bool = True
 
 
-def _trace(tmp: Path) -> str:
-    path = tmp / "trace.csv"
-    path.write_text(TRACE)
+def _trace(tmp: Path, key: str = "{trace}") -> str:
+    name, text = TRACES[key]
+    path = tmp / name
+    path.write_text(text)
     return str(path)
 
 
@@ -105,6 +116,8 @@ RULES = (
          lambda _: api.plan("llama-3.1-8b", max_chips=100_000), InputError, False),
     Rule("plan-slo-limits", ("plan", "llama-3.1-8b", "--slo", "e2e_p99=5s"),
          lambda _: api.plan("llama-3.1-8b", slo="e2e_p99=5s"), InputError),
+    Rule("plan-prefix-hit-range", ("plan", "llama-3.1-8b", "--prefix-hit", "1"),
+         lambda _: api.plan("llama-3.1-8b", prefix_hit=1.0), InputError),
     Rule("plan-traffic-floor", ("plan", "llama-3.1-8b", "--traffic", "1e-30"),
          lambda _: api.plan("llama-3.1-8b", traffic=1e-30), InputError),
     Rule("plan-runtime-token-budget",
@@ -127,9 +140,22 @@ RULES = (
          lambda _: api.simulate("llama-3.1-8b", "h100-hgx", requests=2e6), InputError),
     Rule("simulate-rate-positive", ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--rate", "0/s"),
          lambda _: api.simulate("llama-3.1-8b", "h100-hgx", rate="0/s"), InputError),
-    Rule("simulate-slo-needs-poisson",
-         ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--trace", "{trace}", "--slo", "ttft_p99=1s"),
-         lambda tmp: api.simulate("llama-3.1-8b", "h100-hgx", trace=_trace(tmp), slo="ttft_p99=1s"),
+    Rule("simulate-prefix-hit-range",
+         ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--prefix-hit", "1.5"),
+         lambda _: api.simulate("llama-3.1-8b", "h100-hgx", prefix_hit=1.5), InputError, False),
+    Rule("simulate-host-cache-bound", ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--host-cache", "-1"),
+         lambda _: api.simulate("llama-3.1-8b", "h100-hgx", host_cache_bytes=-1.0), InputError, False),
+    Rule("simulate-attainment-needs-slo",
+         ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--attainment", "0.9"),
+         lambda _: api.simulate("llama-3.1-8b", "h100-hgx", attainment=0.9), InputError),
+    Rule("simulate-attainment-range",
+         ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--slo", "ttft=2s", "--attainment", "1.5"),
+         lambda _: api.simulate("llama-3.1-8b", "h100-hgx", slo="ttft=2s", attainment=1.5), InputError),
+    Rule("simulate-trace-sorted", ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--trace", "{unsorted}"),
+         lambda tmp: api.simulate("llama-3.1-8b", "h100-hgx", trace=_trace(tmp, "{unsorted}")), InputError),
+    Rule("simulate-trace-block-ids",
+         ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--trace", "{unknown-block}"),
+         lambda tmp: api.simulate("llama-3.1-8b", "h100-hgx", trace=_trace(tmp, "{unknown-block}")),
          InputError),
     Rule("simulate-slo-unmet",
          ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--requests", "200", "--slo", "tpot_p99=1us"),
@@ -189,7 +215,8 @@ def _field(text: str) -> str:
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
 def test_the_api_refuses_what_the_cli_refuses(rule: Rule, tmp_path: Path) -> None:
-    args = [a.replace("{tmp}", str(tmp_path)).replace("{trace}", _trace(tmp_path)) for a in rule.cli]
+    args = [a.replace("{tmp}", str(tmp_path)) for a in rule.cli]
+    args = [_trace(tmp_path, a) if a in TRACES else a for a in args]
     code, _, err = _run(*args)
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 1 and lines[0].startswith("error: "), err

@@ -208,7 +208,7 @@ def test_the_simulators_decode_step_costs_verify_plus_draft_and_advances_e_token
         assert float(t(1.0, 0.0, c)) == pytest.approx(float(verify + draft), rel=1e-9)
     one = Requests(np.zeros(1), np.array([1000]), np.array([201]))
     fleet = slo.Fleet(m, system("h100-hgx"), "tp=8", speculation=s)
-    run = slo.serve(fleet, slo.Workload(trace=one), None, None)
+    run = slo.serve(fleet, slo.Workload(rate_per_s=None, trace=one))
     e = s.tokens_per_step
     decode_steps = math.ceil(200 / e)
     assert run.tokens_per_step == pytest.approx(e) and run.times.steps == 1 + decode_steps

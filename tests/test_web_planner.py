@@ -191,18 +191,30 @@ class _Times(rq.RequestTimes):
         self.requests = Requests(np.array(arrival), np.ones(n, np.int64), np.array(out, np.int64))
         self.first_token_s = np.array(first, float)
         self.finish_s = np.array(finish, float)
+        self.itl_gap_s = np.zeros(0)
+        self.itl_weight = np.zeros(0)
+
+
+def _slo(ttft: float | None, tpot: float | None, attainment: float = 0.99) -> slo.Slo:
+    limits = [slo.Limit(m, v) for m, v in (("ttft", ttft), ("tpot", tpot)) if v is not None]
+    return slo.Slo(tuple(limits), attainment)
 
 
 def test_attainment_counts_requests_by_hand() -> None:
     # TTFT: 0.1, 0.5, 2.0, unfinished; TPOT: (1.1-0.1)/10 = 0.1, (0.6-0.5)/1 = 0.1, one token, -
     t = _Times([0.0, 0.0, 0.0, 0.0], [0.1, 0.5, 2.0, math.nan], [1.1, 0.6, 2.0, math.nan], [11, 2, 1, 5])
-    a = slo.attainment(t, 1.0, 0.1)
-    assert a.ttft_met_frac == 0.5  # 0.1 and 0.5 s
-    assert a.tpot_met_frac == 0.75  # 0.1, 0.1 and the one-token request
-    assert a.both_met_frac == 0.5
+    a = slo.attainment(t, _slo(1.0, 0.1))
+    assert a.met_frac["ttft"] == 0.5  # 0.1 and 0.5 s
+    assert a.met_frac["tpot"] == 0.75  # 0.1, 0.1 and the one-token request
+    assert a.all_frac == 0.5 and not a.meets_slo  # 0.5 < 0.99
     assert a.goodput_requests_per_s == pytest.approx(2 / 2.0)  # 2 requests over the 2 s run
-    b = slo.attainment(t, 0.3, 0.05)
-    assert (b.ttft_met_frac, b.tpot_met_frac, b.both_met_frac) == (0.25, 0.25, 0.0)
+    assert a.goodput_output_tokens_per_s == pytest.approx((11 + 2) / 2.0)
+    assert a.requests_per_s == pytest.approx(3 / 2.0)  # three finished
+    b = slo.attainment(t, _slo(0.3, 0.05))
+    assert (b.met_frac["ttft"], b.met_frac["tpot"], b.all_frac) == (0.25, 0.25, 0.0)
+    # the percentile form: p50 of TTFT within 0.5 s holds (2 of 4), p75 does not
+    assert slo.attainment(t, slo.Slo.parse("ttft_p50=0.5s")).meets_slo
+    assert not slo.attainment(t, slo.Slo.parse("ttft_p75=0.5s")).meets_slo
 
 
 @given(
@@ -214,10 +226,12 @@ def test_attainment_is_monotone_in_the_limit(ttfts: list[float], lo: float, hi: 
     lo, hi = min(lo, hi), max(lo, hi)
     n = len(ttfts)
     t = _Times([0.0] * n, ttfts, [x + 1 for x in ttfts], [2] * n)
-    a, b = slo.attainment(t, lo, None), slo.attainment(t, hi, None)
-    assert a.ttft_met_frac <= b.ttft_met_frac
-    assert b.ttft_met_frac == sum(x <= hi for x in ttfts) / n
-    assert a.both_met_frac <= min(a.ttft_met_frac, a.tpot_met_frac)
+    a, b = slo.attainment(t, _slo(lo, None)), slo.attainment(t, _slo(hi, None))
+    assert a.met_frac["ttft"] <= b.met_frac["ttft"]
+    assert b.met_frac["ttft"] == sum(x <= hi for x in ttfts) / n
+    both = slo.attainment(t, _slo(lo, 0.5))
+    assert both.all_frac is not None and both.all_frac <= min(both.met_frac.values())
+    assert both.goodput_requests_per_s <= both.requests_per_s
 
 
 def test_mtp_runs_each_request_as_its_expected_steps_holding_its_whole_kv() -> None:
@@ -232,9 +246,13 @@ WORK = slo.Workload(4.0, 300, LengthDist.parse("lognormal:2000", "i"), LengthDis
 
 
 def test_mtp_speeds_tokens_up_when_drafts_are_kept_and_never_when_none_are() -> None:
-    plain = slo.serve(FLEET, WORK, 1.0, 0.05)
-    kept = slo.serve(slo.Fleet(FLEET.model, FLEET.system, "tp=8", mtp=2, acceptance=0.8), WORK, 1.0, 0.05)
-    none = slo.serve(slo.Fleet(FLEET.model, FLEET.system, "tp=8", mtp=2, acceptance=0.0), WORK, 1.0, 0.05)
+    plain = slo.serve(FLEET, WORK, _slo(1.0, 0.05))
+    kept = slo.serve(
+        slo.Fleet(FLEET.model, FLEET.system, "tp=8", mtp=2, acceptance=0.8), WORK, _slo(1.0, 0.05)
+    )
+    none = slo.serve(
+        slo.Fleet(FLEET.model, FLEET.system, "tp=8", mtp=2, acceptance=0.0), WORK, _slo(1.0, 0.05)
+    )
     assert kept.tokens_per_step == pytest.approx(1 + 0.8 + 0.64) and none.tokens_per_step == 1.0
     p50 = "tpot_p50"
     assert kept.result.metrics[p50] < plain.result.metrics[p50] < none.result.metrics[p50]
@@ -246,17 +264,20 @@ def test_mtp_speeds_tokens_up_when_drafts_are_kept_and_never_when_none_are() -> 
 
 def test_the_simulate_page_shows_the_apis_percentiles_and_attainment() -> None:
     at = run_page("simulate", requests="300", rate_per_s="4.0", output="300", ttft_ms="400", tpot_ms="25")
-    run = slo.serve(FLEET, WORK, 0.4, 0.025)
+    run = slo.serve(FLEET, WORK, _slo(0.4, 0.025))
     m = metrics(at)
     a = run.attainment
-    assert m["TTFT ≤ 400 ms"] == fmt.pct(a.ttft_met_frac)
-    assert m["TPOT ≤ 25 ms"] == fmt.pct(a.tpot_met_frac)
-    assert m["Both (SLO met)"] == fmt.pct(a.both_met_frac)
+    assert a is not None
+    assert m["TTFT ≤ 400 ms"] == fmt.pct(a.met_frac["ttft"])
+    assert m["TPOT ≤ 25 ms"] == fmt.pct(a.met_frac["tpot"])
+    assert m["Both (SLO met)"] == fmt.pct(a.all_frac or 0.0)
+    assert m["Goodput (requests/s)"] == f"{a.goodput_requests_per_s:,.3g}"
     rows = {r[""]: r for r in at.table[0].value.to_dict("records")}
     assert rows["TTFT (queueing included)"]["p99"] == fmt.seconds(run.result.metrics["ttft_p99"])
+    assert rows["ITL (every gap between tokens)"]["p50"] == fmt.seconds(run.result.metrics["itl_p50"])
     charts = _spec_traces(at)
-    limit = next(t for t in charts[0] if str(t["name"]).startswith("limit 400 ms"))
-    assert f"{a.ttft_met_frac:.1%} of requests meet it" in limit["name"]
+    limit = next(t for t in charts[0] if str(t["name"]).startswith("ttft limit 400 ms"))
+    assert f"{a.met_frac['ttft']:.1%} of requests meet it" in limit["name"]
 
 
 def test_mtp_with_disaggregation_is_refused_in_the_pages_words() -> None:
@@ -266,7 +287,7 @@ def test_mtp_with_disaggregation_is_refused_in_the_pages_words() -> None:
 
 
 def test_a_trace_reads_as_the_cli_reads_it(tmp_path: Any) -> None:
-    from rackmath.cli.simulate_cmds import read_trace
+    from rackmath.specs.workload import read_trace
 
     text = "arrival_s,input_tokens,output_tokens\n0,100,20\n0.5,2000,10\n1.25,300,1\n"
     path = tmp_path / "trace.csv"

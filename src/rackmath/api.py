@@ -171,17 +171,9 @@ def explain(
 def _routing(
     redundant_experts: int, skew: float, tbo: str | float, mtp: int, acceptance: float | str | Sequence[float]
 ) -> Any:
-    from rackmath.analyses.deploy.plan_features import PlanFeatures, parse_acceptance, parse_tbo
+    from rackmath.analyses.deploy.plan_features import routing
 
-    overlap = parse_tbo(tbo) if isinstance(tbo, str) else tbo
-    if isinstance(acceptance, str):
-        rates: float | tuple[float, ...] = parse_acceptance(acceptance)
-    elif isinstance(acceptance, (int, float)):
-        rates = float(acceptance)
-    else:
-        rates = tuple(float(a) for a in acceptance)
-        rates = rates[0] if len(rates) == 1 else rates
-    return PlanFeatures(redundant_experts, skew, overlap, mtp, rates)
+    return routing(redundant_experts, skew, tbo, mtp, acceptance)
 
 
 def _runtime(runtime: str | None) -> Any:
@@ -198,6 +190,7 @@ def plan(
     output_len: int = 1024,
     ttft_s: float | None = None,
     tpot_s: float | None = None,
+    prefix_hit: float = 0.0,
     hardware: Sequence[str | SystemSpec] | None = None,
     slo: str | None = None,
     disaggregated: bool = True,
@@ -219,7 +212,8 @@ def plan(
     the SLOs (``ttft_s``/``tpot_s`` in seconds, or ``slo="ttft_p99=2s,tpot_p99=50ms"``) over
     ``hardware`` (default: the six current systems) and ``precision`` families.
     ``weight_classes`` (``"experts=nvfp4,attention=fp8"``) states the native family's weights
-    per tensor class; ``max_cp`` also searches context parallelism up to that degree."""
+    per tensor class; ``max_cp`` also searches context parallelism up to that degree;
+    ``prefix_hit``: the share of each prompt found in the prefix cache."""
     from rackmath.analyses.deploy import candidates as c
     from rackmath.analyses.deploy import search as s
     from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
@@ -237,6 +231,7 @@ def plan(
         output_len=output_len,
         ttft_s=ttft_s,
         tpot_s=tpot_s,
+        prefix_hit=prefix_hit,
         slo=slo,
         disaggregated=disaggregated,
         runtime=_runtime(runtime),
@@ -307,7 +302,7 @@ def simulate(
     *,
     chips: int | None = None,
     plan: str | None = None,
-    rate: str | float = "5/s",
+    rate: str | float | None = None,
     requests: float = 1e4,
     input_len: str | int | LengthDist = "lognormal:2000",
     output_len: str | int | LengthDist = "500",
@@ -316,6 +311,10 @@ def simulate(
     max_tokens: int | None = None,
     trace: str | Path | Requests | None = None,
     slo: str | None = None,
+    attainment: float | None = None,
+    prefix_hit: float | None = None,
+    host_cache_bytes: float = 0.0,
+    host_link_bytes_per_s: float | None = None,
     seed: int = 0,
     disaggregated: str | None = None,
     prefill_plan: str | None = None,
@@ -326,19 +325,15 @@ def simulate(
     weight_classes: str | dict[str, str] | None = None,
 ) -> SimulationReport:
     """``rackmath simulate``: requests through one replica under a runtime's caps (``trace``:
-    a CSV file of ``arrival_s,input_tokens,output_tokens`` rows, or its requests)."""
+    a CSV file of ``arrival_s,input_tokens,output_tokens`` rows or Mooncake JSON lines, or its
+    requests); with ``slo`` and no ``rate``, the highest rate that meets it."""
     from rackmath.analyses.deploy.simulation_report import simulate as run
-    from rackmath.analyses.deploy.slo import parse_trace
-    from rackmath.catalog.runtimes import runtime as catalog_runtime
-    from rackmath.userfiles import read_text
+    from rackmath.specs.workload import read_trace
 
-    requests_ = (
-        parse_trace(read_text(trace, "--trace"), "--trace") if isinstance(trace, str | Path) else trace
-    )
     report = run(
         _model(model),
         _on(on),
-        catalog_runtime(runtime),
+        runtime,
         chips=chips,
         plan=plan,
         rate=rate,
@@ -347,8 +342,12 @@ def simulate(
         output_len=output_len,
         max_seqs=max_seqs,
         max_tokens=max_tokens,
-        trace=requests_,
+        trace=read_trace(trace) if isinstance(trace, str | Path) else trace,
         slo=slo,
+        attainment=attainment,
+        prefix_hit=prefix_hit,
+        host_cache_bytes=host_cache_bytes,
+        host_link_bytes_per_s=host_link_bytes_per_s,
         seed=seed,
         disaggregated=disaggregated,
         prefill_plan=prefill_plan,

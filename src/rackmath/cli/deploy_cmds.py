@@ -110,6 +110,7 @@ def plan_command(
     tpot_ms: float | None = number(
         None, "--tpot-ms", help="Time-per-output-token SLO (ms).", maximum=3.6e6, positive=True
     ),
+    prefix_hit: float = number(0.0, "--prefix-hit", help="Share of each prompt found in the prefix cache."),
     hardware: str = typer.Option(",".join(DEFAULT_SYSTEMS), "--hardware", help="Comma list of system ids."),
     on: str | None = typer.Option(None, "--on", help="One system id (instead of --hardware)."),
     slo: str | None = typer.Option(
@@ -159,6 +160,7 @@ def plan_command(
         output_len=output_len,
         ttft_s=None if ttft_ms is None else ttft_ms / 1e3,
         tpot_s=None if tpot_ms is None else tpot_ms / 1e3,
+        prefix_hit=prefix_hit,
         hardware=hardware_ids,
         slo=slo,
         disaggregated=disaggregated,
@@ -204,7 +206,9 @@ def _render_plan(r: srch.SearchResult, console: Console) -> None:
     out = console.print
     out(
         f"[bold]rackmath plan[/] {r.model}: {w.traffic_tokens_per_s:,.0f} output tokens/s, "
-        f"{w.input_len:,} in / {w.output_len:,} out, {slo}"
+        f"{w.input_len:,} in / {w.output_len:,} out"
+        + (f" ({w.prefix_hit:.0%} of each prompt cached)" if w.prefix_hit else "")
+        + f", {slo}"
     )
     spec_ = r.space.get("speculation")
     if spec_:

@@ -47,7 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "simulate": (
         "rackmath.cli.simulate_cmds",
-        "Requests through one replica under a runtime's caps: TTFT, TPOT, end-to-end, max rate under SLOs.",
+        "Requests through a replica under a runtime's caps: TTFT, TPOT, ITL, SLO attainment, goodput.",
     ),
     "pareto": (
         "rackmath.cli.deploy_cmds",

@@ -30,7 +30,7 @@ TPOT = 30 ms / 3 = 10 ms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -58,6 +58,8 @@ class DisaggregatedRun(rq.RequestTimes):
     prefill_steps: int
     decode_steps: int
     decode_seq_steps: float
+    itl_gap_s: FloatArray
+    itl_weight: FloatArray
 
     @property
     def steps(self) -> int:
@@ -76,27 +78,24 @@ def _check_pool(name: str, replicas: int) -> int:
 
 def _round_robin(
     order: NDArray[np.int64], replicas: int, build: Requests, table: object, limits: rq.Limits
-) -> tuple[FloatArray, FloatArray, int, float]:
+) -> tuple[FloatArray, FloatArray, int, float, list[rq.RequestRun]]:
     """Deal ``build``'s requests (already in ``order``) over ``replicas`` and simulate each.
-    Returns (first token, finish) per request of ``build`` in its own order, steps, seq-steps."""
+    Returns (first token, finish) per request of ``build`` in its own order, steps, seq-steps
+    and each replica's run."""
     first = np.full(build.size, np.nan)
     finish = np.full(build.size, np.nan)
     steps, seq_steps = 0, 0.0
+    runs = []
     for k in range(replicas):
         idx = order[k::replicas]
         if idx.size == 0:
             continue
-        part = Requests(
-            build.arrival_s[idx],
-            build.input_tokens[idx],
-            build.output_tokens[idx],
-            None if build.cached_tokens is None else build.cached_tokens[idx],
-        )
-        run = rq.simulate(part, table, limits)  # type: ignore[arg-type]
+        run = rq.simulate(build.take(idx), table, limits)  # type: ignore[arg-type]
         first[idx], finish[idx] = run.first_token_s, run.finish_s
         steps += run.steps
         seq_steps += run.decode_seq_steps
-    return first, finish, steps, seq_steps
+        runs.append(run)
+    return first, finish, steps, seq_steps, runs
 
 
 def simulate_disaggregated(
@@ -120,13 +119,15 @@ def simulate_disaggregated(
     if not np.all(np.isfinite(t_kv) & (t_kv >= 0)):
         raise InputError("kv_transfer_s", float(np.min(t_kv)), "a finite time >= 0")
     # 1. the prefill pool: each request makes one token there (its first)
-    pre = Requests(requests.arrival_s, requests.input_tokens, np.ones(n, np.int64))
-    done, _, p_steps, _ = _round_robin(np.arange(n), x, pre, prefill_table, prefill_limits)
+    pre = replace(requests, output_tokens=np.ones(n, np.int64))  # prefix reuse rides along
+    done, _, p_steps, _, _ = _round_robin(np.arange(n), x, pre, prefill_table, prefill_limits)
     first = done + t_kv
     finish = np.where(requests.output_tokens == 1, done, np.nan)  # done at the prefill pool
     # 2. the decode pool, in the order the KV lands (stable for ties)
     go = np.flatnonzero(requests.output_tokens > 1)
     d_steps, d_seq = 0, 0.0
+    gaps: list[FloatArray] = []
+    weights: list[FloatArray] = []
     if go.size:
         land = first[go]
         order = np.argsort(land, kind="stable")
@@ -136,8 +137,13 @@ def simulate_disaggregated(
             requests.output_tokens[go][order] - 1,
             requests.input_tokens[go][order],
         )
-        _, fin, d_steps, d_seq = _round_robin(np.arange(go.size), y, dec, decode_table, decode_limits)
+        second, fin, d_steps, d_seq, runs = _round_robin(
+            np.arange(go.size), y, dec, decode_table, decode_limits
+        )
         finish[go[order]] = fin
+        # ITL: token 1 (the KV landed) to token 2 (the decode pool's first), then that pool's gaps
+        gaps = [second - land[order], *(r.itl_gap_s for r in runs)]
+        weights = [np.ones(go.size), *(r.itl_weight for r in runs)]
     return DisaggregatedRun(
         requests=requests,
         prefill_done_s=done,
@@ -147,4 +153,6 @@ def simulate_disaggregated(
         prefill_steps=p_steps,
         decode_steps=d_steps,
         decode_seq_steps=d_seq,
+        itl_gap_s=np.concatenate(gaps) if gaps else np.zeros(0),
+        itl_weight=np.concatenate(weights) if weights else np.zeros(0),
     )

@@ -30,9 +30,14 @@ Token timing. A prompt's last chunk yields its first token at the end of that st
 after its ``O``-th token, freeing its KV slots. TPOT = (finish - first token)/(O - 1).
 
 Exactness. For ``max_seqs = 1``, ``O = 1`` and a constant step ``s`` the replica is an
-M/D/1 queue (each request is one step of service, FIFO), whose mean wait is
-``W_q = rho s / (2 (1 - rho))`` with ``rho = lambda s`` (Pollaczek-Khinchine);
-:func:`md1_mean_wait_s` states it and the tests hold the simulation to it.
+M/D/1 queue (each request is one step of service, FIFO); with a step linear in the prompt
+tokens and exponential prompt lengths it is M/M/1. The tests hold the simulation to the
+Pollaczek-Khinchine mean wait of both (:func:`rackmath.core.simulation.mg1_mean_wait_s`).
+
+Prefix reuse. A prompt's cached prefix skips its prefill: stated per request
+(``Requests.prefix_tokens``, a hit rate) or found by the replica's prefix cache from the
+prompt's block ids (``Requests.block_ids``; HBM blocks evicted least-recently-used, an optional
+host tier, :mod:`rackmath.core.prefix_cache`). Either way the prefix's KV still takes its slots.
 
 The loop is plain Python over steps (scalar arithmetic, a heap of finishing steps), no
 NumPy inside: about 2-4 us per step, so 10^5 requests of 500 tokens at a batch of 256
@@ -44,11 +49,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rackmath.core import prefix_cache as pc
 from rackmath.core import simulation as sim
 from rackmath.errors import InputError
 from rackmath.specs import checks
@@ -239,12 +245,28 @@ class Limits:
 
 
 class RequestTimes:
-    """Latencies from each request's arrival, first token and finish times (s); shared by the
-    aggregated and the disaggregated runs."""
+    """Latencies from each request's arrival, first token and finish times (s), as the benchmark
+    clients define them; shared by the aggregated and the disaggregated runs.
+
+    * **TTFT** = first token - arrival: the queueing before admission counts (vLLM ``bench serve``
+      times it from the request's send on the client clock, ``vllm/benchmarks/serve.py``; AIPerf
+      from query submission to the first non-empty response, its Metrics Reference v0.13;
+      MLPerf loadgen from the query's scheduled issue in the Server scenario).
+    * **TPOT** = (E2E - TTFT) / (O - 1) per request (vLLM's ``calculate_metrics``:
+      ``(latency - ttft) / (output_len - 1)``; AIPerf's per-request inter-token latency and
+      MLPerf's time per output token are the same ratio); NaN for one-token outputs.
+    * **ITL**: every gap between two successive output tokens, the first token excluded, pooled
+      over all requests (vLLM's ``itls``; AIPerf calls it inter-chunk latency). A step yields one
+      token per sequence, so a gap is the time between the two steps that made them.
+    * **E2E** = finish - arrival.
+    """
 
     requests: Requests
     first_token_s: FloatArray
     finish_s: FloatArray
+    #: the pooled ITL as weighted samples: ``itl_weight[k]`` gaps of ``itl_gap_s[k]`` seconds
+    itl_gap_s: FloatArray
+    itl_weight: FloatArray
 
     @property
     def ttft_s(self) -> FloatArray:
@@ -263,11 +285,41 @@ class RequestTimes:
 
     @property
     def span_s(self) -> float:
-        return float(self.finish_s.max() - self.requests.arrival_s[0])
+        """First arrival to last finish (requests a cut-off run left unfinished aside)."""
+        done = self.finish_s[np.isfinite(self.finish_s)]
+        return float(done.max() - self.requests.arrival_s[0]) if done.size else 0.0
 
     @property
     def output_tokens_per_s(self) -> float:
         return float(self.requests.output_tokens.sum() / self.span_s) if self.span_s > 0 else 0.0
+
+    def itl_percentile_s(self, q: float) -> float | None:
+        """The ``q``-th percentile (0-100) of the pooled ITL (:func:`weighted_percentile`)."""
+        if not self.itl_gap_s.size:
+            return None
+        return float(weighted_percentile(self.itl_gap_s, self.itl_weight, q))
+
+    def itl_within_frac(self, limit_s: float) -> float:
+        """The share of all inter-token gaps within ``limit_s``."""
+        w = self.itl_weight
+        total = float(w.sum())
+        return float(w[self.itl_gap_s <= limit_s].sum() / total) if total else 1.0
+
+
+def weighted_percentile(values: ArrayLike, weights: ArrayLike, q: float) -> float:
+    """The smallest value whose cumulative weight reaches ``q`` percent of the total (the
+    inverted CDF of weighted samples; NumPy's ``inverted_cdf`` method when every weight is 1).
+    Worked number: values [1, 2, 3] with weights [1, 1, 2]: p50 = 2 (2 of 4), p51 = 3."""
+    v = np.asarray(values, float)
+    w = np.asarray(weights, float)
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(w[order])
+    k = int(np.searchsorted(cum, q / 100.0 * cum[-1] * (1 - 1e-12), side="left"))
+    return float(v[order][min(k, v.size - 1)])
+
+
+def _no_gaps() -> FloatArray:
+    return np.zeros(0)
 
 
 @dataclass(frozen=True)
@@ -284,6 +336,12 @@ class RequestRun(RequestTimes):
     seq_time_s: float = 0.0
     #: time the run ended (the last step's end, or the cutoff)
     end_s: float = 0.0
+    itl_gap_s: FloatArray = field(default_factory=_no_gaps)
+    itl_weight: FloatArray = field(default_factory=_no_gaps)
+    #: per request: prompt tokens found cached (their prefill skipped), of them loaded from the
+    #: host tier; None without prefix reuse
+    hit_tokens: IntArray | None = None
+    host_hit_tokens: IntArray | None = None
 
     @property
     def completed_frac(self) -> float:
@@ -304,22 +362,36 @@ def work_steps(requests: Requests, limits: Limits) -> float:
     return max(decode, prefill)
 
 
+@dataclass(frozen=True)
+class HostTier:
+    """A host-memory tier under the HBM prefix cache: ``tokens`` of KV it holds (the replica's),
+    ``load_s_per_token`` to bring one token's KV back (:mod:`rackmath.core.prefix_cache`)."""
+
+    tokens: float
+    load_s_per_token: float
+
+
 def simulate(
     requests: Requests,
     table: StepTable | BatchStepTable,
     limits: Limits,
     *,
     cutoff_s: float = math.inf,
+    host: HostTier | None = None,
 ) -> RequestRun:
     """Serve ``requests`` on one replica; see the module docstring for the rules.
 
     The run stops when every request is done or at the first step boundary at or after
-    ``cutoff_s`` (an overloaded replica: requests unfinished by then keep NaN times)."""
+    ``cutoff_s`` (an overloaded replica: requests unfinished by then keep NaN times).
+    Prefix reuse: ``requests.prefix_tokens`` skip their prefill; ``requests.block_ids`` run
+    through the replica's prefix cache (:mod:`rackmath.core.prefix_cache`, ``host`` its
+    host-memory tier)."""
     arr = requests.arrival_s.tolist()
     inp = requests.input_tokens.tolist()
     out = requests.output_tokens.tolist()
     n = len(arr)
     held = [0] * n if requests.cached_tokens is None else requests.cached_tokens.tolist()
+    skip = [0] * n if requests.prefix_tokens is None else requests.prefix_tokens.tolist()
     need = [h + i + o for h, i, o in zip(held, inp, out, strict=True)]
     worst = max(need)
     if worst > limits.kv_tokens:
@@ -334,9 +406,19 @@ def simulate(
         raise InputError(
             "request length",
             f"a {max(inp):,}-token prompt",
-            f"prompts of at most the {limits.max_tokens:,}-token step budget when prefills are not chunked "
-            "(TensorRT-LLM's default): shorter inputs or a larger --max-tokens",
+            f"prompts of at most the {limits.max_tokens:,}-token step budget when prefills are not chunked: "
+            "shorter inputs, a larger budget or chunked prefill",
         )
+    cache = None
+    if requests.block_ids is not None:
+        cache = pc.PrefixCache(
+            free=float(limits.kv_tokens),
+            block_tokens=requests.block_tokens,
+            host_tokens=host.tokens if host else 0.0,
+            load_s_per_token=host.load_s_per_token if host else 0.0,
+        )
+    hits = [0] * n
+    host_hits = [0] * n
     step_of = table.scalar()
     first = [math.nan] * n
     finish = [math.nan] * n
@@ -344,7 +426,7 @@ def simulate(
     mixed = limits.policy == "mixed"
     kv_free = float(limits.kv_tokens)
     waiting: deque[int] = deque()  # arrived, not admitted (FCFS)
-    prefilling: deque[list[int]] = deque()  # [request, prompt tokens left]
+    prefilling: deque[list[float]] = deque()  # [request, prompt tokens left, ready time]
     finishing: list[tuple[int, int]] = []  # heap of (step index of the last token, request)
     decoding = 0
     ctx_sum = 0.0  # cached tokens over decoding sequences
@@ -356,6 +438,30 @@ def simulate(
     seq_steps = 0.0
     seq_time = 0.0
     done = 0
+    # the pooled inter-token gaps: (seconds, how many) per decode step, and vectorized stretches
+    gap_s: list[float] = []
+    gap_n: list[float] = []
+    gap_chunks: list[tuple[FloatArray, float]] = []
+    last_dec = 0.0  # end of the last step that carried decode tokens
+    fresh: list[float] = []  # first-token times of sequences not yet in a decode step
+
+    def gaps(t_end: float, d: int) -> None:
+        stay = d - len(fresh)
+        if stay:
+            gap_s.append(t_end - last_dec)
+            gap_n.append(stay)
+        for f in fresh:
+            gap_s.append(t_end - f)
+            gap_n.append(1.0)
+        fresh.clear()
+
+    def release(r: int) -> None:
+        nonlocal kv_free
+        if cache is None:
+            kv_free += need[r]
+        else:
+            cache.release(r)
+
     while done < n and t < cutoff_s:
         while nxt < n and arr[nxt] <= t:
             waiting.append(nxt)
@@ -376,7 +482,11 @@ def simulate(
             ends = t + np.cumsum(dts)
             m = 1 + int(np.searchsorted(ends[:-1], a, side="left"))  # steps starting before a
             m = min(m, k)
-            dt = float(ends[m - 1]) - t
+            gaps(float(ends[0]), decoding)
+            if m > 1:
+                gap_chunks.append((np.diff(ends[:m]), float(decoding)))
+            last_dec = float(ends[m - 1])
+            dt = last_dec - t
             t += dt
             busy += dt
             seq_time += decoding * dt
@@ -385,21 +495,33 @@ def simulate(
             dsteps += m
             steps += m
             continue
-        budget = max_tokens
+        budget: float = max_tokens
         running = decoding + len(prefilling)
         # admission: FCFS, while a sequence slot and the whole request's KV are free
-        while waiting and running < max_seqs and need[waiting[0]] <= kv_free:
-            r = waiting.popleft()
-            kv_free -= need[r]
-            prefilling.append([r, inp[r]])
+        while waiting and running < max_seqs:
+            r = waiting[0]
+            if cache is None:
+                if need[r] > kv_free:
+                    break
+                kv_free -= need[r]
+                prefilling.append([r, inp[r] - skip[r], t])
+                hits[r] = skip[r]
+            else:
+                got = cache.admit(r, requests.ids(r), inp[r], need[r], t)
+                if got is None:
+                    break
+                prefilling.append([r, inp[r] - got.cached_tokens, got.ready_s])
+                hits[r], host_hits[r] = got.cached_tokens, got.host_hit_tokens
+            waiting.popleft()
             running += 1
-        prefill_only = not mixed and bool(prefilling)
+        ready = [e for e in prefilling if e[2] <= t] if cache is not None else prefilling
+        prefill_only = not mixed and bool(ready)
         d = 0 if prefill_only else decoding
         budget -= d
-        p = 0
+        p = 0.0
         p_seqs = 0
         completed: list[int] = []
-        for entry in prefilling:
+        for entry in ready:
             if budget <= 0 or (not chunked and entry[1] > budget):
                 break
             take = min(entry[1], budget, chunk)
@@ -408,8 +530,12 @@ def simulate(
             p += take
             p_seqs += 1
             if entry[1] == 0:
-                completed.append(entry[0])
-        if d == 0 and p == 0:  # a decode-capped, budget-starved corner: nothing can move
+                completed.append(int(entry[0]))
+        if d == 0 and p == 0:
+            if len(ready) < len(prefilling):  # prompts wait for their KV from the host tier
+                t = min(min(e[2] for e in prefilling), a)
+                continue
+            # a decode-capped, budget-starved corner: nothing can move
             raise InputError("max_tokens", max_tokens, "a token budget of at least max_seqs + 1")
         dt = step_of(d, p, ctx_sum / d if d else 0.0)
         t += dt
@@ -417,12 +543,14 @@ def simulate(
         seq_time += (d + p_seqs) * dt
         seq_steps += d
         if d:
+            gaps(t, d)
+            last_dec = t
             ctx_sum += d
             dsteps += 1
             while finishing and finishing[0][0] == dsteps:
                 _, r = heapq.heappop(finishing)
                 finish[r] = t
-                kv_free += need[r]
+                release(r)
                 decoding -= 1
                 ctx_sum -= need[r]
                 done += 1
@@ -430,15 +558,21 @@ def simulate(
             prefilling = deque(e for e in prefilling if e[1] > 0)
         for r in completed:
             first[r] = t
+            if cache is not None:
+                cache.register(r, requests.ids(r), inp[r])
             if out[r] == 1:
                 finish[r] = t
-                kv_free += need[r]
+                release(r)
                 done += 1
             else:  # its tokens 2..O come in the next O - 1 steps that carry decode tokens
                 decoding += 1
+                fresh.append(t)
                 ctx_sum += held[r] + inp[r] + 1
                 heapq.heappush(finishing, (dsteps + out[r] - 1, r))
         steps += 1
+    gap_arr = [np.asarray(gap_s, float)] + [c for c, _ in gap_chunks]
+    wt_arr = [np.asarray(gap_n, float)] + [np.full(c.size, w) for c, w in gap_chunks]
+    reuse = cache is not None or requests.prefix_tokens is not None
     return RequestRun(
         requests=requests,
         first_token_s=np.asarray(first),
@@ -448,19 +582,8 @@ def simulate(
         decode_seq_steps=seq_steps,
         seq_time_s=seq_time,
         end_s=t,
+        itl_gap_s=np.concatenate(gap_arr),
+        itl_weight=np.concatenate(wt_arr),
+        hit_tokens=np.asarray(hits, np.int64) if reuse else None,
+        host_hit_tokens=np.asarray(host_hits, np.int64) if cache is not None else None,
     )
-
-
-def md1_mean_wait_s(rate_per_s: ArrayLike, service_s: ArrayLike) -> FloatArray:
-    """Mean wait in queue of an M/D/1 server: ``W_q = rho s / (2 (1 - rho))``, ``rho = lambda s < 1``.
-
-    Pollaczek-Khinchine with a deterministic service time (Kleinrock, *Queueing Systems*
-    vol. 1, 1975, eq. 5.77 with ``C_b^2 = 0``). Worked number: ``lambda = 50/s``,
-    ``s = 10 ms``: ``rho = 0.5``, ``W_q = 0.5 x 10 ms / 1 = 5 ms``.
-    """
-    lam = np.asarray(rate_per_s, float)
-    s = np.asarray(service_s, float)
-    rho = lam * s
-    if np.any(rho >= 1) or np.any(rho < 0):
-        raise InputError("utilization", rho, "rate x service time in [0, 1)")
-    return np.asarray(rho * s / (2.0 * (1.0 - rho)), dtype=float)

@@ -7,6 +7,8 @@ Everything is seeded (``numpy.random.default_rng``) and reproducible.
 * :func:`poisson_arrivals_s`: the arrival process every simulation draws from.
 * :func:`simulate_train_schedule`: the lecture's "train" (D8): a batch departs every
   ``interval_s`` with whoever is waiting (up to ``max_batch``) and runs for ``run_s``.
+* :func:`mg1_mean_wait_s` (with :func:`md1_mean_wait_s` and :func:`mm1_mean_wait_s`): the
+  closed forms the request simulator is held to.
 
 Continuous batching (``fleet`` and ``simulate``) has one simulator,
 :func:`rackmath.core.requests.simulate`; ``fleet``'s replica is its special case
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from rackmath.errors import InputError
 
 FloatArray = NDArray[np.float64]
 
@@ -65,3 +69,28 @@ def simulate_train_schedule(
     grid = np.where(np.isinf(grid), -np.inf, grid)  # padding never delays a real request
     train = (np.maximum.accumulate(grid, axis=0) + m).reshape(-1)[:n]
     return np.asarray(train * interval_s + run_s - arrivals, dtype=float)
+
+
+def mg1_mean_wait_s(rate_per_s: ArrayLike, mean_service_s: ArrayLike, service_scv: ArrayLike) -> FloatArray:
+    """Mean wait in queue of an M/G/1 server (Pollaczek-Khinchine):
+    ``W_q = rho (1 + C^2) E[S] / (2 (1 - rho))``, ``rho = lambda E[S] < 1``, ``C^2`` the squared
+    coefficient of variation of the service time (Kleinrock, *Queueing Systems* vol. 1, 1975,
+    eq. 5.77). Units: 1/s, s, dimensionless; returns s."""
+    lam = np.asarray(rate_per_s, float)
+    s = np.asarray(mean_service_s, float)
+    rho = lam * s
+    if np.any(rho >= 1) or np.any(rho < 0):
+        raise InputError("utilization", rho, "rate x service time in [0, 1)")
+    return np.asarray(rho * (1.0 + np.asarray(service_scv, float)) * s / (2.0 * (1.0 - rho)), dtype=float)
+
+
+def md1_mean_wait_s(rate_per_s: ArrayLike, service_s: ArrayLike) -> FloatArray:
+    """M/D/1 (a deterministic service, ``C^2 = 0``): ``W_q = rho s / (2 (1 - rho))``. Worked
+    number: ``lambda = 50/s``, ``s = 10 ms``: ``rho = 0.5``, ``W_q = 0.5 x 10 ms / 1 = 5 ms``."""
+    return mg1_mean_wait_s(rate_per_s, service_s, 0.0)
+
+
+def mm1_mean_wait_s(rate_per_s: ArrayLike, mean_service_s: ArrayLike) -> FloatArray:
+    """M/M/1 (an exponential service, ``C^2 = 1``): ``W_q = rho E[S] / (1 - rho)``. Worked
+    number: ``lambda = 50/s``, ``E[S] = 10 ms``: ``W_q = 0.5 x 10 ms / 0.5 = 10 ms``."""
+    return mg1_mean_wait_s(rate_per_s, mean_service_s, 1.0)

@@ -28,6 +28,12 @@ class RuntimeProfile(BaseModel):
     kv_memory_basis: Literal["total", "free"]
     policy: Literal["mixed", "prefill_first"]
     chunked_prefill: bool = True
+    #: the engine's name for ``max_tokens`` (``max_num_batched_tokens``, ``max_num_tokens``, ...)
+    token_budget_flag: str = "max_tokens"
+    #: the setting that turns chunked prefill on, where it is off by default
+    chunking_flag: str = ""
+    #: the catalog profile of the same engine with chunked prefill on (where this one is off)
+    chunked_variant: str | None = None
     scheduler: str
     cuda_graphs: bool
     cuda_graph_max_batch: int = Field(ge=0)

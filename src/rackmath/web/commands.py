@@ -95,15 +95,19 @@ def frontier_command(s: FrontierState) -> Command:
 
 
 def simulate_command(s: SimulateState, trace: bool = False) -> Command:
-    """``rackmath simulate`` with the page's workload (``trace``: an uploaded trace file)."""
+    """``rackmath simulate`` with the page's workload (``trace``: an uploaded trace file) and SLO;
+    with the attainment curve asked for, the command searches the rates (no ``--rate``)."""
     line = ["rackmath", "simulate", s.model, "--on", s.system, "--plan", s.plan, "--runtime", s.runtime]
     notes: tuple[str, ...] = ()
     if trace:
         line += ["--trace", TRACE_FILE]
         notes += (f"save the uploaded trace as {TRACE_FILE}",)
     else:
-        line += ["--rate", f"{s.rate_per_s:g}/s", "--requests", str(s.requests)]
+        line += [] if s.curve else ["--rate", f"{s.rate_per_s:g}/s", "--requests", str(s.requests)]
         line += ["--input", s.input, "--output", s.output, "--seed", str(s.seed)]
+    line += ["--slo", f"ttft={s.ttft_ms:g}ms,tpot={s.tpot_ms:g}ms", "--attainment", f"{s.attainment:g}"]
+    if s.prefix_hit:
+        line += ["--prefix-hit", f"{s.prefix_hit:g}"]
     if s.disaggregated:
         line += ["--disaggregated", s.disaggregated, *_opt("--prefill-plan", s.prefill_plan)]
     if s.mtp:
@@ -112,9 +116,6 @@ def simulate_command(s: SimulateState, trace: bool = False) -> Command:
             "MTP in `rackmath simulate` needs its --mtp option (the page's analysis is analyses.deploy.slo)",
         )
     line += ["--efficiency", "pure"] if s.efficiency == "pure" else []
-    notes += (
-        "SLO attainment is the page's (analyses.deploy.slo.attainment); the CLI prints the percentiles",
-    )
     return Command(((*line, "--json"),), notes)
 
 

@@ -160,9 +160,12 @@ class Workload:
     output_len: int = 1024
     ttft_s: float | None = None
     tpot_s: float | None = None
+    #: the share of each prompt found in the prefix cache: skips its prefill, keeps its KV
+    prefix_hit: float = 0.0
 
     def __post_init__(self) -> None:
         check_traffic(self.traffic_tokens_per_s, "--traffic")
+        checks.fraction("--prefix-hit", self.prefix_hit, one=False, allowed="a hit rate in [0, 1), e.g. 0.5")
         for name in ("input_len", "output_len"):
             checks.whole(name.replace("_", "-"), getattr(self, name), allowed="a whole number of tokens >= 1")
         for name in ("ttft_s", "tpot_s"):
@@ -411,18 +414,20 @@ def candidate_load(
     if phase == "prefill":  # whole prompts: a pipeline micro-batch holds whole requests
         return loads.prefill_load(model, batch, i_len, kv_el, whole=True), float(i_len)
     if phase == "mixed" and not k:
-        return loads.mixed_load(model, batch, i_len, o_len, kv_el), float(i_len + o_len)
+        return loads.mixed_load(model, batch, i_len, o_len, kv_el, workload.prefix_hit), float(i_len + o_len)
     # decode tokens verify k + 1 a sequence when MTP is on
     load = loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el, tokens_per_sequence=k + 1)
     if phase == "mixed":  # B E / O new prompts a step keep B in flight (mixed_load with E)
         e_tok = routing.tokens_per_step if k else 1.0
-        pre = loads.prefill_load(model, batch * e_tok / o_len, i_len, kv_el)
+        cached = workload.prefix_hit * i_len  # the prompt's cached share skips its prefill
+        pre = loads.prefill_load(model, batch * e_tok / o_len, i_len, kv_el, cached=cached)
         load = replace(
             load,
             prefill_sequences=pre.prefill_sequences,
             prefill_length=pre.prefill_length,
             prefill_attention_flops=pre.prefill_attention_flops,
             prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
+            prefill_kv_read_bytes=pre.prefill_kv_read_bytes,
         )
     return load, float(i_len + o_len)
 

@@ -8,6 +8,7 @@ argument); ``plan`` and ``pareto`` build it from ``--redundant-experts``, ``--sk
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +143,21 @@ def parse_tbo(text: str) -> float:
     return checks.fraction(
         "--tbo", value, allowed="on, off or an overlap fraction in [0, 1], e.g. --tbo on", given=text
     )
+
+
+def routing(
+    redundant_experts: int = 0,
+    skew: float = 1.0,
+    tbo: str | float = "off",
+    mtp: int = 0,
+    acceptance: float | str | Sequence[float] = 0.8,
+) -> PlanFeatures:
+    """The features as ``plan`` and ``pareto`` take them: ``tbo`` as text (:func:`parse_tbo`) or
+    a fraction, ``acceptance`` as text (:func:`parse_acceptance`), one rate or one per position."""
+    overlap = parse_tbo(tbo) if isinstance(tbo, str) else tbo
+    if isinstance(acceptance, str):
+        rates: float | tuple[float, ...] = parse_acceptance(acceptance)
+    else:
+        given = (acceptance,) if isinstance(acceptance, int | float) else tuple(acceptance)
+        rates = float(given[0]) if len(given) == 1 else tuple(float(a) for a in given)
+    return PlanFeatures(redundant_experts, skew, overlap, mtp, rates)

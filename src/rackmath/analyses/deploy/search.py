@@ -356,6 +356,7 @@ def plan(
     output_len: int = 1024,
     ttft_s: float | None = None,
     tpot_s: float | None = None,
+    prefix_hit: float = 0.0,
     slo: str | None = None,
     disaggregated: bool = True,
     runtime: RuntimeProfile | None = None,
@@ -369,10 +370,16 @@ def plan(
     """``rackmath plan``: the cheapest deployment serving ``traffic`` output tokens/s of
     ``input_len``/``output_len`` requests under the SLOs (seconds, or ``slo`` text), over
     ``systems`` and ``precisions``, xPyD pools included unless ``disaggregated`` is false;
-    context parallelism up to ``max_cp`` (1: none)."""
+    context parallelism up to ``max_cp`` (1: none); ``prefix_hit`` of each prompt found in the
+    prefix cache (in [0, 1))."""
     ttft_s, tpot_s = slo_limits(slo, ttft_s, tpot_s)
     work = Workload(
-        traffic_tokens_per_s=traffic, input_len=input_len, output_len=output_len, ttft_s=ttft_s, tpot_s=tpot_s
+        traffic_tokens_per_s=traffic,
+        input_len=input_len,
+        output_len=output_len,
+        ttft_s=ttft_s,
+        tpot_s=tpot_s,
+        prefix_hit=prefix_hit,
     )
     return search(
         model,

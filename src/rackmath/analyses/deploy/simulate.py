@@ -15,15 +15,14 @@ divided by the KV bytes one token adds per chip (the one serving memory account,
 flag). Then :func:`rackmath.core.requests.simulate` runs the
 requests.
 
-The maximum rate under SLOs (MLPerf Server/Interactive style: p99 TTFT and p99 TPOT limits)
-is a bisection over the Poisson arrival rate: each probe simulates the same seeded workload
-at a new rate; the largest rate whose percentiles meet every limit wins.
+SLO attainment, goodput and the highest rate at a stated attainment are
+:mod:`rackmath.analyses.deploy.slo`'s; this module parses the SLO text (:func:`parse_slo`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,22 +37,19 @@ from rackmath.core import loads
 from rackmath.core import network as net
 from rackmath.core import requests as rq
 from rackmath.errors import InputError
-from rackmath.progress import progress
 from rackmath.specs.runtime import RuntimeProfile
-from rackmath.specs.workload import LengthDist, Requests
-
-#: The workload pieces the faces use (faces import analyses, never the core).
+from rackmath.specs.workload import Requests
 
 #: Most requests one simulation may run, and most steps (the work bound checked up front).
 MAX_REQUESTS = 10**6
 MAX_STEPS = 5 * 10**6
-#: Requests per probe of the max-rate search, and probes (bisection halvings in log rate).
-SEARCH_REQUESTS = 20_000
-SEARCH_PROBES = 12
-#: SLO metric names: ``ttft|tpot|e2e`` and a percentile ``p50|p90|p99``.
-METRICS: tuple[str, ...] = tuple(f"{m}_p{q}" for m in ("ttft", "tpot", "e2e") for q in (50, 90, 99))
+#: Latency metrics: each request's TTFT, TPOT and end-to-end, and the pooled inter-token gaps.
+METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e")
+#: Percentiles every result reports.
+PERCENTILES: tuple[int, ...] = (50, 90, 99)
 #: Context grid points of the step table (geometric from 1 token to the longest request).
 CONTEXT_POINTS = 10
+_SLO_KEY = re.compile(r"^(ttft|tpot|itl|e2e)(?:_p(\d{1,2}(?:\.\d+)?))?$")
 
 
 def _time_s(text: str, field: str) -> float:
@@ -71,14 +67,20 @@ def _time_s(text: str, field: str) -> float:
 
 
 def parse_slo(text: str) -> dict[str, float]:
-    """``"ttft_p99=2s,tpot_p99=50ms"`` -> ``{"ttft_p99": 2.0, "tpot_p99": 0.05}``."""
+    """``"ttft_p99=2s,tpot=50ms"`` -> ``{"ttft_p99": 2.0, "tpot": 0.05}``: limits in seconds, keyed
+    by a metric of :data:`METRICS`, bare (a limit on each request) or with a percentile ``_pQ``
+    (``0 < Q < 100``: that percentile of the metric within the limit)."""
     out: dict[str, float] = {}
+    allowed = (
+        "metric=time pairs: ttft, tpot, itl, e2e, bare or with a percentile (ttft_p99), e.g. ttft_p99=2s"
+    )
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
         key, sep, value = part.partition("=")
-        if not sep or key.lower() not in METRICS:
-            raise InputError("--slo", part, f"metric=time pairs, metrics {', '.join(METRICS)}")
+        match = _SLO_KEY.match(key.lower())
+        if not sep or not match or (match.group(2) is not None and not 0 < float(match.group(2)) < 100):
+            raise InputError("--slo", part, allowed)
         out[key.lower()] = _time_s(value, f"--slo {key}")
     if not out:
         raise InputError("--slo", text, "at least one limit, e.g. ttft_p99=2s,tpot_p99=50ms")
@@ -88,6 +90,13 @@ def parse_slo(text: str) -> dict[str, float]:
 # ----------------------------------------------------------------------------- replica
 
 
+def kv_bytes_per_token_per_chip(dep: Deployment, mean_context: float, tokens_in_flight: float) -> float:
+    """KV bytes one token adds on one chip, in the serving memory account."""
+    empty = dep.memory(0.0, mean_context, tokens_in_flight=tokens_in_flight)
+    one = dep.memory(1.0, mean_context, tokens_in_flight=tokens_in_flight)
+    return float(np.asarray(one.kv_bytes - empty.kv_bytes)) / mean_context
+
+
 def kv_pool_tokens(dep: Deployment, mean_context: float) -> float:
     """Token slots of KV one replica holds under its runtime's memory setting: what the memory
     flag lets a chip fill (:meth:`~rackmath.analyses.serving.deployment.Deployment.usable_for`)
@@ -95,9 +104,8 @@ def kv_pool_tokens(dep: Deployment, mean_context: float) -> float:
     assert dep.runtime is not None
     tokens = dep.runtime.max_tokens
     empty = dep.memory(0.0, mean_context, tokens_in_flight=tokens)
-    one = dep.memory(1.0, mean_context, tokens_in_flight=tokens)
     room = float(np.asarray(empty.usable_bytes - empty.total_bytes))
-    per_token = float(np.asarray(one.kv_bytes - empty.kv_bytes)) / mean_context
+    per_token = kv_bytes_per_token_per_chip(dep, mean_context, tokens)
     return max(room, 0.0) / per_token
 
 
@@ -163,11 +171,15 @@ def step_table(
 
 @dataclass(frozen=True)
 class Replica:
-    """A planned deployment served by its runtime: the caps, KV pool and step table."""
+    """A planned deployment under a runtime: its caps, KV pool, step table and host tier."""
 
     deployment: Deployment
     limits: rq.Limits
     table: rq.StepTable
+    host: rq.HostTier | None = None
+    #: the host link each chip loads offloaded KV over (bytes/s per direction) and what it is
+    host_link_bytes_per_s: float | None = None
+    host_link: str = ""
 
     @property
     def runtime(self) -> RuntimeProfile:
@@ -177,7 +189,7 @@ class Replica:
 
     def describe(self) -> dict[str, Any]:
         r = self.runtime
-        return {
+        out: dict[str, Any] = {
             "deployment": self.deployment.describe(),
             "runtime": {
                 "id": r.id,
@@ -192,9 +204,32 @@ class Replica:
                 "policy": r.policy,
                 "chunked_prefill": r.chunked_prefill,
                 "cuda_graphs": r.cuda_graphs,
+                "date": r.date,
                 "source": list(r.source),
             },
         }
+        if self.host is not None:
+            out["host_tier"] = {
+                "kv_tokens": self.host.tokens,
+                "load_s_per_token": self.host.load_s_per_token,
+                "link": self.host_link,
+                "link_bytes_per_s_per_chip": self.host_link_bytes_per_s,
+            }
+        return out
+
+    def check_prompts(self, longest_input: float) -> None:
+        """Without chunked prefill a prompt must fit one step's token budget whole: refuse a
+        longer one in one line naming the option that would admit it."""
+        r, lim = self.runtime, self.limits
+        if r.chunked_prefill or longest_input <= lim.max_tokens:
+            return
+        fix = f"--runtime {r.chunked_variant} ({r.chunking_flag})" if r.chunked_variant else "chunked prefill"
+        raise InputError(
+            "request length",
+            f"a {longest_input:,.0f}-token prompt",
+            f"prompts of at most {r.token_budget_flag} = {lim.max_tokens:,} tokens under {r.id}, whose "
+            f"prefill is not chunked; {fix} admits longer ones, or a larger --max-tokens",
+        )
 
 
 def replica(
@@ -205,10 +240,15 @@ def replica(
     mean_context: float,
     mtp: int = 0,
     speculation: Speculation | None = None,
+    host_bytes: float = 0.0,
+    host_link_bytes_per_s: float | None = None,
+    host_link: str = "",
 ) -> Replica:
     """Build the replica; refuses a KV pool that cannot hold one request of ``max_context``.
     ``mtp``: draft tokens an MTP head adds to every decode step, or a ``speculation``'s verify
-    width and drafter (:func:`step_table`)."""
+    width and drafter (:func:`step_table`). ``host_bytes``: host memory for KV evicted from HBM
+    (the replica's, all chips' shards), loaded back over each chip's host link at
+    ``host_link_bytes_per_s`` (every chip its own shard)."""
     dep = replace(dep, runtime=runtime)
     kv = kv_pool_tokens(dep, mean_context)
     if kv < max_context:
@@ -229,7 +269,18 @@ def replica(
         chunked=runtime.chunked_prefill,
     )
     table = step_table(dep, limits.max_seqs, limits.max_tokens, max_context, mtp, speculation)
-    return Replica(dep, limits, table)
+    host = None
+    if host_bytes > 0:
+        if not host_link_bytes_per_s:
+            raise InputError(
+                "--host-link",
+                None,
+                f"the host link of {dep.system.chip.id} (none in the catalog's host_links.yaml): state it, "
+                "e.g. --host-link 64GB/s for PCIe Gen5 x16",
+            )
+        per_chip = kv_bytes_per_token_per_chip(dep, mean_context, runtime.max_tokens)
+        host = rq.HostTier(host_bytes / (per_chip * dep.chips), per_chip / host_link_bytes_per_s)
+    return Replica(dep, limits, table, host, host_link_bytes_per_s, host_link)
 
 
 # ----------------------------------------------------------------------------- results
@@ -242,7 +293,8 @@ def _pct(x: np.ndarray, q: float) -> float | None:
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """Latency percentiles and throughput of one simulated run (SI)."""
+    """Latency percentiles, throughput and prefix reuse of one simulated run (SI), over its
+    measured requests (all of them, unless a probe set a warm-up and a window)."""
 
     requests: int
     rate_per_s: float | None  # None for a trace
@@ -252,9 +304,9 @@ class SimulationResult:
     mean_decode_batch: float
     steps: int
     span_s: float
-
-    def meets(self, slo: dict[str, float]) -> bool:
-        return all((self.metrics.get(k) or 0.0) <= v for k, v in slo.items())
+    #: share of the measured prompts' tokens found cached, and of them loaded from the host tier
+    prefix_hit_frac: float | None = None
+    host_hit_frac: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -266,29 +318,56 @@ class SimulationResult:
             "mean_decode_batch": self.mean_decode_batch,
             "steps": self.steps,
             "span_s": self.span_s,
+            "prefix_hit_frac": self.prefix_hit_frac,
+            "host_hit_frac": self.host_hit_frac,
         }
 
 
-def summarize(run: rq.RequestRun | dq.DisaggregatedRun, rate_per_s: float | None) -> SimulationResult:
-    series = {"ttft": run.ttft_s, "tpot": run.tpot_s, "e2e": run.e2e_s}
-    metrics = {f"{m}_p{q}": _pct(x, q) for m, x in series.items() for q in (50, 90, 99)}
+def summarize(
+    run: rq.RequestTimes,
+    rate_per_s: float | None,
+    *,
+    measured: np.ndarray | None = None,
+    duration_s: float | None = None,
+    steps: int = 0,
+    mean_decode_batch: float = 0.0,
+) -> SimulationResult:
+    """Percentiles over the ``measured`` requests (default all), throughput over ``duration_s``
+    (default the run's span: first arrival to last finish, as ``vllm bench serve`` divides by
+    its run's duration). ITL percentiles pool every gap of the run (the gaps are not tied to a
+    request)."""
+    keep = np.ones(run.requests.size, bool) if measured is None else np.asarray(measured, bool)
+    series = {"ttft": run.ttft_s[keep], "tpot": run.tpot_s[keep], "e2e": run.e2e_s[keep]}
+    metrics: dict[str, float | None] = {}
+    for m in METRICS:
+        for q in PERCENTILES:
+            metrics[f"{m}_p{q}"] = run.itl_percentile_s(q) if m == "itl" else _pct(series[m], q)
+    span = run.span_s if duration_s is None else duration_s
+    done = keep & np.isfinite(run.finish_s)
+    out = float(run.requests.output_tokens[done].sum())
+    hit = getattr(run, "hit_tokens", None)
+    host = getattr(run, "host_hit_tokens", None)
+    prompt = float(run.requests.input_tokens[keep].sum())
     return SimulationResult(
-        requests=run.requests.size,
+        requests=int(keep.sum()),
         rate_per_s=rate_per_s,
         metrics=metrics,
-        output_tokens_per_s=run.output_tokens_per_s,
-        requests_per_s=run.requests.size / run.span_s if run.span_s > 0 else 0.0,
-        mean_decode_batch=run.mean_decode_batch,
-        steps=run.steps,
-        span_s=run.span_s,
+        output_tokens_per_s=out / span if span > 0 else 0.0,
+        requests_per_s=float(done.sum()) / span if span > 0 else 0.0,
+        mean_decode_batch=mean_decode_batch or getattr(run, "mean_decode_batch", 0.0),
+        steps=steps or int(getattr(run, "steps", 0)),
+        span_s=span,
+        prefix_hit_frac=None if hit is None else float(hit[keep].sum()) / prompt,
+        host_hit_frac=None if host is None else float(host[keep].sum()) / prompt,
     )
 
 
-def run_requests(rep: Replica, requests: Requests) -> rq.RequestRun:
-    """Simulate ``requests`` on the replica, refusing more than :data:`MAX_STEPS` steps; the
-    per-request times (:func:`run` summarizes them)."""
+def run_requests(rep: Replica, requests: Requests, *, cutoff_s: float = math.inf) -> rq.RequestRun:
+    """Simulate ``requests`` on the replica, refusing more than :data:`MAX_STEPS` steps and
+    prompts the runtime cannot take; the per-request times (:func:`run` summarizes them)."""
     if requests.size > MAX_REQUESTS:
         raise InputError("--requests", requests.size, f"at most {MAX_REQUESTS:,}")
+    rep.check_prompts(float(requests.input_tokens.max()))
     steps = rq.work_steps(requests, rep.limits)
     if steps > MAX_STEPS:
         raise InputError(
@@ -296,7 +375,7 @@ def run_requests(rep: Replica, requests: Requests) -> rq.RequestRun:
             f"{requests.size:,} requests (at least {steps:,.0f} steps)",
             f"a run of at most {MAX_STEPS:,} steps: fewer requests or shorter outputs",
         )
-    return rq.simulate(requests, rep.table, rep.limits)
+    return rq.simulate(requests, rep.table, rep.limits, cutoff_s=cutoff_s, host=rep.host)
 
 
 def run(rep: Replica, requests: Requests, rate_per_s: float | None = None) -> SimulationResult:
@@ -304,99 +383,25 @@ def run(rep: Replica, requests: Requests, rate_per_s: float | None = None) -> Si
     return summarize(run_requests(rep, requests), rate_per_s)
 
 
-@dataclass(frozen=True)
-class RateSearch:
-    """The largest Poisson rate whose percentiles meet the SLOs, with the probes made."""
-
-    slo: dict[str, float]
-    best: SimulationResult | None
-    probes: tuple[SimulationResult, ...]
-    #: when no rate meets the SLOs: the best value of each limited metric reached (lowest rate)
-    best_reached: dict[str, float | None]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "slo_s": self.slo,
-            "feasible": self.best is not None,
-            "max_rate_per_s": self.best.rate_per_s if self.best else None,
-            "best": self.best.to_dict() if self.best else None,
-            "best_reached_s": self.best_reached,
-            "probes": [p.to_dict() for p in self.probes],
-        }
-
-
-def capacity_rate_per_s(rep: Replica, input_mean: float, output_mean: float) -> float:
-    """Requests/s of a replica whose steps run the largest batch the caps and KV allow, in steady
-    mixed state (the search's upper bracket): ``B / (O t)`` with ``B`` decoding and ``B I / O``
-    prompt tokens per step."""
+def capacity_step(
+    rep: Replica, input_mean: float, output_mean: float, prompt_frac: float = 1.0
+) -> tuple[float, float]:
+    """(sequences, step s) of a replica whose steps run the largest batch the caps and KV allow,
+    in steady mixed state: ``B`` decoding and ``B f I / O`` prompt tokens per step (``f``: the
+    share of each prompt that is prefilled, ``1 - hit rate``)."""
     lim = rep.limits
     b = min(lim.max_seqs, lim.kv_tokens / (input_mean + output_mean))
-    prompt = min(b * input_mean / output_mean, lim.max_tokens)
+    prompt = min(b * prompt_frac * input_mean / output_mean, lim.max_tokens)
     b = min(b, max(lim.max_tokens - prompt, 1.0))
-    t = float(rep.table(b, prompt, input_mean + output_mean / 2))
+    return b, float(rep.table(b, prompt, input_mean + output_mean / 2))
+
+
+def capacity_rate_per_s(
+    rep: Replica, input_mean: float, output_mean: float, prompt_frac: float = 1.0
+) -> float:
+    """Requests/s at :func:`capacity_step` (the rate search's upper bracket): ``B / (O t)``."""
+    b, t = capacity_step(rep, input_mean, output_mean, prompt_frac)
     return b / (output_mean * t)
-
-
-def max_rate(
-    rep: Replica,
-    input_dist: LengthDist,
-    output_dist: LengthDist,
-    slo: dict[str, float],
-    *,
-    requests: int = SEARCH_REQUESTS,
-    probes: int = SEARCH_PROBES,
-    seed: int = 0,
-) -> RateSearch:
-    """Bisect the arrival rate (in log space) between a light load and 1.5x the capacity."""
-    hi = 1.5 * capacity_rate_per_s(rep, input_dist.mean, output_dist.mean)
-
-    def simulate_at(rate: float) -> SimulationResult:
-        return run(rep, rq.poisson_requests(rate, requests, input_dist, output_dist, seed), rate)
-
-    return bisect_rate(simulate_at, hi, slo, probes)
-
-
-def bisect_rate(
-    simulate_at: Callable[[float], SimulationResult], hi: float, slo: dict[str, float], probes: int
-) -> RateSearch:
-    """The largest Poisson rate (of ``probes`` log-space bisections between ``hi / 1000`` and
-    ``hi``) whose simulated percentiles meet ``slo``; ``simulate_at(rate)`` runs one probe."""
-    with progress("Searching the highest rate within the SLOs", total=probes + 2) as advance:
-        return _bisect(simulate_at, hi, slo, probes, advance)
-
-
-def _bisect(
-    simulate_at: Callable[[float], SimulationResult],
-    hi: float,
-    slo: dict[str, float],
-    probes: int,
-    advance: Callable[[float], None],
-) -> RateSearch:
-    lo = hi / 1000.0
-    made: list[SimulationResult] = []
-
-    def probe(rate: float) -> SimulationResult:
-        res = simulate_at(rate)
-        made.append(res)
-        advance(1)
-        return res
-
-    low = probe(lo)
-    if not low.meets(slo):
-        reached = {k: low.metrics.get(k) for k in slo}
-        return RateSearch(slo, None, tuple(made), reached)
-    best = low
-    top = probe(hi)
-    if top.meets(slo):
-        return RateSearch(slo, top, tuple(made), {k: top.metrics.get(k) for k in slo})
-    for _ in range(probes):
-        mid = math.sqrt(lo * hi)
-        res = probe(mid)
-        if res.meets(slo):
-            lo, best = mid, res
-        else:
-            hi = mid
-    return RateSearch(slo, best, tuple(made), {k: best.metrics.get(k) for k in slo})
 
 
 # ----------------------------------------------------------------------------- xPyD
@@ -453,6 +458,7 @@ def disaggregated_requests(
     """The xPyD fleet's per-request times and the KV tier (:func:`disaggregated_run`)."""
     if requests.size > MAX_REQUESTS:
         raise InputError("--requests", requests.size, f"at most {MAX_REQUESTS:,}")
+    prefill.check_prompts(float(requests.input_tokens.max()))
     steps = rq.work_steps(requests, prefill.limits) / x + rq.work_steps(requests, decode.limits) / y
     if steps > MAX_STEPS:
         raise InputError(
@@ -485,30 +491,3 @@ def decode_capacity_rate_per_s(rep: Replica, input_mean: float, output_mean: flo
     lim = rep.limits
     b = max(min(lim.max_seqs, lim.kv_tokens / (input_mean + output_mean)), 1.0)
     return b / (output_mean * float(rep.table(b, 0.0, input_mean + output_mean / 2)))
-
-
-def max_rate_disaggregated(
-    prefill: Replica,
-    decode: Replica,
-    x: int,
-    y: int,
-    input_dist: LengthDist,
-    output_dist: LengthDist,
-    slo: dict[str, float],
-    *,
-    requests: int = SEARCH_REQUESTS,
-    probes: int = SEARCH_PROBES,
-    seed: int = 0,
-) -> RateSearch:
-    """The highest Poisson rate an xPyD fleet serves within ``slo``: the same bisection as one
-    replica's (:func:`bisect_rate`), each probe a :func:`disaggregated_run`, bracketed by 1.5x
-    the smaller pool's capacity (``x`` prefill replicas' prompts/s, ``y`` decode replicas'
-    requests/s)."""
-    i, o = input_dist.mean, output_dist.mean
-    hi = 1.5 * min(x * prefill_capacity_rate_per_s(prefill, i), y * decode_capacity_rate_per_s(decode, i, o))
-
-    def simulate_at(rate: float) -> SimulationResult:
-        reqs = rq.poisson_requests(rate, requests, input_dist, output_dist, seed)
-        return disaggregated_run(prefill, decode, x, y, reqs, rate)[0]
-
-    return bisect_rate(simulate_at, hi, slo, probes)

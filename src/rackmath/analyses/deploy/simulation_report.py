@@ -1,13 +1,16 @@
-"""``rackmath simulate``'s whole answer: the replica a request stream runs on, and the run.
+"""``rackmath simulate``'s whole answer: the fleet a request stream runs on, and the run.
 
 :func:`simulate` takes what the command takes (a model and a system, a plan or the default
-one, a runtime and its overrides, a Poisson workload or a trace, an SLO to search the highest
-rate under, an xPyD split) and applies every rule the command applies before any work: the
-default plan (tensor parallel over the chips, which must divide the heads), the chip count a
-plan implies, the work bounds, the model's context window, an SLO search only over a Poisson
-workload. The pieces are :mod:`rackmath.analyses.deploy.simulate`'s (replica, run, rate
-search, xPyD); :class:`SimulationReport` holds them, and its ``to_dict`` is
-``rackmath simulate --json``.
+one, a runtime and its overrides, a Poisson workload or a trace, a prefix-cache hit rate, a
+host-memory tier, an SLO and the attainment it asks, an xPyD split) and applies every rule the
+command applies before any work: the default plan (tensor parallel over the chips, which must
+divide the heads), the chip count a plan implies, the work bounds, the hit rate in [0, 1], the
+host tier's sizes, the model's context window, an attainment only with an SLO, a rate search
+only over a Poisson workload (a trace's checks are :func:`rackmath.specs.workload.parse_trace_text`'s).
+With an SLO and no ``rate`` it searches the highest rate that meets it
+(:func:`rackmath.analyses.deploy.rate_search.search`); otherwise it serves the workload once
+(:func:`rackmath.analyses.deploy.slo.serve`), the SLO's attainment counted when one is given.
+:class:`SimulationReport` holds the answer, and its ``to_dict`` is ``rackmath simulate --json``.
 """
 
 from __future__ import annotations
@@ -15,23 +18,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rackmath.analyses.deploy import rate_search
 from rackmath.analyses.deploy import simulate as sim
-from rackmath.analyses.deploy.slo import Workload
+from rackmath.analyses.deploy.slo import Fleet, Slo, SloRun, Workload, serve
 from rackmath.analyses.serving.deployment import check_context
 from rackmath.analyses.serving.planned import plan_deployment
-from rackmath.core import roofline as rl
+from rackmath.analyses.serving.pooled import with_weight_classes
+from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.specs import checks
-from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
-from rackmath.specs.runtime import RuntimeProfile
 from rackmath.specs.workload import LengthDist, Requests
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 
 #: ``--rate`` suffixes: requests per second, per minute, per hour.
 RATE_UNITS = (("/s", 1.0), ("/min", 1 / SECONDS_PER_MINUTE), ("/h", 1 / SECONDS_PER_HOUR))
+#: The arrival rate of one run when none is given (and no SLO asks for a search).
+DEFAULT_RATE = "5/s"
 
 
 class SloUnmetError(RackmathError):
@@ -52,14 +57,6 @@ def parse_rate(rate: str | float) -> float:
     return checks.positive("--rate", value, allowed="requests per second > 0 (e.g. 5/s)", given=rate)
 
 
-def seconds_text(value: float) -> str:
-    """``1.23 s``, ``45.6 ms``, ``789 us``: a time in an error line (the views format results)."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms")):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value * 1e6:.3g} us"
-
-
 def default_plan(model: ModelSpec, system: SystemSpec, chips: int | None = None) -> str:
     """Without a plan: tensor parallel over ``chips`` (which must divide the heads), else over
     the largest divisor of the heads that fits one scale-up domain."""
@@ -75,55 +72,45 @@ def default_plan(model: ModelSpec, system: SystemSpec, chips: int | None = None)
 
 @dataclass(frozen=True)
 class SimulationReport:
-    """One simulated replica (or xPyD fleet) under a runtime: the run, or the rate search."""
+    """One simulated replica (or xPyD fleet) under a runtime: the run (its attainment when an
+    SLO is given), or the rate search's attainment curve and the highest rate meeting the SLO."""
 
     model: str
-    decode: sim.Replica
-    #: with an xPyD split: the prefill replicas, the split and the tier the KV moves over
-    prefill: sim.Replica | None
-    xpyd: tuple[int, int] | None
-    kv_tier: str | None
-    result: sim.SimulationResult | None
-    search: sim.RateSearch | None
-    slo: str | None
+    fleet: Fleet
+    workload: Workload
+    slo: Slo | None
+    slo_text: str | None
+    run: SloRun | None
+    search: rate_search.SloSearch | None
 
     @property
-    def runtime(self) -> RuntimeProfile:
-        return self.decode.runtime
+    def setup(self) -> dict[str, Any]:
+        """The replica (or the prefill and decode pools), as ``simulate --json`` heads its answer."""
+        if self.search is not None:
+            return self.search.setup
+        assert self.run is not None
+        return self.run.setup
 
     def require_slo(self) -> SimulationReport:
-        """``self`` unless a rate search found no rate that meets the SLOs; then
-        :class:`SloUnmetError` naming the best the lightest load reached, as ``rackmath
+        """``self`` unless a rate search found no rate that meets the SLO; then
+        :class:`SloUnmetError` naming the shares the lightest load reached, as ``rackmath
         simulate --slo`` exits 1 after its report."""
-        s = self.search
-        if s is None or s.best is not None:
+        found = self.search
+        if found is None or found.best is not None:
             return self
-        d = self.decode.deployment
-        what = f"{d.chips} x {d.system.chip.id} ({d.plan})"
-        if self.xpyd is not None:
-            what = f"{self.xpyd[0]}P{self.xpyd[1]}D of {what}"
-        reached = ", ".join(f"{k} {seconds_text(v)}" for k, v in s.best_reached.items() if v is not None)
+        low = min(found.points, key=lambda p: p.rate_per_s)
+        shares = ", ".join(f"{k} {v:.1%}" for k, v in low.attainment.met_frac.items())
         raise SloUnmetError(
-            f"--slo: no arrival rate meets {self.slo} on {what} under {self.runtime.id}; the best reached "
-            f"at the lightest load is {reached} (loosen the SLO or use a bigger plan)"
+            f"--slo: no arrival rate meets {self.slo_text} (attainment {found.slo.attainment_frac}); at the "
+            f"lightest load probed ({low.rate_per_s:.3g}/s) the shares within the limits are {shares} "
+            "(loosen the SLO or use a bigger plan)"
         )
 
     def to_dict(self) -> dict[str, Any]:
-        if self.xpyd is None:
-            head: dict[str, Any] = {"model": self.model, **self.decode.describe()}
-        else:
-            assert self.prefill is not None
-            head = {
-                "model": self.model,
-                "disaggregated": f"{self.xpyd[0]}P{self.xpyd[1]}D",
-                "kv_tier": self.kv_tier,
-                "prefill": self.prefill.describe(),
-                "decode": self.decode.describe(),
-            }
         if self.search is not None:
-            return {**head, "rate_search": self.search.to_dict()}
-        assert self.result is not None
-        return {**head, "result": self.result.to_dict()}
+            return self.search.to_dict()
+        assert self.run is not None
+        return self.run.to_dict()
 
 
 def _lengths(value: str | int | LengthDist, field: str) -> LengthDist:
@@ -133,11 +120,11 @@ def _lengths(value: str | int | LengthDist, field: str) -> LengthDist:
 def simulate(
     model: ModelSpec,
     system: SystemSpec,
-    runtime: RuntimeProfile,
+    runtime: str = "vllm",
     *,
     chips: int | None = None,
     plan: str | None = None,
-    rate: str | float = "5/s",
+    rate: str | float | None = None,
     requests: float = 1e4,
     input_len: str | int | LengthDist = "lognormal:2000",
     output_len: str | int | LengthDist = "500",
@@ -145,68 +132,74 @@ def simulate(
     max_tokens: int | None = None,
     trace: Requests | None = None,
     slo: str | None = None,
+    attainment: float | None = None,
+    prefix_hit: float | None = None,
+    host_cache_bytes: float = 0.0,
+    host_link_bytes_per_s: float | None = None,
     seed: int = 0,
     disaggregated: str | None = None,
     prefill_plan: str | None = None,
-    efficiency: rl.Efficiency | EfficiencyMode | str = "kernel",
+    efficiency: str = "kernel",
     weights: str | None = None,
     kv: str | None = None,
     weight_classes: str | dict[str, str] | None = None,
 ) -> SimulationReport:
-    """Requests through one replica of ``model`` on ``system`` as ``runtime`` runs it.
+    """Requests through one replica of ``model`` on ``system`` as ``runtime`` (a catalog id) runs it.
 
     ``plan`` defaults to :func:`default_plan`; ``chips`` must then match the plan's. A
-    ``trace`` replaces the Poisson workload (``rate``, ``requests``, ``input_len`` and
-    ``output_len`` lengths as ``N``, ``uniform:LO-HI`` or ``lognormal:MEAN``). ``slo``
-    (``ttft_p99=2s,tpot_p99=50ms``) searches the highest rate that meets it instead of one
-    run; ``disaggregated`` (``2P1D``) simulates an xPyD fleet whose prefill replicas use
-    ``prefill_plan`` (default: the decode plan). ``weights``, ``kv`` and ``weight_classes``
+    ``trace`` replaces the Poisson workload (``rate``, default 5/s, ``requests``, ``input_len``
+    and ``output_len`` lengths as ``N``, ``uniform:LO-HI`` or ``lognormal:MEAN``).
+    ``prefix_hit`` (in [0, 1]): the share of each prompt found cached (a trace with block ids
+    finds its own hits); ``host_cache_bytes`` of host memory hold KV evicted from HBM, loaded
+    back over ``host_link_bytes_per_s`` per chip (default: the catalog's link). ``slo``
+    (``ttft_p99=2s,tpot=50ms``, with ``attainment`` in (0, 1]) searches the highest rate that
+    meets it when no ``rate`` is given, else counts the run's attainment; ``disaggregated``
+    (``2P1D``) simulates an xPyD fleet whose prefill replicas use ``prefill_plan`` (default:
+    the decode plan). ``weights``, ``kv`` and ``weight_classes``
     (``"experts=nvfp4,attention=fp8"``: weights per tensor class, the rest in ``weights``) as
     :func:`rackmath.analyses.serving.pooled.make_deployment` takes them."""
+    # the model as stored (per class where weight_classes says so), so that every replica the
+    # fleet builds serves it so (pooled.with_weight_classes: make_deployment's rule)
+    model, weights = with_weight_classes(model, weights, weight_classes)
     the_plan = plan or default_plan(model, system, chips)
-    formats: dict[str, Any] = {"weights": weights, "kv": kv, "weight_classes": weight_classes}
-    dep = plan_deployment(model, system, the_plan, efficiency=efficiency, **formats)
+    dep = plan_deployment(model, system, the_plan, efficiency=efficiency, weights=weights, kv=kv)
     if chips is not None and chips != dep.chips:
         raise InputError("--chips", chips, f"the plan's {dep.chips} chips ({the_plan})")
-    profile = runtime.with_overrides(max_seqs=max_seqs, max_tokens=max_tokens)
+    catalog_runtime(runtime)  # an unknown runtime is refused before any work
     n = checks.whole_valued("--requests", requests, maximum=sim.MAX_REQUESTS)
+    if prefix_hit is not None:
+        checks.fraction("--prefix-hit", prefix_hit, allowed="a hit rate from 0 to 1, e.g. 0.5")
+    checks.at_least("--host-cache", host_cache_bytes, 0.0, allowed="bytes >= 0 (e.g. 512G)")
+    if host_link_bytes_per_s is not None:
+        checks.positive("--host-link", host_link_bytes_per_s, allowed="bytes/s > 0 (e.g. 64G)")
     if trace is not None:
         i, o = trace.input_tokens, trace.output_tokens
-        i_max, o_max, i_mean, o_mean = float(i.max()), float(o.max()), float(i.mean()), float(o.mean())
-        dists = None
+        check_context(model, float(i.max()) + float(o.max()), "--input + --output")
+        workload = Workload(rate_per_s=None, trace=trace, prefix_hit=prefix_hit)
     else:
         i_dist, o_dist = _lengths(input_len, "--input"), _lengths(output_len, "--output")
-        i_max, o_max, i_mean, o_mean = i_dist.max_tokens, o_dist.max_tokens, i_dist.mean, o_dist.mean
-        dists = (i_dist, o_dist)
-    check_context(model, i_max + o_max, "--input + --output")
-    if slo is not None and dists is None:
-        raise InputError("--slo", slo, "a Poisson workload (--rate with --input/--output), not --trace")
-    rep = sim.replica(dep, profile, max_context=i_max + o_max, mean_context=i_mean + o_mean)
-    limits = None if slo is None else sim.parse_slo(slo)
-    probes = min(n, sim.SEARCH_REQUESTS)
-    rate_per_s = None if dists is None or limits is not None else parse_rate(rate)
-    arrivals = trace if dists is None or rate_per_s is None else Workload(rate_per_s, n, *dists, seed).draw()
-    if disaggregated is None:
-        if limits is not None:
-            assert dists is not None
-            search = sim.max_rate(rep, *dists, limits, requests=probes, seed=seed)
-            return SimulationReport(model.id, rep, None, None, None, search.best, search, slo)
-        assert arrivals is not None
-        return SimulationReport(
-            model.id, rep, None, None, None, sim.run(rep, arrivals, rate_per_s), None, slo
-        )
-    x, y = sim.parse_xpyd(disaggregated)
-    pre_dep = (
-        dep
-        if prefill_plan is None
-        else plan_deployment(model, system, prefill_plan, efficiency=efficiency, **formats)
+        check_context(model, i_dist.max_tokens + o_dist.max_tokens, "--input + --output")
+        rate_per_s = parse_rate(DEFAULT_RATE if rate is None else rate)
+        workload = Workload(rate_per_s, n, i_dist, o_dist, seed, prefix_hit=prefix_hit)
+    the_slo = None if slo is None else Slo.parse(slo, attainment)
+    if attainment is not None and the_slo is None:
+        raise InputError("--attainment", attainment, "an --slo to attain, e.g. --slo ttft=2s,tpot=50ms")
+    fleet = Fleet(
+        model,
+        system,
+        the_plan,
+        runtime,
+        efficiency,
+        disaggregated=disaggregated,
+        prefill_plan=prefill_plan,
+        max_seqs=max_seqs,
+        max_tokens=max_tokens,
+        host_cache_bytes=host_cache_bytes,
+        host_link_bytes_per_s=host_link_bytes_per_s,
+        weights=weights,
+        kv=kv,
     )
-    pre = sim.replica(pre_dep, profile, max_context=i_max + 1, mean_context=i_mean + 1)  # prompts alone
-    if limits is not None:
-        assert dists is not None
-        search = sim.max_rate_disaggregated(pre, rep, x, y, *dists, limits, requests=probes, seed=seed)
-        _, tier = sim.kv_transfer_times_s(pre, rep, x, y, [i_mean])
-        return SimulationReport(model.id, rep, pre, (x, y), tier, search.best, search, slo)
-    assert arrivals is not None
-    result, tier = sim.disaggregated_run(pre, rep, x, y, arrivals, rate_per_s)
-    return SimulationReport(model.id, rep, pre, (x, y), tier, result, None, slo)
+    if the_slo is not None and trace is None and rate is None:
+        found = rate_search.search(fleet, workload, the_slo)
+        return SimulationReport(model.id, fleet, workload, the_slo, slo, None, found)
+    return SimulationReport(model.id, fleet, workload, the_slo, slo, serve(fleet, workload, the_slo), None)

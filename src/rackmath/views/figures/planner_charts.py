@@ -1,7 +1,7 @@
 """The capacity planner's charts: several systems' frontiers on one set of axes (throughput per
 GPU, cost and energy against tokens/s per user) with published measurements overlaid, the
-latency distributions of a simulated workload against its SLO limits, and configurations
-compared side by side."""
+latency distributions of a simulated workload against its SLO limits, the SLO attainment
+curve over arrival rates, and configurations compared side by side."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.deploy.compare import Comparison
+from rackmath.analyses.deploy.rate_search import SloSearch
 from rackmath.analyses.deploy.slo import SloRun
 from rackmath.analyses.deploy.systems_frontier import PublishedPoint, SystemsFrontier
 from rackmath.analyses.serving.energy import DEFAULT_PUE
@@ -128,25 +129,30 @@ def _cdf(values: np.ndarray, scale: float) -> tuple[list[float], list[float]]:
 
 
 def slo_distribution(run: SloRun, which: str) -> FigureData:
-    """The share of requests at or below each TTFT (or TPOT), with the limit and its share."""
+    """The share of requests at or below each TTFT (or TPOT, or E2E), with the SLO's limit on
+    that metric and the share meeting it."""
     t = run.times
-    values = t.ttft_s if which == "ttft" else t.tpot_s
-    limit = run.attainment.ttft_limit_s if which == "ttft" else run.attainment.tpot_limit_s
-    met = run.attainment.ttft_met_frac if which == "ttft" else run.attainment.tpot_met_frac
+    values = {"ttft": t.ttft_s, "tpot": t.tpot_s, "e2e": t.e2e_s}[which]
     x, y = _cdf(np.asarray(values, float), 1e3)
     series = [Series(f"{which.upper()} of each request", x, y, kind="step", color=COLORS["compute"])]
-    if limit is not None:
+    limits = [] if run.slo is None else [lim for lim in run.slo.limits if lim.metric == which]
+    for lim in limits:
+        met = run.attainment.met_frac[lim.key] if run.attainment else float("nan")
         series.append(
             Series(
-                f"limit {fmt.seconds(limit)}: {met:.1%} of requests meet it",
-                [limit * 1e3],
+                f"{lim.key} limit {fmt.seconds(lim.limit_s)}: {met:.1%} of requests meet it",
+                [lim.limit_s * 1e3],
                 [],
                 kind="vline",
                 color=COLORS["memory"],
                 dash="dash",
             )
         )
-    name = "time to first token (queueing included)" if which == "ttft" else "time per output token"
+    name = {
+        "ttft": "time to first token (queueing included)",
+        "tpot": "time per output token",
+        "e2e": "end-to-end latency",
+    }[which]
     return FigureData.single(
         Panel(
             f"{name.capitalize()}: {t.requests.size:,} requests",
@@ -154,6 +160,69 @@ def slo_distribution(run: SloRun, which: str) -> FigureData:
             Axis("share of requests at or below", range=(0.0, 1.0), percent="%"),
             tuple(series),
             height_px=380,
+        )
+    )
+
+
+def latency_distributions(run: SloRun) -> FigureData:
+    """TTFT and TPOT distributions side by side (``simulate --plot`` without a rate search)."""
+    return FigureData.join(
+        "Latency distributions", slo_distribution(run, "ttft"), slo_distribution(run, "tpot")
+    )
+
+
+def attainment_curve(search: SloSearch) -> FigureData:
+    """SLO attainment (all per-request limits together, and each limit) against the arrival
+    rate, the stated attainment as a line and the highest rate meeting the SLO marked."""
+    pts = search.points
+    rates = [p.rate_per_s for p in pts]
+    series = []
+    if any(p.attainment.all_frac is not None for p in pts):
+        series.append(
+            Series(
+                "all limits together",
+                rates,
+                [p.attainment.all_frac for p in pts],
+                color=COLORS["compute"],
+                marker="o",
+                width=2.5,
+            )
+        )
+    for i, lim in enumerate(search.slo.limits):
+        series.append(
+            Series(
+                f"{lim.key} <= {fmt.seconds(lim.limit_s)}",
+                rates,
+                [p.attainment.met_frac[lim.key] for p in pts],
+                color=PALETTE[(i + 1) % len(PALETTE)],
+                dash="dot",
+                marker="o",
+                marker_size=4,
+            )
+        )
+    goal = search.slo.attainment_frac
+    if goal is not None:
+        series.append(
+            Series(f"attainment {goal:.0%}", [], [goal], kind="hline", color=COLORS["floor"], dash="dash")
+        )
+    if search.best is not None:
+        series.append(
+            Series(
+                f"highest rate meeting the SLO: {search.best.rate_per_s:.3g}/s",
+                [search.best.rate_per_s],
+                [],
+                kind="vline",
+                color=COLORS["memory"],
+                dash="dash",
+            )
+        )
+    return FigureData.single(
+        Panel(
+            "SLO attainment against the arrival rate",
+            Axis("arrival rate", "requests/s"),
+            Axis("share of requests meeting the limit", range=(0.0, 1.02), percent="%"),
+            tuple(series),
+            height_px=420,
         )
     )
 

@@ -296,6 +296,7 @@ PAGE_BOUNDS: dict[str, tuple[float, float]] = {
     "simulate.rate_per_s": (0.001, 10_000.0),
     "simulate.ttft_ms": (1.0, 600_000.0),
     "simulate.tpot_ms": (0.1, 10_000.0),
+    "simulate.attainment": (0.01, 1.0),
 }
 
 

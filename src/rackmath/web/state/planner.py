@@ -200,6 +200,9 @@ class SimulateState:
     ttft_ms: float = 1000.0  # the TTFT limit (queueing included)
     tpot_ms: float = 50.0  # the TPOT limit
     efficiency: str = "kernel"
+    attainment: float = 0.99  # the share of requests meeting both limits the rate search asks
+    prefix_hit: float = 0.0  # the share of each prompt found in the prefix cache
+    curve: int = 0  # 1: probe rates for the attainment curve and the highest rate meeting the SLO
 
 
 _SIMULATE_PARSERS: dict[str, Callable[[str, str], Any]] = {
@@ -219,6 +222,9 @@ _SIMULATE_PARSERS: dict[str, Callable[[str, str], Any]] = {
     "ttft_ms": between(*PAGE_BOUNDS["simulate.ttft_ms"]),
     "tpot_ms": between(*PAGE_BOUNDS["simulate.tpot_ms"]),
     "efficiency": choice(EFFICIENCY_MODES),
+    "attainment": between(*PAGE_BOUNDS["simulate.attainment"]),
+    "prefix_hit": between(0.0, 1.0),
+    "curve": whole(0, 1),
 }
 
 
