@@ -52,10 +52,11 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
     in one NumPy expression per operator class (dense, bf16, pure roofline): a baseline for
     the model's own evaluation, and a check that it computes the same step."""
     from rackmath.core import architecture as arch
+    from rackmath.core import operator_model as opm
     from rackmath.core import operators as ops
 
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", efficiency="pure")
-    om = ops.operator_model(dep.model, dep.precisions.weights)
+    om = opm.operator_model(dep.model, dep.precisions.weights)
     F = dep.chip_rates(dep.chips).peak("bf16")
     BW = dep.bandwidth_bytes_per_s
     b = np.arange(1, 1001, dtype=float)[:, None]

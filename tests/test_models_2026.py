@@ -19,6 +19,7 @@ from rackmath.catalog import loader as catalog
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
 from rackmath.core import loads
+from rackmath.core import operator_model as opm
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
 from rackmath.errors import ConfigError
@@ -183,23 +184,31 @@ def test_dsa_reads_top_k_at_100k_but_holds_everything() -> None:
     c = 100_000
     assert float(arch.kv_bytes_per_sequence(m, c, BF16)) == 61 * (latent + indexer) * c
     assert float(arch.kv_bytes_read_per_sequence(m, c, BF16)) == 61 * (latent * 2048 + indexer * c)
-    # below top-k it reads all it holds
-    assert float(arch.kv_bytes_read_per_sequence(m, 2000, BF16)) == 61 * (latent + indexer) * 2000
+    # at or below top-k it reads every latent and no indexer key (every token is selected: the
+    # engines skip the scoring); one token more and the indexer reads every held key
+    assert float(arch.kv_bytes_read_per_sequence(m, 2000, BF16)) == 61 * latent * 2000
+    assert float(arch.kv_bytes_read_per_sequence(m, 2049, BF16)) == 61 * (latent * 2048 + indexer * 2049)
     read_100k = float(arch.kv_bytes_read_per_sequence(m, c, BF16))
     dense_100k = float(arch.kv_bytes_read_per_sequence(catalog.model("deepseek-v3"), c, BF16))
     assert read_100k / dense_100k == pytest.approx((1152 * 2048 + 128 * c) / (1152 * c))  # ~0.13
     # decode attention: absorbed MLA over top-k, indexer over every held key
     expected = 61 * (2 * 128 * (1024 + 64) * 2048 + 2 * 64 * 128 * c)
     assert float(arch.decode_attention_flops_per_token(m, c)) == expected
+    # at or below top-k: the sparse core over every held token, no indexer scoring
+    assert float(arch.decode_attention_flops_per_token(m, 2048)) == 61 * 2 * 128 * (1024 + 64) * 2048
 
 
 def test_dsa_prefill_flops_bound_each_query_at_top_k() -> None:
     m = catalog.model("deepseek-v3.2")
     n, k = 10_000, 2048
     pairs = k * (k + 1) / 2 + (n - k) * k
-    expected = 61 * (2 * 128 * (192 + 128) * pairs + 2 * 64 * 128 * n * (n + 1) / 2)
+    # the sparse core runs absorbed in prefill too (MQA mode: 576-wide scores, 512-wide values)
+    expected = 61 * (2 * 128 * (1024 + 64) * pairs + 2 * 64 * 128 * n * (n + 1) / 2)
     assert float(arch.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
     assert float(loads.prefill_attention_flops_per_sequence(m, n)) == pytest.approx(expected, rel=1e-12)
+    # a prompt of top-k tokens or fewer: no indexer (the short-sequence fast path)
+    short = 61 * 2 * 128 * (1024 + 64) * k * (k + 1) / 2
+    assert float(arch.prefill_attention_flops_per_sequence(m, k)) == pytest.approx(short, rel=1e-12)
 
 
 def test_the_operator_models_attention_reads_what_the_registry_says() -> None:
@@ -207,7 +216,7 @@ def test_the_operator_models_attention_reads_what_the_registry_says() -> None:
     for model_id in ("deepseek-v3.2", "llama-4-maverick", "qwen3-next-80b-a3b"):
         m = catalog.model(model_id)
         load = loads.decode_load(m, 8.0, 100_000.0, BF16)
-        table = ops.pass_operators(ops.operator_model(m, Precision.BF16), load, rates, tp=1, pp=1, dp=1, ep=1)
+        table = ops.pass_operators(opm.operator_model(m, Precision.BF16), load, rates, tp=1, pp=1, dp=1, ep=1)
         attention = next(op for op in table if op.name == "attention")
         assert float(attention.kv_read_bytes) == 8 * float(arch.kv_bytes_read_per_sequence(m, 100_000, BF16))
         assert float(attention.flops) == 8 * float(arch.decode_attention_flops_per_token(m, 100_000))

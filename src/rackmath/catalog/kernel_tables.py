@@ -54,6 +54,17 @@ CHIP_DIRS: dict[str, str] = {
 #: (:func:`committed_chips`, :func:`committed_tables`).
 COMMITTED_DIR = Path(__file__).parent / "data" / "kernel_tables"
 
+_DSA_MODULE = (
+    "model",
+    "mla_dtype",
+    "kv_cache_dtype",
+    "gemm_type",
+    "num_heads",
+    "batch_size",
+    "isl",
+    "step",
+    "latency",
+)
 # Table kind -> required columns (beyond these, columns are ignored).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "gemm": ("gemm_dtype", "m", "n", "k", "latency"),
@@ -94,6 +105,9 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     ),
     "generation_mla": ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"),
     "context_mla": ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "step", "latency"),
+    # a whole DSA attention module (projections, indexer, top-k, sparse MLA, output) per row
+    "dsa_generation_module": _DSA_MODULE,
+    "dsa_context_module": _DSA_MODULE,
     "nccl": ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"),
     "custom_allreduce": ("kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency"),
     "deepep_ll": (
@@ -128,6 +142,8 @@ DTYPE_COLUMNS: dict[str, tuple[str, ...]] = {
     "context_attention": ("attn_dtype", "kv_cache_dtype"),
     "generation_mla": ("mla_dtype", "kv_cache_dtype"),
     "context_mla": ("mla_dtype", "kv_cache_dtype"),
+    "dsa_generation_module": ("mla_dtype", "kv_cache_dtype", "gemm_type"),
+    "dsa_context_module": ("mla_dtype", "kv_cache_dtype", "gemm_type"),
     "nccl": ("nccl_dtype",),
     "custom_allreduce": ("allreduce_dtype",),
 }
@@ -185,6 +201,8 @@ def _kind_of_stem(stem: str) -> str | None:
         "context_attention_perf": "context_attention",
         "generation_mla_perf": "generation_mla",
         "context_mla_perf": "context_mla",
+        "dsa_generation_module_perf": "dsa_generation_module",
+        "dsa_context_module_perf": "dsa_context_module",
         "nccl_perf": "nccl",
         "custom_allreduce_perf": "custom_allreduce",
         "wideep_deepep_ll_perf": "deepep_ll",
@@ -290,6 +308,8 @@ def detect_kind(columns: list[str]) -> str | None:
     for kind in ("deepep_ll", "deepep_normal", "moe", "gemm", "nccl", "custom_allreduce", "memcpy"):
         if set(REQUIRED[kind]) <= cols:
             return kind
+    if set(REQUIRED["dsa_generation_module"]) <= cols and "op_name" in cols:
+        return "dsa"  # a DSA module table, generation or context by op_name
     if set(REQUIRED["generation_mla"]) <= cols:
         return "mla"  # generation or context, resolved per row by op_name
     if set(REQUIRED["context_attention"]) <= cols:
@@ -320,7 +340,11 @@ def read_table(path: Path, kind: str | None = None) -> Any:
         best = min(REQUIRED, key=lambda k: len(set(REQUIRED[k]) - set(df.columns)))
         missing = [c for c in REQUIRED[best] if c not in df.columns]
         raise KernelTableError(str(path), missing[0], None, f"missing (a {best} table needs {missing})")
-    check_kind = {"attention": "context_attention", "mla": "generation_mla"}.get(kind, kind)
+    check_kind = {
+        "attention": "context_attention",
+        "mla": "generation_mla",
+        "dsa": "dsa_generation_module",
+    }.get(kind, kind)
     for col in REQUIRED[check_kind]:
         if col not in df.columns:
             raise KernelTableError(str(path), col, None, f"missing (a {check_kind} table needs it)")

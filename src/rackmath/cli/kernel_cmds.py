@@ -36,6 +36,7 @@ def calibrate_kernels_command(
     check: bool = False,
 ) -> None:
     from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text, with_chips
+    from rackmath.analyses.kernels.fit import HELD_OUT_CHIPS
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
@@ -59,6 +60,12 @@ def calibrate_kernels_command(
                 == catalog_text({"chips": {c: shipped["chips"].get(c)}})
                 for c in chip_list
             )
+            if "transfer_band" in doc and all(
+                t in chip_list and d in chip_list for t, d in HELD_OUT_CHIPS.items()
+            ):
+                same = same and catalog_text({"transfer_band": doc["transfer_band"]}) == catalog_text(
+                    {"transfer_band": shipped.get("transfer_band")}
+                )
         else:
             same = catalog_text(doc) == DATA_PATH.read_text(encoding="utf-8")
         what = f"{', '.join(chip_list)} in " if chip_list else ""

@@ -321,7 +321,7 @@ def _read_bytes(g: LayerGroup, c: FloatArray, b: float) -> FloatArray:
     index = attn.indexer_elements_per_token_per_layer(a) * attn.INDEXER_KEY_BYTES
     return (
         attn.kv_elements_per_token_per_layer(a) * b * attn.read_tokens(a, g.window, c)
-        + index * attn.held_tokens(a, g.window, c)
+        + (index * attn.indexed_tokens(a, g.window, c) if index else 0.0)
         + attn.state_elements_per_layer(a) * b
     )
 
@@ -343,9 +343,11 @@ def kv_bytes_read_per_sequence(
 ) -> FloatArray:
     """KV-cache bytes one decode step *reads* for one sequence at ``context`` tokens.
 
-    ``sum_l (elems_l b read_l(c) + idx_l held_l(c) + state_l b)``: dense attention reads what
-    it holds; DSA reads the indexer key of every held token and the full entry of the
-    ``top_k`` selected ones; a linear-attention layer reads its state whatever ``c``.
+    ``sum_l (elems_l b read_l(c) + idx_l indexed_l(c) + state_l b)``: dense attention reads
+    what it holds; DSA reads the full entry of the ``top_k`` selected tokens and, once it holds
+    more than ``top_k``, the indexer key of every held token
+    (:func:`rackmath.core.attention.indexed_tokens`); a linear-attention layer reads its state
+    whatever ``c``.
     """
     return _per_layer_sum(model, context, lambda g, c: _read_bytes(g, c, kv_bytes_per_element))
 
@@ -365,15 +367,16 @@ def _decode_attention(g: LayerGroup, c: FloatArray) -> FloatArray:
     a = g.attention
     return (
         attn.flops_per_visible_token(a, decode=True) * attn.read_tokens(a, g.window, c)
-        + attn.indexer_flops_per_key(a) * attn.held_tokens(a, g.window, c)
+        + (attn.indexer_flops_per_key(a) * attn.indexed_tokens(a, g.window, c) if a.index_top_k else 0.0)
         + attn.state_flops_per_token(a)
     )
 
 
 def decode_attention_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
     """Attention-core FLOPs of one decode token, all layers:
-    ``sum_l 2 H (d_qk + d_v) read_l`` plus DSA's indexer scoring every held key,
-    ``2 H_idx d_idx held_l``, plus a linear layer's state update (context-free)."""
+    ``sum_l 2 H (d_qk + d_v) read_l`` plus DSA's indexer scoring every held key once more
+    than ``top_k`` are held, ``2 H_idx d_idx indexed_l``, plus a linear layer's state update
+    (context-free)."""
     return _per_layer_sum(model, context, _decode_attention)
 
 
@@ -390,15 +393,16 @@ def _prefill_attention(g: LayerGroup, n: FloatArray) -> FloatArray:
     a = g.attention
     return (
         attn.flops_per_visible_token(a, decode=False) * attn.prefill_pairs(a, g.window, n)
-        + attn.indexer_flops_per_key(a) * n * (n + 1) / 2
+        + attn.indexer_flops_per_key(a) * attn.indexer_pairs(a, g.window, n)
         + attn.state_flops_per_token(a) * n
     )
 
 
 def prefill_attention_flops_per_sequence(model: ModelSpec, length: ArrayLike) -> FloatArray:
     """Attention-core FLOPs of one causal prefill of ``length`` tokens, all layers:
-    ``sum_l 2 H (d_qk + d_v) pairs_l(n)`` plus DSA's indexer over every causal pair
-    ``2 H_idx d_idx n(n+1)/2`` plus a linear layer's ``n`` state updates."""
+    ``sum_l 2 H (d_qk + d_v) pairs_l(n)`` plus DSA's indexer over every causal pair once the
+    prompt is longer than ``top_k``, ``2 H_idx d_idx n(n+1)/2``
+    (:func:`rackmath.core.attention.indexer_pairs`), plus a linear layer's ``n`` state updates."""
     return _per_layer_sum(model, length, _prefill_attention)
 
 

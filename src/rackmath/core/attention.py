@@ -23,6 +23,13 @@ token (DeepSeek-V3.2-Exp report, 2025: top-k = 2,048, 64 indexer heads of 128); 
 delta net (Qwen3-Next) holds no cache, only an ``H_v x d_k x d_v`` state and a short
 convolution window, read and rewritten every step.
 
+DSA as the engines run it (TensorRT-LLM tech blog 15, "Optimizing DeepSeek-V3.2 on NVIDIA
+Blackwell GPUs", 2025): the indexer scores keys only when a sequence holds more than
+``top_k`` of them (:func:`indexed_tokens`; at or below ``top_k`` every token is selected and
+the engine skips the scoring and the top-k, its "fast path for short sequences", PR-9524),
+and the sparse MLA core runs in MQA mode (absorbed, every head against the shared 576-wide
+latent) in prefill as in decode, where dense MLA prefills decompressed (MHA mode).
+
 Sources: Vaswani et al. 2017 (MHA), Ainslie et al. 2023 (GQA), Shazeer 2019 (MQA),
 DeepSeek-V2 report §2.1 (MLA; absorbed decode as in DeepSeek's inference code and FlashMLA),
 Meta's Llama 4 model card and ``Llama4TextConfig`` (chunked attention), Yang et al. 2024
@@ -145,12 +152,23 @@ def _standard_flops(a: AttentionSpec, decode: bool) -> int:
     return FLOPS_PER_MAC * a.num_heads * (a.head_dim + a.v_head_dim)
 
 
+def _absorbed_flops(a: AttentionSpec) -> int:
+    """``2 H (2 r_kv + d_rope)``: every head scores the ``r_kv + d_rope`` latent and sums
+    ``r_kv``-wide latent values (DeepSeek-V3: 2 x 128 x 1,088 = 278,528 per key)."""
+    return FLOPS_PER_MAC * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+
+
+def _dsa_flops(a: AttentionSpec, decode: bool) -> int:
+    """DSA's sparse MLA runs absorbed (MQA mode) in decode and prefill alike (module docstring)."""
+    return _absorbed_flops(a)
+
+
 def _mla_flops(a: AttentionSpec, decode: bool) -> int:
     """Absorbed decode: every head scores against the latent (``d_qk = r_kv + d_rope = 576``)
     and sums latent values (``d_v = r_kv = 512``); prefill runs decompressed
     (``d_qk = d_nope + d_rope = 192``, ``d_v = 128``)."""
     if decode:
-        return FLOPS_PER_MAC * a.num_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim)
+        return _absorbed_flops(a)
     return FLOPS_PER_MAC * a.num_heads * (a.head_dim + a.v_head_dim)
 
 
@@ -221,6 +239,9 @@ class AttentionRule:
     #: every query head of a sequence reads one shared cached latent (MLA absorbed): the decode
     #: kernel is a dense product, compute-bound at large batch (see operators.ChipRates.latent_decode)
     latent_decode: bool = False
+    #: the prefill kernel runs absorbed too (DSA's sparse MLA: MQA mode in both phases); dense
+    #: MLA prefills decompressed, a KV head per query head
+    latent_prefill: bool = False
 
 
 def _gqa_kv(a: AttentionSpec) -> int:
@@ -243,8 +264,18 @@ REGISTRY: dict[AttentionKind, AttentionRule] = {
     AttentionKind.GQA: _STANDARD,
     AttentionKind.MQA: _STANDARD,
     AttentionKind.MLA: _MLA,
-    # MLA plus the lightning indexer; the top-k bound and the indexer live in the MLA rule
-    AttentionKind.DSA: _MLA,
+    # MLA plus the lightning indexer (its weights, key and top-k bound live in the MLA rule's
+    # terms, keyed on ``index_top_k``), absorbed in prefill as in decode
+    AttentionKind.DSA: AttentionRule(
+        _mla_params,
+        _mla_kv,
+        _dsa_flops,
+        lambda a: 1,
+        read=_mla_read,
+        pairs=_mla_pairs,
+        latent_decode=True,
+        latent_prefill=True,
+    ),
     AttentionKind.CHUNKED: AttentionRule(
         _standard_params,
         _gqa_kv,
@@ -304,8 +335,32 @@ def indexer_elements_per_token_per_layer(a: AttentionSpec) -> int:
 
 
 def indexer_flops_per_key(a: AttentionSpec) -> int:
-    """DSA's indexer scores every held key: ``2 H_idx d_idx`` per query and key (0 without DSA)."""
+    """DSA's indexer scores a key with ``2 H_idx d_idx`` FLOPs per query (0 without DSA):
+    DeepSeek-V3.2, 2 x 64 x 128 = 16,384."""
     return FLOPS_PER_MAC * a.index_n_heads * a.index_head_dim if a.index_top_k else 0
+
+
+def indexed_tokens(a: AttentionSpec, window: float | None, context: ArrayLike) -> FloatArray:
+    """Keys DSA's indexer scores (and whose FP8 keys it reads) for one decode query: every
+    held token when more than ``top_k`` are held, none otherwise (every token is selected
+    then: the engines skip the scoring and the top-k, module docstring). DeepSeek-V3.2 at
+    2,048 tokens: 0; at 2,049: 2,049. 0 without DSA."""
+    c = num(context)
+    if not a.index_top_k:
+        return np.zeros_like(c) if type(c) is np.ndarray else np.float64(0.0)  # type: ignore[return-value]
+    held = num(rule(a).held(a, window, c))
+    return np.where(held > a.index_top_k, held, 0.0)[()]  # type: ignore[no-any-return]
+
+
+def indexer_pairs(a: AttentionSpec, window: float | None, length: ArrayLike) -> FloatArray:
+    """Query-key pairs DSA's indexer scores in a causal prefill of ``n`` tokens: ``n(n+1)/2``
+    when ``n > top_k`` (every query against every earlier key; the top-k then bounds the
+    core), 0 at or below ``top_k`` (the short-sequence fast path). 0 without DSA.
+    Worked number: n = 10,000 -> 50,005,000; n = 2,048 -> 0."""
+    n = np.asarray(length, float)
+    if not a.index_top_k:
+        return np.zeros_like(n)
+    return np.asarray(np.where(n > a.index_top_k, n * (n + 1) / 2, 0.0), dtype=float)
 
 
 def flops_per_visible_token(a: AttentionSpec, *, decode: bool) -> int:

@@ -30,6 +30,11 @@ Both half counts default to 0 (no effect), and omitting ``cols`` / ``depth`` lea
 rows-only form. Worked number: compute_frac 0.8, half at 64 rows and 128 columns,
 64 rows x 128 columns -> 0.8 * 0.5 * 0.5 = 0.2.
 
+A kernel that computes its columns in whole tiles of ``compute_tile_cols`` (an absorbed
+attention kernel's query heads: Hopper's sparse MLA pads them to 64) does useful work on
+``cols / (ceil(cols / tile) * tile)`` of what it computes, a further factor when set. Worked
+number: tile 64, 16 columns -> a quarter; 128 columns -> 1.
+
 A grouped expert GEMM pads each expert's tokens to a whole tile of ``compute_tile_rows`` rows
 and runs the padded rows ``R = ceil(rows / tile) * tile``: when set, the saturation is in ``R`` and
 only the useful share ``rows / R`` of that work counts,
@@ -133,6 +138,9 @@ def compute_frac_of(
     if cols is not None and e.compute_half_cols > 0.0:
         c = maximum(cols, 1.0)  # a float, a NumPy value or an array
         frac = frac * c / (c + e.compute_half_cols)
+    if cols is not None and e.compute_tile_cols > 0.0:  # whole column tiles: the useful share
+        c = maximum(cols, 1.0)
+        frac = frac * c / (ceil(c / e.compute_tile_cols) * e.compute_tile_cols)
     if depth is not None and e.compute_half_depth > 0.0:
         d = maximum(depth, 1.0)
         frac = frac * d / (d + e.compute_half_depth)

@@ -22,7 +22,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core import operators as ops
+from rackmath.core import operator_model as opm
 from rackmath.core.network import DEFAULT_ACTIVATION_BYTES
 from rackmath.core.numeric import minimum, num
 from rackmath.core.sharding import ShardableModel
@@ -50,8 +50,8 @@ def max_context_parallel(tokens: ArrayLike) -> FloatArray:
     return np.maximum(np.floor(num(tokens) / KV_BLOCK_TOKENS), 1.0)
 
 
-expert_shards = ops.expert_shards  # one rule, beside the operators that use it
-expert_slot_factor = ops.expert_slot_factor
+expert_shards = opm.expert_shards  # one rule, beside the operators that use it
+expert_slot_factor = opm.expert_slot_factor
 
 
 def kv_shards(tp: ArrayLike, kv_heads: int) -> FloatArray:

@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import architecture as arch
 from rackmath.core import attention as attn
-from rackmath.core import operators as ops
+from rackmath.core import operator_model as opm
 from rackmath.errors import InputError
 from rackmath.specs.model import WEIGHT_CLASSES, MlpKind, ModelSpec
 from rackmath.specs.precision import Precision, plain_precision
@@ -55,7 +55,7 @@ class ShardableModel:
     #: every layer's weight bytes, in order (for stage partitioning)
     layer_bytes: tuple[float, ...]
     #: the same model as operators (parameters and bytes by weight class)
-    operators: ops.OperatorModel
+    operators: opm.OperatorModel
 
     @property
     def total_bytes(self) -> float:
@@ -126,7 +126,7 @@ def shardable(model: ModelSpec, precision: Precision | float) -> ShardableModel:
         head_bytes=(p.lm_head * b["lm_head"]) if p.lm_head else p.embedding * b["embedding"],
         tied_embeddings=p.lm_head == 0,
         layer_bytes=layer_bytes,
-        operators=ops.operator_model(model, formats),
+        operators=opm.operator_model(model, formats),
     )
 
 

@@ -218,6 +218,7 @@ def prefill_attention(
     input_bytes: ArrayLike = OUTPUT_BYTES,
     calls: ArrayLike = 1.0,
     kv_tokens: ArrayLike | None = None,
+    shared_heads: bool = False,
 ) -> Work:
     """Causal attention over prompts of ``length`` (``tokens`` of them on the chip): the
     registry's ``flops``; Q, K and V read at ``input_bytes`` each (``query_heads`` queries of
@@ -228,6 +229,9 @@ def prefill_attention(
     ``kv_tokens`` (default ``tokens``): the tokens whose keys and values are read, where they
     are more than the queries (context parallelism: a rank's ``S/cp`` queries attend to the
     ``S`` gathered keys and values).
+    ``shared_heads``: the kernel runs absorbed (MQA mode, DSA's sparse MLA: every head against
+    one shared latent), and its tile is the query heads per KV head, as a decode kernel's:
+    cols = ``query_heads / kv_heads``.
     """
     m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
     c, qw, ow = num(calls), num(query_width), num(output_width)
@@ -242,7 +246,7 @@ def prefill_attention(
         kv_read_bytes=num(kv_read_bytes),
         kv_write_bytes=num(kv_write_bytes),
         rows=m,
-        cols=num(query_width),
+        cols=hq / hk if shared_heads else num(query_width),
         depth=num(length),
         calls=c,
     )

@@ -87,6 +87,11 @@ class OpEfficiency:
     ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks),
     at most ``rows x split_max`` when ``split_max`` is set (kernels cap the blocks a sequence
     is split into: TensorRT-LLM's multi-block mode, FlashInfer's split-KV scheduler).
+    ``compute_tile_cols`` (0: none) is a whole tile of columns the kernel computes however few
+    it is given: an absorbed attention kernel runs its query heads in tiles (FlashMLA's sparse
+    kernels on Hopper take heads in multiples of 64; an H200 DSA module's time grows by less than
+    20% from 1 to 64 local heads), so only ``cols / (ceil(cols / tile) tile)`` of the
+    computed columns are useful.
     """
 
     compute_frac: float = 1.0
@@ -107,6 +112,7 @@ class OpEfficiency:
     min_ep: float = 1.0
     split_tokens: float = 0.0
     split_max: float = 0.0
+    compute_tile_cols: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -123,6 +129,7 @@ class OpEfficiency:
             "routing_bytes_per_element",
             "split_tokens",
             "split_max",
+            "compute_tile_cols",
         ):
             checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not self.max_tokens > 0.0:  # inf allowed: no bound

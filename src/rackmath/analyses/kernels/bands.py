@@ -10,8 +10,10 @@ collectives the message size. Per chip and class, the distinct
 values of each dimension are sorted and every fourth interior one is held out
 (indices ``2, 6, 10, ...``, never the smallest or the largest: the split measures
 generalization between measured values, not extrapolation beyond them); a row is held out when
-any of its dimensions takes a held-out value. The fit sees none of those values; its error on
-them is the curve's error where a deployment's shape falls between the measured grid's values.
+any of its dimensions takes a held-out value. A module table's rows (DSA's: a whole attention
+module per row) are split on their own values, apart from the class's operator tables. The fit
+sees none of those values; its error on them is the curve's error where a deployment's shape
+falls between the measured grid's values.
 
 **The band.** A curve's band is the 10th and 90th percentile of ``measured / predicted`` over its
 held-out rows under the fit that did not see them (at least :data:`MIN_BAND_ROWS` rows; fewer,
@@ -36,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.kernels import tables as et
-from rackmath.analyses.kernels.fit import ChipData, ChipFit, ChipPeaks, fit_chip, predict
-from rackmath.analyses.kernels.op_rows import HELD_OUT_DIMS
+from rackmath.analyses.kernels.fit import ChipData, ChipFit, ChipPeaks, fit_chip, predict, with_companions
+from rackmath.analyses.kernels.op_rows import HELD_OUT_DIMS, MODULE_KINDS
 from rackmath.analyses.kernels.rows import CommRows, fit_groups
 from rackmath.core.efficiency import collective_time_s
 from rackmath.frames import Record
@@ -51,6 +53,10 @@ HOLD_OUT_FIRST = 2
 MIN_BAND_ROWS = 30
 #: The quantiles of ``measured / predicted`` a band reports.
 BAND_QUANTILES = (0.1, 0.9)
+#: A module row's own measured time is counted as at least this share of its measured time
+#: (:func:`curve_ratios` with ``own``: where the companions' curves already exceed the
+#: measurement, the operator's own time is taken as 1% of it rather than negative).
+OWN_FLOOR = 0.01
 
 
 def held_out_values(values: np.ndarray) -> np.ndarray:
@@ -78,9 +84,15 @@ def value_split(data: ChipData) -> dict[str, np.ndarray]:
     masks: dict[str, np.ndarray] = {}
     for cls, r in data.ops.items():
         held = np.zeros(len(r.latency_s), bool)
-        for dim in HELD_OUT_DIMS.get(cls, ()):
-            if dim in r.dims:
-                held |= held_out_values(r.dims[dim])
+        # a module table's rows are split on their own values (their grid is the module's);
+        # the operator tables' rows of a class share theirs
+        module = np.isin(r.kind, MODULE_KINDS)
+        for group in (~module, *(r.kind == k for k in MODULE_KINDS)):
+            if not group.any():
+                continue
+            for dim in HELD_OUT_DIMS.get(cls, ()):
+                if dim in r.dims:
+                    held[group] |= held_out_values(r.dims[dim][group])
         masks[cls.value] = held
     for name, c in data.comm.items():
         masks[name] = held_out_values(comm_dimension(c))
@@ -98,6 +110,12 @@ def class_key(cls: OpClass, kind: str) -> str:
     return et.class_key(CurveKey(cls, "", kind))
 
 
+def is_module_class(key: str) -> bool:
+    """Whether a report class is a module table's (``attention_decode/dsa``): its rows time
+    several operators (:data:`rackmath.analyses.kernels.op_rows.MODULE_KINDS`)."""
+    return key.split("/")[-1] in MODULE_KINDS
+
+
 def comm_key(name: str) -> str:
     """The class a collective is scored under: ``collective/<name>``."""
     return f"collective/{name}"
@@ -107,21 +125,38 @@ CurveId = tuple[OpClass, str, str]  # (class, format, family)
 
 
 def curve_ratios(
-    fit: ChipFit, data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None
+    fit: ChipFit,
+    data: ChipData,
+    peaks: ChipPeaks,
+    mask: dict[str, np.ndarray] | None,
+    own: bool = False,
 ) -> tuple[dict[CurveId, np.ndarray], dict[str, np.ndarray]]:
     """``measured / predicted`` of ``data``'s rows under ``fit`` (``mask``: which rows), per curve
-    (class, format, family) and per collective name. Rows of a curve the fit lacks are skipped."""
+    (class, format, family) and per collective name. Rows of a curve the fit lacks are skipped.
+
+    A module table's row (DSA's) times its operator with companions (the projections, on
+    ``fit``'s GEMM curves): its ratio is the module's, ``measured / (predicted + companions)``;
+    with ``own``, the operator's own, ``(measured - companions) / predicted`` (what the curve's
+    band is measured on: the band scales the operator's time alone; a row whose measured time
+    the companions already exceed gives a ratio near 0)."""
     by = {(f.op_class, f.dtype, f.kind): f for f in fit.ops}
     ops: dict[CurveId, np.ndarray] = {}
     for cls, allr in data.ops.items():
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
+        r_all = with_companions(r_all, fit.ops, peaks)
         for dt, kind, rows in fit_groups(r_all):
             f = by.get((cls, dt, kind))
             if f is None or f.precision not in peaks.peak_flops_per_s:
                 continue
             r = r_all.take(rows)
             pred = predict(f.efficiency, r, peaks.peak_flops_per_s[f.precision], peaks.hbm_bytes_per_s)
-            ops[(cls, dt, kind)] = r.latency_s / pred
+            if own and r.fixed_s is not None:
+                fixed = r.fixed_s
+                ops[(cls, dt, kind)] = np.maximum(r.latency_s - fixed, OWN_FLOOR * r.latency_s) / (
+                    pred - fixed
+                )
+            else:
+                ops[(cls, dt, kind)] = r.latency_s / pred
     comm: dict[str, np.ndarray] = {}
     for name, c_all in data.comm.items():
         c = c_all.take(mask[name]) if mask is not None else c_all
@@ -190,13 +225,15 @@ def held_out_value_bands(data: ChipData, peaks: ChipPeaks) -> HeldOutValues:
     split = value_split(data)
     fit = fit_chip(data, peaks, invert(split))
     ops, comm = curve_ratios(fit, data, peaks, split)
-    pooled = by_class(ops, comm)
-    everything = np.concatenate(list(ops.values())) if ops else np.zeros(0)
+    # a band scales its operator's own time: a module row's ratio without its companions
+    mine = curve_ratios(fit, data, peaks, split, own=True)[0] if _has_modules(data) else ops
+    pooled = by_class(mine, comm)
+    everything = np.concatenate(list(mine.values())) if mine else np.zeros(0)
     bands: dict[CurveId, Band] = {}
     for cls, r in data.ops.items():
         how = _how(", ".join(d for d in HELD_OUT_DIMS.get(cls, ()) if d in r.dims) or "no dimension")
         for dt, kind, _ in fit_groups(r):
-            own = ops.get((cls, dt, kind))
+            own = mine.get((cls, dt, kind))
             if own is not None and own.size >= MIN_BAND_ROWS:
                 bands[(cls, dt, kind)] = band_of(own, how)
                 continue
@@ -216,6 +253,10 @@ def held_out_value_bands(data: ChipData, peaks: ChipPeaks) -> HeldOutValues:
     return HeldOutValues(fit, ops, comm, bands, comm_bands)
 
 
+def _has_modules(data: ChipData) -> bool:
+    return any(r.companions for r in data.ops.values())
+
+
 def transfer_widening(
     own: dict[str, dict[str, np.ndarray]], transferred: dict[str, dict[str, np.ndarray]]
 ) -> dict[str, dict[str, Any]]:
@@ -230,8 +271,9 @@ def transfer_widening(
     for target in sorted(transferred):
         pairs.append(target)
         mine, theirs = own.get(target, {}), transferred[target]
-        everything_own = [v for v in mine.values()]
-        everything_theirs = [v for v in theirs.values()]
+        # "*" pools the operator tables' classes (a module table's class has its own pair)
+        everything_own = [v for k, v in mine.items() if not is_module_class(k)]
+        everything_theirs = [v for k, v in theirs.items() if not is_module_class(k)]
         if everything_own and everything_theirs:
             mine = {**mine, "*": np.concatenate(everything_own)}
             theirs = {**theirs, "*": np.concatenate(everything_theirs)}

@@ -49,6 +49,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         "floor_s": float(f"{e.floor_s:.4g}"),
         **({"split_tokens": round(e.split_tokens, 1)} if e.split_tokens else {}),
         **({"split_max": round(e.split_max, 2)} if e.split_max else {}),
+        **({"compute_tile_cols": e.compute_tile_cols} if e.compute_tile_cols else {}),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
@@ -224,14 +225,17 @@ def in_sample_bands(held: kb.HeldOutValues, fit: ChipFit, data: ChipData, peaks:
 def with_chips(shipped: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
     """The shipped catalog document with a partial refit's chips put in (the others kept), in
     the chip order a full refit writes (sorted), so a full refit of the result reproduces it
-    byte for byte; the transfer widening is the shipped one (a partial refit may not hold the
-    chip pairs it is measured on)."""
+    byte for byte; the transfer widening is the shipped one unless the refit holds both chips
+    of every held-out pair it is measured on (then it is the full refit's)."""
     chips = {**shipped.get("chips", {}), **partial["chips"]}
+    every_pair = all(t in partial["chips"] and d in partial["chips"] for t, d in HELD_OUT_CHIPS.items())
+    band = partial["transfer_band"] if "transfer_band" in partial and every_pair else None
     return {
         **shipped,
         "chips": dict(sorted(chips.items())),
         "transferred": partial["transferred"],
         "meta": partial["meta"],
+        **({"transfer_band": band} if band is not None else {}),
     }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.kernels.op_rows import OpRows
+from rackmath.analyses.kernels.op_rows import MODULE_KINDS, OpRows, take_work
 from rackmath.analyses.kernels.rows import (
     DEEPEP_EP,
     DEEPEP_RANKS,
@@ -31,9 +31,19 @@ from rackmath.analyses.kernels.rows import (
     table_rows,
 )
 from rackmath.catalog import kernel_tables as kt
+from rackmath.core import operators as ops
+from rackmath.core.chip_rates import ChipRates
 from rackmath.core.efficiency import operator_time_s
 from rackmath.errors import PrecisionUnavailableError
-from rackmath.specs.efficiency import MAX_OVERLAP_POWER, CollectiveEfficiency, OpClass, OpEfficiency
+from rackmath.specs.efficiency import (
+    MAX_OVERLAP_POWER,
+    CollectiveEfficiency,
+    Curve,
+    CurveKey,
+    EfficiencyTable,
+    OpClass,
+    OpEfficiency,
+)
 from rackmath.specs.precision import Precision, kernel_format
 
 MAX_FIT_ROWS = 6000  # rows per fit (a fixed hash-ordered subsample): keeps the full fit < 60 s
@@ -111,6 +121,7 @@ def _eff(
     bandwidth_tile: float = 0.0,
     with_routing: bool = False,
     with_split: bool = False,
+    col_tile: float = 0.0,
 ) -> OpEfficiency:
     c, h, b, hb, fl, hn, hk, power, routing, split, split_max = np.exp(p)
     splitting = with_split and split < NO_SPLIT_TOKENS
@@ -131,15 +142,17 @@ def _eff(
         routing_bytes_per_element=float(routing) if with_routing else 0.0,
         split_tokens=split,
         split_max=split_max,
+        compute_tile_cols=float(col_tile),
     )
 
 
 def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
     """The time of each measured call on curve ``e``: its work through
     :func:`rackmath.core.efficiency.operator_time_s`, as the step times an operator
-    (:func:`rackmath.core.operators.timed`)."""
+    (:func:`rackmath.core.operators.timed`), plus the time of the operators the table timed
+    with it on their own curves (``r.fixed_s``, :func:`with_companions`)."""
     w = r.work
-    return operator_time_s(
+    t = operator_time_s(
         e,
         w.flops,
         w.bytes,
@@ -153,6 +166,43 @@ def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
         tokens=w.tokens,
         ep=w.ep,
     )
+    return t if r.fixed_s is None else t + r.fixed_s
+
+
+def gemm_table(fits: list[OpFit], chip_id: str) -> EfficiencyTable:
+    """The GEMM curves of a chip's fit as the table a step picks them from (with its
+    fallbacks): what a module table's projections are timed on."""
+    curves = tuple(
+        (CurveKey(f.op_class, f.dtype, f.kind), Curve(f.efficiency, f.precision.value, f.source))
+        for f in fits
+        if f.op_class is OpClass.GEMM
+    )
+    return EfficiencyTable(curves=curves, chip=chip_id)
+
+
+def companion_s(r: OpRows, gemms: EfficiencyTable, peaks: ChipPeaks) -> np.ndarray | None:
+    """The time, per row, of the operators a module table timed beside ``r``'s own
+    (:class:`~rackmath.analyses.kernels.op_rows.Companion`), each on the curve the step would
+    run it on (:func:`rackmath.core.operators.timed` with ``gemms``); None without companions.
+    A row without a companion adds nothing."""
+    if not r.companions:
+        return None
+    rates = ChipRates({p.value: f for p, f in peaks.peak_flops_per_s.items()}, peaks.hbm_bytes_per_s, gemms)
+    total = np.zeros(len(r))
+    for c in r.companions:
+        for formats in sorted({f for f in c.formats.tolist() if f}):
+            at = np.array([f == formats for f in c.formats.tolist()], dtype=bool)
+            op = ops.timed(c.name, c.op_class, rates, take_work(c.work, at), formats)
+            total[at] += np.asarray(op.time_s, float)
+    return total
+
+
+def with_companions(r: OpRows, fits: list[OpFit], peaks: ChipPeaks) -> OpRows:
+    """``r`` with the time of its companions on ``fits``' GEMM curves (``fixed_s``); ``r``
+    itself when it has none."""
+    if not r.companions:
+        return r
+    return r.with_fixed(companion_s(r, gemm_table(fits, peaks.chip_id), peaks))
 
 
 def _subsample(r: OpRows) -> OpRows:
@@ -168,6 +218,9 @@ DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 MOE_ROW_TILES = (0.0, 16.0, 32.0, 64.0, 128.0)
 # Output-tile edges tried for a dense GEMM's bandwidth parallelism (0 = saturate in rows).
 GEMM_BANDWIDTH_TILES = (0.0, 128.0)
+# Head tiles tried for a module table's absorbed attention (0 = none; Hopper's sparse MLA
+# runs heads in tiles of 64): the families of MODULE_KINDS, whose tables vary the local heads.
+MODULE_COL_TILES = (0.0, 64.0)
 
 
 @contextmanager
@@ -208,18 +261,22 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
     bw_tiles = GEMM_BANDWIDTH_TILES if (r.op_class is OpClass.GEMM and with_cols) else (0.0,)
-    best: tuple[float, np.ndarray, tuple[float, float, float]] | None = None
-    for shape in [(t, rt, bt) for t in tiles for rt in row_tiles for bt in bw_tiles]:
+    module = len(r.kind) > 0 and bool(np.isin(r.kind, MODULE_KINDS).all())
+    col_tiles = MODULE_COL_TILES if (module and with_cols) else (0.0,)
+    best: tuple[float, np.ndarray, tuple[float, float, float, float]] | None = None
+    for shape in [(t, rt, bt, ct) for t in tiles for rt in row_tiles for bt in bw_tiles for ct in col_tiles]:
         start = _START.copy()
         if shape[2] > 0:
             start[3] = np.log(16.0)  # the half count is in output tiles: of the order of the SMs
 
         def resid(
-            q: np.ndarray, shape: tuple[float, float, float] = shape, start: np.ndarray = start
+            q: np.ndarray, shape: tuple[float, float, float, float] = shape, start: np.ndarray = start
         ) -> np.ndarray:
             p = start.copy()
             p[free] = q
-            e = _eff(p, with_cols, *shape, with_routing=with_routing, with_split=with_split)
+            e = _eff(
+                p, with_cols, *shape[:3], with_routing=with_routing, with_split=with_split, col_tile=shape[3]
+            )
             return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
         sol = least_squares(
@@ -235,7 +292,10 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             p[free] = sol.x
             best = (float(sol.cost), p, shape)
     assert best is not None
-    return _eff(best[1], with_cols, *best[2], with_routing=with_routing, with_split=with_split)
+    shape = best[2]
+    return _eff(
+        best[1], with_cols, *shape[:3], with_routing=with_routing, with_split=with_split, col_tile=shape[3]
+    )
 
 
 def pipelined(name: str) -> bool:
@@ -350,6 +410,8 @@ TABLE_KINDS = (
     "context_attention",
     "generation_mla",
     "context_mla",
+    "dsa_generation_module",
+    "dsa_context_module",
     "nccl",
     "custom_allreduce",
     "deepep_ll",
@@ -447,10 +509,14 @@ def curve_precision(dtype: str, peaks: ChipPeaks) -> Precision | None:
 
 def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None) -> ChipFit:
     """Fit every class x format x family of one chip (``mask`` keeps only some rows per
-    class/comm name)."""
+    class/comm name). The GEMM curves are fitted first: a module table's rows (DSA's) carry
+    their projections, timed on those curves and added to the fitted operator's time. The
+    curves are listed by class, then format and family."""
     fits: list[OpFit] = []
-    for cls, allr in sorted(data.ops.items(), key=lambda kv: kv[0].value):
+    # GEMM first (a module's companions run on its curves), then the rest by class
+    for cls, allr in sorted(data.ops.items(), key=lambda kv: (kv[0] is not OpClass.GEMM, kv[0].value)):
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
+        r_all = with_companions(r_all, fits, peaks)
         for dt, kind, rows in fit_groups(r_all):
             prec = curve_precision(dt, peaks)
             if prec is None or (
@@ -467,6 +533,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
             source = data.sources.get(source_key(cls, kind), "")
             fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source))
+    fits.sort(key=lambda f: f.op_class.value)  # stable: each class's formats and families in order
     comm, counts, ranges = fit_collectives(data, peaks, mask)
     return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources), ranges)
 

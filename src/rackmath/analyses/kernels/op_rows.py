@@ -5,13 +5,37 @@ from the tables, and :mod:`rackmath.analyses.kernels.fit` fits)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from rackmath.core import work as wk
 from rackmath.specs.efficiency import OpClass
+
+
+class Companion(NamedTuple):
+    """An operator a measured row timed together with its own (a module table times a whole
+    attention module: DSA's rows time the indexer and the sparse core with the projections
+    beside them). ``formats`` holds, per row, the kernel formats the step would run it in
+    (a tuple, preferred first; the empty tuple on rows that carry no such operator) and
+    ``work`` its work per row; the fit times it on the chip's own curve of ``op_class``
+    (:func:`rackmath.analyses.kernels.fit.companion_s`)."""
+
+    name: str
+    op_class: OpClass
+    formats: np.ndarray  # object array of tuples of format names
+    work: wk.Work
+
+
+def take_work(w: wk.Work, mask: np.ndarray) -> wk.Work:
+    """The rows ``mask`` selects of a work whose fields are arrays over rows (None stays None)."""
+    return wk.Work(*(None if x is None else np.asarray(x)[mask] for x in w))  # type: ignore[arg-type]
+
+
+def _zero_work(like: wk.Work, n: int) -> wk.Work:
+    """``n`` rows of no work, with the fields ``like`` has (the rows that lack a companion)."""
+    return wk.Work(*(None if x is None else np.zeros(n) for x in like))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -31,17 +55,24 @@ class OpRows:
     latency_s: np.ndarray
     key: np.ndarray  # shape hash (uint64)
     dims: dict[str, np.ndarray] = field(default_factory=dict)
+    #: operators the table timed together with this one (a module table's projections), each
+    #: timed on its own fitted curve and added to this operator's time (:class:`Companion`)
+    companions: tuple[Companion, ...] = ()
+    #: their time per row on a given fit's curves (:func:`rackmath.analyses.kernels.fit.
+    #: with_companions` sets it); None: the rows time this operator alone
+    fixed_s: np.ndarray | None = None
 
     def take(self, mask: np.ndarray) -> OpRows:
-        parts = [None if x is None else np.asarray(x)[mask] for x in self.work]
         return OpRows(
             self.op_class,
             self.dtype[mask],
             self.kind[mask],
-            wk.Work(*parts),  # type: ignore[arg-type]  # optional fields stay None
+            take_work(self.work, mask),
             self.latency_s[mask],
             self.key[mask],
             {k: v[mask] for k, v in self.dims.items()},
+            tuple(c._replace(formats=c.formats[mask], work=take_work(c.work, mask)) for c in self.companions),
+            None if self.fixed_s is None else self.fixed_s[mask],
         )
 
     @staticmethod
@@ -57,7 +88,17 @@ class OpRows:
             np.concatenate([a.latency_s, b.latency_s]),
             np.concatenate([a.key, b.key]),
             {k: np.concatenate([a.dims[k], b.dims[k]]) for k in a.dims if k in b.dims},
+            _concat_companions(a, b),
+            None if a.fixed_s is None and b.fixed_s is None else np.concatenate([a.fixed, b.fixed]),
         )
+
+    @property
+    def fixed(self) -> np.ndarray:
+        """:attr:`fixed_s`, zeros where unset."""
+        return np.zeros(len(self)) if self.fixed_s is None else self.fixed_s
+
+    def with_fixed(self, fixed_s: np.ndarray | None) -> OpRows:
+        return replace(self, fixed_s=fixed_s)
 
     def __len__(self) -> int:
         return len(self.latency_s)
@@ -96,6 +137,31 @@ class OpRows:
         return self.work.ep
 
 
+def _concat_companions(a: OpRows, b: OpRows) -> tuple[Companion, ...]:
+    """``a``'s and ``b``'s companions by name, rows that lack one padded with no work and no
+    format (rows of a plain table beside a module table's)."""
+    names = [c.name for c in a.companions] + [c.name for c in b.companions if c.name not in
+                                              {x.name for x in a.companions}]  # fmt: skip
+    out = []
+    for name in names:
+        ca = next((c for c in a.companions if c.name == name), None)
+        cb = next((c for c in b.companions if c.name == name), None)
+        like = ca or cb
+        assert like is not None
+        parts = []
+        for rows, c in ((a, ca), (b, cb)):
+            if c is None:
+                empty = np.empty(len(rows), dtype=object)
+                empty[:] = [()] * len(rows)
+                parts.append((empty, _zero_work(like.work, len(rows))))
+            else:
+                parts.append((c.formats, c.work))
+        (fa, wa), (fb, wb) = parts
+        work = wk.Work(*(None if x is None else np.concatenate([x, y]) for x, y in zip(wa, wb, strict=True)))  # type: ignore[arg-type]
+        out.append(Companion(name, like.op_class, np.concatenate([fa, fb]), work))
+    return tuple(out)
+
+
 def _rows_of(n: int, w: wk.Work) -> wk.Work:
     """``w`` with every field an array of ``n`` rows (scalars broadcast), so rows can be taken."""
     parts = (None if x is None else np.broadcast_to(np.asarray(x, float), (n,)).copy() for x in w)
@@ -110,11 +176,13 @@ def op_rows_of(
     df: Any,
     key: np.ndarray,
     dims: dict[str, np.ndarray] | None = None,
+    companions: tuple[Companion, ...] = (),
 ) -> OpRows:
     n = len(dtype)
     kinds = np.broadcast_to(np.asarray(kind, dtype=object), (n,)).astype(str)
     shape = {k: np.broadcast_to(np.asarray(v, float), (n,)).copy() for k, v in (dims or {}).items()}
-    return OpRows(cls, dtype, kinds, _rows_of(n, w), floats(df, "latency") * 1e-3, key, shape)
+    beside = tuple(c._replace(work=_rows_of(n, c.work)) for c in companions)
+    return OpRows(cls, dtype, kinds, _rows_of(n, w), floats(df, "latency") * 1e-3, key, shape, beside)
 
 
 #: The shape dimensions of each class whose whole values a validation holds out (one token
@@ -126,6 +194,13 @@ HELD_OUT_DIMS: dict[OpClass, tuple[str, ...]] = {
     OpClass.ATTENTION_DECODE: ("context", "batch"),
     OpClass.ATTENTION_PREFILL: ("isl",),
 }
+
+
+#: Kernel families whose tables time a whole module rather than one operator (DSA: the
+#: projections, the indexer and the sparse core of one attention layer per row): their rows
+#: carry the other operators as :class:`Companion` s, and a validation holds out their shape
+#: values on their own rows.
+MODULE_KINDS = ("dsa",)
 
 
 def floats(df: Any, col: str) -> np.ndarray:

@@ -31,6 +31,10 @@ in the tables are ms):
   192-wide queries and keys, 128-wide values, a KV head per head): causal over ``isl`` tokens
   through :func:`~rackmath.core.work.prefill_attention`; rows = batch x isl, cols = the query
   width, depth = isl. The dtype key is the attention (compute) dtype.
+* DSA module tables (``dsa_generation_module``, ``dsa_context_module``): a whole attention
+  module per row, the ``attention`` operator of family ``dsa`` with the module's projections
+  as companion GEMMs timed on the chip's own GEMM curves
+  (:mod:`rackmath.analyses.kernels.dsa_rows`).
 * Collectives (NCCL all-reduce, all-gather, reduce-scatter and all-to-all; TensorRT-LLM's
   custom all-reduce; DeepEP low-latency and normal dispatch and combine): each row's wire
   bytes per chip from the step's own work functions (:mod:`rackmath.core.work`) over the
@@ -52,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.kernels import attention_rows
+from rackmath.analyses.kernels import attention_rows, dsa_rows
 from rackmath.analyses.kernels.op_rows import OpRows, floats, op_rows_of, shape_hash
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import collectives as coll
@@ -321,6 +325,17 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
             )
             if len(sub):
                 out[cls] = attention_rows.mla_rows(sub, cls)
+    elif kind in ("dsa_generation_module", "dsa_context_module", "dsa"):
+        names = df["op_name"].astype(str).to_numpy() if "op_name" in df else np.full(len(df), kind)
+        for name, cls in (
+            ("dsa_generation_module", OpClass.ATTENTION_DECODE),
+            ("dsa_context_module", OpClass.ATTENTION_PREFILL),
+        ):
+            sub = df if kind == name else df[names == name]
+            if len(sub):
+                r = dsa_rows.dsa_rows(sub, cls)
+                if len(r):
+                    out[cls] = r
     return out
 
 

@@ -74,6 +74,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         min_ep=entry.get("min_ep", 1.0),
         split_tokens=entry.get("split_tokens", 0.0),
         split_max=entry.get("split_max", 0.0),
+        compute_tile_cols=entry.get("compute_tile_cols", 0.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 

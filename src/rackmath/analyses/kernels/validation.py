@@ -278,6 +278,7 @@ INPUT_FILES = (
     "catalog/kernel_tables.py",
     "analyses/kernels/op_rows.py",
     "analyses/kernels/attention_rows.py",
+    "analyses/kernels/dsa_rows.py",
     "analyses/kernels/rows.py",
     "analyses/kernels/fit.py",
     "analyses/kernels/tables.py",

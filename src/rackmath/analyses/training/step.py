@@ -43,6 +43,7 @@ from rackmath.core import collectives as coll
 from rackmath.core import loads
 from rackmath.core import memory as memory_account
 from rackmath.core import network as net
+from rackmath.core import operator_model as opm
 from rackmath.core import operators as ops
 from rackmath.core import pipeline as pl
 from rackmath.core import sharding as shard
@@ -267,7 +268,7 @@ def recompute_shares(s: TrainingSetup, mode: tr.Recompute) -> ts.RecomputeShares
     return ts.RECOMPUTE_SHARES[mode.value]
 
 
-def backward_model(s: TrainingSetup, m_ops: ops.OperatorModel) -> ts.BackwardModel:
+def backward_model(s: TrainingSetup, m_ops: opm.OperatorModel) -> ts.BackwardModel:
     """How this chip's backward kernels are timed (:mod:`rackmath.core.training_kernels`): the
     attention core's backward FLOPs always (the algorithm's), the measured backward rates
     (attention, k-grouped wgrad) only on a measured efficiency table (kernel-grounded; the
@@ -286,7 +287,7 @@ def backward_model(s: TrainingSetup, m_ops: ops.OperatorModel) -> ts.BackwardMod
 
 
 def training_passes(
-    s: TrainingSetup, m_ops: ops.OperatorModel, rates: ChipRates, forward: tuple[ops.Operator, ...]
+    s: TrainingSetup, m_ops: opm.OperatorModel, rates: ChipRates, forward: tuple[ops.Operator, ...]
 ) -> tuple[ops.Operator, ...]:
     """The forward operators as training runs them: serving's, with the norms on the
     sequence-parallel share of the tokens, plus the passes only training has (the
@@ -348,7 +349,7 @@ def microbatch_operators(
     # output head and the embedding table stay 16-bit, so their GEMMs run in 16 bits
     low = s.recipe.precision if not s.recipe.precision.is_wide else s.attention_precision
     gemm_classes = ("attention", "dense_mlp", "routed_experts", "shared_experts")
-    m_ops = ops.operator_model(
+    m_ops = opm.operator_model(
         model, {c: (low if c in gemm_classes else s.attention_precision) for c in WEIGHT_CLASSES}
     )
     load = loads.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
