@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/bench_core.py          # prints a table, writes benchmarks/results/core.json
 
 Measures (a) decode-step evaluations per second over a 1,000 x 1,000 batch-by-context grid,
-through the same `analyses.serving.pooled.decode` users call (the per-operator step, cost, MFU and
-fit for every point; kernel-grounded efficiencies, the default, and the pure roofline), on one
-core, side by side with (b) a hand-fused NumPy evaluation of
+through the same `analyses.serving.deployment.Deployment.decode` users call (the per-operator
+step, cost, MFU and fit for every point; kernel-grounded efficiencies, the default, and the pure
+roofline), on one core, side by side with (b) a hand-fused NumPy evaluation of
 the same per-operator formula for a dense model (checked equal to the model's step), (c) one
 plan-aware point in-process (`plan_deployment(...).decode` at one batch and context), and
 (d) the wall time of one `rackmath explain` as a user runs it (a fresh process, so imports
@@ -26,7 +26,6 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the aim states
 
 import rackmath as rm
-from rackmath.analyses.serving import pooled
 from timing import machine  # benchmarks/timing.py: the scripts run from this folder
 
 RESULTS = Path(__file__).parent / "results"
@@ -37,13 +36,13 @@ def grid_points_per_s(model: str, system: str, repeats: int = 5, efficiency: str
     dep = rm.deployment(model, system, efficiency=efficiency)
     batches = np.arange(1, 1001, dtype=float)
     contexts = np.linspace(128, 131072, 1000)
-    pooled.decode(dep, batches, contexts)  # warm-up
+    dep.decode(batches, contexts)  # warm-up
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        g = pooled.decode(dep, batches, contexts)
+        g = dep.decode(batches, contexts)
         # force every output a user reads
-        _ = (g.step_s, g.usd_per_million_output_tokens, g.mfu, g.fits, g.times.bottleneck)
+        _ = (g.step_s, g.usd_per_million_output_tokens, g.mfu, g.fits, g.step.bottleneck)
         best = min(best, time.perf_counter() - start)
     return batches.size * contexts.size / best
 
@@ -92,7 +91,7 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
         return np.asarray(total + norms + embedding)
 
     fused = step()
-    model_step = pooled.decode(dep, b[:, 0], c[0]).step_s
+    model_step = dep.decode(b[:, 0], c[0]).step_s
     np.testing.assert_allclose(fused, model_step, rtol=1e-9)
     best = float("inf")
     for _ in range(repeats):

@@ -64,7 +64,7 @@ def test_explain_json_has_the_stable_keys_and_matches_the_api(cli) -> None:
     assert len(data["points"]) == 4
     assert all(set(p) >= POINT_KEYS for p in data["points"])
     dep = rm.deployment("llama-3.1-70b", "h100-hgx")
-    g = pooled.decode(dep, [64], [8000])
+    g = dep.decode([64], [8000])
     point = next(p for p in data["points"] if p["batch"] == 64 and p["context"] == 8000)
     assert point["step_s"] == pytest.approx(float(g.step_s[0, 0]))
     assert point["usd_per_million_output_tokens"] == pytest.approx(

@@ -1,6 +1,6 @@
 """Communication as operators: each collective of a step is an operator of class
 ``collective`` timed on the chip's fitted curve of the implementation an engine runs there
-(kernel-grounded) or on the link model (``--pure``), with the kernel it ran on.
+(kernel-grounded) or on the link model (``--efficiency pure``), with the kernel it ran on.
 
 Hand derivations recompute each time from the catalog's fitted constants, independently of
 ``core.network``; the held-out test refits the collectives on the installed tables.
@@ -49,7 +49,7 @@ def test_tp8_all_reduce_at_batch_1_on_h100_by_hand() -> None:
     ``2.70 + 7 x 0.076 + 114,688 / (450 GB/s x 0.645) = 3.63 us`` and NCCL about 17 us, so the
     step runs the custom kernel (as TensorRT-LLM's AUTO strategy does at this size): 0.58 ms
     a step. The TensorRT-LLM table times this call (8,192 elements on 8 GPUs) at 3.56 us.
-    The link model (``--pure``) charges ``2 x 7 x 2 us + 28,672 B / 450 GB/s = 28.06 us`` a call,
+    The link model (``--efficiency pure``) charges ``2 x 7 x 2 us + 28,672 B / 450 GB/s = 28.06 us`` a call,
     4.49 ms a step."""
     table = efficiency_table("h100-sxm")
     custom = table.collective("all_reduce:custom")
@@ -318,13 +318,13 @@ def test_training_tp_all_reduce_on_the_fitted_curve_by_hand() -> None:
     s = 1 * 4096 * 4096 * 2.0
     nccl = efficiency_table("h100-sxm").collective("all_reduce:nccl")
     per_call = _alpha_beta(nccl.efficiency, 2 * 7 / 8 * s, NVLINK4_BYTES_PER_S, 8)
-    kernel = T.estimate(_llama8b_training("tp=8,dp=1", efficiency_table="kernel")).step
+    kernel = T.estimate(_llama8b_training("tp=8,dp=1")).step
     tp = next(o for o in kernel.collectives if o.name == "tp_all_reduce")
     m = kernel.microbatches
     assert kernel.tp_mb_s == pytest.approx(128 * per_call, rel=1e-12)
     assert float(tp.time_s) == pytest.approx(m * 128 * per_call, rel=1e-12)
     assert tp.kernel.fmt == "nccl" and "nccl_perf" in tp.kernel.table
-    pure = T.estimate(_llama8b_training("tp=8,dp=1")).step
+    pure = T.estimate(_llama8b_training("tp=8,dp=1", efficiency="pure")).step
     link = 2 * 7 / 8 * s / NVLINK4_BYTES_PER_S + 2 * 7 * 2e-6
     assert pure.tp_mb_s == pytest.approx(128 * link, rel=1e-12)
     assert next(o for o in pure.collectives if o.name == "tp_all_reduce").kernel.table == "link model"
@@ -337,7 +337,7 @@ def test_training_fsdp_gathers_and_scatters_on_their_curves() -> None:
     curves; the step lists both with their kernels, and ``dp_s`` is their sum."""
     from rackmath.analyses.training import estimate as T
 
-    st = T.estimate(_llama8b_training("dp=8", zero=3, efficiency_table="kernel")).step
+    st = T.estimate(_llama8b_training("dp=8", zero=3)).step
     by = {o.name: o for o in st.collectives}
     assert set(by) >= {"fsdp_all_gather", "fsdp_reduce_scatter"}
     assert by["fsdp_all_gather"].kernel.kind == "all_gather" and by["fsdp_all_gather"].kernel.fmt == "nccl"
@@ -358,7 +358,7 @@ def test_training_expert_exchanges_run_deepep_normal_across_nodes() -> None:
     from rackmath.core.roofline import PURE_ROOFLINE
 
     run = next(r for r in training_runs() if r.id == "deepseek-v3-pretraining")
-    st = T.estimate(R.run_setup(run, PURE_ROOFLINE, efficiency_table="kernel")).step
+    st = T.estimate(R.run_setup(run)).step
     by = {o.name: o for o in st.collectives}
     for name in ("ep_dispatch", "ep_combine"):
         k = by[name].kernel

@@ -50,7 +50,8 @@ def test_uneven_stages_are_balanced_by_the_tool() -> None:
 
 def test_memory_short_by() -> None:
     """DeepSeek-V3 in bf16 on one HGX H100 (tp=8): 671.0e9 x 2 B, 8-way split except the
-    replicated norms and routers, does not fit in an H100's 85.5 GB; short by total - capacity."""
+    replicated norms and routers, does not fit in an H100's 85.5 GB; short by what it holds less
+    what it may fill (the capacity less the 10% reserve)."""
     model, sys = resolve_model("deepseek-v3"), system("h100-hgx")
     dep = plan_deployment(model, sys, "tp=8", weights="bf16")
     mem = dep.memory(1, 4096)
@@ -62,7 +63,8 @@ def test_memory_short_by() -> None:
     assert not bool(mem.fits)
     capacity = sys.chip.hbm_capacity_bytes  # 81,559 MiB = 85,520,809,984 bytes (NVML)
     assert capacity == 81_559 * 2**20
-    assert float(mem.short_by_bytes) == pytest.approx(float(mem.total_bytes) - capacity, rel=1e-12)
+    assert mem.usable_bytes == pytest.approx(0.9 * capacity, rel=1e-12)
+    assert float(mem.short_by_bytes) == pytest.approx(float(mem.total_bytes) - 0.9 * capacity, rel=1e-12)
     assert float(mem.short_by_bytes) > capacity
 
 
@@ -119,7 +121,7 @@ def test_disaggregated_and_mixed_by_hand() -> None:
     pre = plan_deployment(model, sys, "dp=8,ep=8")
     point = dis.disaggregated(pre, dec, 2048, 512, decode_batch=1024)
     t_pre = float(pre.prefill([8], [2048]).step_s[0, 0])
-    kv = float(pre.base.kv_bytes_per_sequence(2048))
+    kv = float(pre.kv_bytes_per_sequence(2048))
     t_kv = kv / 8 / 50e9 + 5e-6  # 8 chips send their shares over 400 Gb/s NICs
     assert point.kv_transfer_s == pytest.approx(t_kv, rel=1e-12)
     assert point.ttft_s == pytest.approx(t_pre + t_kv, rel=1e-12)

@@ -40,25 +40,25 @@ def test_pure_tp_without_communication_is_the_foundation_ideal_chip() -> None:
     planned = plan_deployment(model, sys, "tp=8", communication=False, efficiency="pure")
     ideal = pooled.make_deployment(model, sys, chips=8, efficiency="pure")
     batches, contexts = [1, 16, 256, 2048], [512, 8192]
-    g, f = planned.decode(batches, contexts), pooled.decode(ideal, batches, contexts)
+    g, f = planned.decode(batches, contexts), ideal.decode(batches, contexts)
     kg = plan_deployment(model, sys, "tp=8", communication=False).decode(batches, contexts)
-    kf = pooled.decode(pooled.make_deployment(model, sys, chips=8), batches, contexts)
-    assert np.all(kg.step.compute_s >= kf.times.compute_s * (1 - 1e-12))
+    kf = pooled.make_deployment(model, sys, chips=8).decode(batches, contexts)
+    assert np.all(kg.step.compute_s >= kf.step.compute_s * (1 - 1e-12))
     for attribute in ("flops", "kv_read_bytes", "kv_write_bytes"):
-        plan_ops, ideal_ops = _by_name(g.step, attribute), _by_name(f.times, attribute)
+        plan_ops, ideal_ops = _by_name(g.step, attribute), _by_name(f.step, attribute)
         assert plan_ops.keys() == ideal_ops.keys()
         for name in plan_ops:  # per chip: the pooled chip does 8 chips' work
             np.testing.assert_allclose(8 * plan_ops[name], ideal_ops[name], rtol=1e-12, err_msg=name)
-    plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.times, "weight_bytes")
+    plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.step, "weight_bytes")
     norms = arch.param_counts(model).norms * ideal.precisions.weights.bytes_per_element
     np.testing.assert_allclose(8 * plan_w["norms"] - ideal_w["norms"], 7 * norms, rtol=1e-12)
     for name in plan_w.keys() - {"norms"}:
         np.testing.assert_allclose(8 * plan_w[name], ideal_w[name], rtol=1e-12, err_msg=name)
-    np.testing.assert_allclose(g.step.compute_s, f.times.compute_s, rtol=1e-12)
+    np.testing.assert_allclose(g.step.compute_s, f.step.compute_s, rtol=1e-12)
     assert np.all(g.step.comm_s == 0) and np.all(g.step.hops_s == 0)
     assert np.all(g.step_s >= f.step_s * (1 - 1e-12))
-    p, q = planned.prefill([1, 4], [2048]), pooled.prefill(ideal, [1, 4], [2048])
-    np.testing.assert_allclose(p.step.compute_s, q.times.compute_s, rtol=1e-12)
+    p, q = planned.prefill([1, 4], [2048]), ideal.prefill([1, 4], [2048])
+    np.testing.assert_allclose(p.step.compute_s, q.step.compute_s, rtol=1e-12)
 
 
 def test_moe_pure_tp_reduces_too() -> None:
@@ -67,11 +67,11 @@ def test_moe_pure_tp_reduces_too() -> None:
     model, sys = resolve_model("qwen3-30b-a3b"), system("h100-hgx")
     planned = plan_deployment(model, sys, "tp=4", communication=False)
     ideal = pooled.make_deployment(model, sys, chips=4)
-    g, f = planned.decode([1, 64, 1024], [4096]), pooled.decode(ideal, [1, 64, 1024], [4096])
-    plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.times, "weight_bytes")
+    g, f = planned.decode([1, 64, 1024], [4096]), ideal.decode([1, 64, 1024], [4096])
+    plan_w, ideal_w = _by_name(g.step, "weight_bytes"), _by_name(f.step, "weight_bytes")
     np.testing.assert_allclose(4 * plan_w["routed_experts"], ideal_w["routed_experts"], rtol=1e-12)
     np.testing.assert_allclose(4 * plan_w["router"], 4 * ideal_w["router"], rtol=1e-12)
-    plan_f, ideal_f = _by_name(g.step, "flops"), _by_name(f.times, "flops")
+    plan_f, ideal_f = _by_name(g.step, "flops"), _by_name(f.step, "flops")
     np.testing.assert_allclose(4 * plan_f["routed_experts"], ideal_f["routed_experts"], rtol=1e-12)
     # every TP rank scores its replica's tokens against all experts: the router is replicated
     np.testing.assert_allclose(plan_f["router"], ideal_f["router"], rtol=1e-12)
@@ -82,7 +82,7 @@ def test_ep_all_to_all_by_hand() -> None:
     goes once to each rank holding one of its k = 8 experts (4 of 256 experts per rank):
     a rank is missed with P = prod_{j<8} (252-j)/(256-j), so D = 64 (1 - P) = 7.68 ranks,
     M = 32 x D x 7168 x 2 B; (63/64) M / 900 GB/s + 2 us, twice (dispatch, combine) in
-    each of 58 MoE layers (the link model: ``--pure``; the fitted DeepEP curves are
+    each of 58 MoE layers (the link model: ``--efficiency pure``; the fitted DeepEP curves are
     ``tests/test_comm_operators.py``'s)."""
     model, sys = resolve_model("deepseek-v3"), system("gb200-nvl72")
     dep = plan_deployment(model, sys, "dp=64,ep=64", efficiency="pure")
@@ -114,7 +114,7 @@ def test_ep2_sends_each_token_once_per_destination_rank() -> None:
 def test_tp_all_reduce_and_pipeline_hop_by_hand() -> None:
     """Llama-3.1-70B tp=8 on HGX H100, batch 64: two ring all-reduces per layer of
     64 x 8192 x 2 B: 2 (7/8) M / 450 GB/s + 2 x 7 x 2 us each, 80 layers (the link model:
-    ``--pure``; the fitted curves are ``tests/test_comm_operators.py``'s)."""
+    ``--efficiency pure``; the fitted curves are ``tests/test_comm_operators.py``'s)."""
     model, sys = resolve_model("llama-3.1-70b"), system("h100-hgx")
     m_bytes = 64 * 8192 * 2
     one = 2 * (7 / 8) * m_bytes / 450e9 + 2 * 7 * 2e-6

@@ -156,14 +156,15 @@ def test_the_rate_search_runs_an_xpyd_fleet() -> None:
 def test_cli_searches_the_rate_of_an_xpyd_fleet(cli) -> None:
     args = ("simulate", "llama-3.1-8b", "--on", "h100-hgx", "--plan", "tp=1", "--requests", "1000")
     code, out, err = cli(*args, "--input", "1000", "--output", "200", "--disaggregated", "1P1D",
-                         "--slo", "ttft_p99=500ms,tpot_p99=20ms", "--pure", "--json")  # fmt: skip
+                         "--slo", "ttft_p99=500ms,tpot_p99=20ms",
+                         "--efficiency", "pure", "--json")  # fmt: skip
     assert code == 0, err
     d = json.loads(out)
     assert d["disaggregated"] == "1P1D" and d["curve"] and "result" not in d
     best = d["best"]["attainment"]
     assert best["met_frac"]["ttft_p99"] >= 0.99 and best["met_frac"]["tpot_p99"] >= 0.99
     code, out, err = cli(*args, "--input", "1000", "--output", "200", "--disaggregated", "1P1D",
-                         "--slo", "ttft_p99=1us", "--pure")  # fmt: skip
+                         "--slo", "ttft_p99=1us", "--efficiency", "pure")  # fmt: skip
     assert (
         code == 1 and "--slo" in err and "Traceback" not in err + out and len(err.strip().splitlines()) == 1
     )

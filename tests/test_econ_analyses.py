@@ -11,8 +11,8 @@ import pytest
 
 import rackmath as rm
 from rackmath.analyses.economics import caching, fast_mode, prices, sparsity
-from rackmath.analyses.serving import cache_tiers, pooled
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving import cache_tiers
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.catalog import economics as ce
 from rackmath.core import architecture as arch
 from rackmath.core import loads
@@ -33,8 +33,8 @@ def test_survey_ages_and_roofline_ratio() -> None:
     d = dsv3()
     s = prices.survey(list(ce.prices().values()), d, as_of=dt.date(2026, 11, 22), batch=2000, context=8192)
     assert s.oldest_days == max(p.age_days(dt.date(2026, 11, 22)) for p in ce.prices().values())
-    out = pooled.decode(d, [2000], [8192]).usd_per_million_output_tokens[0, 0]
-    inp = pooled.prefill(d, [1], [8192]).usd_per_million_input_tokens[0, 0]
+    out = d.decode([2000], [8192]).usd_per_million_output_tokens[0, 0]
+    inp = d.prefill([1], [8192]).usd_per_million_input_tokens[0, 0]
     assert s.roofline.output_over_input == pytest.approx(out / inp)
     # the roofline lands in the 3-8x band that list prices show (D34)
     assert 3 < s.roofline.output_over_input < 10
@@ -43,8 +43,8 @@ def test_survey_ages_and_roofline_ratio() -> None:
     # One 8,192-token prompt on 64 pooled chips: attention computes in bf16 (half the fp8
     # peak), and the routed experts are memory-bound: 8,192 tokens x 8 picks touch all 256
     # experts of all 58 MoE layers, 256 x 58 x 3 x 7168 x 2048 B = 654 GB over 512 TB/s = 1.28 ms
-    pre = pooled.prefill(d, [1], [8192])
-    experts = next(op for op in pre.times.operators if op.name == "routed_experts")
+    pre = d.prefill([1], [8192])
+    experts = next(op for op in pre.step.operators if op.name == "routed_experts")
     # block-scaled fp8 weights: one 4-byte scale per 128 x 128 block
     expert_bytes = 256 * 58 * 3 * 7168 * 2048 * (1.0 + 4 / (128 * 128))
     assert float(experts.weight_bytes.ravel()[0]) == pytest.approx(expert_bytes, rel=1e-6)
@@ -76,7 +76,7 @@ def test_long_context_gemini_over_deepseek() -> None:
     assert lc.above_cost_everywhere
     c = 1_000_000
     i = int(np.where(lc.contexts == c)[0][0])
-    cost = pooled.decode(dsv3(), [64], [c]).usd_per_million_output_tokens[0, 0]
+    cost = dsv3().decode([64], [c]).usd_per_million_output_tokens[0, 0]
     assert lc.output_margin[i] == pytest.approx(18.0 / cost - 1)
     # the step in the price is at the boundary, whole-request repricing
     j = int(np.where(lc.contexts == 200_001)[0][0])
@@ -155,7 +155,7 @@ def test_fast_mode_on_a_dense_deployment() -> None:
     d = llama70()
     f = fast_mode.on_deployment(d, context=4096, price_multiple=6.0)
     # the fast batch really costs 6x the normal one per token (independent decode calls)
-    cost = pooled.decode(d, [f.fast_batch, f.normal_batch], [4096]).usd_per_million_output_tokens[:, 0]
+    cost = d.decode([f.fast_batch, f.normal_batch], [4096]).usd_per_million_output_tokens[:, 0]
     assert cost[0] / cost[1] == pytest.approx(6.0, rel=0.02)
     # no batch is faster than batch 1: the ceiling bounds every speed-up
     assert np.all(f.speedups <= f.ceiling_speedup + 1e-9)

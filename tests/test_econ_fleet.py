@@ -127,7 +127,7 @@ def test_a_batch_that_does_not_fit_is_refused() -> None:
 def test_roofline_step_times_drive_the_simulation() -> None:
     d = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
     f = fleet.fleet(deployment=d, batch=64, context=2048, output_tokens=64, loads=(0.5,), requests=1500)
-    steps = pooled.decode(d, np.arange(1, 65), [2048]).step_s[:, 0]
+    steps = d.decode(np.arange(1, 65), [2048]).step_s[:, 0]
     assert f.step_s == pytest.approx(steps[-1])
     assert f.tokens_per_s_per_replica == pytest.approx(64 / steps[-1])
     p = f.loads[0]

@@ -187,7 +187,7 @@ def test_explain_json_frames_and_chart_carry_the_band(cli) -> None:
     code, text, _ = cli("explain", "llama-3.1-70b", "--on", "h100-hgx")
     assert "p10-p90" in text
     from rackmath.analyses.serving.explain import explain
-    from rackmath.analyses.serving.pooled import decode, make_deployment
+    from rackmath.analyses.serving.pooled import make_deployment
     from rackmath.catalog.loader import model, system
     from rackmath.views.figures import serving_charts
 
@@ -195,7 +195,7 @@ def test_explain_json_frames_and_chart_carry_the_band(cli) -> None:
     result = explain(d)
     frame = result.to_frame()
     assert {"step_s_p10", "step_s_p90", "usd_per_million_output_tokens_p90"} <= set(frame.columns)
-    sweep = decode(d, [1.0, 8.0, 64.0], result.contexts[:1])
+    sweep = d.decode([1.0, 8.0, 64.0], result.contexts[:1])
     fig = serving_charts.step_time(result, sweep)
     (band,) = [s for s in fig.panels[0].series if s.name.startswith("step p10-p90")]
     assert band.kind == "fill"

@@ -1,6 +1,6 @@
 """Kernel-grounded efficiencies are the default: operator times follow the fitted formula,
 chips without tables borrow a measured chip's curves at their own peaks and say so, and
-``--pure`` / ``efficiency="pure"`` gives back the lecture's roofline."""
+``--efficiency pure`` / ``efficiency="pure"`` gives back the lecture's roofline."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 
 import rackmath as rm
 from rackmath.analyses.kernels import tables as et
-from rackmath.analyses.serving import pooled
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.core import loads
 from rackmath.core import roofline as rl
@@ -35,7 +34,7 @@ def _entry(chip_id: str, op_class: str, dtype: str, kind: str | None = None) -> 
 
 def test_the_default_is_kernel_grounded_and_pure_is_asked_for() -> None:
     d = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
-    assert d.efficiency == rl.KERNEL_GROUNDED and d.efficiency_mode == "kernel"
+    assert d.efficiency == rl.KERNEL_GROUNDED and d.efficiency.mode == "kernel"
     assert d.efficiency_table.source.startswith("aiconfigurator-core==")
     p = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1, efficiency="pure")
     assert p.efficiency == rl.PURE_ROOFLINE and p.efficiency_table.is_pure
@@ -52,8 +51,8 @@ def test_a_kernel_grounded_gemm_is_the_fitted_formula_by_hand() -> None:
     load = loads.decode_load(rm.resolve_model("llama-3.1-8b"), 64.0, 2048.0, 2.0)
     kernel = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1)
     pure = kernel.pure()
-    qkv = _op(kernel.ideal_step(load), "attention_qkv")
-    ref = _op(pure.ideal_step(load), "attention_qkv")  # same work and bytes, pure times
+    qkv = _op(kernel.step(load), "attention_qkv")
+    ref = _op(pure.step(load), "attention_qkv")  # same work and bytes, pure times
     e = _entry("h100-sxm", "gemm", "bfloat16")
     chip = kernel.system.chip
     rows = 64.0
@@ -88,7 +87,7 @@ def test_weight_only_formats_take_the_dequantizing_kernels_fit() -> None:
     d = rm.deployment("llama-3.1-8b", "a100-hgx", chips=1, weights="int4", compute="bf16")
     e = _entry("a100-80gb", "gemm", "int4_wo")
     load = loads.decode_load(d.model, 8.0, 1024.0, 2.0)
-    mlp = _op(d.ideal_step(load), "dense_mlp")
+    mlp = _op(d.step(load), "dense_mlp")
     assert mlp.kernel.fmt == "int4_wo" and not mlp.kernel.fallback
     assert d.efficiency_table.of(OpClass.GEMM, "int4_wo") == et.op_from_entry(e)
 
@@ -111,7 +110,7 @@ def test_chips_without_tables_are_transferred_and_scaled_by_their_own_peaks(
         assert curve.efficiency == given[key].efficiency and curve.source == given[key].source
         assert curve.band.p10 <= given[key].band.p10 and curve.band.p90 >= given[key].band.p90
     load = loads.decode_load(far.model, 256.0, 4096.0, 2.0)
-    gemm = _op(far.ideal_step(load), "dense_mlp")
+    gemm = _op(far.step(load), "dense_mlp")
     assert gemm.kernel.chip == donor and gemm.kernel.transferred
     e = far.efficiency_table.of(OpClass.GEMM, gemm.kernel.fmt)
     chip = far.system.chip
@@ -144,7 +143,7 @@ def test_a_chip_the_kernel_catalog_does_not_know_takes_the_default_donor() -> No
 
 
 def test_scalars_multiply_the_kernel_curves() -> None:
-    scalars = rl.Efficiency(flops_frac=0.5, bandwidth_frac=0.8, overhead_s=1e-3, kernel_grounded=True)
+    scalars = rl.Efficiency(flops_frac=0.5, bandwidth_frac=0.8, overhead_s=1e-3)
     t = et.grounded_table("h100-sxm", scalars)
     base = et.efficiency_table("h100-sxm")
     g, g0 = t.of(OpClass.GEMM, "bfloat16"), base.of(OpClass.GEMM, "bfloat16")
@@ -158,7 +157,7 @@ def test_explain_pure_reproduces_the_lecture_and_kernel_shows_both(cli) -> None:
     """The lecture's decode step at batch 1 is all weights read once at full bandwidth:
     Llama-3.1-70B in bf16 on 8 pooled H100s (the explanation's own weight count)."""
     args = ("explain", "llama-3.1-70b", "--on", "h100-hgx", "--batch", "1,64", "--context", "1", "--json")
-    code, out, err = cli(*args, "--pure")
+    code, out, err = cli(*args, "--efficiency", "pure")
     assert code == 0, err
     pure = json.loads(out)
     assert pure["efficiency"]["mode"] == "pure"
@@ -166,16 +165,18 @@ def test_explain_pure_reproduces_the_lecture_and_kernel_shows_both(cli) -> None:
     lecture_s = float(dep.weight_bytes_read(1.0)) / dep.bandwidth_bytes_per_s
     step1 = pure["points"][0]["step_s"]
     assert step1 == pytest.approx(lecture_s, rel=0.01)  # activations and KV of one token: < 1%
-    grid = pooled.decode(dep, [1, 64], [1])
+    grid = dep.decode([1, 64], [1])
     assert [p["step_s"] for p in pure["points"]] == pytest.approx(grid.step_s.ravel().tolist(), rel=1e-12)
     code, out, err = cli(*args)
     assert code == 0, err
     kernel = json.loads(out)
+    source = et.efficiency_table("h100-sxm").source
     assert kernel["efficiency"] == {
         "mode": "kernel",
+        "label": f"kernel-grounded (measured; {source})",
         "transferred": False,
         "transferred_from": None,
-        "source": et.efficiency_table("h100-sxm").source,
+        "source": source,
     }
     for k, p in zip(kernel["points"], pure["points"], strict=True):
         assert k["pure_step_s"] == pytest.approx(p["step_s"], rel=1e-12)
@@ -193,9 +194,10 @@ def test_explain_marks_a_transferred_chip(cli) -> None:
 
 
 def test_plan_and_pareto_say_which_efficiency_they_used() -> None:
-    assert et.describe("tpu-v5p", "kernel")["transferred_from"] == "h100-sxm"
-    assert et.describe("h100-sxm", "pure") == {
+    assert et.describe("tpu-v5p", rm.Efficiency())["transferred_from"] == "h100-sxm"
+    assert et.describe("h100-sxm", rm.Efficiency(mode="pure")) == {
         "mode": "pure",
+        "label": "pure roofline",
         "transferred_from": None,
         "source": "pure roofline",
     }
@@ -203,16 +205,13 @@ def test_plan_and_pareto_say_which_efficiency_they_used() -> None:
 
 def test_pareto_pure_flag(cli) -> None:
     base = ("pareto", "llama-3.1-8b", "--on", "h100-hgx", "--max-chips", "2", "--json")
-    code, out, err = cli(*base, "--pure")
+    code, out, err = cli(*base, "--efficiency", "pure")
     assert code == 0, err
     pure = json.loads(out)
     code, out, err = cli(*base)
     assert code == 0, err
     kernel = json.loads(out)
-    assert (
-        pure["efficiency"]["h100-hgx"]["mode"] == "pure"
-        and kernel["efficiency"]["h100-hgx"]["mode"] == "kernel"
-    )
+    assert pure["efficiency"]["mode"] == "pure" and kernel["efficiency"]["mode"] == "kernel"
     best = lambda d: max(p["tokens_per_s_per_chip"] for p in d["frontier"])  # noqa: E731
     assert best(kernel) < best(pure)  # fitted kernels never beat the roofline
 
@@ -226,7 +225,7 @@ def test_the_serving_page_toggles_the_efficiency() -> None:
     assert serving_query(state)["efficiency"] == "pure"
     pure = build_serving_view(state)
     kernel = build_serving_view(parse_serving_query({"model": "llama-3.1-8b", "system": "h100-hgx"})[0])
-    assert pure.deployment.efficiency_mode == "pure" and kernel.deployment.efficiency_mode == "kernel"
+    assert pure.deployment.efficiency.mode == "pure" and kernel.deployment.efficiency.mode == "kernel"
     assert float(kernel.point.step_s[0, 0]) > float(pure.point.step_s[0, 0])
     _, errors = parse_serving_query({"efficiency": "fast"})
     assert len(errors) == 1 and "efficiency" in str(errors[0])
@@ -270,7 +269,7 @@ def test_experts_and_attention_hand_their_kernel_shapes_to_the_curves() -> None:
 
     d = rm.deployment("mixtral-8x7b", "h200-hgx", chips=1)
     load = loads.decode_load(d.model, 4.0, 1000.0, 2.0)
-    step = d.ideal_step(load)
+    step = d.step(load)
     peak = d.system.chip.peak_flops(Precision.BF16)
     bw = d.system.chip.hbm_bandwidth_bytes_per_s
     moe, att = _op(step, "routed_experts"), _op(step, "attention")
@@ -298,17 +297,17 @@ def test_a_non_gated_moe_runs_on_the_non_gated_kernels_curve() -> None:
     assert m.moe is not None
     plain = rm.deployment(replace(m, moe=replace(m.moe, gated=False)), "b200-hgx", chips=1)
     load = loads.decode_load(m, 64.0, 1000.0, 2.0)
-    plain_op = _op(plain.ideal_step(load), "routed_experts")
-    gated_op = _op(gated.ideal_step(load), "routed_experts")
+    plain_op = _op(plain.step(load), "routed_experts")
+    gated_op = _op(gated.step(load), "routed_experts")
     assert (plain_op.kernel.kind, gated_op.kernel.kind) == ("nongated", "gated")
     e_plain = plain.efficiency_table.of(OpClass.MOE, "bfloat16", "nongated")
     assert e_plain == et.op_from_entry(_entry("b200", "moe", "bfloat16", "nongated"))
     assert e_plain != et.op_from_entry(_entry("b200", "moe", "bfloat16", "gated"))
-    assert _op(plain.ideal_step(load), "dense_mlp" if m.num_dense_mlp_layers else "attention_qkv").time_s == (
-        _op(gated.ideal_step(load), "dense_mlp" if m.num_dense_mlp_layers else "attention_qkv").time_s
+    assert _op(plain.step(load), "dense_mlp" if m.num_dense_mlp_layers else "attention_qkv").time_s == (
+        _op(gated.step(load), "dense_mlp" if m.num_dense_mlp_layers else "attention_qkv").time_s
     )
-    a_plain = float(_op(plain.ideal_step(load), "routed_experts").activation_bytes)
-    a_gated = float(_op(gated.ideal_step(load), "routed_experts").activation_bytes)
+    a_plain = float(_op(plain.step(load), "routed_experts").activation_bytes)
+    a_gated = float(_op(gated.step(load), "routed_experts").activation_bytes)
     h, i = 4096.0, 14336.0
     assert a_plain / a_gated == pytest.approx((2 * h + 2 * i) / (2 * h + 3 * i), rel=1e-9)
 

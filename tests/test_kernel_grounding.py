@@ -135,7 +135,7 @@ def test_deepseek_attention_at_batch_8192_on_the_pooled_rack_is_the_bf16_mla_cur
     from rackmath.analyses.serving import pooled
 
     d = pooled.make_deployment(load_model("deepseek-v3"), system("gb200-nvl72"), chips=64)
-    att = next(o for o in pooled.decode(d, [8192], [4096]).times.operators if o.name == "attention")
+    att = next(o for o in d.decode([8192], [4096]).step.operators if o.name == "attention")
     layers, ctx = 61, 4096
     flops = 8192 * layers * 2 * 128 * 1088 * ctx
     kv = 8192 * layers * 576 * 2.0 * ctx
@@ -154,7 +154,7 @@ def test_gpt_oss_on_one_b200_runs_each_class_on_its_own_format() -> None:
     from rackmath.analyses.serving import pooled
 
     d = pooled.make_deployment(load_model("gpt-oss-120b"), system("b200-hgx"), chips=1)
-    step = pooled.decode(d, [1], [4096]).times
+    step = d.decode([1], [4096]).step
     by = {o.name: o for o in step.operators}
     fmts = {
         n: by[n].kernel.fmt for n in ("attention_qkv", "attention_out", "router", "lm_head", "routed_experts")

@@ -29,8 +29,8 @@ def test_operator_flops_add_up_to_the_architecture_count() -> None:
         ("gemma-3-27b", "h100-hgx"),
     ):
         dep = rm.deployment(model_id, system_id, efficiency="pure")
-        g = pooled.decode(dep, [1, 64, 4096], [512, 32768])
-        total = sum(op.flops for op in g.times.operators)
+        g = dep.decode([1, 64, 4096], [512, 32768])
+        total = sum(op.flops for op in g.step.operators)
         np.testing.assert_allclose(total, g.flops, rtol=1e-12, err_msg=model_id)
 
 
@@ -51,7 +51,7 @@ def test_one_operator_by_hand() -> None:
     ``80 x 8192 x 10240 x 2`` B of weights plus ``64 x 80 x (8192 + 10240) x 2`` B of
     activations over 3.35 TB/s = 4.06 ms: memory-bound, 4.06 ms."""
     dep = rm.deployment("llama-3.1-70b", "h100-hgx", chips=1, efficiency="pure")
-    qkv = next(op for op in pooled.decode(dep, [64], [1024]).times.operators if op.name == "attention_qkv")
+    qkv = next(op for op in dep.decode([64], [1024]).step.operators if op.name == "attention_qkv")
     flops = 2 * 64 * 80 * 8192 * (8192 + 2 * 1024)
     weight = 80 * 8192 * 10240 * 2
     activation = 64 * 80 * (8192 + 10240) * 2
@@ -73,7 +73,7 @@ def test_the_blackboard_bounds_the_step_within_a_factor_of_two(
 ) -> None:
     """max(sum c, sum m) <= sum max(c, m) <= sum c + sum m <= 2 max(sum c, sum m)."""
     dep = rm.deployment(model_id, "gb200-nvl72", efficiency="pure")
-    g = pooled.decode(dep, [batch], [context])
+    g = dep.decode([batch], [context])
     step, board = float(g.step_s[0, 0]), float(g.blackboard_step_s[0, 0])
     assert board * (1 - 1e-12) <= step <= 2 * board * (1 + 1e-12)
 
@@ -94,7 +94,7 @@ def test_efficiency_only_slows_operators_down() -> None:
         )
     )
     load = loads.decode_load(dep.model, np.array([[1.0], [256.0]]), np.array([[1024.0, 65536.0]]), 2.0)
-    pure = dep.ideal_step(load)
+    pure = dep.step(load)
     rates = replace(dep.chip_rates(dep.chips), efficiency=slow)
     from rackmath.core import parallel as par
 
@@ -142,7 +142,7 @@ def test_per_class_precision_reaches_the_step() -> None:
     """gpt-oss-120b keeps attention, router, embedding and head in bf16 beside mxfp4
     experts (modules_to_not_convert): the batch-1 step reads those at 2 B per weight."""
     dep = rm.deployment("gpt-oss-120b", "h100-hgx", chips=1, efficiency="pure")
-    step = pooled.decode(dep, [1], [128]).times
+    step = dep.decode([1], [128]).step
     by_name = {op.name: op for op in step.operators}
     counts = arch.param_counts(dep.model)
     out = (
@@ -168,12 +168,12 @@ def test_a_one_rank_plan_with_communication_off_is_the_ideal_chip(efficiency: st
         planned = plan_deployment(model, sys, "tp=1", communication=False, efficiency=efficiency)
         ideal = pooled.make_deployment(model, sys, chips=1, efficiency=efficiency)
         batches, contexts = [1, 7, 64, 512], [128, 4096, 32768]
-        p, f = planned.decode(batches, contexts), pooled.decode(ideal, batches, contexts)
+        p, f = planned.decode(batches, contexts), ideal.decode(batches, contexts)
         np.testing.assert_allclose(p.step_s, f.step_s, rtol=1e-12, err_msg=model_id)
-        np.testing.assert_allclose(p.step.blackboard_s, f.times.blackboard_s, rtol=1e-12, err_msg=model_id)
-        assert [op.name for op in p.step.operators] == [op.name for op in f.times.operators]
-        held = ideal.memory(f.batch, f.kv_bytes_per_sequence).total_bytes
-        np.testing.assert_allclose(p.memory.total_bytes - p.memory.reserve_bytes, held, rtol=1e-12)
+        np.testing.assert_allclose(p.step.blackboard_s, f.step.blackboard_s, rtol=1e-12, err_msg=model_id)
+        assert [op.name for op in p.step.operators] == [op.name for op in f.step.operators]
+        held = ideal.memory(f.batch, f.context).total_bytes
+        np.testing.assert_allclose(p.memory.total_bytes, held, rtol=1e-12)
         np.testing.assert_array_equal(p.fits, f.fits)
 
 
@@ -187,8 +187,8 @@ def test_the_ideal_grid_fits_by_the_one_memory_account() -> None:
     per_sequence = float(arch.kv_bytes_per_sequence(d.model, context, 2.0)) + 17 * d.model.hidden_size * 2.0
     usable = 72 * d.system.chip.hbm_capacity_bytes * (1 - d.memory_reserve_frac)
     by_hand = np.floor((usable - weights) / per_sequence)
-    assert float(pooled.max_batch(d, [context])[0]) == by_hand
-    g = pooled.decode(d, [by_hand, by_hand + 1], [context])
+    assert float(d.max_concurrency([context])[0]) == by_hand
+    g = d.decode([by_hand, by_hand + 1], [context])
     assert g.fits[:, 0].tolist() == [True, False]
     # the lecture's weights + KV check alone would admit a few more sequences (activations add
     # 244 kB to the 288 MB a sequence holds at 4K)
@@ -201,7 +201,7 @@ def test_an_moe_user_waits_for_k_experts_not_every_weight() -> None:
     and the batch-1 cost is fewer than B* times the balance-batch cost (dense: exactly B*)."""
     d = rm.deployment("deepseek-v3", "gb200-nvl72", efficiency="pure")
     e = rm.explain(d)
-    b1 = float(pooled.decode(d, [1.0], e.contexts[:1]).step_s[0, 0])
+    b1 = float(d.decode([1.0], e.contexts[:1]).step_s[0, 0])
     assert e.batch_one_step_s == pytest.approx(b1, rel=1e-12)
     assert b1 < 0.2 * e.latency_floor_s  # 8 of 256 experts per layer, not all of them
     from rackmath.views.derivation import derivation
@@ -227,7 +227,7 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
         prefill_attention_flops=prompt.prefill_attention_flops,
         prefill_kv_write_bytes=prompt.prefill_kv_write_bytes,
     )
-    step = dep.ideal_step(mixed)
+    step = dep.step(mixed)
     by_name = {op.name: op for op in step.operators}
     dec, pre = by_name["attention"], by_name["attention_prefill"]
     assert dec.op_class is OpClass.ATTENTION_DECODE and pre.op_class is OpClass.ATTENTION_PREFILL
@@ -242,7 +242,7 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     rates = dep.chip_rates(dep.chips)
     as_decode = ops.timed("x", OpClass.ATTENTION_DECODE, rates, chunk, ("bfloat16",), "gqa")
     assert float(pre.compute_s) < float(as_decode.compute_s)
-    assert "attention_prefill" not in {op.name for op in dep.ideal_step(decode).operators}
+    assert "attention_prefill" not in {op.name for op in dep.step(decode).operators}
 
 
 def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> None:
@@ -252,7 +252,7 @@ def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> N
     "KV head") with the 128 heads as the tile's rows; GQA models keep the GQA curve."""
     dep = rm.deployment("deepseek-v3", "gb200-nvl72", chips=8)
     rates = dep.chip_rates(dep.chips)
-    att = next(o for o in pooled.decode(dep, [4096], [4096]).times.operators if o.name == "attention")
+    att = next(o for o in dep.decode([4096], [4096]).step.operators if o.name == "attention")
     assert (att.kernel.kind, att.kernel.fmt, att.kernel.fallback) == ("mla", "bfloat16", "")
     e, precision, _ = dep.efficiency_table.curve(OpClass.ATTENTION_DECODE, ("bfloat16",), "mla")
     frac = float(eff.achieved_compute_frac(e, 4096.0, cols=128.0, depth=4096.0))

@@ -71,7 +71,7 @@ def test_prefill_cp_worked_example(llama, nvl72) -> None:
     base, one = _prefill(llama, nvl72, "tp=8")
     topo = base.topology
     assert (topo.scale_up_bytes_per_s, topo.scale_up_latency_s, topo.chips_per_domain) == (NVLINK, HOP, 72)
-    assert base.peak_flops_per_s_per_chip == PEAK_BF16
+    assert base.system.chip.peak_flops(base.precisions.compute) == PEAK_BF16
     # the causal attention: 4 x S(S+1)/2 x H x d FLOPs a layer, 1/tp of it a chip, compute bound
     flops = 4 * PROMPT * (PROMPT + 1) / 2 * HQ * D * L70
     assert flops == pytest.approx(2.25e16, rel=1e-3)

@@ -13,7 +13,6 @@ import pytest
 
 from rackmath.analyses.economics import overtrain, sparsity
 from rackmath.analyses.serving import explain as explain_analysis
-from rackmath.analyses.serving import pooled
 from rackmath.api import deployment, explain, pipeline
 from rackmath.core import scaling_laws as sl
 from rackmath.plots.render_mpl import draw, save_figure
@@ -44,7 +43,7 @@ def test_compute_only_cost_is_compute_time_rented(mixtral) -> None:  # type: ign
     sweep = serving_charts.batch_sweep(mixtral)
     d = mixtral.deployment
     expected = (
-        sweep.times.compute_s[:, 0]
+        sweep.step.compute_s[:, 0]
         * d.chips
         * d.usd_per_chip_hour
         / SECONDS_PER_HOUR
@@ -100,7 +99,7 @@ def test_validation_errors_beyond_the_axis_sit_on_its_edge() -> None:
 def _all_figures(mixtral) -> list[FigureData]:  # type: ignore[no-untyped-def]
     dep = mixtral.deployment
     sweep = serving_charts.batch_sweep(mixtral)
-    point = pooled.decode(dep, [64], [4096])
+    point = dep.decode([64], [4096])
     r = overtrain.overtrain()
     study = sparsity.sparsity_study(dep, sparsities=[1, 4, 16], context=4096, users=500)
     return [

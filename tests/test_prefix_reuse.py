@@ -219,7 +219,10 @@ def test_hit_rates_outside_zero_to_one_are_refused(bad: float) -> None:
 def test_a_hit_rate_on_the_command_line_is_refused_in_one_line() -> None:
     base = ["simulate", "llama-3.1-8b", "--on", "h100-hgx", "--plan", "tp=1", "--requests", "10"]
     _refused([*base, "--prefix-hit", "1.5"], "--prefix-hit")
-    _refused(["plan", "llama-3.1-8b", "--on", "h100-hgx", "--prefix-hit", "-0.5", "--pure"], "--prefix-hit")
+    _refused(
+        ["plan", "llama-3.1-8b", "--on", "h100-hgx", "--prefix-hit", "-0.5", "--efficiency", "pure"],
+        "--prefix-hit",
+    )
 
 
 @pytest.mark.parametrize(

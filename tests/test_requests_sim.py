@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -187,9 +189,13 @@ def test_kv_pool_by_hand(dep) -> None:  # type: ignore[no-untyped-def]
     mem = dep.memory(0.0, 2500.0, tokens_in_flight=8192)
     weights, act = float(np.asarray(mem.weights.total)), float(np.asarray(mem.activation_bytes))
     expect = (0.9 * hbm - weights - act) / 40_960
-    assert sim.kv_pool_tokens(dep, runtime("vllm"), 2500.0) == pytest.approx(expect, rel=1e-9)
+    assert sim.kv_pool_tokens(replace(dep, runtime=runtime("vllm")), 2500.0) == pytest.approx(
+        expect, rel=1e-9
+    )
     expect_free = 0.9 * (hbm - weights - act) / 40_960
-    assert sim.kv_pool_tokens(dep, runtime("trtllm"), 2500.0) == pytest.approx(expect_free, rel=1e-9)
+    assert sim.kv_pool_tokens(replace(dep, runtime=runtime("trtllm")), 2500.0) == pytest.approx(
+        expect_free, rel=1e-9
+    )
 
 
 def test_step_table_is_the_plan_step(dep) -> None:  # type: ignore[no-untyped-def]
@@ -215,8 +221,12 @@ def test_docs_worked_kv_pool_numbers(dep) -> None:  # type: ignore[no-untyped-de
     # 1,441,474 tokens under vLLM, 1,485,239 under TensorRT-LLM
     mem = dep.memory(0.0, 2500.0, tokens_in_flight=8192)
     assert float(np.asarray(mem.weights.total)) == pytest.approx(17.64e9, rel=1e-3)
-    assert sim.kv_pool_tokens(dep, runtime("vllm"), 2500.0) == pytest.approx(1_441_474, rel=1e-5)
-    assert sim.kv_pool_tokens(dep, runtime("trtllm"), 2500.0) == pytest.approx(1_485_239, rel=1e-5)
+    assert sim.kv_pool_tokens(replace(dep, runtime=runtime("vllm")), 2500.0) == pytest.approx(
+        1_441_474, rel=1e-5
+    )
+    assert sim.kv_pool_tokens(replace(dep, runtime=runtime("trtllm")), 2500.0) == pytest.approx(
+        1_485_239, rel=1e-5
+    )
 
 
 @settings(max_examples=60, deadline=None)

@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rackmath as rm
-from rackmath.analyses.serving import pooled
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 
@@ -143,7 +142,7 @@ def test_step_lies_between_the_max_and_the_sum_of_its_parts(flops, wbytes, kv, p
 @given(batch=batches, context=st.floats(1, 1e6))
 def test_throughput_never_beats_the_compute_bound(batch: float, context: float) -> None:
     dep = rm.deployment("mixtral-8x7b", "h100-hgx", efficiency="pure")
-    g = pooled.decode(dep, [batch], [context])
+    g = dep.decode([batch], [context])
     bound = dep.peak_flops_per_s / (g.flops[0, 0] / batch)  # tokens/s if compute were all
     assert g.tokens_per_s[0, 0] <= bound * (1 + 1e-9)
 
@@ -174,27 +173,27 @@ def test_distinct_experts_grow_with_batch_between_k_and_e(a: float, b: float, e:
 def test_cost_per_token_does_not_rise_with_batch_until_memory_binds() -> None:
     for model_id, system in (("llama-3.1-8b", "h100-hgx"), ("deepseek-v3", "gb200-nvl72")):
         dep = rm.deployment(model_id, system, efficiency="pure")
-        g = pooled.decode(dep, np.geomspace(1, 1e5, 200).round(), [2048])
+        g = dep.decode(np.geomspace(1, 1e5, 200).round(), [2048])
         cost = g.usd_per_million_output_tokens[:, 0][g.fits[:, 0]]
         assert np.all(np.diff(cost) <= 1e-12 * cost[:-1])
 
 
 def test_decode_grid_broadcasts_batch_by_context() -> None:
     dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1, efficiency="pure")
-    g = pooled.decode(dep, [1, 2, 4], [128, 1024])
+    g = dep.decode([1, 2, 4], [128, 1024])
     assert g.step_s.shape == (3, 2)
-    single = pooled.decode(dep, [2], [1024])
+    single = dep.decode([2], [1024])
     assert single.step_s[0, 0] == pytest.approx(g.step_s[1, 1])
 
 
 def test_mbu_counts_the_bytes_a_step_moves() -> None:
     dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=1, efficiency="pure")
-    g = pooled.decode(dep, [1, 512], [1024])
+    g = dep.decode([1, 512], [1024])
     # the step reads the weights its batch touches and the batch's KV (the core's own count) ...
     weights_and_kv = dep.weight_bytes_read(g.batch) + g.batch * g.kv_bytes_per_sequence
-    np.testing.assert_allclose(g.times.weight_bytes + g.times.kv_read_bytes, weights_and_kv, rtol=1e-12)
+    np.testing.assert_allclose(g.step.weight_bytes + g.step.kv_read_bytes, weights_and_kv, rtol=1e-12)
     # ... and moves activations beside them; MBU counts every byte it moves
-    assert g.mbu == pytest.approx(g.times.bytes_moved / (g.step_s * dep.bandwidth_bytes_per_s))
+    assert g.mbu == pytest.approx(g.step.bytes_moved / (g.step_s * dep.bandwidth_bytes_per_s))
     # batch 1 is bound by memory in every operator: the pure roofline saturates the bandwidth
     assert g.mbu[0, 0] == pytest.approx(1.0)
     assert np.all(g.mbu <= 1 + 1e-12)
@@ -203,7 +202,7 @@ def test_mbu_counts_the_bytes_a_step_moves() -> None:
 def test_kv_cache_per_chip_is_the_batchs_cache_split_over_the_chips() -> None:
     # Llama 3.1 8B, bf16 KV: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131,072 B/token
     dep = rm.deployment("llama-3.1-8b", "h100-hgx", chips=4, efficiency="pure")
-    g = pooled.decode(dep, [16], [1000])
+    g = dep.decode([16], [1000])
     assert g.kv_bytes_per_chip[0, 0] == pytest.approx(16 * 1000 * 131_072 / 4)
 
 

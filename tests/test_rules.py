@@ -64,7 +64,7 @@ def _trace(tmp: Path, key: str = "{trace}") -> str:
 
 
 RULES = (
-    # --- the model's context window (pooled.check_context) ---------------------------------
+    # --- the model's context window (deployment.check_context) ---------------------------------
     Rule("explain-context-window", ("explain", "llama-3.1-8b", "--on", "h100-hgx", "--context", "1M"),
          lambda _: api.explain(api.deployment("llama-3.1-8b", "h100-hgx"), contexts=[1_000_000]), InputError),
     Rule("explain-plan-context-window",

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import rackmath as rm
 from rackmath.analyses.serving import energy, pooled, prefix
 from rackmath.analyses.serving import speculative as sp
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.catalog import economics as ce
 from rackmath.catalog.loader import chip, resolve_model
 from rackmath.catalog.power import chip_power
@@ -21,7 +22,7 @@ from rackmath.core import speculative as cs
 from rackmath.errors import InputError, UnknownIdError
 
 
-def _dep(model: str = "llama-3.1-70b", system: str = "h200-hgx", **kw: object) -> pooled.Deployment:
+def _dep(model: str = "llama-3.1-70b", system: str = "h200-hgx", **kw: object) -> Deployment:
     return rm.deployment(model, system, efficiency=rl.PURE_ROOFLINE, **kw)  # type: ignore[arg-type]
 
 
@@ -50,8 +51,8 @@ def test_verification_reads_weights_once_and_computes_k_plus_one_tokens() -> Non
     plain step and runs 4x the GEMM FLOPs (attention at the mean context L + 1.5)."""
     d = _dep()
     m = d.model
-    plain = d.ideal_step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0))
-    wide = d.ideal_step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0, tokens_per_sequence=4))
+    plain = d.step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0))
+    wide = d.step(loads.decode_load(m, [[8.0]], [[4096.0]], 2.0, tokens_per_sequence=4))
     assert wide.weight_bytes.item() == pytest.approx(plain.weight_bytes.item(), rel=1e-12)
     assert wide.kv_read_bytes.item() == pytest.approx(plain.kv_read_bytes.item(), rel=1e-12)
     for name in ("attention_qkv", "dense_mlp", "lm_head"):
@@ -77,7 +78,7 @@ def test_mtp_tpot_by_hand_and_the_gain_shrinks_with_batch() -> None:
     # compute-bound at batch 4096: the GEMMs take twice the time for twice the tokens (the
     # attention core stays bound by the KV read, shared by both queries), and the gain is gone
     for name in ("attention_qkv", "dense_mlp", "lm_head"):
-        t_plain = next(op.time_s for op in g.plain.times.operators if op.name == name)[-1, 0]
+        t_plain = next(op.time_s for op in g.plain.step.operators if op.name == name)[-1, 0]
         t_wide = next(op.time_s for op in g.verify.operators if op.name == name)[-1, 0]
         assert t_wide == pytest.approx(2 * t_plain, rel=1e-9)
     assert gain[-1] < 1.0
@@ -92,7 +93,7 @@ def test_draft_model_cost_is_k_plain_steps_of_the_draft() -> None:
     drafter = pooled.make_deployment(
         resolve_model("llama-3.1-8b"), d.system, chips=d.chips, efficiency=rl.PURE_ROOFLINE
     )
-    np.testing.assert_allclose(g.draft_s, 3 * pooled.decode(drafter, [1, 64], [4096]).step_s, rtol=1e-12)
+    np.testing.assert_allclose(g.draft_s, 3 * drafter.decode([1, 64], [4096]).step_s, rtol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -134,12 +135,12 @@ def test_prefix_hit_by_hand() -> None:
     # GEMM work halves exactly; the suffix's attention covers pairs 4097..8192: 3/4 of them
     qkv = [
         next(op.flops for op in step.operators if op.name == "attention_qkv").item()
-        for step in (r.cold.times, r.warm)
+        for step in (r.cold.step, r.warm)
     ]
     assert qkv[1] == pytest.approx(qkv[0] / 2, rel=1e-12)
     att = [
         next(op.flops for op in step.operators if op.name == "attention").item()
-        for step in (r.cold.times, r.warm)
+        for step in (r.cold.step, r.warm)
     ]
     pairs = lambda n: n * (n + 1) / 2  # noqa: E731
     assert att[1] / att[0] == pytest.approx((pairs(8192) - pairs(4096)) / pairs(8192), rel=1e-12)
@@ -194,7 +195,7 @@ def test_pure_roofline_draws_tdp_and_energy_per_token_by_hand() -> None:
     """Under the pure roofline every operator saturates its bound resource: the step draws
     TDP, so J/token = PUE x TDP x chips x t_step / B."""
     d = _dep()
-    g = pooled.decode(d, [1, 64, 512], [4096])
+    g = d.decode([1, 64, 512], [4096])
     e = energy.decode_energy(g, pue=1.2)
     assert e is not None
     tdp = chip("h200").tdp_w
@@ -209,7 +210,7 @@ def test_slower_kernels_draw_between_floor_and_tdp() -> None:
         "h200-hgx",
         efficiency=rl.Efficiency(flops_frac=0.5, bandwidth_frac=0.8, overhead_s=1e-4),
     )
-    g = pooled.decode(d, [1, 64, 4096], [4096])
+    g = d.decode([1, 64, 4096], [4096])
     e = energy.decode_energy(g)
     assert e is not None
     p = chip_power(d.system.chip)
@@ -302,7 +303,7 @@ def test_web_serving_page_shows_energy_and_mtp_from_the_analysis() -> None:
     shown = {m.label: m.value for m in at.metric}
     dep = rm.deployment("llama-3.1-8b", "h100-hgx")
     g = sp.speculative_decode(dep, [64], [4096], sp.speculation(1, 0.8))
-    e = energy.decode_energy(pooled.decode(dep, [64], [4096]))
+    e = energy.decode_energy(dep.decode([64], [4096]))
     assert e is not None
     assert shown["Tokens per step"] == "1.80"
     assert shown["Gain over plain decode"] == f"{g.speedup[0, 0]:.2f}x"
@@ -362,7 +363,7 @@ def test_docs_worked_numbers() -> None:
     assert g.tpot_s[0, 0] == pytest.approx(2.039e-3, rel=2e-3)
     assert g.speedup[1, 0] == pytest.approx(0.99, abs=0.005)
     # energy: batch 64 at L = 8,192 draws TDP for the whole step under the pure roofline
-    dec = pooled.decode(d, [1, 64], [8192])
+    dec = d.decode([1, 64], [8192])
     e = energy.decode_energy(dec)
     assert e is not None
     assert e.joules_per_token[1, 0] == pytest.approx(1.2 * 700 * 8 * dec.step_s[1, 0] / 64, rel=1e-9)

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 import rackmath.api as rm
 from rackmath.analyses.serving import speculative as sp
-from rackmath.analyses.serving.planned import PlannedDeployment, plan_deployment
+from rackmath.analyses.serving.deployment import Deployment
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.core import loads
 from rackmath.core import speculative as cs
@@ -26,7 +28,7 @@ from rackmath.errors import InputError
 MODEL, SYSTEM, PLAN = "deepseek-v3", "gb200-nvl72", "dp=64,ep=64"
 
 
-def _planned() -> PlannedDeployment:
+def _planned() -> Deployment:
     return plan_deployment(resolve_model(MODEL), system(SYSTEM), PLAN)
 
 
@@ -137,7 +139,7 @@ def test_verify_is_the_plan_step_at_k_plus_one_tokens_by_hand() -> None:
     np.testing.assert_allclose(g.verify.ep_comm_s, np.broadcast_to(wide.ep_comm_s, g.verify.ep_comm_s.shape))
     assert np.all(g.verify.ep_comm_s > np.broadcast_to(dep.decode(b[:, 0], c[0]).step.ep_comm_s, (2, 2)))
     # the ideal chip has no communication: the plan's verify step is slower
-    ideal = sp.speculative_decode(dep.base, b[:, 0], c[0], s)
+    ideal = sp.speculative_decode(make_deployment(dep.model, dep.system, chips=dep.chips), b[:, 0], c[0], s)
     assert np.all(g.verify.step_s > ideal.verify.step_s)
 
 

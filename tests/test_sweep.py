@@ -13,7 +13,7 @@ import yaml
 
 from rackmath.analyses.deploy import sweep as sw
 from rackmath.analyses.serving.planned import plan_deployment
-from rackmath.analyses.serving.pooled import decode, make_deployment
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.catalog.loader import resolve_model, system
 from rackmath.errors import InputError, UnknownIdError
 
@@ -88,7 +88,7 @@ def test_rows_match_the_analyses_point_by_point(local):
     assert row.replicas == max(1, math.ceil(1e6 / (32 / row.step_s))) > 1
     assert row.fleet_chips == row.replicas * 8
 
-    ideal = decode(make_deployment(resolve_model("llama-3.1-70b"), sys_), [256], [1024])
+    ideal = make_deployment(resolve_model("llama-3.1-70b"), sys_).decode([256], [1024])
     row = f[(f.model == "llama-3.1-70b") & (f.plan == "ideal") & (f.precision_family == "native")]
     row = row[(row.batch == 256) & (row.context_tokens == 1024) & (row.traffic_tokens_per_s == 1e5)]
     assert row.iloc[0].usd_per_million_output_tokens == pytest.approx(

@@ -29,7 +29,7 @@ BF16, FP8, HBM, NVLINK, ALPHA = 989.4e12, 1978.9e12, 3.35e12, 450e9, 2e-6
 
 
 def _llama8b(**kw):
-    base = dict(tokens=1e9, seq_len=2048, global_batch=2, recompute="none")
+    base = dict(tokens=1e9, seq_len=2048, global_batch=2, recompute="none", efficiency="pure")
     base.update(kw)
     plan = base.pop("plan", ParallelPlan())
     return setup.make_training(rm.model("llama-3.1-8b"), rm.system("h100-hgx"), plan, **base)
@@ -131,7 +131,7 @@ def test_fp8_beats_bf16_but_not_twofold():
 
 # ---------------------------------------------------------------------------- MoE with EP
 def _qwen_moe(**kw):
-    base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
+    base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none", efficiency="pure")
     base.update(kw)
     return setup.make_training(
         rm.model("qwen3-30b-a3b"), rm.system("h100-hgx"), ParallelPlan.parse("ep=8,dp=8"), **base
@@ -258,13 +258,12 @@ def test_every_run_states_its_convention_and_validation_compares_like_with_like(
 
 def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_rows():
     from rackmath.analyses.training.runs import predicted_metric
-    from rackmath.analyses.training.setup import kernel_table
     from rackmath.catalog.training_runs import training_runs
 
     errors = []
     for run in training_runs():
-        table = kernel_table(run.system.chip.id, run.compute)
-        e = T.estimate(runs_analysis.run_setup(run, efficiency_table=table))
+        e = T.estimate(runs_analysis.run_setup(run))
+        table = e.setup.table
         if run.measurement_id is not None:
             errors.append(abs(predicted_metric(run, e) / run.value - 1))
         if run.system.chip.id in ("tpu-v4", "h800"):
@@ -285,10 +284,7 @@ def test_kernel_grounded_training_median_target():
     from rackmath.catalog.training_runs import training_runs
 
     errors = sorted(
-        abs(
-            predicted_metric(r, T.estimate(runs_analysis.run_setup(r, efficiency_table="kernel"))) / r.value
-            - 1
-        )
+        abs(predicted_metric(r, T.estimate(runs_analysis.run_setup(r))) / r.value - 1)
         for r in training_runs()
         if r.measurement_id is not None
     )
@@ -307,7 +303,6 @@ def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transfe
             seq_len=4096,
             global_batch=8,
             compute=compute,
-            efficiency_table="kernel",
         )
 
     s = job("gb200-nvl72", "nvfp4")
@@ -333,10 +328,9 @@ def test_blackwell_nvfp4_uses_the_kernel_fit_per_class_and_tpu_is_marked_transfe
         seq_len=2048,
         global_batch=2048,
         microbatch=4,
-        efficiency_table="kernel",
     )
     assert tpu.table.transferred and tpu.table.source.startswith("transferred from h100-sxm")
-    assert "transferred" in T.estimate(tpu).to_dict()["efficiency_source"]
+    assert "transferred" in T.estimate(tpu).to_dict()["efficiency"]["source"]
 
 
 def test_a_non_gated_moe_trains_on_the_non_gated_kernels_curve():
@@ -356,7 +350,6 @@ def test_a_non_gated_moe_trains_on_the_non_gated_kernels_curve():
             tokens=1e12,
             seq_len=4096,
             global_batch=64,
-            efficiency_table="kernel",
         )
         return {o.name: o.kernel for o in T.estimate(s).step.operators if o.kernel is not None}
 

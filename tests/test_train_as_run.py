@@ -52,7 +52,8 @@ def test_training_kernel_worked_numbers():
 
 # ---------------------------------------------------------------------------- MoE with EP
 def _qwen(**kw):
-    base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none")
+    # by hand on the pure roofline unless a test asks for the kernel curves
+    base = dict(tokens=1e9, seq_len=4096, global_batch=16, recompute="none", efficiency="pure")
     base.update(kw)
     return setup.make_training(
         rm.model("qwen3-30b-a3b"), rm.system("h100-hgx"), ParallelPlan.parse("ep=8,dp=8"), **base
@@ -90,7 +91,7 @@ def test_moe_training_step_with_ep_by_hand():
 
 
 def test_moe_training_step_kernel_grounded_uses_the_stated_backward_ratios():
-    e = T.estimate(_qwen(efficiency_table="kernel"))
+    e = T.estimate(_qwen(efficiency="kernel"))
     ops = _ops(e)
     routed = ops["routed_experts"]
     # k-grouped wgrad at 0.77 of the m-grouped forward's throughput (DeepGEMM PR #95 / README)
@@ -151,7 +152,7 @@ def test_24_virtual_stages_by_hand():
 
 
 # ---------------------------------------------------------------------------- uneven stages
-def _llama8b_pp4(**kw):
+def _llama8b_pp4(efficiency="pure", **kw):
     return setup.make_training(
         rm.model("llama-3.1-8b"),
         rm.system("h100-hgx"),
@@ -160,6 +161,7 @@ def _llama8b_pp4(**kw):
         seq_len=4096,
         global_batch=16,
         recompute="none",
+        efficiency=efficiency,
         **kw,
     )
 
@@ -196,7 +198,7 @@ def test_balanced_stages_count_the_embedding_and_head():
 
 
 # ---------------------------------------------------------------------------- 32K with CP
-def _llama8b_cp(framework, **kw):
+def _llama8b_cp(framework, efficiency="pure", **kw):
     return setup.make_training(
         rm.model("llama-3.1-8b"),
         rm.system("h100-hgx"),
@@ -206,6 +208,7 @@ def _llama8b_cp(framework, **kw):
         global_batch=1,
         recompute="none",
         framework=framework,
+        efficiency=efficiency,
         **kw,
     )
 
@@ -240,7 +243,7 @@ def test_32k_sequence_with_context_parallelism_by_hand():
     ag = T.estimate(_llama8b_cp("megatron-core", framework_settings={"cp_comm": "all_gather"})).step
     assert ag.cp_exposed_mb_s == pytest.approx(ag.cp_mb_s)
     # kernel-grounded: the backward at 2.5 / 0.866 of the forward's time
-    kg = _ops(T.estimate(_llama8b_cp("megatron-core", efficiency_table="kernel")))
+    kg = _ops(T.estimate(_llama8b_cp("megatron-core", efficiency="kernel")))
     assert float(kg["attention"].input_grad_s) == pytest.approx(
         float(kg["attention"].forward_s) * 2.5 / 0.866
     )

@@ -10,7 +10,6 @@ import pytest
 
 from rackmath.analyses.training import runs as R
 from rackmath.analyses.training.estimate import estimate
-from rackmath.analyses.training.setup import PURE_ROOFLINE
 from rackmath.catalog.training_runs import training_runs
 from rackmath.core import collectives as coll
 from rackmath.core import network as net
@@ -77,11 +76,11 @@ def test_deepseek_v3_row_runs_its_all_to_all_at_about_one_to_one():
     micro-batch on the fitted DeepEP curves)."""
     run = next(r for r in training_runs() if r.id == "deepseek-v3-pretraining")
     assert run.ep_max_nodes == 4 and run.ep_dispatch_fp8
-    as_run = estimate(R.run_setup(run, PURE_ROOFLINE, efficiency_table="kernel")).step
+    as_run = estimate(R.run_setup(run)).step
     # ~1:1 in the report; 0.66 with every kernel at its real shape (docs/training.md §6)
     assert 0.5 < as_run.ep_mb_s / as_run.compute_mb_s < 1.5
     free = dataclasses.replace(run, ep_max_nodes=None, ep_dispatch_fp8=False)
-    free_step = estimate(R.run_setup(free, PURE_ROOFLINE, efficiency_table="kernel")).step
+    free_step = estimate(R.run_setup(free)).step
     assert free_step.ep_mb_s / as_run.ep_mb_s == pytest.approx(1.56, abs=0.05)
 
 
@@ -101,5 +100,5 @@ def test_held_out_fp8_moe_rows_are_scored_not_fitted():
     for run_id, err in expected.items():
         run = held[run_id]
         assert run.model.is_moe and run.compute == "fp8" and run.value in (5.0e6, 2.38e6)
-        e = estimate(R.run_setup(run, PURE_ROOFLINE, efficiency_table="kernel"))
+        e = estimate(R.run_setup(run))
         assert e.chip_hours / run.value - 1 == pytest.approx(err, abs=0.005)

@@ -19,7 +19,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import collectives as coll
 from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
-from rackmath.core.roofline import Efficiency
+from rackmath.core.roofline import PURE_ROOFLINE, Efficiency
 from rackmath.errors import DoesNotFitError, InputError
 from rackmath.specs.plan import ParallelPlan
 
@@ -184,6 +184,7 @@ def test_pure_roofline_single_chip_mfu_is_one_without_recompute():
         seq_len=2048,
         global_batch=8,
         recompute="none",
+        efficiency="pure",
     )
     e = T.estimate(s)
     flops = 8 * 2048 * float(tr.model_flops_per_token(s.model, 2048))
@@ -230,8 +231,8 @@ def test_schedules_order_bubbles_and_memory():
         for name in ("gpipe", "1f1b", "interleaved", "zb-h1")
     }
     assert results["gpipe"].step.bubble_frac == pytest.approx(results["1f1b"].step.bubble_frac)
-    assert results["gpipe"].memory.activations_bytes == pytest.approx(
-        results["1f1b"].memory.activations_bytes * 128 / 4
+    assert results["gpipe"].memory.activation_bytes == pytest.approx(
+        results["1f1b"].memory.activation_bytes * 128 / 4
     )
     assert results["interleaved"].step.bubble_frac < results["1f1b"].step.bubble_frac
     assert results["zb-h1"].step.step_s < results["1f1b"].step.step_s
@@ -296,13 +297,10 @@ def test_moe_expert_parallel_and_fp8():
 
 
 # ------------------------------------------------------------------ validation
-def _predictions(eff=None):
+def _predictions(eff=PURE_ROOFLINE):
     from rackmath.catalog.training_runs import training_runs
 
-    return [
-        runs_analysis.predict_run(r) if eff is None else runs_analysis.predict_run(r, eff)
-        for r in training_runs()
-    ]
+    return [runs_analysis.predict_run(r, eff) for r in training_runs()]
 
 
 def test_training_rows_covered():
@@ -345,8 +343,8 @@ def test_calibrated_constant_is_the_one_global_fit_and_improves_error():
 
 
 def test_efficiency_hook_scales_compute_only():
-    s = _setup()
-    half = T.with_efficiency(s, Efficiency(flops_frac=0.5))
+    s = T.with_efficiency(_setup(), PURE_ROOFLINE)
+    half = T.with_efficiency(s, Efficiency(flops_frac=0.5, mode="pure"))
     a, b = T.estimate(s).step, T.estimate(half).step
     ops_a = {o.name: float(o.time_s) for o in a.operators}
     ops_b = {o.name: float(o.time_s) for o in b.operators}
@@ -385,7 +383,7 @@ def test_rebuild_buffer_counts_once_not_per_microbatch_in_flight():
         )
         mem = training_step.memory_per_chip(s)
         assert mem.in_flight_microbatches == 8
-        assert mem.activations_bytes == pytest.approx(4096 * per_token, rel=1e-12)
+        assert mem.activation_bytes == pytest.approx(4096 * per_token, rel=1e-12)
     # the split itself: stored scales with micro-batches in flight, the rebuild does not
     shape = tr.layer_shape(rm.model("llama-3.1-70b"))
     st = tr.stage_activations(shape, 10, 4096, tp=8, recompute="full")

@@ -197,8 +197,8 @@ def test_a_stated_kv_read_per_query_head_reads_the_cache_once_per_query_head() -
     rows = {s.row_id: s for s in measurements().scenarios}
     s20 = replace(rows[20], phase=Phase.DECODE, metric=Metric.DECODE_STEP_S, output_tokens=1)
     # a decode-step row: the mean over contexts I .. I + O - 1 is the one step at context I
-    flagged = val.predict(s20).value
-    plain = val.predict(replace(s20, kv_read_per_query_head=False)).value
+    flagged = val.predict(s20, val.PURE_ROOFLINE).value
+    plain = val.predict(replace(s20, kv_read_per_query_head=False), val.PURE_ROOFLINE).value
     assert rows[20].kv_read_per_query_head and rows[14].kv_read_per_query_head
     kv_bytes = 512 * 128 * 80 * 8 * 128 * 2 * 1.0
     queries_and_outputs = 512 * 64 * (128 + 128) * 2.0 * 80
@@ -206,7 +206,10 @@ def test_a_stated_kv_read_per_query_head_reads_the_cache_once_per_query_head() -
     assert flagged - plain == pytest.approx(7 * (kv_bytes + queries_and_outputs) / bw, rel=0.01)
     s12 = rows[12]
     assert s12.kv_read_per_query_head
-    assert val.predict(s12).value == val.predict(replace(s12, kv_read_per_query_head=False)).value
+    assert (
+        val.predict(s12, val.PURE_ROOFLINE).value
+        == val.predict(replace(s12, kv_read_per_query_head=False), val.PURE_ROOFLINE).value
+    )
 
 
 def test_training_rows_are_the_training_analysis_metric() -> None:
@@ -223,7 +226,7 @@ def test_training_rows_are_the_training_analysis_metric() -> None:
     assert len(rows) == 7
     for s in rows:
         run = runs[s.row_id]
-        pure = predicted_metric(run, T.estimate(runs_analysis.run_setup(run)))
-        kernel = predicted_metric(run, T.estimate(runs_analysis.run_setup(run, efficiency_table="kernel")))
-        assert val.predict(s).value == pytest.approx(pure, rel=1e-12)
+        pure = predicted_metric(run, T.estimate(runs_analysis.run_setup(run, "pure")))
+        kernel = predicted_metric(run, T.estimate(runs_analysis.run_setup(run)))
+        assert val.predict(s, val.PURE_ROOFLINE).value == pytest.approx(pure, rel=1e-12)
         assert val.predict(s, co.KERNEL).value == pytest.approx(kernel, rel=1e-12)

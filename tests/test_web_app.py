@@ -22,6 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from rackmath import explain
 from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment
 from rackmath.api import deployment
 from rackmath.catalog import loader as catalog
 from rackmath.specs.hf_config import load_config_file
@@ -70,8 +71,8 @@ def ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def point(dep: pooled.Deployment, batch: int, context: int) -> pooled.DecodeGrid:
-    return pooled.decode(dep, [batch], [context])
+def point(dep: Deployment, batch: int, context: int) -> DecodeGrid:
+    return dep.decode([batch], [context])
 
 
 # --------------------------------------------------------------------------- the default view
@@ -88,7 +89,7 @@ def test_default_page_lays_out_the_api_numbers() -> None:
     assert m["Step time"] == fmt.seconds(float(p.step_s[0, 0]))
     assert m["Tokens/s (all chips)"] == f"{p.tokens_per_s[0, 0]:,.0f}"
     assert m["$ per M output tokens"] == fmt.usd(float(p.usd_per_million_output_tokens[0, 0]))
-    assert m["Bound by"] == str(p.times.bottleneck[0, 0])
+    assert m["Bound by"] == str(p.step.bottleneck[0, 0])
     assert m["Latency floor"] == fmt.seconds(result.latency_floor_s)
     assert m["Largest batch that fits"] == f"{result.max_batch[0]:,.0f}"
     assert m["B* without KV"] == f"{result.balance.balance_batch:,.0f}"
@@ -112,7 +113,7 @@ def test_step_time_plot_is_the_sweep_in_milliseconds_and_marks_the_floor() -> No
     spec = plots(at)[0]
     step = trace(spec, "step (sum")
     dep = deployment("llama-3.1-8b", "h100-hgx", chips=1)
-    grid = pooled.decode(dep, step["x"], [256])
+    grid = dep.decode(step["x"], [256])
     np.testing.assert_allclose(step["y"], grid.step_s[:, 0] * 1e3, rtol=1e-12)
     floor = trace(spec, "latency floor")
     assert floor["y"][0] == pytest.approx(pooled.latency_floor_s(dep) * 1e3, rel=1e-12)
@@ -144,7 +145,7 @@ def test_context_slider_changes_what_fits() -> None:
     at.select_slider(key="serving.context").set_value(131072).run()
     ok(at)
     dep = deployment("deepseek-v3", "gb200-nvl72")
-    expected = pooled.max_batch(dep, [131072])[0]
+    expected = dep.max_concurrency([131072])[0]
     assert metrics(at)["Largest batch that fits"] == f"{expected:,.0f}"
     assert at.query_params["context"] == "131072"
 
@@ -215,7 +216,7 @@ def test_editing_the_chips_capacity_changes_what_fits() -> None:
     system = serving_system(ServingState(system="h100-hgx", hbm_gb=160.0), Precision.BF16)
     assert system.chip.hbm_capacity_bytes == 160e9
     dep = deployment("llama-3.1-8b", system, chips=1)
-    assert metrics(at)["Largest batch that fits"] == f"{pooled.max_batch(dep, [4096])[0]:,.0f}"
+    assert metrics(at)["Largest batch that fits"] == f"{dep.max_concurrency([4096])[0]:,.0f}"
 
 
 # --------------------------------------------------------------------------- custom models
@@ -342,7 +343,7 @@ def test_a_batch_beyond_memory_warns() -> None:
     at = run_app({"model": "llama-3.1-70b", "system": "h100-hgx", "batch": "65536"})
     ok(at)
     dep = deployment("llama-3.1-70b", "h100-hgx")
-    mb = pooled.max_batch(dep, [4096])[0]
+    mb = dep.max_concurrency([4096])[0]
     assert any(f"largest batch that fits is {mb:,.0f}" in w.value for w in at.warning)
 
 

@@ -222,9 +222,7 @@ def test_a_shared_url_reproduces_the_view(server: str, page: Any) -> None:
     text = page.inner_text("body")
     assert catalog.model("llama-3.1-70b").name in text
     grid = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    from rackmath.analyses.serving.pooled import decode
-
-    point = decode(grid, [64], [8192])
+    point = grid.decode([64], [8192])
     assert _metric(page, "Tokens/s (all chips)") == f"{point.tokens_per_s[0, 0]:,.0f}"
     _shot(page, "serving-llama-h100")
 
@@ -425,7 +423,7 @@ def test_compare_shows_the_apis_numbers_and_follows_a_control(server: str, page:
             usd = fmt.usd(p.usd_per_million_output_tokens)
             assert rows["$ per million output tokens"][column] == usd + "/M"
             assert rows["joules per output token"][column] == f"{p.joules_per_token:.3g} J"
-            assert rows["memory per chip (with the reserve)"][column] == fmt.nbytes(p.memory_bytes_per_chip)
+            assert rows["memory per chip"][column] == fmt.nbytes(p.memory_bytes_per_chip)
 
     check(expected(256))
     assert "--on b200-hgx --chips 8 --batch 256" in _command_text(page)

@@ -95,9 +95,7 @@ def test_compare_commands_reproduce_every_column(cli: Cli) -> None:
         assert by_figure["joules per output token"][column] == f"{p['joules_per_token']:.3g} J"
         assert by_figure["fits"][column] == ("yes" if p["fits"] else "no")
         if "--plan" in line:
-            assert by_figure["memory per chip (with the reserve)"][column] == fmt.nbytes(
-                p["memory_per_chip_bytes"]
-            )
+            assert by_figure["memory per chip"][column] == fmt.nbytes(p["memory_per_chip_bytes"])
         else:
             assert by_figure["weights per chip"][column] == fmt.nbytes(out["weight_bytes_per_chip"])
 

@@ -55,8 +55,9 @@ def _compare() -> list[str]:
         "tokens/s per GPU": lambda p: f"{p.tokens_per_s_per_chip:,.0f}",
         "$ per million output tokens": lambda p: fmt.usd(p.usd_per_million_output_tokens),
         "joules per output token": lambda p: f"{p.joules_per_token:.3g} J",
-        "memory per chip (with the reserve)": lambda p: fmt.nbytes(p.memory_bytes_per_chip),
+        "memory per chip": lambda p: fmt.nbytes(p.memory_bytes_per_chip),
         "HBM per chip": lambda p: fmt.nbytes(p.capacity_bytes_per_chip),
+        "HBM usable per chip (less the reserve)": lambda p: fmt.nbytes(p.usable_bytes_per_chip),
         "bound by": lambda p: p.bottleneck,
     }
     rows = [(name, show(a), show(b)) for name, show in shown.items()]

@@ -63,14 +63,17 @@ def test_compare_is_explain_at_each_point() -> None:
     assert pa.tokens_per_s_per_chip == pytest.approx(64 / pa.step_s / 8, rel=1e-12)
     assert pa.usd_per_million_output_tokens == float(e.decode.usd_per_million_output_tokens[0, 0])
     assert pa.joules_per_token == float(e.energy.joules_per_token[0, 0])
-    # the memory a chip holds: weights + the batch's KV (64 x 8192 tokens over 8 chips) + the reserve
+    # the memory a chip holds: weights + the batch's KV (64 x 8192 tokens over 8 chips) + activations
     # Llama 3.1 70B: 80 layers x 8 KV heads x 128 x (K, V) x 2 bytes = 327,680 bytes per token
     assert pa.kv_bytes_per_chip == pytest.approx(64 * 8192 * 80 * 8 * 128 * 2 * 2 / 8, rel=1e-12)
-    reserve = pa.capacity_bytes_per_chip - e.deployment.usable_bytes_per_chip
+    activations = float(np.asarray(e.decode.memory.activation_bytes).ravel()[0]) / 8
+    assert 0 < activations < 1e-3 * pa.memory_bytes_per_chip
     assert pa.memory_bytes_per_chip == pytest.approx(
-        pa.weight_bytes_per_chip + pa.kv_bytes_per_chip + reserve
+        pa.weight_bytes_per_chip + pa.kv_bytes_per_chip + activations, rel=1e-12
     )
-    assert pa.fits == (pa.memory_bytes_per_chip <= pa.capacity_bytes_per_chip)
+    # it fits against the capacity less the 10% reserve
+    assert pa.usable_bytes_per_chip == pytest.approx(0.9 * pa.capacity_bytes_per_chip, rel=1e-12)
+    assert pa.fits == (pa.memory_bytes_per_chip <= pa.usable_bytes_per_chip)
     # under a plan the step pays its communication: never faster than the ideal chip
     eb = explained(b)
     assert pb.step_s == float(eb.planned.step_s[0, 0]) and pb.step_s >= pa.step_s
@@ -94,7 +97,7 @@ def test_the_compare_page_shows_each_configuration_side_by_side() -> None:
         assert rows["step time"][column] == fmt.seconds(p.step_s)
         assert rows["$ per million output tokens"][column] == fmt.usd(p.usd_per_million_output_tokens) + "/M"
         assert rows["joules per output token"][column] == f"{p.joules_per_token:.3g} J"
-        assert rows["memory per chip (with the reserve)"][column] == fmt.nbytes(p.memory_bytes_per_chip)
+        assert rows["memory per chip"][column] == fmt.nbytes(p.memory_bytes_per_chip)
         assert rows["tokens/s per GPU"][column] == f"{p.tokens_per_s_per_chip:,.0f} tokens/s"
     assert at.query_params["b.weights"] == "fp8"
 

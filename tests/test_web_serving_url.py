@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import rackmath as rm
-from rackmath.analyses.serving import energy, pooled
+from rackmath.analyses.serving import energy
 from rackmath.core import roofline as rl
 from rackmath.web.state.serving import ServingState, parse_serving_query, serving_query
 
@@ -69,7 +69,7 @@ def test_page_reads_the_features_from_the_url_and_keeps_them() -> None:
     shown = {m.label: m.value for m in at.metric}
     assert shown["Tokens per step"] == "2.19"  # 1 + 0.7 + 0.7^2
     dep = rm.deployment("llama-3.1-8b", "h100-hgx", efficiency=rl.PURE_ROOFLINE)
-    e = energy.decode_energy(pooled.decode(dep, [64], [4096]), 1.5)
+    e = energy.decode_energy(dep.decode([64], [4096]), 1.5)
     assert e is not None and shown["Joules per token"] == f"{e.joules_per_token[0, 0]:,.3g}"
     for k in ("mtp", "acceptance", "pue"):
         assert at.query_params[k] == query[k]
@@ -86,7 +86,7 @@ def test_page_energy_for_llama_70b_on_8_h200() -> None:
 
     dep = rm.deployment("llama-3.1-70b", "h200-hgx", chips=8, efficiency="kernel")
     for ctx, j_doc, w_doc in ((8192, 0.899, 507.6), (4096, 0.657, 490.9)):
-        g = pooled.decode(dep, [64], [ctx])
+        g = dep.decode([64], [ctx])
         e = energy.decode_energy(g)
         assert e is not None
         w_chip = float(e.it_power_w[0, 0]) / 8
@@ -102,7 +102,7 @@ def test_page_energy_for_llama_70b_on_8_h200() -> None:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     shown = {m.label: m.value for m in at.metric}
-    g = pooled.decode(dep, [64], [4096])
+    g = dep.decode([64], [4096])
     e = energy.decode_energy(g)
     assert e is not None
     assert shown["Joules per token"] == f"{e.joules_per_token[0, 0]:,.3g}" == "0.657"

@@ -173,13 +173,12 @@ def test_csv_and_json_exports_hold_the_rows() -> None:
 
 
 def test_memory_figure_stacks_to_the_chips_capacity() -> None:
-    from rackmath.analyses.serving import pooled
     from rackmath.api import deployment
     from rackmath.views.figures.serving_charts import memory
     from rackmath.web.render_plotly import figure
 
     dep = deployment("llama-3.1-70b", "h100-hgx")
-    fig = figure(memory(dep, pooled.decode(dep, [64], [4096])))
+    fig = figure(memory(dep, dep.decode([64], [4096])))
     bars = [t for t in fig.data if t.type == "bar"]
     assert next(t.name for t in bars) == "weights"
     assert sum(float(t.x[0]) for t in bars) == pytest.approx(dep.system.chip.hbm_capacity_bytes / 1e9)
@@ -189,7 +188,6 @@ def test_memory_figure_stacks_to_the_chips_capacity() -> None:
 
 
 def test_the_no_fit_band_starts_at_the_largest_batch() -> None:
-    from rackmath.analyses.serving import pooled
     from rackmath.api import deployment, explain
     from rackmath.views.figures.serving_charts import batch_sweep, cost
     from rackmath.web.render_plotly import figure
@@ -197,7 +195,7 @@ def test_the_no_fit_band_starts_at_the_largest_batch() -> None:
     dep = deployment("llama-3.1-70b", "h100-hgx")
     result = explain(dep, contexts=[4096])
     sweep = batch_sweep(result, top_batch=4096)
-    fig = figure(cost(result, sweep, pooled.decode(dep, [64], [4096])))
+    fig = figure(cost(result, sweep, dep.decode([64], [4096])))
     band = next(t for t in fig.data if str(t.name).startswith("KV does not fit"))
     assert band.x[0] == pytest.approx(float(result.max_batch[0]))
 

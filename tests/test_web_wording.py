@@ -16,7 +16,6 @@ pytest.importorskip("streamlit", reason="needs the web extra: pip install 'rackm
 
 from streamlit.testing.v1 import AppTest
 
-from rackmath.analyses.serving import pooled
 from rackmath.api import deployment
 from rackmath.views import fmt
 
@@ -46,15 +45,15 @@ def test_the_reading_describes_the_batch_and_context_the_sliders_chose() -> None
     at = run_page("serving", model="llama-3.1-70b", system="h100-hgx", chips="8", batch="256", context="8192")
     assert not at.exception
     dep = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    p = pooled.decode(dep, [256], [8192])
+    p = dep.decode([256], [8192])
     [text] = [m.value for m in at.markdown if m.value.startswith("At batch")]
     assert text.startswith(
         f"At batch 256 a step takes {fmt.seconds(float(p.step_s[0, 0]))} and is bound by "
-        f"{p.times.bottleneck[0, 0]}; a million output tokens cost "
+        f"{p.step.bottleneck[0, 0]}; a million output tokens cost "
         f"{fmt.usd(float(p.usd_per_million_output_tokens[0, 0]))}."
     )
     assert "8,192 tokens of context" in text
-    assert "--pure" not in text  # the page's own switch is named instead
+    assert "--efficiency", "pure" not in text  # the page's own switch is named instead
 
 
 def test_a_batch_that_does_not_fit_is_said_in_the_reading() -> None:
@@ -69,7 +68,7 @@ def test_a_batch_that_does_not_fit_is_said_in_the_reading() -> None:
 def test_the_operator_table_shows_flops_and_bytes_with_units() -> None:
     at = run_page("serving", model="llama-3.1-70b", system="h100-hgx", chips="8", batch="64", context="8192")
     dep = deployment("llama-3.1-70b", "h100-hgx", chips=8)
-    ops = pooled.decode(dep, [64], [8192]).times.breakdown_at((0, 0))["operators"]
+    ops = dep.decode([64], [8192]).step.breakdown_at((0, 0))["operators"]
     rows = shown_table(at, -1)
     assert [r["name"] for r in rows] == [o["name"] for o in sorted(ops, key=lambda o: -o["time_s"])]
     by_name = {o["name"]: o for o in ops}

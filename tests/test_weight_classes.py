@@ -61,15 +61,10 @@ def test_nvfp4_experts_fp8_attention_by_hand(r1, b200) -> None:
     assert (Precision.NVFP4.bytes_per_element, Precision.FP8_BLOCK.bytes_per_element) == (nvfp4, fp8_block)
     shipped_dep, shipped = _point(r1, b200, None)
     dep, mixed = _point(r1, b200, STATED)
-    assert dep.base.precisions.compute is Precision.FP4  # the narrowest class's peak
-    assert shipped_dep.base.precisions.compute is Precision.FP8
-    assert (
-        dep.base.weight_formats["routed_experts"] == "nvfp4" and dep.base.weight_formats["attention"] == "fp8"
-    )
-    assert (
-        dep.base.weight_formats["lm_head"] == "bf16"
-        and dep.base.weight_formats["shared_experts"] == "fp8-block"
-    )
+    assert dep.precisions.compute is Precision.FP4  # the narrowest class's peak
+    assert shipped_dep.precisions.compute is Precision.FP8
+    assert dep.weight_formats["routed_experts"] == "nvfp4" and dep.weight_formats["attention"] == "fp8"
+    assert dep.weight_formats["lm_head"] == "bf16" and dep.weight_formats["shared_experts"] == "fp8-block"
     # routed experts held: 32 of 256 a chip
     assert _f(mixed.memory.weights.routed_experts) == pytest.approx(32 * EXPERT_PARAMS * nvfp4, rel=1e-12)
     assert _f(shipped.memory.weights.routed_experts) == pytest.approx(
@@ -255,7 +250,7 @@ def test_kv_cache_scheme_sets_the_default_kv() -> None:
 def test_a_scenario_states_weights_per_class(tmp_path) -> None:
     """A measurements row's ``weight_classes`` reaches the prediction: the same row with NVFP4
     experts predicts a faster decode step than as shipped (the experts dominate it)."""
-    from rackmath.analyses.reality.validation import predict
+    from rackmath.analyses.reality.validation import PURE_ROOFLINE, predict
     from rackmath.catalog.measurements import load_measurements
 
     entry = {
@@ -287,8 +282,12 @@ def test_a_scenario_states_weights_per_class(tmp_path) -> None:
         texts.append(load_measurements(path))
     shipped, mixed = (m.scenarios[0] for m in texts)
     assert mixed.weight_classes == (("attention", Precision.FP8), ("routed_experts", Precision.NVFP4))
-    a, b = predict(shipped).value, predict(mixed).value
+    # on the pure roofline the experts' bytes dominate the step (docs/serving-features.md's
+    # 13.63 -> 9.15 ms); the kernel-grounded default keeps a smaller gain (attention and the
+    # small-batch GEMMs run further below their peaks)
+    a, b = predict(shipped, PURE_ROOFLINE).value, predict(mixed, PURE_ROOFLINE).value
     assert b < a * 0.8
+    assert predict(mixed).value < predict(shipped).value
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         yaml.safe_dump(
@@ -335,19 +334,29 @@ def test_the_cli_states_weights_per_class(cli) -> None:
     """explain, plan and simulate take --weight-classes; the JSON carries the formats."""
     stated = ("--weight-classes", "experts=nvfp4,attention=fp8")
     code, out, _ = cli(
-        "explain", "deepseek-v3", "--on", "b200-hgx", *stated, "--batch", "64", "--pure", "--json"
+        "explain",
+        "deepseek-v3",
+        "--on",
+        "b200-hgx",
+        *stated,
+        "--batch",
+        "64",
+        "--efficiency",
+        "pure",
+        "--json",
     )
     assert code == 0
     p = json.loads(out)["precision"]
     assert p["compute"] == "fp4" and p["weight_classes"]["routed_experts"] == "nvfp4"
     code, out, _ = cli(
         "plan", "deepseek-v3", "--on", "b200-hgx", *stated, "--precision", "native", "--aggregated-only",
-        "--max-chips", "8", "--pure", "--json",
+        "--max-chips", "8", "--efficiency", "pure", "--json",
     )  # fmt: skip
     assert code == 0 and json.loads(out)["best"]["precision"]["weights"] == "fp8-block"
     code, out, _ = cli(
         "simulate", "deepseek-v3", "--on", "b200-hgx", "--plan", "dp=8,ep=8", *stated, "--kv", "fp8",
-        "--requests", "50", "--rate", "1/s", "--output", "50", "--input", "500", "--pure", "--json",
+        "--requests", "50", "--rate", "1/s", "--output", "50", "--input", "500",
+        "--efficiency", "pure", "--json",
     )  # fmt: skip
     assert code == 0
     d = json.loads(out)["deployment"]["precision"]

@@ -40,20 +40,15 @@ from numpy.typing import ArrayLike
 
 from rackmath.analyses.deploy.plan_features import routing
 from rackmath.analyses.serving import explain as _explain
-from rackmath.analyses.serving import pooled as _serving
 from rackmath.analyses.serving import prefix as _prefix
 from rackmath.analyses.serving import speculative as _speculative
-from rackmath.analyses.serving.pooled import (
-    DecodeGrid,
-    Deployment,
-    PrefillGrid,
-    check_context,
-    make_deployment,
-)
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment, PrefillGrid, check_context
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as _system
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.core.roofline import KERNEL_GROUNDED, Efficiency
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -100,7 +95,7 @@ def deployment(
     kv: str | Precision | None = None,
     compute: str | Precision | None = None,
     usd_per_chip_hour: float | None = None,
-    efficiency: Efficiency | str = KERNEL_GROUNDED,
+    efficiency: Efficiency | EfficiencyMode | str = KERNEL_GROUNDED,
     weight_classes: str | dict[str, str] | None = None,
 ) -> Deployment:
     """A model (catalog id, alias, config.json path or spec) on a system (id or spec).
@@ -125,16 +120,17 @@ def deployment(
 
 
 def decode(deployment: Deployment, batch: ArrayLike, context: ArrayLike) -> DecodeGrid:
-    """:func:`rackmath.analyses.serving.pooled.decode` over ``batch x context``, refusing a context
-    beyond the model's window as ``rackmath explain --context`` does."""
+    """:meth:`~rackmath.analyses.serving.deployment.Deployment.decode` over ``batch x context``,
+    refusing a context beyond the model's window as ``rackmath explain --context`` does."""
     check_context(deployment.model, context, "context")
-    return _serving.decode(deployment, batch, context)
+    return deployment.decode(batch, context)
 
 
 def prefill(deployment: Deployment, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
-    """:func:`rackmath.analyses.serving.pooled.prefill`, refusing a prompt beyond the model's window."""
+    """:meth:`~rackmath.analyses.serving.deployment.Deployment.prefill`, refusing a prompt beyond
+    the model's window."""
     check_context(deployment.model, length, "length")
-    return _serving.prefill(deployment, batch, length)
+    return deployment.prefill(batch, length)
 
 
 def explain(
@@ -213,7 +209,6 @@ def plan(
     ``prefix_hit``: the share of each prompt found in the prefix cache."""
     from rackmath.analyses.deploy import candidates as c
     from rackmath.analyses.deploy import search as s
-    from rackmath.analyses.kernels.tables import parse_mode
     from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
 
     spec = _model(model)
@@ -237,7 +232,7 @@ def plan(
         precisions=tuple(precision or c.DEFAULT_PRECISIONS),
         max_candidates=MAX_SEARCH_CANDIDATES if max_candidates is None else max_candidates,
         routing=routing(redundant_experts, skew, tbo, mtp, acceptance),
-        efficiency=parse_mode(efficiency),
+        efficiency=efficiency,
         max_cp=max_cp,
     )
     return s.require_feasible(result) if require_feasible else result
@@ -262,7 +257,6 @@ def pareto(
 ) -> Frontier:
     """``rackmath pareto``: tokens/s per chip against tokens/s per user over plans and batches."""
     from rackmath.analyses.deploy.frontier import pareto as frontier
-    from rackmath.analyses.kernels.tables import parse_mode
 
     return frontier(
         _model(model),
@@ -273,7 +267,7 @@ def pareto(
         max_chips=max_chips,
         disaggregated=disaggregated,
         runtime=_runtime(runtime),
-        efficiency=parse_mode(efficiency),
+        efficiency=efficiency,
         routing=routing(redundant_experts, skew, tbo, mtp, acceptance),
     )
 
@@ -285,11 +279,14 @@ def layout(
     batch: int = 2048,
     context: int = 4096,
     weights: str | None = None,
+    efficiency: str = "kernel",
 ) -> LayoutReport:
     """``rackmath layout``: the lecture's layout arguments (D13-D24) for a model on a system."""
     from rackmath.analyses.deploy.layout import layout as layout_report
 
-    return layout_report(_model(model), _on(on), batch=batch, context=context, weights=weights)
+    return layout_report(
+        _model(model), _on(on), batch=batch, context=context, weights=weights, efficiency=efficiency
+    )
 
 
 def simulate(
@@ -538,13 +535,14 @@ def sparsity(
     params_active: float | None = None,
     context: float = 4096,
     users: float = 2000,
-    efficiency: str = "kernel",
 ) -> SparsityStudy:
-    """``rackmath sparsity``: what a sparser MoE buys (quality) and costs (batch, memory, traffic)."""
+    """``rackmath sparsity``: what a sparser MoE buys (quality) and costs (batch, memory, traffic),
+    on the pure roofline at every hypothetical sparsity (:data:`rackmath.analyses.economics.
+    sparsity.EFFICIENCY`: no chip's kernels were measured at them)."""
     from rackmath.analyses.economics.sparsity import sparsity_study
 
     return sparsity_study(
-        deployment(model, on, efficiency=efficiency),
+        deployment(model, on, efficiency="pure"),
         sparsities=list(levels),
         context=context,
         users=users,

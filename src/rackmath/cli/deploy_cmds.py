@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -21,17 +20,15 @@ from rackmath.analyses.deploy.candidates import (
 )
 from rackmath.analyses.deploy.frontier import ParetoPoint
 from rackmath.analyses.deploy.layout import LayoutReport
-from rackmath.analyses.kernels.tables import describe
-from rackmath.catalog.loader import system as catalog_system
 from rackmath.cli.main import app
 from rackmath.cli.options import (
     count,
     dump_json,
+    efficiency_option,
     names,
     number,
     plot_option,
     plural,
-    pure_option,
 )
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
@@ -43,6 +40,7 @@ from rackmath.specs.bounds import (
     MAX_TRAFFIC,
 )
 from rackmath.views import fmt
+from rackmath.views.fmt import efficiency_line
 
 
 def _choice_row(c: Choice) -> list[str]:
@@ -151,11 +149,10 @@ def plan_command(
         maximum=64,
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """The cheapest deployment that meets the SLOs, runners-up, and why the others failed."""
     hardware_ids = [on] if on else names(hardware, "--hardware")
-    mode = "pure" if pure else "kernel"
     result = api.plan(
         model,
         traffic=traffic,
@@ -176,16 +173,15 @@ def plan_command(
         tbo=tbo,
         mtp=mtp,
         acceptance=acceptance,
-        efficiency=mode,
+        efficiency=efficiency,
         weight_classes=weight_classes,
         max_cp=max_cp,
     )
-    efficiency = {s: describe(catalog_system(s).chip.id, mode) for s in result.systems}
     if as_json:
-        typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
+        typer.echo(dump_json(result.to_dict()))
     else:
         _render_plan(result, cli_console())
-        cli_console().print(_efficiency_line(efficiency))
+        cli_console().print(efficiency_line(result.efficiency))
     srch.require_feasible(result)
 
 
@@ -279,7 +275,7 @@ def pareto_command(
     acceptance: str = _ACCEPTANCE,
     plot: Path | None = plot_option("Write the frontier (PNG/SVG/PDF)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Tokens/s per chip against tokens/s per user: the frontier over plans and batches."""
     result = api.pareto(
@@ -296,17 +292,15 @@ def pareto_command(
         tbo=tbo,
         mtp=mtp,
         acceptance=acceptance,
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
     )
-    sys_ = catalog_system(result.system)
     routing = result.routing
-    efficiency = {sys_.id: describe(sys_.chip.id, "pure" if pure else "kernel")}
     if plot is not None:
         from rackmath.plots.deploy import save_pareto_plot
 
         save_pareto_plot(result, plot)
     if as_json:
-        typer.echo(dump_json({**result.to_dict(), "efficiency": efficiency}))
+        typer.echo(dump_json(result.to_dict()))
         return
     console = cli_console()
     console.print(
@@ -322,21 +316,9 @@ def pareto_command(
     if result.disaggregated_frontier:
         console.print("\n[bold]Disaggregated (xPyD)[/]: decode pool plan and batch, with its prefill share")
         console.print(_frontier_table(result.disaggregated_frontier, "decode plan"))
-    console.print(_efficiency_line(efficiency))
+    console.print(efficiency_line({result.system: result.efficiency}))
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def _efficiency_line(efficiency: dict[str, dict[str, Any]]) -> str:
-    """Which efficiency the numbers use, per system (``transferred`` named where it applies)."""
-    parts = []
-    for system_id, e in efficiency.items():
-        what = "pure roofline" if e["mode"] == "pure" else "kernel-grounded"
-        if e["transferred_from"]:
-            what += f", transferred from {e['transferred_from']}"
-        parts.append(f"{system_id}: {what}")
-    pure = all(e["mode"] == "pure" for e in efficiency.values())
-    return "efficiency: " + "; ".join(parts) + ("" if pure else " (--pure for the roofline)")
 
 
 @app.command("layout")
@@ -347,9 +329,10 @@ def layout_command(
     context: int = count(4096, "--context", help="Tokens of context.", maximum=MAX_CONTEXT),
     weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """The lecture's layout arguments (D13-D24) for a model on a system."""
-    report = api.layout(model, on, batch=batch, context=context, weights=weights)
+    report = api.layout(model, on, batch=batch, context=context, weights=weights, efficiency=efficiency)
     if as_json:
         typer.echo(dump_json(report.to_dict()))
         return
@@ -444,6 +427,7 @@ def render_layout(r: LayoutReport, console: Console) -> None:
             f"imbalance {row['imbalance_weights']:.3f}; with KV at {row['kv_context']:,} tokens: "
             f"{'/'.join(map(str, row['stage_layers_with_kv']))}, {row['imbalance_with_kv']:.3f}"
         )
+    out("\n" + efficiency_line({r.system: r.efficiency}))
 
 
 def _frontier_table(points: Sequence[ParetoPoint], plan_header: str) -> Table:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rackmath import api
 from rackmath.analyses.economics import prices
 from rackmath.cli.main import app
-from rackmath.cli.options import emit, number, one, plot_option, pure_option
+from rackmath.cli.options import efficiency_option, emit, number, one, plot_option
 from rackmath.cli.output import make_table
 from rackmath.numbers import parse_duration
 from rackmath.views import fmt
@@ -67,7 +67,7 @@ def prices_command(
     fast_context: str = typer.Option("4096", "--fast-context", help="Context for the fast-mode sweep."),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """What API prices reveal: output/input, long-context tiers, prompt caches, fast modes."""
     report = api.prices(
@@ -88,7 +88,7 @@ def prices_command(
         prefix_tier=prefix_tier,
         fast_model=fast_model,
         fast_context=one(fast_context, "--fast-context"),
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
     )
     from rackmath.plots.economics import save_prices_plot
 
@@ -148,6 +148,7 @@ def _render_prices(r: prices.PricesReport, console: Console) -> None:
         f"{fmt.usd(rr.usd_per_million_input_tokens)}/M = {rr.output_over_input:.1f}x; decode MFU "
         f"{fmt.pct(rr.decode_mfu)} vs prefill {fmt.pct(rr.prefill_mfu)}"
     )
+    out(f"  efficiency: {d.efficiency_label}")
     lc = r.long_context
     if lc is not None:
         x = lc.to_dict()

@@ -16,7 +16,7 @@ from rackmath.analyses.serving.explain import Explanation, cheapest_fitting_poin
 from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.api import deployment, explain
 from rackmath.cli.main import app
-from rackmath.cli.options import count, dump_json, number, plot_option, pure_option
+from rackmath.cli.options import count, dump_json, efficiency_option, number, plot_option
 from rackmath.cli.output import console as cli_console
 from rackmath.specs.bounds import MAX_BATCH, MAX_CHIPS, MAX_CONTEXT, MAX_USD_PER_CHIP_HOUR
 from rackmath.specs.lists import number_list
@@ -87,7 +87,7 @@ def explain_command(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     plot: Path | None = plot_option("Write latency and cost vs batch (PNG/SVG/PDF)."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Where the time of a forward pass goes, the balance batch, and what a token costs."""
     batches = number_list(batch, "--batch", integer=True, maximum=MAX_BATCH)
@@ -100,7 +100,7 @@ def explain_command(
         kv=kv,
         compute=compute,
         usd_per_chip_hour=price,
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
         weight_classes=weight_classes,
     )
     result = explain(
@@ -187,10 +187,10 @@ def _table(result: Explanation) -> Table:
                 f"{g.batch[i, j]:,.0f}",
                 *([f"{g.context[i, j]:,.0f}"] if several_contexts else []),
                 fmt.seconds(g.step_s[i, j]),
-                fmt.seconds(g.times.compute_s[i, j]),
-                fmt.seconds(g.times.weight_fetch_s[i, j]),
-                fmt.seconds(g.times.kv_fetch_s[i, j]),
-                str(g.times.bottleneck[i, j]),
+                fmt.seconds(g.step.compute_s[i, j]),
+                fmt.seconds(g.step.weight_fetch_s[i, j]),
+                fmt.seconds(g.step.kv_fetch_s[i, j]),
+                str(g.step.bottleneck[i, j]),
                 f"{g.tokens_per_s_per_user[i, j]:,.0f}",
                 f"{g.tokens_per_s_per_chip[i, j]:,.0f}",
                 fmt.usd(g.usd_per_million_output_tokens[i, j]),
@@ -204,7 +204,7 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
     """Where the time of one step goes, operator by operator (the analysis picks the point)."""
     i, j = result.focus_index
     g = result.decode
-    point = g.times.breakdown_at((i, j))
+    point = g.step.breakdown_at((i, j))
     step = float(g.step_s[i, j])
     out(
         f"\n  Where the time goes at batch {g.batch[i, j]:,.0f}, L = {g.context[i, j]:,.0f}: "
@@ -302,7 +302,7 @@ def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
                 str(s.bottleneck[i, j]),
                 f"{p.tokens_per_s_per_chip[i, j]:,.0f}",
                 fmt.usd(p.usd_per_million_output_tokens[i, j]),
-                fmt.nbytes(p.memory.total_bytes[i, j]),
+                fmt.nbytes(p.memory_bytes_per_chip[i, j]),
                 "yes" if p.fits[i, j] else "no",
             )
     out(table)

@@ -132,12 +132,22 @@ def plot_option(help: str = "Write a figure (PNG/SVG/PDF).") -> Any:
     return typer.Option(None, "--plot", help=help, parser=plot_path, metavar="FILE")
 
 
-def pure_option() -> Any:
-    """``--pure``: the pure roofline instead of the default kernel-grounded efficiencies."""
+def efficiency_mode(text: str) -> str:
+    """``--efficiency``: ``kernel`` or ``pure`` (:class:`rackmath.specs.efficiency.EfficiencyMode`)."""
+    from rackmath.specs.efficiency import EfficiencyMode
+
+    return EfficiencyMode.parse(text, "--efficiency").value
+
+
+def efficiency_option() -> Any:
+    """``--efficiency kernel|pure``: the one efficiency switch of every command (default kernel)."""
     return typer.Option(
-        False,
-        "--pure",
-        help="Pure roofline (the lecture's numbers) instead of the fitted kernel efficiencies (default).",
+        "kernel",
+        "--efficiency",
+        help="kernel: each operator on the chip's fitted kernel curves (default); "
+        "pure: the lecture's roofline.",
+        parser=efficiency_mode,
+        metavar="kernel|pure",
     )
 
 

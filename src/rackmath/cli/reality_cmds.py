@@ -174,9 +174,11 @@ def calibrate_command(
     console.print(loso)
 
 
-def _param(name: str, value: float | None) -> str:
+def _param(name: str, value: float | str | None) -> str:
     if value is None:
         return "catalog"
+    if isinstance(value, str):  # the efficiency mode the scalars multiply
+        return str(value)
     if name.endswith("_s") or name.endswith("_per_layer"):
         return fmt.seconds(value) if value > 0 else "0"
     return f"{value:.3g}"

@@ -15,7 +15,7 @@ from rackmath import api
 from rackmath.analyses.economics import fleet, overtrain, sparsity
 from rackmath.analyses.economics import overtrain as ot
 from rackmath.cli.main import app
-from rackmath.cli.options import count, duration, emit, number, one, plot_option, plural, pure_option
+from rackmath.cli.options import count, duration, efficiency_option, emit, number, one, plot_option, plural
 from rackmath.cli.output import make_table
 from rackmath.specs.bounds import MAX_CONTEXT, MAX_TRAFFIC, MAX_USD_PER_CHIP_HOUR
 from rackmath.specs.lists import number_list
@@ -69,7 +69,7 @@ def fleet_command(
     ),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Replicas, chips and dollars for a traffic; batching as a train; a simulation under load."""
     result = api.fleet(
@@ -87,7 +87,7 @@ def fleet_command(
         seed=seed,
         max_sim_requests=max_sim_requests,
         max_sim_steps=max_sim_steps,
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
     )
     from rackmath.plots.economics import save_fleet_plot
 
@@ -101,6 +101,8 @@ def _render_fleet(f: fleet.Fleet, console: Console) -> None:
         f"  one replica: {f.batch:,.0f} sequences / {fmt.seconds(f.step_s)} per step = "
         f"{f.tokens_per_s_per_replica:,.0f} tokens/s   ({f.source})"
     )
+    if f.efficiency is not None:
+        out(f"  efficiency: {f.efficiency['label']}")
     out(
         f"  traffic {fmt.si(f.traffic_tokens_per_s, 'tokens/s')} -> {plural(f.replicas, 'replica')} x "
         f"{f.chips_per_replica} chips = "
@@ -269,7 +271,6 @@ def sparsity_command(
     users: str = typer.Option("2000", "--users", help="Concurrent sequences available."),
     as_json: bool = _JSON,
     plot: Path | None = _PLOT,
-    pure: bool = pure_option(),
 ) -> None:
     """What a sparser MoE buys (quality) and costs (batch, memory, traffic) on a system."""
     result = api.sparsity(
@@ -279,7 +280,6 @@ def sparsity_command(
         context=one(context, "--context"),
         users=one(users, "--users"),
         params_active=one(params_active, "--params-active") if params_active else None,
-        efficiency="pure" if pure else "kernel",
     )
     from rackmath.plots.economics import save_sparsity_plot
 
@@ -328,3 +328,4 @@ def _render_sparsity(r: sparsity.SparsityStudy, console: Console) -> None:
         "memory."
         f"\n  [dim]Quality: {r.fit.source}; sparsity read as the expert count at top-1 routing.[/]"
     )
+    out(f"  efficiency: {sparsity.EFFICIENCY['label']}")

@@ -16,7 +16,7 @@ from rackmath.analyses.deploy import slo as slo_
 from rackmath.analyses.deploy.simulation_report import SimulationReport
 from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.cli.main import app
-from rackmath.cli.options import count, dump_json, number, plot_option, pure_option
+from rackmath.cli.options import count, dump_json, efficiency_option, number, plot_option
 from rackmath.cli.output import console as cli_console
 from rackmath.views import fmt
 
@@ -88,7 +88,7 @@ def simulate_command(
         None, "--spec", help="Speculation in full, e.g. eagle=3,width=2,acceptance=0.7,0.6,0.5."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    pure: bool = pure_option(),
+    efficiency: str = efficiency_option(),
 ) -> None:
     """Requests through a replica under a runtime's caps: TTFT, TPOT, ITL, SLO attainment, goodput."""
     report = api.simulate(
@@ -112,7 +112,7 @@ def simulate_command(
         seed=seed,
         disaggregated=disaggregated,
         prefill_plan=prefill_plan,
-        efficiency="pure" if pure else "kernel",
+        efficiency=efficiency,
         weights=weights,
         kv=kv,
         weight_classes=weight_classes,
@@ -159,6 +159,7 @@ def _header(setup: dict[str, Any], c: Console) -> None:
             f"{rt['chunk_tokens']:,}{chunked}; KV pool {rt['kv_pool_tokens']:,.0f} tokens "
             f"({rt['kv_memory_frac']:g} of {rt['kv_memory_basis']} memory); policy {rt['policy']}"
         )
+        c.print(f"  efficiency: {d['efficiency']['label']}")
         host = pool.get("host_tier")
         if host:
             c.print(

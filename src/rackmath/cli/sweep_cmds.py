@@ -11,6 +11,7 @@ from rackmath.analyses.deploy import sweep as sw
 from rackmath.cli.main import app
 from rackmath.cli.options import dump_json, out_file
 from rackmath.cli.output import console as cli_console
+from rackmath.views.fmt import efficiency_line
 
 #: Table formats ``--out`` writes, by file extension.
 OUT_FORMATS = (".parquet", ".csv")
@@ -48,6 +49,7 @@ def sweep_command(
         "columns": list(result.frame.columns),
         "chunks": result.chunks,
         "where": result.where,
+        "efficiency": result.efficiency,
         "skipped": [{"combination": vars(c), "reason": why} for c, why in result.skipped],
     }
     if as_json:
@@ -55,6 +57,7 @@ def sweep_command(
         return
     console = cli_console()
     console.print(f"{result.points:,} points in {result.chunks} chunk(s) ({result.where}) -> {out}")
+    console.print(efficiency_line(result.efficiency), markup=False)
     for combo, why in result.skipped[:SHOWN_SKIPPED]:
         console.print(
             f"  skipped {combo.model} on {combo.system}, {combo.plan}, {combo.precision}: {why}",

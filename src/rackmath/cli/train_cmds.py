@@ -10,10 +10,10 @@ from rich.console import Console
 
 from rackmath.analyses.training.estimate import TrainingEstimate
 from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
-from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
-from rackmath.cli.options import count, dump_json, number, plot_option
+from rackmath.cli.options import count, dump_json, efficiency_option, number, plot_option
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
 from rackmath.specs.bounds import MAX_CHIPS, MAX_CONTEXT, MAX_TOKENS, MAX_USD_PER_CHIP_HOUR
@@ -92,16 +92,15 @@ def train_command(
         maximum=1e6,
         positive=True,
     ),
-    efficiency: str | None = typer.Option(
-        None, "--efficiency", help="pure (default), calibrated, or kernel (the chip's kernel fit)."
-    ),
+    efficiency: str = efficiency_option(),
     price: float | None = number(
         None, "--price-per-chip-hour", help="USD per chip-hour.", maximum=MAX_USD_PER_CHIP_HOUR, positive=True
     ),
     calibrated: bool = typer.Option(
         False,
         "--calibrated",
-        help=f"Use the fitted flops_frac {CALIBRATED_TRAINING.flops_frac} (default: pure).",
+        help=f"The pure roofline at the flops_frac {CALIBRATED_TRAINING.flops_frac:g} fitted over published "
+        "runs (instead of --efficiency).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     plot: Path | None = plot_option("Write memory breakdown and schedule (PNG/SVG/PDF)."),
@@ -123,8 +122,7 @@ def train_command(
         zero=zero,
         compute=compute,
         usd_per_chip_hour=price,
-        efficiency=CALIBRATED_TRAINING if calibrated or efficiency == "calibrated" else PURE_ROOFLINE,
-        efficiency_table=efficiency if efficiency not in (None, "pure", "calibrated") else None,
+        efficiency=CALIBRATED_TRAINING if calibrated else efficiency,
         ep_overlap_frac=ep_overlap,
         routing_skew=routing_skew,
         ep_max_domains=ep_max_nodes,
@@ -170,9 +168,9 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
     out(
         f"  FLOPs per token: model {fmt.si(r.model_flops_per_token, 'FLOP')} "
         f"(6N + attention) + recompute {fmt.si(r.recompute_flops_per_token, 'FLOP')}; "
-        f"GEMMs {s.recipe.value}, attention {s.attention_precision.value}; efficiency: {s.table.source}"
-        + (" [transferred]" if s.table.transferred else "")
+        f"GEMMs {s.recipe.value}, attention {s.attention_precision.value}"
     )
+    out(f"  efficiency: {s.efficiency_label}")
     out("[bold]Step[/]")
     out(
         f"  compute {fmt.seconds(st.compute_s)}, bubble {fmt.pct(st.bubble_frac)} -> pipeline "
@@ -210,7 +208,7 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
     verdict = "fits" if mem.fits else f"short by {mem.short_by_bytes / 1e9:.1f} GB"
     out(
         f"  weights {fmt.nbytes(mem.weights_bytes)} + grads {fmt.nbytes(mem.grads_bytes)} + optimizer "
-        f"{fmt.nbytes(mem.optimizer_bytes)} + activations {fmt.nbytes(mem.activations_bytes)} "
+        f"{fmt.nbytes(mem.optimizer_bytes)} + activations {fmt.nbytes(mem.activation_bytes)} "
         f"({mem.in_flight_microbatches:g} micro-batches in flight) = {fmt.nbytes(mem.total_bytes)} "
         f"of {fmt.nbytes(mem.usable_bytes)} usable: {verdict}"
     )

@@ -349,7 +349,7 @@ def indexed_tokens(a: AttentionSpec, window: float | None, context: ArrayLike) -
     if not a.index_top_k:
         return np.zeros_like(c) if type(c) is np.ndarray else np.float64(0.0)  # type: ignore[return-value]
     held = num(rule(a).held(a, window, c))
-    return np.where(held > a.index_top_k, held, 0.0)[()]  # type: ignore[no-any-return]
+    return np.where(held > a.index_top_k, held, 0.0)[()]
 
 
 def indexer_pairs(a: AttentionSpec, window: float | None, length: ArrayLike) -> FloatArray:

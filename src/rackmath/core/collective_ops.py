@@ -4,7 +4,7 @@ A step's collectives are operators of class ``collective`` (no FLOPs, no HBM byt
 its fixed part (``latency_s``) and the :class:`~rackmath.specs.efficiency.Kernel` it ran on.
 Which model times them follows the rates' efficiency table, as every other operator's curve:
 
-* the pure table (``--pure``): the link model above, unchanged (``Kernel("link model")``);
+* the pure table (``--efficiency pure``): the link model above, unchanged (``Kernel("link model")``);
 * a kernel-grounded table: the chip's fitted curves (:attr:`EfficiencyTable.collectives`,
   ``"<collective>:<implementation>"``) on the work of :mod:`rackmath.core.work`, each
   implementation where an engine runs it:

@@ -24,7 +24,7 @@ When N chips act as one, pass N times the per-chip peak and bandwidth.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -33,7 +33,7 @@ from rackmath.core.efficiency import table_from_fractions
 from rackmath.core.numeric import num
 from rackmath.errors import InputError
 from rackmath.specs import checks
-from rackmath.specs.efficiency import EfficiencyTable
+from rackmath.specs.efficiency import EfficiencyMode, EfficiencyTable
 from rackmath.units import FLOPS_PER_MAC, SECONDS_PER_HOUR
 
 FloatArray = NDArray[np.float64]
@@ -49,11 +49,13 @@ class Efficiency:
     rank or replica schedules its own sequences: :func:`rackmath.core.parallel.host_overhead_s`).
     ``weight_bandwidth_frac`` and ``kv_bandwidth_frac`` in (0, 1] multiply ``bandwidth_frac``
     for the weight reads and the KV-cache reads only (a dequantizing weight-only GEMM, an
-    attention kernel). The default is the pure roofline.
+    attention kernel). The scalars default to 1.
 
-    ``kernel_grounded``: each operator class reaches the fractions fitted on the chip's measured
+    ``mode`` (:class:`~rackmath.specs.efficiency.EfficiencyMode`, the one switch): ``kernel``
+    (the default) makes each operator class reach the fractions fitted on the chip's measured
     kernel tables (resolved by the analysis layer, :mod:`rackmath.analyses.kernels.tables`),
-    and the scalars above multiply them; False keeps the scalars on the pure roofline.
+    the scalars above multiplying them; ``pure`` keeps the scalars on the pure roofline. The
+    closed forms of this module (:func:`step_times`, ...) read the scalars only.
     """
 
     flops_frac: float = 1.0
@@ -61,7 +63,7 @@ class Efficiency:
     overhead_s: float = 0.0
     weight_bandwidth_frac: float = 1.0
     kv_bandwidth_frac: float = 1.0
-    kernel_grounded: bool = False
+    mode: EfficiencyMode = EfficiencyMode.KERNEL
     overhead_s_per_sequence: float = 0.0
     #: which all-reduce kernels the engine runs: ``auto`` (the faster of a custom one-shot
     #: kernel and NCCL, as TensorRT-LLM, vLLM and SGLang pick by message size) or ``nccl``
@@ -69,6 +71,7 @@ class Efficiency:
     all_reduce: str = "auto"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", EfficiencyMode.parse(self.mode))  # "kernel" / "pure" as the mode
         if self.all_reduce not in ("auto", "nccl"):
             raise InputError("all_reduce", self.all_reduce, "'auto' (custom or NCCL) or 'nccl'")
         for name in ("flops_frac", "bandwidth_frac", "weight_bandwidth_frac", "kv_bandwidth_frac"):
@@ -77,9 +80,37 @@ class Efficiency:
             if not getattr(self, name) >= 0.0:
                 raise InputError(name, getattr(self, name), "seconds >= 0")
 
+    @classmethod
+    def parse(cls, value: object) -> Efficiency:
+        """An :class:`Efficiency` as given, or a mode (``"kernel"``, ``"pure"``, an
+        :class:`~rackmath.specs.efficiency.EfficiencyMode`; None: the default) with no scalars."""
+        if isinstance(value, cls):
+            return value
+        return KERNEL_GROUNDED if value is None else cls(mode=EfficiencyMode.parse(value))
+
+    @property
+    def scaled(self) -> bool:
+        """Whether any scalar differs from 1 (or an overhead from 0)."""
+        return replace(self, mode=EfficiencyMode.KERNEL, all_reduce="auto") != KERNEL_GROUNDED
+
+    def scalars_text(self) -> str:
+        """The scalars that differ from 1 (overheads from 0), e.g. ``flops_frac 0.75``."""
+        parts = [
+            f"{name} {getattr(self, name):g}"
+            for name in ("flops_frac", "bandwidth_frac", "weight_bandwidth_frac", "kv_bandwidth_frac")
+            if getattr(self, name) != 1.0
+        ]
+        parts += [
+            f"{name} {getattr(self, name):g}"
+            for name in ("overhead_s", "overhead_s_per_sequence")
+            if getattr(self, name)
+        ]
+        return ", ".join(parts) or "no scalars"
+
     def table(self) -> EfficiencyTable:
         """These fractions as a per-operator table (``efficiency.table_from_fractions``)."""
         return table_from_fractions(
+            source="pure roofline" if not self.scaled else f"roofline x {self.scalars_text()}",
             flops_frac=self.flops_frac,
             bandwidth_frac=self.bandwidth_frac,
             overhead_s=self.overhead_s,
@@ -89,9 +120,11 @@ class Efficiency:
         )
 
 
-PURE_ROOFLINE = Efficiency()
-#: The default of every deployment a user builds: fitted kernel curves, no end-to-end scalars.
-KERNEL_GROUNDED = Efficiency(kernel_grounded=True)
+#: The default of every deployment, training job, search and page: fitted kernel curves, no
+#: end-to-end scalars.
+KERNEL_GROUNDED = Efficiency()
+#: The lecture's roofline: every operator at its peak FLOP/s and bandwidth.
+PURE_ROOFLINE = Efficiency(mode=EfficiencyMode.PURE)
 
 
 @dataclass(frozen=True)

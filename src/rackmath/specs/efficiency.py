@@ -21,6 +21,31 @@ from rackmath.specs.precision import FORMATS
 MAX_OVERLAP_POWER = 20.0
 
 
+class EfficiencyMode(StrEnum):
+    """Which efficiencies a cost runs on: the one switch of every command, page and call.
+
+    ``kernel`` (the default everywhere): each operator at the fraction of peak fitted on the
+    chip's measured kernel tables (a chip without tables borrows a measured chip's curves,
+    scaled by its own peaks, and says ``transferred``); ``pure``: the lecture's roofline, every
+    operator at its peak FLOP/s and bandwidth. Scalars (``flops_frac``, ...) multiply either
+    (:class:`rackmath.core.roofline.Efficiency`)."""
+
+    KERNEL = "kernel"
+    PURE = "pure"
+
+    @classmethod
+    def parse(cls, value: object, field: str = "efficiency") -> EfficiencyMode:
+        """``"kernel"`` / ``"pure"`` (any case) as the mode; a bad value is one line."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            raise InputError(
+                field, value, "kernel (fitted kernel curves, the default) or pure (the lecture's roofline)"
+            ) from None
+
+
 class OpClass(StrEnum):
     """Operator classes that share one efficiency curve on a chip."""
 

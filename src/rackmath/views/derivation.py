@@ -129,6 +129,7 @@ def _hardware(result: Explanation) -> Section:
             f"HBM = {d.chips} x {fmt.nbytes(chip.hbm_capacity_bytes)}; weights take "
             f"{fmt.nbytes(d.weight_bytes_per_chip)} per chip of {fmt.nbytes(d.usable_bytes_per_chip)} usable",
             f"price {fmt.usd(d.usd_per_chip_hour)}{estimate} per chip-hour (as of {listed.date})",
+            f"efficiency: {d.efficiency_label}",
         ),
         subtitle="chips act as one ideal chip; no communication cost",
     )
@@ -234,7 +235,7 @@ def _memory(result: Explanation) -> Section:
 def _prefill(result: Explanation) -> Section:
     pf = result.prefill
     lines = tuple(
-        f"L = {c:,.0f}: {fmt.seconds(pf.times.step_s[0, j])}, bound by {pf.times.bottleneck[0, j]}, "
+        f"L = {c:,.0f}: {fmt.seconds(pf.step.step_s[0, j])}, bound by {pf.step.bottleneck[0, j]}, "
         f"MFU {fmt.pct(pf.mfu[0, j])}, "
         f"{fmt.usd(pf.usd_per_million_input_tokens[0, j])} per million input tokens"
         for j, c in enumerate(result.contexts)

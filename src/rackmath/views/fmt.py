@@ -161,3 +161,15 @@ def column(name: str, value: Any) -> str:
     if n.endswith("_s") or n.endswith("_latency_s"):
         return duration(v) if v >= 60 else seconds(v)
     return _plain_number(v)
+
+
+def efficiency_line(efficiency: dict[str, dict[str, Any]]) -> str:
+    """The one line a report states about its efficiency, from each system's described
+    efficiency (``{system: {"label": ..., ...}}``): ``efficiency: <label>``, with the systems
+    named after each label when they differ."""
+    by_label: dict[str, list[str]] = {}
+    for system_id, e in efficiency.items():
+        by_label.setdefault(e["label"], []).append(system_id)
+    if len(by_label) == 1:
+        return f"efficiency: {next(iter(by_label))}"
+    return "efficiency: " + "; ".join(f"{label} on {', '.join(ids)}" for label, ids in by_label.items())

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from rackmath.analyses.serving.deployment import DecodeGrid
 from rackmath.analyses.serving.explain import Explanation, cheapest_fitting
-from rackmath.analyses.serving.pooled import DecodeGrid
 from rackmath.views import fmt
 
 #: How the CLI names the roofline-only view (the web names its own switch).
-PURE_HINT = "--pure shows the roofline alone"
+PURE_HINT = "--efficiency pure shows the roofline alone"
 
 
 def reading(result: Explanation, at: DecodeGrid | None = None, *, pure_hint: str = PURE_HINT) -> str:
@@ -25,7 +25,7 @@ def reading(result: Explanation, at: DecodeGrid | None = None, *, pure_hint: str
     max_b = result.max_batch[0]
     parts = [
         f"At batch {b0:,.0f} a step takes {fmt.seconds(p.step_s[0, 0])} and is bound by "
-        f"{p.times.bottleneck[0, 0]}; a million output tokens cost {fmt.usd(first)}."
+        f"{p.step.bottleneck[0, 0]}; a million output tokens cost {fmt.usd(first)}."
     ]
     if at is not None and not bool(at.fits[0, 0]):
         parts.append(
@@ -42,8 +42,8 @@ def reading(result: Explanation, at: DecodeGrid | None = None, *, pure_hint: str
             f"On the roofline, at {c0:,.0f} tokens of context the KV-cache fetch per sequence exceeds "
             "its compute, so no batch becomes compute-bound: longer context costs bandwidth, not FLOPs."
         )
-    last = str(g.times.bottleneck[-1, 0])
-    if result.deployment.efficiency_mode == "kernel" and last == "compute":
+    last = str(g.step.bottleneck[-1, 0])
+    if result.deployment.efficiency.mode == "kernel" and last == "compute":
         parts.append(
             "At the kernels' measured efficiencies the largest batch shown is bound by compute "
             "instead: the kernels reach a fraction of peak FLOP/s, so compute binds sooner "

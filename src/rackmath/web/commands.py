@@ -61,7 +61,7 @@ def serving_command(s: ServingState, chips: int) -> Command:
     if s.prefix_hit:
         line += ["--prefix-hit", f"{s.prefix_hit:g}", "--prefix-tier", s.prefix_tier or "hbm"]
     line += _opt("--pue", s.pue)
-    line += ["--pure"] if s.efficiency == "pure" else []
+    line += ["--efficiency", "pure"] if s.efficiency == "pure" else []
     notes = _custom_note(s.model)
     if s.hbm_gb is not None or s.hbm_tb_per_s is not None or s.peak_tflop_per_s is not None:
         notes += ("the CLI takes no edited chip figures: the command uses the catalog's",)
@@ -72,7 +72,7 @@ def compare_line(c: CompareConfig) -> tuple[str, ...]:
     line = ["rackmath", "explain", c.model, "--on", c.system]
     line += [*_opt("--chips", c.chips), "--batch", str(c.batch), "--context", str(c.context)]
     line += _opt("--plan", c.plan) + _opt("--weights", c.weights) + _opt("--kv", c.kv)
-    line += ["--pure"] if c.efficiency == "pure" else []
+    line += ["--efficiency", "pure"] if c.efficiency == "pure" else []
     return (*line, "--json")
 
 
@@ -88,7 +88,8 @@ def frontier_command(s: FrontierState) -> Command:
         line = ["rackmath", "pareto", s.model, "--on", system]
         line += ["--input-len", str(s.input_len), "--output-len", str(s.output_len)]
         line += ["--precision", s.precision]
-        line += _opt("--max-chips", s.max_chips) + (["--pure"] if s.efficiency == "pure" else [])
+        line += _opt("--max-chips", s.max_chips)
+        line += ["--efficiency", "pure"] if s.efficiency == "pure" else []
         lines.append((*line, "--json"))
     return Command(tuple(lines), ("published points come from the catalog's measurements.yaml",))
 
@@ -114,7 +115,7 @@ def simulate_command(s: SimulateState, trace: bool = False) -> Command:
         notes += (
             "MTP in `rackmath simulate` needs its --mtp option (the page's analysis is analyses.deploy.slo)",
         )
-    line += ["--pure"] if s.efficiency == "pure" else []
+    line += ["--efficiency", "pure"] if s.efficiency == "pure" else []
     return Command(((*line, "--json"),), notes)
 
 
@@ -128,7 +129,8 @@ def training_command(s: TrainingState) -> Command:
     line += ["--zero", str(s.zero)]
     line += ["--virtual-stages", str(s.virtual_stages)] if s.virtual_stages > 1 else []
     line += _opt("--compute", s.compute) + _opt("--price-per-chip-hour", s.usd_per_chip_hour)
-    line += ["--efficiency", s.efficiency]
+    line += ["--calibrated"] if s.efficiency == "calibrated" else []
+    line += ["--efficiency", "pure"] if s.efficiency == "pure" else []
     pipe = ["rackmath", "pipeline", "--stages", str(s.pipe_stages)]
     pipe += ["--microbatches", str(s.pipe_microbatches)]
     pipe += ["--schedule", s.pipe_schedule]

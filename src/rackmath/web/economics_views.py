@@ -9,7 +9,8 @@ from functools import lru_cache
 
 from rackmath.analyses.economics import caching, fast_mode, fleet, overtrain, prices, sparsity
 from rackmath.analyses.serving import cache_tiers
-from rackmath.analyses.serving.pooled import Deployment, require_weights_fit
+from rackmath.analyses.serving.deployment import Deployment
+from rackmath.analyses.serving.pooled import require_weights_fit
 from rackmath.api import deployment
 from rackmath.catalog import economics as ce
 from rackmath.specs.economics import parse_duration_s

@@ -194,6 +194,7 @@ def _table(result: Comparison) -> None:
     for p in points:
         if not p.fits:
             st.warning(
-                f"{p.label} does not fit: {fmt.nbytes(p.memory_bytes_per_chip)} per chip with the reserve, "
-                f"the chip has {fmt.nbytes(p.capacity_bytes_per_chip)}."
+                f"{p.label} does not fit: {fmt.nbytes(p.memory_bytes_per_chip)} per chip, the chip may "
+                f"fill {fmt.nbytes(p.usable_bytes_per_chip)} "
+                f"({fmt.nbytes(p.capacity_bytes_per_chip)} less the reserve)."
             )

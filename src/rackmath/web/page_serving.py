@@ -17,10 +17,10 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment
 from rackmath.analyses.serving.energy import DEFAULT_PUE, MAX_PUE, EnergyGrid, decode_energy
 from rackmath.analyses.serving.explain import Explanation, assumptions
-from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
+from rackmath.analyses.serving.parts import default_precisions
 from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH, SpeculativeGrid, speculative_decode
 from rackmath.api import deployment, explain
 from rackmath.catalog import loader as catalog
@@ -90,9 +90,7 @@ def serving_deployment(state: ServingState) -> Deployment:
 def _deployment(state: ServingState) -> Deployment:
     model = serving_model(state)
     base = catalog.system(state.system)
-    compute = (
-        Precision.parse(state.compute) if state.compute else pooled.default_precisions(model, base).compute
-    )
+    compute = Precision.parse(state.compute) if state.compute else default_precisions(model, base).compute
     return deployment(
         model,
         serving_system(state, compute),
@@ -128,7 +126,7 @@ def build_serving_view(state: ServingState, features: ServingFeatures = ServingF
     """Analysis and figures for ``state``; raises RackmathError for impossible choices."""
     result, sweep = _explained(dataclasses.replace(state, batch=1), features)
     dep = result.deployment
-    point = pooled.decode(dep, [state.batch], [state.context])
+    point = dep.decode([state.batch], [state.context])
     spec_point = (
         speculative_decode(dep, [state.batch], [state.context], result.speculative.speculation)
         if result.speculative is not None
@@ -197,9 +195,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             help=f"default {system.default_chips}; one scale-up domain holds {system.scale_up_domain_chips}",
         )
         try:
-            default = pooled.default_precisions(
-                serving_model(ServingState(model=model_id, config=config)), system
-            )
+            default = default_precisions(serving_model(ServingState(model=model_id, config=config)), system)
         except RackmathError:
             default = None
         precisions = list(Precision)
@@ -321,7 +317,7 @@ def render_serving_page() -> None:
         ui.figure(
             PAGE,
             "memory",
-            serving_charts.memory(dep, pooled.decode(dep, [state.batch], [state.context])),
+            serving_charts.memory(dep, dep.decode([state.batch], [state.context])),
             "serving",
         )
         return
@@ -452,8 +448,8 @@ def _numbers(view: ServingView, state: ServingState) -> None:
     )
     for note in d.notes:
         st.warning(note)
-    if d.efficiency_mode == "kernel":
-        pure_s = float(pooled.decode(d.pure(), [state.batch], [state.context]).step_s[0, 0])
+    if d.efficiency.mode == "kernel":
+        pure_s = float(d.pure().decode([state.batch], [state.context]).step_s[0, 0])
         st.caption(
             f"Efficiency: {d.efficiency_label}. The pure roofline (the lecture's number) gives "
             f"{fmt.seconds(pure_s)} per step at this point."
@@ -475,7 +471,7 @@ def _numbers(view: ServingView, state: ServingState) -> None:
     cols[1].metric("Tokens/s per user", f"{p.tokens_per_s_per_user[0, 0]:,.1f}")
     cols[2].metric("Tokens/s (all chips)", f"{p.tokens_per_s[0, 0]:,.0f}")
     cols[3].metric("$ per M output tokens", fmt.usd(float(p.usd_per_million_output_tokens[0, 0])))
-    cols[4].metric("Bound by", str(p.times.bottleneck[0, 0]))
+    cols[4].metric("Bound by", str(p.step.bottleneck[0, 0]))
     cols[5].metric("MFU", fmt.pct(float(p.mfu[0, 0])))
     if not bool(p.fits[0, 0]):
         st.warning(
@@ -558,7 +554,7 @@ def _tables(view: ServingView) -> None:
     rows = [{k: v for k, v in row.items() if k != "operators"} for row in full["points"]]
     ui.table(rows)
     ui.downloads(PAGE, "serving", rows, full)
-    point = view.point.times.breakdown_at((0, 0))
+    point = view.point.step.breakdown_at((0, 0))
     st.markdown(
         f"##### Where the time goes at the selected point: step "
         f"{fmt.seconds(float(view.point.step_s[0, 0]))}, blackboard bound "

@@ -20,7 +20,7 @@ import streamlit as st
 
 from rackmath.analyses.training.estimate import RecomputeOption, TrainingEstimate, choose_recompute
 from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
-from rackmath.analyses.training.setup import CALIBRATED_TRAINING, PURE_ROOFLINE, gemm_recipes
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, gemm_recipes
 from rackmath.api import pipeline, train
 from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, InputError, RackmathError
@@ -73,8 +73,7 @@ def training_view(state: TrainingState) -> TrainingView:
         zero=state.zero,
         compute=state.compute,
         usd_per_chip_hour=state.usd_per_chip_hour,
-        efficiency=CALIBRATED_TRAINING if state.efficiency == "calibrated" else PURE_ROOFLINE,
-        efficiency_table="kernel" if state.efficiency == "kernel" else None,
+        efficiency=CALIBRATED_TRAINING if state.efficiency == "calibrated" else state.efficiency,
     )
     try:
         return TrainingView(result, choose_recompute(result.setup), None)
@@ -208,14 +207,15 @@ def _controls(initial: TrainingState, errors: list[RackmathError]) -> TrainingSt
             key=_k("efficiency"),
             horizontal=True,
             format_func=lambda e: {
+                "kernel": "kernel-grounded",
                 "pure": "pure roofline",
                 "calibrated": f"calibrated ({CALIBRATED_TRAINING.flops_frac:g} of peak)",
-                "kernel": "kernel fit",
             }[e],
             help=(
-                "calibrated: one flops_frac fitted on published training runs (docs/training.md); "
-                "kernel: the chip's kernel-fitted efficiency per operator class (transferred from the "
-                "nearest chip where it has no tables, and said so)"
+                "kernel (the default): the chip's kernel-fitted efficiency per operator class (transferred "
+                "from the nearest chip where it has no tables, and said so); pure: the lecture's roofline; "
+                "calibrated: the roofline at one flops_frac fitted on published training runs "
+                "(docs/training.md)"
             ),
         )
     return TrainingState(
@@ -318,8 +318,7 @@ def _job(view: TrainingView) -> None:
         f"{s.microbatches} micro-batches of {s.microbatch}; {s.schedule.value}"
         + (f" (v = {s.virtual_stages})" if s.virtual_stages > 1 else "")
         + f"; recompute {s.recompute.value}; {s.optimizer.value}, ZeRO-{int(s.zero)}; "
-        f"GEMMs {s.recipe.value}, attention {s.attention_precision.value}; efficiency: {s.table.source}"
-        + (" (transferred from another chip)" if s.table.transferred else "")
+        f"GEMMs {s.recipe.value}, attention {s.attention_precision.value}; efficiency: {s.efficiency_label}"
     )
     for note in s.notes:
         st.caption(f"Note: {note}")
@@ -397,7 +396,7 @@ def _memory(view: TrainingView) -> None:
     cols[2].metric("Optimizer states", fmt.nbytes(mem.optimizer_bytes))
     cols[3].metric(
         "Activations",
-        fmt.nbytes(mem.activations_bytes),
+        fmt.nbytes(mem.activation_bytes),
         help=f"{mem.in_flight_microbatches:g} micro-batches in flight on the busiest stage",
     )
     cols = list(st.columns(4))

@@ -26,25 +26,30 @@ from numpy.typing import NDArray
 
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
 from rackmath.analyses.economics.fleet import check_traffic
-from rackmath.analyses.serving import pooled
+from rackmath.analyses.kernels.tables import efficiency_label
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.analyses.serving.energy import step_energy
+from rackmath.analyses.serving.parts import (
+    DEFAULT_MEMORY_RESERVE_FRAC,
+    PlanDims,
+    Precisions,
+    default_precisions,
+)
 from rackmath.analyses.serving.planned import topology
-from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.core import loads, rack_rules
 from rackmath.core import memory as mem
-from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
-from rackmath.core import sharding as shard
 from rackmath.core import speculative as spec
-from rackmath.core.memory import ChipMemory
 from rackmath.core.network import CommOverlap
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_SEARCH_CHIPS
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
+from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
 from rackmath.specs.runtime import RuntimeProfile
 
@@ -76,20 +81,20 @@ DEFAULT_MAX_CP = 1
 PHASES: tuple[str, ...] = ("mixed", "decode", "prefill")
 
 
-def precision_family(name: str, model: ModelSpec, system: SystemSpec) -> pooled.Precisions | None:
+def precision_family(name: str, model: ModelSpec, system: SystemSpec) -> Precisions | None:
     """The precisions a family name means on a chip, or None if the chip lacks the peak."""
     peaks = system.chip.peak_flops_per_s
     if name == "native":
-        return pooled.default_precisions(model, system)
+        return default_precisions(model, system)
     if name == "fp8":
         if Precision.FP8 not in peaks:
             return None
-        return pooled.Precisions(weights=Precision.FP8, kv=Precision.FP8, compute=Precision.FP8)
+        return Precisions(weights=Precision.FP8, kv=Precision.FP8, compute=Precision.FP8)
     if name == "fp4":
         if Precision.FP4 not in peaks:
             return None
         weights = Precision.NVFP4 if system.chip.vendor == "NVIDIA" else Precision.MXFP4
-        return pooled.Precisions(weights=weights, kv=Precision.FP8, compute=Precision.FP4)
+        return Precisions(weights=weights, kv=Precision.FP8, compute=Precision.FP4)
     raise InputError("precision", name, ", ".join(PRECISION_CHOICES))
 
 
@@ -179,6 +184,7 @@ class Candidates(Tabular):
             Col("precisions.weights", "weights_precision"),
             Col("precisions.kv", "kv_precision"),
             Col("precisions.compute", "compute_precision"),
+            Col("efficiency_label", "efficiency"),
             *(Col(k, k) for k in ("tp", "pp", "dp", "ep", "cp")),
             Col("chips", "chips", "chips"),
             Col("batch", "batch", "sequences"),
@@ -198,7 +204,7 @@ class Candidates(Tabular):
 
     system: SystemSpec
     family: str
-    precisions: pooled.Precisions
+    precisions: Precisions
     usd_per_chip_hour: float
     tp: NDArray[np.int64]
     pp: NDArray[np.int64]
@@ -217,6 +223,13 @@ class Candidates(Tabular):
     routing: MoeRouting = BALANCED
     #: context-parallel ranks per DP rank (1: none)
     cp: NDArray[np.int64] | None = None
+    #: the efficiency the candidates were costed with
+    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED
+
+    @property
+    def efficiency_label(self) -> str:
+        """Which efficiency the numbers use (:func:`rackmath.analyses.kernels.tables.efficiency_label`)."""
+        return efficiency_label(self.system.chip.id, self.efficiency)
 
     @property
     def chips(self) -> NDArray[np.int64]:
@@ -253,8 +266,8 @@ def evaluate(
     max_pp: int = DEFAULT_MAX_PP,
     batches: tuple[int, ...] = BATCH_GRID,
     comm_overlap_frac: float = CommOverlap.ADDED,
-    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
-    memory_reserve_frac: float = pooled.DEFAULT_MEMORY_RESERVE_FRAC,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
+    memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC,
     phase: str = "mixed",
     runtime: RuntimeProfile | None = None,
     redundant_experts: int = 0,
@@ -294,159 +307,129 @@ def evaluate(
         raise InputError("phase", phase, ", ".join(PHASES))
     if routing is None:
         routing = MoeRouting(redundant_experts, skew, tbo_overlap_frac)
-    redundant_experts, skew = routing.redundant_experts, routing.skew
-    tbo_overlap_frac = routing.tbo_overlap_frac
     precisions = precision_family(family, model, system)
     if precisions is None:
         return None
-    chip = system.chip
-    topo = topology(system)
-    plans = enumerate_plans(
-        model, system, max_chips=max_chips, max_pp=max_pp, redundant_experts=redundant_experts, max_cp=max_cp
-    )
-    plans = plans[plans[:, 4] <= mem.max_context_parallel(workload.input_len)]
-    m = shard.shardable(model, precisions.weights)
-    i_len, o_len = workload.input_len, workload.output_len
-    ctx_max = i_len + o_len
-    kv_el = precisions.kv.bytes_per_element
-    cost_frac, weight_frac, layer_frac = shard.pipeline_fractions(m, plans[:, 1])
-    usable = rl.usable_bytes(chip.hbm_capacity_bytes, memory_reserve_frac)
-    weights = mem.weight_bytes_per_chip(
-        m, tp=plans[:, 0], pp=plans[:, 1], ep=plans[:, 3], stage_frac=weight_frac
-    ).total
-    keep = weights < usable
-    plans, cost_frac, weight_frac, layer_frac, weights = (
-        plans[keep],
-        cost_frac[keep],
-        weight_frac[keep],
-        layer_frac[keep],
-        weights[keep],
-    )
-    b = np.asarray(batches, float)
-    tp, pp, dp, ep, cp = (np.repeat(plans[:, j], b.size) for j in range(5))
-    batch = np.tile(b, len(plans))
-    cost_frac, weight_frac, layer_frac, weights = (
-        np.repeat(x, b.size) for x in (cost_frac, weight_frac, layer_frac, weights)
-    )
-
-    k = routing.mtp if phase != "prefill" else 0
-    e_tok = routing.tokens_per_step if k else 1.0
-    if phase == "mixed" and not k:
-        load = loads.mixed_load(model, batch, i_len, o_len, kv_el, workload.prefix_hit)
-    elif phase in ("mixed", "decode"):  # decode tokens verify k + 1 a sequence when MTP is on
-        load = loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el, tokens_per_sequence=k + 1)
-        if phase == "mixed":  # B E / O new prompts a step keep B in flight (mixed_load with E)
-            cached = workload.prefix_hit * i_len
-            pre = loads.prefill_load(model, batch * e_tok / o_len, i_len, kv_el, cached=cached)
-            load = replace(
-                load,
-                prefill_sequences=pre.prefill_sequences,
-                prefill_length=pre.prefill_length,
-                prefill_attention_flops=pre.prefill_attention_flops,
-                prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
-                prefill_kv_read_bytes=pre.prefill_kv_read_bytes,
-            )
-    else:
-        load = loads.prefill_load(model, batch, i_len, kv_el, whole=True)
-        ctx_max = i_len
-    held = mem.serving_memory_per_chip(
-        m,
-        batch=batch,
-        kv_bytes_per_sequence=arch.kv_bytes_per_sequence(model, ctx_max, kv_el),
-        tokens_in_flight=load.tokens,
-        tp=tp,
-        pp=pp,
-        dp=dp,
-        ep=ep,
-        stage_frac=weight_frac,
-        layer_frac=layer_frac,
-        redundant_experts=np.where(ep > 1, redundant_experts, 0),
-        cp=cp,
-    )
-    memory = held.total_bytes
-    base = pooled.Deployment(
+    dep = Deployment(
         model=model,
         system=system,
-        chips=1,
+        plan=ParallelPlan(),  # each candidate's plan is a row of the dimensions below
         precisions=precisions,
-        usd_per_chip_hour=chip.price_usd_per_chip_hour.value_usd,
-        efficiency=efficiency,
+        usd_per_chip_hour=system.chip.price_usd_per_chip_hour.value_usd,
+        efficiency=rl.Efficiency.parse(efficiency),
         memory_reserve_frac=memory_reserve_frac,
+        topology=topology(system),
+        comm_overlap_frac=comm_overlap_frac,
+        runtime=runtime,
     )
-    plan_kw: dict[str, Any] = {
-        "tp": tp,
-        "pp": pp,
-        "dp": dp,
-        "ep": ep,
-        "rates": base.chip_rates(),
-        "topo": topo,
-        "stage_frac": cost_frac,
-        "comm_overlap_frac": comm_overlap_frac,
-        "decode": phase != "prefill",
-        "redundant_experts": np.where(ep > 1, redundant_experts, 0),
-        "skew": np.where(ep > 1, np.minimum(skew, ep), 1.0),
-        "tbo_overlap_frac": tbo_overlap_frac,
-        "cp": cp,
-    }
-    step = par.plan_step(m, load=load, **plan_kw)
+    plans = enumerate_plans(
+        model,
+        system,
+        max_chips=max_chips,
+        max_pp=max_pp,
+        redundant_experts=routing.redundant_experts,
+        max_cp=max_cp,
+    )
+    plans = plans[plans[:, 4] <= mem.max_context_parallel(workload.input_len)]
+    dims, batch, weights = candidate_dims(dep, plans, batches, routing)
+    load, ctx_max = candidate_load(model, phase, workload, batch, dep.kv_bytes_per_element, routing)
+    memory = dep.memory(batch, ctx_max, tokens_in_flight=load.tokens, dims=dims)
+    step = dep.step(load, decode=phase != "prefill", dims=dims)
+    k = routing.mtp if phase != "prefill" else 0
+    e_tok = routing.tokens_per_step if k else 1.0
     cycle = step.step_s
     if k:  # the MTP head: k drafted tokens, each one layer's share of the plain decode step
-        plain = par.plan_step(m, load=loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el), **plan_kw)
+        i_len, o_len = workload.input_len, workload.output_len
+        plain = dep.step(
+            loads.decode_load(model, batch, i_len + o_len / 2.0, dep.kv_bytes_per_element), dims=dims
+        )
         cycle = cycle + spec.mtp_draft_s(plain.step_s, k, model.num_layers)
     tpot = cycle / e_tok
-    energy = step_energy(chip, step, base.chip_rates(), tp * pp * dp * cp, batch * e_tok)
+    tp, pp, dp, ep, cp = (np.asarray(x) for x in (dims.tp, dims.pp, dims.dp, dims.ep, dims.cp))
+    energy = step_energy(system.chip, step, dep.rates, tp * pp * dp * cp, batch * e_tok)
     if phase == "mixed":
-        ttft = rack_rules.chunked_prefill_ttft_s(cycle, batch * e_tok, o_len)
+        ttft = rack_rules.chunked_prefill_ttft_s(cycle, batch * e_tok, workload.output_len)
     else:
         ttft = tpot if phase == "prefill" else np.zeros_like(tpot)
     return Candidates(
         system=system,
         family=family,
         precisions=precisions,
-        usd_per_chip_hour=chip.price_usd_per_chip_hour.value_usd,
+        usd_per_chip_hour=dep.usd_per_chip_hour,
         tp=tp,
         pp=pp,
         dp=dp,
         ep=ep,
         batch=batch,
         weight_bytes_per_chip=weights,
-        memory_bytes_per_chip=memory,
+        memory_bytes_per_chip=np.asarray(memory.total_bytes),
         # a data-parallel rank with no whole sequence to run is not a deployment
-        fits=(batch >= dp)
-        & (
-            np.asarray(memory <= usable)
-            if runtime is None
-            else _runtime_fits(runtime, held, chip.hbm_capacity_bytes, load, dp, tp * pp * cp)
-        ),
+        fits=np.asarray((batch >= dp) & memory.fits & dep.runtime_admits(load, dims), dtype=bool),
         tpot_s=tpot,
         ttft_s=np.asarray(ttft, dtype=float),
         bottleneck=step.bottleneck,
         joules_per_token=None if energy is None else energy.joules_per_token,
         routing=routing,
         cp=cp,
+        efficiency=dep.efficiency,
     )
 
 
-def _runtime_fits(
-    r: RuntimeProfile,
-    held: ChipMemory,
-    hbm_bytes: float,
-    load: loads.StepLoad,
-    dp: NDArray[np.int64],
-    engine_chips: NDArray[np.int64],
-) -> NDArray[np.bool_]:
-    """Fits under a runtime's caps and memory flag (see :func:`evaluate`)."""
-    frac = r.memory_frac(engine_chips)
-    if r.kv_memory_basis == "total":
-        memory_ok = held.total_bytes <= frac * hbm_bytes
-    else:
-        rest = held.weights.total + held.activation_bytes
-        memory_ok = held.kv_bytes <= frac * (hbm_bytes - rest)
-    seqs_ok = load.decode_sequences + load.prefill_sequences * (load.decode_sequences == 0) <= dp * r.max_seqs
-    tokens_ok = load.tokens <= dp * r.max_tokens
-    if not r.chunked_prefill:  # a prompt runs whole in one engine's step
-        tokens_ok = tokens_ok & (load.prefill_length <= r.max_tokens)
-    return np.asarray(memory_ok & seqs_ok & tokens_ok, dtype=bool)
+def candidate_dims(
+    dep: Deployment, plans: NDArray[np.int64], batches: tuple[int, ...], routing: MoeRouting
+) -> tuple[PlanDims, FloatArray, FloatArray]:
+    """Every (plan, batch) as plan dimensions, the batch and the plan's weights per chip, for the
+    plans whose weights alone leave room in HBM; MoE routing on every ``ep > 1`` plan."""
+    rows = dep.with_stages(PlanDims(plans[:, 0], plans[:, 1], plans[:, 2], plans[:, 3], cp=plans[:, 4]))
+    weights = dep.weights_per_chip(rows).total
+    keep = weights < dep.usable_bytes
+    b = np.asarray(batches, float)
+    tp, pp, dp, ep, cp, cost, weight_share, layers, weights = (
+        np.repeat(np.asarray(x)[keep], b.size)
+        for x in (*plans[:, :5].T, rows.stage_frac, rows.weight_frac, rows.layer_frac, weights)
+    )
+    dims = PlanDims(
+        tp,
+        pp,
+        dp,
+        ep,
+        redundant_experts=np.where(ep > 1, routing.redundant_experts, 0),
+        skew=np.where(ep > 1, np.minimum(routing.skew, ep), 1.0),
+        tbo=routing.tbo_overlap_frac,
+        cp=cp,
+        stage_frac=cost,
+        layer_frac=layers,
+        weight_frac=weight_share,
+    )
+    return dims, np.tile(b, int(np.count_nonzero(keep))), weights
+
+
+def candidate_load(
+    model: ModelSpec, phase: str, workload: Workload, batch: FloatArray, kv_el: float, routing: MoeRouting
+) -> tuple[loads.StepLoad, float]:
+    """What one step of each candidate carries under ``phase`` (see :func:`evaluate`), and the
+    context each sequence's KV is held at."""
+    i_len, o_len = workload.input_len, workload.output_len
+    k = routing.mtp if phase != "prefill" else 0
+    if phase == "prefill":  # whole prompts: a pipeline micro-batch holds whole requests
+        return loads.prefill_load(model, batch, i_len, kv_el, whole=True), float(i_len)
+    if phase == "mixed" and not k:
+        return loads.mixed_load(model, batch, i_len, o_len, kv_el, workload.prefix_hit), float(i_len + o_len)
+    # decode tokens verify k + 1 a sequence when MTP is on
+    load = loads.decode_load(model, batch, i_len + o_len / 2.0, kv_el, tokens_per_sequence=k + 1)
+    if phase == "mixed":  # B E / O new prompts a step keep B in flight (mixed_load with E)
+        e_tok = routing.tokens_per_step if k else 1.0
+        cached = workload.prefix_hit * i_len  # the prompt's cached share skips its prefill
+        pre = loads.prefill_load(model, batch * e_tok / o_len, i_len, kv_el, cached=cached)
+        load = replace(
+            load,
+            prefill_sequences=pre.prefill_sequences,
+            prefill_length=pre.prefill_length,
+            prefill_attention_flops=pre.prefill_attention_flops,
+            prefill_kv_write_bytes=pre.prefill_kv_write_bytes,
+            prefill_kv_read_bytes=pre.prefill_kv_read_bytes,
+        )
+    return load, float(i_len + o_len)
 
 
 @dataclass(frozen=True)
@@ -456,7 +439,7 @@ class Choice:
     system: str
     chip: str
     family: str
-    precisions: pooled.Precisions
+    precisions: Precisions
     tp: int
     pp: int
     dp: int

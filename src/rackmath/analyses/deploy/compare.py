@@ -8,8 +8,8 @@ memory of one chip of the heaviest stage). Each figure here is an attribute of t
 :class:`~rackmath.analyses.serving.explain.Explanation` at the point, so the web's Compare view and
 ``rackmath explain ... --json`` agree to the last digit.
 
-Memory per chip is what one chip holds: weights, the batch's KV cache (and, under a plan, live
-activations) and the memory reserve; it fits when that total is at most the chip's HBM.
+Memory per chip is what one chip holds: weights, the batch's KV cache and its live activations;
+it fits when that total is at most what the chip may fill (its HBM less the memory reserve).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.analyses.serving.explain import Explanation, explain
-from rackmath.analyses.serving.pooled import Deployment, make_deployment
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import InputError
 from rackmath.frames import Record
@@ -73,8 +74,9 @@ class Compared(Record):
     bottleneck: str
     weight_bytes_per_chip: float
     kv_bytes_per_chip: float
-    memory_bytes_per_chip: float  # weights + KV (+ activations under a plan) + the reserve
+    memory_bytes_per_chip: float  # weights + KV + activations
     capacity_bytes_per_chip: float
+    usable_bytes_per_chip: float  # the capacity less the memory reserve
     fits: bool
 
 
@@ -92,8 +94,9 @@ class Comparison:
         ("joules_per_token", "joules per output token"),
         ("weight_bytes_per_chip", "weights per chip"),
         ("kv_bytes_per_chip", "KV cache per chip"),
-        ("memory_bytes_per_chip", "memory per chip (with the reserve)"),
+        ("memory_bytes_per_chip", "memory per chip"),
         ("capacity_bytes_per_chip", "HBM per chip"),
+        ("usable_bytes_per_chip", "HBM usable per chip (less the reserve)"),
         ("fits", "fits"),
         ("bottleneck", "bound by"),
     )
@@ -145,22 +148,8 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
     dep = r.deployment
     p = dep.precisions
     capacity = dep.system.chip.hbm_capacity_bytes
-    if r.planned is None:
-        g, e = r.decode, r.energy
-        kv = float(g.kv_bytes_per_chip[0, 0])
-        memory = dep.weight_bytes_per_chip + kv + (capacity - dep.usable_bytes_per_chip)
-        weights, bound, plan = dep.weight_bytes_per_chip, str(g.times.bottleneck[0, 0]), None
-        fits = bool(g.fits[0, 0])
-        per_chip, usd = float(g.tokens_per_s_per_chip[0, 0]), float(g.usd_per_million_output_tokens[0, 0])
-    else:
-        pg, e = r.planned, r.planned_energy
-        g = pg  # type: ignore[assignment]
-        kv = float(pg.memory.kv_bytes.ravel()[0])
-        memory = float(pg.memory.total_bytes.ravel()[0])
-        weights = float(pg.memory.weights.total.ravel()[0])
-        bound, plan = str(pg.step.bottleneck.ravel()[0]), str(pg.deployment.plan)
-        fits = bool(pg.fits.ravel()[0])
-        per_chip, usd = float(pg.tokens_per_s_per_chip[0, 0]), float(pg.usd_per_million_output_tokens[0, 0])
+    g, e = (r.decode, r.energy) if r.planned is None else (r.planned, r.planned_energy)
+    per_chip, usd = float(g.tokens_per_s_per_chip[0, 0]), float(g.usd_per_million_output_tokens[0, 0])
     step = float(g.step_s[0, 0])
     return Compared(
         label=label,
@@ -168,7 +157,7 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
         system=dep.system.id,
         chip=dep.system.chip.id,
         chips=dep.chips,
-        plan=plan,
+        plan=None if r.planned is None else str(g.deployment.plan),
         weights=p.weights.value,
         kv=p.kv.value,
         compute=p.compute.value,
@@ -181,12 +170,13 @@ def compared(c: Configuration, label: str, pue: float = DEFAULT_PUE) -> Compared
         tokens_per_s_per_chip=per_chip,
         usd_per_million_output_tokens=usd,
         joules_per_token=None if e is None else float(e.joules_per_token[0, 0]),
-        bottleneck=bound,
-        weight_bytes_per_chip=float(weights),
-        kv_bytes_per_chip=kv,
-        memory_bytes_per_chip=float(memory),
+        bottleneck=str(g.step.bottleneck[0, 0]),
+        weight_bytes_per_chip=float(g.weight_bytes_per_chip),
+        kv_bytes_per_chip=float(g.kv_bytes_per_chip[0, 0]),
+        memory_bytes_per_chip=float(g.memory_bytes_per_chip[0, 0]),
         capacity_bytes_per_chip=capacity,
-        fits=fits,
+        usable_bytes_per_chip=dep.usable_bytes_per_chip,
+        fits=bool(g.fits[0, 0]),
     )
 
 

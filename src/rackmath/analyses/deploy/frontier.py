@@ -3,7 +3,7 @@ the search's plans and batches (fitting candidates only)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,12 +21,14 @@ from rackmath.analyses.deploy.candidates import (
 )
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
 from rackmath.analyses.deploy.search_rules import check_precisions, check_search_size
-from rackmath.analyses.serving.pooled import check_context
+from rackmath.analyses.kernels.tables import describe as describe_efficiency
+from rackmath.analyses.serving.deployment import check_context
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -93,6 +95,8 @@ class Frontier(Tabular):
     disaggregated_frontier: tuple[ParetoPoint, ...] = ()
     #: the MoE routing and MTP every plan was searched with
     routing: MoeRouting = BALANCED
+    #: the efficiency the numbers use (:func:`rackmath.analyses.kernels.tables.describe`)
+    efficiency: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +107,7 @@ class Frontier(Tabular):
             "candidates_evaluated": self.candidates_evaluated,
             "frontier": [p.to_dict() for p in self.frontier],
             "disaggregated_frontier": [p.to_dict() for p in self.disaggregated_frontier],
+            "efficiency": self.efficiency,
             "assumptions": list(ASSUMPTIONS[:4]),
             "moe_routing": self.routing.to_dict(),
             "speculation": self.routing.speculation_dict(),
@@ -133,7 +138,7 @@ def pareto(
     comm_overlap_frac: float = net.CommOverlap.ADDED,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
-    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
     max_candidates: int = MAX_SEARCH_CANDIDATES,
 ) -> Frontier:
@@ -142,6 +147,7 @@ def pareto(
     ``max_chips`` defaults to the scale-up domain, at least 64. Refuses a request beyond the
     model's window, families the system has no peak for, and more than ``max_candidates``
     deployments to evaluate."""
+    efficiency = rl.Efficiency.parse(efficiency)
     w = Workload(traffic_tokens_per_s=1.0, input_len=input_len, output_len=output_len)
     cap = max(system.scale_up_domain_chips, 64) if max_chips is None else check_max_chips(max_chips)
     check_context(model, input_len + output_len, "--input-len + --output-len")
@@ -198,7 +204,10 @@ def pareto(
         if disaggregated
         else ()
     )
-    return Frontier(model.id, system.id, input_len, output_len, tuple(points), x, y, total, dis, routing)
+    described = describe_efficiency(system.chip.id, efficiency)
+    return Frontier(
+        model.id, system.id, input_len, output_len, tuple(points), x, y, total, dis, routing, described
+    )
 
 
 def _disaggregated_points(

@@ -12,17 +12,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from rackmath.analyses.serving.planned import PlannedDeployment, plan_deployment
-from rackmath.analyses.serving.pooled import check_context
+from rackmath.analyses.kernels.tables import describe
+from rackmath.analyses.serving.deployment import Deployment, check_context
+from rackmath.analyses.serving.planned import plan_deployment, topology
 from rackmath.core import memory as memory_account
 from rackmath.core import parallel as par
 from rackmath.core import rack_rules
+from rackmath.core import roofline as rl
 from rackmath.core import sharding as shard
 from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_BATCH
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -66,6 +69,8 @@ class LayoutReport:
     pipelining: dict[str, Any]
     scale_up: list[dict[str, Any]]
     stage_balance: list[dict[str, Any]]
+    #: the efficiency the steps use (:func:`rackmath.analyses.kernels.tables.describe`)
+    efficiency: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,10 +84,11 @@ class LayoutReport:
             "pipelining": self.pipelining,
             "scale_up": self.scale_up,
             "stage_balance": self.stage_balance,
+            "efficiency": self.efficiency,
         }
 
 
-def _decode(dep: PlannedDeployment, batch: int, context: int) -> dict[str, float]:
+def _decode(dep: Deployment, batch: int, context: int) -> dict[str, float]:
     g = dep.decode([batch], [context])
     s = g.step
     return {
@@ -126,16 +132,17 @@ def layout(
     context: int = 4096,
     microbatch: int = 256,
     weights: str | None = None,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
 ) -> LayoutReport:
     """All five arguments for a model on a system (uneven pipeline stages allowed); refuses a
     context beyond the model's window."""
     check_context(model, context, "--context")
     checks.whole_valued("--batch", batch, maximum=MAX_BATCH)
     checks.whole_valued("--context", context)
-    kw: dict[str, Any] = {"weights": weights}
+    kw: dict[str, Any] = {"weights": weights, "efficiency": rl.Efficiency.parse(efficiency)}
     plan = base_plan(model, system)
     base = plan_deployment(model, system, plan, **kw)
-    topo = base.topology
+    topo = topology(system)
     m = base.shardable
     k = model.moe.experts_per_token if model.is_moe and model.moe else 1
 
@@ -179,7 +186,7 @@ def layout(
                 "stages": p,
                 "chips": pp_plan.chips,
                 "batch": p * microbatch,
-                "weights_bytes_per_chip": float(mem.weights.total),
+                "weights_bytes_per_chip": float(mem.weights_bytes),
                 "kv_bytes_per_chip": float(mem.kv_bytes),
                 "tpot_s": float(dep.decode([p * microbatch], [context]).step_s[0, 0]),
                 "tpot_lecture_hops_s": float(
@@ -188,7 +195,7 @@ def layout(
                 "stage_layers": list(dep.stage_split.stage_layers),
             }
         )
-    kv_tok = base.base.kv_bytes_per_sequence(1.0)
+    kv_tok = base.kv_bytes_per_sequence(1.0)
     ex = LECTURE_MEMORY_EXAMPLE
     lecture_mem = [
         {
@@ -218,7 +225,7 @@ def layout(
         for s in SCALE_UP_SIZES
     ]
 
-    kv_el = base.base.precisions.kv.bytes_per_element
+    kv_el = base.precisions.kv.bytes_per_element
     long_ctx = max(context, BALANCE_MIN_CONTEXT)
     costs_kv = shard.layer_costs_bytes(model, m, batch=batch, context=long_ctx, kv_bytes_per_element=kv_el)
     balance_rows = []
@@ -261,4 +268,5 @@ def layout(
         },
         scale_up=scale_rows,
         stage_balance=balance_rows,
+        efficiency=describe(system.chip.id, kw["efficiency"]),
     )

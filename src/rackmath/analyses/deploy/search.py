@@ -29,7 +29,8 @@ from rackmath.analyses.deploy.disagg_search import Disaggregated, best_disaggreg
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
 from rackmath.analyses.deploy.search_rules import check_precisions, check_search_size
 from rackmath.analyses.deploy.simulate import parse_slo
-from rackmath.analyses.serving.pooled import check_context
+from rackmath.analyses.kernels.tables import describe as describe_efficiency
+from rackmath.analyses.serving.deployment import check_context
 from rackmath.core import economics as econ
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
@@ -38,6 +39,7 @@ from rackmath.frames import Col, Layout, Tabular
 from rackmath.progress import track
 from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_SEARCH_CANDIDATES
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.runtime import RuntimeProfile
@@ -160,6 +162,8 @@ class SearchResult(Tabular):
     #: the cheapest xPyD fleet (when the search was asked for it) and the sentence comparing it
     disaggregated: Disaggregated | None = None
     disaggregated_note: str = ""
+    #: per system, the efficiency its numbers use (:func:`rackmath.analyses.kernels.tables.describe`)
+    efficiency: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def choices(self) -> tuple[Choice, ...]:
@@ -185,6 +189,7 @@ class SearchResult(Tabular):
             "disaggregated": self.disaggregated.to_dict() if self.disaggregated else None,
             "disaggregated_vs_aggregated": self.disaggregated_note or None,
             "space": self.space,
+            "efficiency": self.efficiency,
             "assumptions": list(ASSUMPTIONS),
         }
 
@@ -203,7 +208,7 @@ def search(
     max_cp: int = DEFAULT_MAX_CP,
     disaggregated: bool = False,
     runtime: RuntimeProfile | None = None,
-    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     routing: MoeRouting = BALANCED,
     max_candidates: int = MAX_SEARCH_CANDIDATES,
 ) -> SearchResult:
@@ -213,6 +218,7 @@ def search(
     families no searched system has, more than ``max_candidates`` deployments to evaluate
     (the xPyD pools evaluate about three times the aggregated ones), and a prompt longer than
     the runtime's token budget when it cannot chunk prefill."""
+    efficiency = rl.Efficiency.parse(efficiency)
     max_chips = check_max_chips(max_chips)
     check_context(model, workload.input_len + workload.output_len, "--input-len + --output-len")
     check_precisions(model, systems, precisions)
@@ -312,6 +318,7 @@ def search(
         },
         disaggregated=dis,
         disaggregated_note=note,
+        efficiency={s.id: describe_efficiency(s.chip.id, efficiency) for s in systems},
     )
 
 
@@ -357,7 +364,7 @@ def plan(
     precisions: tuple[str, ...] = DEFAULT_PRECISIONS,
     max_candidates: int = MAX_SEARCH_CANDIDATES,
     routing: MoeRouting = BALANCED,
-    efficiency: rl.Efficiency = rl.KERNEL_GROUNDED,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     max_cp: int = DEFAULT_MAX_CP,
 ) -> SearchResult:
     """``rackmath plan``: the cheapest deployment serving ``traffic`` output tokens/s of

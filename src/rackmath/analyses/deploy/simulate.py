@@ -1,7 +1,7 @@
 """Serve a stream of requests on one planned replica "as the engine ran it".
 
 The step time comes from the per-operator model: one vectorized
-:meth:`~rackmath.analyses.serving.planned.PlannedDeployment.step` over a grid of (decode
+:meth:`~rackmath.analyses.serving.deployment.Deployment.step` over a grid of (decode
 sequences, prompt tokens per step, mean context), each point a step carrying
 ``decode_load + prefill_load`` (the pieces :func:`~rackmath.core.loads.mixed_load` is
 made of, here with their own sizes). The runtime profile caps the batch, the token budget
@@ -11,7 +11,8 @@ caps (perfect load balance across ranks, an optimistic assumption). With
 ``kv_memory_basis = total`` (vLLM, SGLang) the pool is ``frac x HBM - weights - activations``;
 with ``free`` (TensorRT-LLM) it is ``frac x (HBM - weights - activations)``; either is
 divided by the KV bytes one token adds per chip (the one serving memory account,
-:meth:`PlannedDeployment.memory`). Then :func:`rackmath.core.requests.simulate` runs the
+:meth:`~rackmath.analyses.serving.deployment.Deployment.memory` under the runtime's memory
+flag). Then :func:`rackmath.core.requests.simulate` runs the
 requests.
 
 SLO attainment, goodput and the highest rate at a stated attainment are
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rackmath.analyses.serving.planned import PlannedDeployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.analyses.serving.speculative import Speculation, draft_step_s
 from rackmath.core import architecture as arch
 from rackmath.core import disagg_requests as dq
@@ -89,26 +90,22 @@ def parse_slo(text: str) -> dict[str, float]:
 # ----------------------------------------------------------------------------- replica
 
 
-def kv_bytes_per_token_per_chip(
-    dep: PlannedDeployment, mean_context: float, tokens_in_flight: float
-) -> float:
+def kv_bytes_per_token_per_chip(dep: Deployment, mean_context: float, tokens_in_flight: float) -> float:
     """KV bytes one token adds on one chip, in the serving memory account."""
     empty = dep.memory(0.0, mean_context, tokens_in_flight=tokens_in_flight)
     one = dep.memory(1.0, mean_context, tokens_in_flight=tokens_in_flight)
     return float(np.asarray(one.kv_bytes - empty.kv_bytes)) / mean_context
 
 
-def kv_pool_tokens(dep: PlannedDeployment, runtime: RuntimeProfile, mean_context: float) -> float:
-    """Token slots of KV one replica holds under the runtime's memory setting (see module doc)."""
-    chip = dep.system.chip
-    hbm = chip.hbm_capacity_bytes
-    empty = dep.memory(0.0, mean_context, tokens_in_flight=runtime.max_tokens)
-    weights = float(np.asarray(empty.weights.total))
-    act = float(np.asarray(empty.activation_bytes))
-    per_token = kv_bytes_per_token_per_chip(dep, mean_context, runtime.max_tokens)
-    frac = float(runtime.memory_frac(dep.chips // dep.plan.dp))  # the chips of one engine
-    total = runtime.kv_memory_basis == "total"
-    room = frac * hbm - weights - act if total else frac * (hbm - weights - act)
+def kv_pool_tokens(dep: Deployment, mean_context: float) -> float:
+    """Token slots of KV one replica holds under its runtime's memory setting: what the memory
+    flag lets a chip fill (:meth:`~rackmath.analyses.serving.deployment.Deployment.usable_for`)
+    less the weights and the activations of a full step, over the KV bytes one token adds."""
+    assert dep.runtime is not None
+    tokens = dep.runtime.max_tokens
+    empty = dep.memory(0.0, mean_context, tokens_in_flight=tokens)
+    room = float(np.asarray(empty.usable_bytes - empty.total_bytes))
+    per_token = kv_bytes_per_token_per_chip(dep, mean_context, tokens)
     return max(room, 0.0) / per_token
 
 
@@ -122,7 +119,7 @@ def _grid(top: float, first: float = 1.0) -> np.ndarray:
 
 
 def step_table(
-    dep: PlannedDeployment,
+    dep: Deployment,
     max_seqs: int,
     max_tokens: int,
     max_context: float,
@@ -176,14 +173,19 @@ def step_table(
 class Replica:
     """A planned deployment under a runtime: its caps, KV pool, step table and host tier."""
 
-    deployment: PlannedDeployment
-    runtime: RuntimeProfile
+    deployment: Deployment
     limits: rq.Limits
     table: rq.StepTable
     host: rq.HostTier | None = None
     #: the host link each chip loads offloaded KV over (bytes/s per direction) and what it is
     host_link_bytes_per_s: float | None = None
     host_link: str = ""
+
+    @property
+    def runtime(self) -> RuntimeProfile:
+        runtime = self.deployment.runtime
+        assert runtime is not None  # replica() serves it with one
+        return runtime
 
     def describe(self) -> dict[str, Any]:
         r = self.runtime
@@ -196,7 +198,7 @@ class Replica:
                 "max_seqs": self.limits.max_seqs,
                 "max_tokens": self.limits.max_tokens,
                 "chunk_tokens": self.limits.chunk_tokens,
-                "kv_memory_frac": float(r.memory_frac(self.deployment.chips // self.deployment.plan.dp)),
+                "kv_memory_frac": float(r.memory_frac(self.deployment.dims.engine_chips)),
                 "kv_memory_basis": r.kv_memory_basis,
                 "kv_pool_tokens": self.limits.kv_tokens,
                 "policy": r.policy,
@@ -231,7 +233,7 @@ class Replica:
 
 
 def replica(
-    dep: PlannedDeployment,
+    dep: Deployment,
     runtime: RuntimeProfile,
     *,
     max_context: float,
@@ -247,7 +249,8 @@ def replica(
     width and drafter (:func:`step_table`). ``host_bytes``: host memory for KV evicted from HBM
     (the replica's, all chips' shards), loaded back over each chip's host link at
     ``host_link_bytes_per_s`` (every chip its own shard)."""
-    kv = kv_pool_tokens(dep, runtime, mean_context)
+    dep = replace(dep, runtime=runtime)
+    kv = kv_pool_tokens(dep, mean_context)
     if kv < max_context:
         raise InputError(
             "deployment",
@@ -277,7 +280,7 @@ def replica(
             )
         per_chip = kv_bytes_per_token_per_chip(dep, mean_context, runtime.max_tokens)
         host = rq.HostTier(host_bytes / (per_chip * dep.chips), per_chip / host_link_bytes_per_s)
-    return Replica(dep, runtime, limits, table, host, host_link_bytes_per_s, host_link)
+    return Replica(dep, limits, table, host, host_link_bytes_per_s, host_link)
 
 
 # ----------------------------------------------------------------------------- results

@@ -21,16 +21,16 @@ from typing import Any
 from rackmath.analyses.deploy import rate_search
 from rackmath.analyses.deploy import simulate as sim
 from rackmath.analyses.deploy.slo import Fleet, Slo, SloRun, Workload, serve
+from rackmath.analyses.serving.deployment import check_context
 from rackmath.analyses.serving.planned import plan_deployment
-from rackmath.analyses.serving.pooled import check_context
+from rackmath.analyses.serving.pooled import with_weight_classes
 from rackmath.analyses.serving.speculative import Speculation
 from rackmath.catalog.runtimes import runtime as catalog_runtime
 from rackmath.errors import InputError, RackmathError
 from rackmath.numbers import parse_number
 from rackmath.specs import checks
 from rackmath.specs.hardware import SystemSpec
-from rackmath.specs.model import ModelSpec, parse_weight_classes
-from rackmath.specs.precision import Precision
+from rackmath.specs.model import ModelSpec
 from rackmath.specs.workload import LengthDist, Requests
 from rackmath.units import SECONDS_PER_HOUR, SECONDS_PER_MINUTE
 
@@ -165,9 +165,9 @@ def simulate(
     ``acceptance`` each (an MTP head), or a ``speculation`` stated in full (drafter, tree,
     acceptance per position): each decode step verifies and drafts, and a request advances by
     the expected tokens per step (:mod:`rackmath.analyses.deploy.slo`)."""
-    if weight_classes is not None:
-        base = None if weights is None else Precision.parse(weights, "--weights")
-        model, weights = model.with_weight_precisions(parse_weight_classes(weight_classes), base), None
+    # the model as stored (per class where weight_classes says so), so that every replica the
+    # fleet builds serves it so (pooled.with_weight_classes: make_deployment's rule)
+    model, weights = with_weight_classes(model, weights, weight_classes)
     the_plan = plan or default_plan(model, system, chips)
     dep = plan_deployment(model, system, the_plan, efficiency=efficiency, weights=weights, kv=kv)
     if chips is not None and chips != dep.chips:

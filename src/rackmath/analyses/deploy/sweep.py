@@ -6,16 +6,16 @@ The pipeline is pure and has three steps:
 1. :func:`parse_spec` validates a mapping (a YAML file's contents) into a :class:`SweepSpec`;
    a bad field is one :class:`~rackmath.errors.InputError` line naming it.
 2. :func:`make_chunks` resolves every id against the catalog, counts the points
-   (``models x systems x plans x precisions x batch x context x max(1, traffic)``), refuses
+   (``models x systems x plans x precisions x efficiency x batch x context x max(1, traffic)``), refuses
    more than ``max_points`` and groups the (model, system, plan, precision) combinations
    into chunks of at most ``chunk_points`` points (a combination whose own grid is larger is
    split along its batch axis, and its context axis if one batch row is larger still, so
    memory stays bounded by the chunk, not the grid).
 3. :func:`evaluate_chunk` turns one chunk into a DataFrame: each combination's whole
-   ``batch x context`` grid is one vectorized call of the existing analyses
-   (:meth:`~rackmath.analyses.serving.planned.PlannedDeployment.decode`, or
-   :func:`~rackmath.analyses.serving.pooled.decode` for the ``ideal`` plan), read out through the
-   grid's :meth:`to_frame`; traffic adds the fleet size from
+   ``batch x context`` grid is one vectorized call of
+   :meth:`~rackmath.analyses.serving.deployment.Deployment.decode` (the pooled ideal chip for the
+   ``ideal`` plan), read out through the grid's :meth:`to_frame`, whose ``efficiency`` column
+   says which efficiency each row used; traffic adds the fleet size from
    :func:`rackmath.core.economics.replicas_needed` and its rent from
    :func:`~rackmath.core.economics.usd_per_day`; a spec's ``speculation`` adds the
    speculative step's columns (:func:`~rackmath.analyses.serving.speculative.speculative_decode`
@@ -40,8 +40,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rackmath.analyses.deploy import candidates
 from rackmath.analyses.economics.fleet import MIN_TRAFFIC_TOKENS_PER_S
-from rackmath.analyses.serving import planned as dep
-from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.deployment import IDEAL_PLAN, DecodeGrid, check_context
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.analyses.serving.speculative import parse_speculation, speculative_decode
 from rackmath.catalog.loader import resolve_model
 from rackmath.catalog.loader import system as catalog_system
@@ -50,6 +51,7 @@ from rackmath.errors import InputError, RackmathError
 from rackmath.frames import DECODE_COLUMNS, deployment_labels, require
 from rackmath.progress import progress
 from rackmath.specs import checks
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.plan import ParallelPlan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,8 +63,6 @@ DEFAULT_MAX_POINTS = 1_000_000
 #: Points per chunk: big enough that one vectorized call dominates the chunk's overhead,
 #: small enough that a cluster gets many chunks to spread.
 DEFAULT_CHUNK_POINTS = 20_000
-#: The plan word for the ideal-chip model: the system's default chips as one big chip.
-IDEAL_PLAN = "ideal"
 _T = TypeVar("_T")
 #: How long to wait for a Dask scheduler to answer before refusing its address.
 SCHEDULER_TIMEOUT = "10s"
@@ -80,6 +80,7 @@ COLUMNS: tuple[str, ...] = (
     "plan",
     "precision_family",
     *(c.name for c in deployment_labels()[3:]),
+    "efficiency",
     *(c.name for c in DECODE_COLUMNS),
     "compute_s",
     "weight_fetch_s",
@@ -105,6 +106,8 @@ class SweepSpec(BaseModel):
     systems: list[str] = Field(min_length=1)
     plans: list[str] = Field(default=[IDEAL_PLAN], min_length=1)
     precisions: list[str] = Field(default=["native"], min_length=1)
+    #: kernel (fitted kernel curves, the default) and/or pure (the lecture's roofline)
+    efficiency: list[str] = Field(default=[EfficiencyMode.KERNEL.value], min_length=1)
     batch: list[float] = Field(min_length=1)
     context: list[float] = Field(min_length=1)
     traffic_tokens_per_s: list[float] = Field(default=[])
@@ -145,6 +148,11 @@ class SweepSpec(BaseModel):
             f"one of {', '.join(candidates.PRECISION_CHOICES)}",
         )
 
+    @field_validator("efficiency")
+    @classmethod
+    def _efficiency(cls, values: list[str]) -> list[str]:
+        return _each(values, lambda v: v in tuple(EfficiencyMode), "kernel or pure")
+
     @field_validator("plans")
     @classmethod
     def _plan(cls, values: list[str]) -> list[str]:
@@ -177,12 +185,14 @@ def parse_spec(data: Any) -> SweepSpec:
 
 @dataclass(frozen=True)
 class Combo:
-    """One (model, system, plan, precision family) whose batch x context grid is one call."""
+    """One (model, system, plan, precision family, efficiency) whose batch x context grid is
+    one call."""
 
     model: str
     system: str
     plan: str
     precision: str
+    efficiency: str = EfficiencyMode.KERNEL.value
 
 
 @dataclass(frozen=True)
@@ -202,7 +212,15 @@ class Chunk:
 
 def count_points(spec: SweepSpec) -> int:
     """Rows the full product has (skipped combinations included)."""
-    sizes = (spec.models, spec.systems, spec.plans, spec.precisions, spec.batch, spec.context)
+    sizes = (
+        spec.models,
+        spec.systems,
+        spec.plans,
+        spec.precisions,
+        spec.efficiency,
+        spec.batch,
+        spec.context,
+    )
     return int(np.prod([len(s) for s in sizes], dtype=object)) * max(1, len(spec.traffic_tokens_per_s))
 
 
@@ -226,7 +244,9 @@ def make_chunks(
         )
     traffic = tuple(spec.traffic_tokens_per_s)
     per_combo = len(spec.batch) * len(spec.context) * max(1, len(traffic))
-    combos = [Combo(*c) for c in itertools.product(models, systems, spec.plans, spec.precisions)]
+    combos = [
+        Combo(*c) for c in itertools.product(models, systems, spec.plans, spec.precisions, spec.efficiency)
+    ]
     if per_combo <= chunk_points:
         step = chunk_points // per_combo
         axes = (tuple(spec.batch), tuple(spec.context), traffic)
@@ -260,28 +280,32 @@ class ChunkResult:
     skipped: tuple[tuple[Combo, str], ...]
 
 
-def _grid(combo: Combo, batch: Sequence[float], context: Sequence[float]) -> Any:
+def _grid(combo: Combo, batch: Sequence[float], context: Sequence[float]) -> DecodeGrid:
     model, system = resolve_model(combo.model), catalog_system(combo.system)
     precisions = candidates.precision_family(combo.precision, model, system)
     if precisions is None:
         raise InputError("precision", combo.precision, f"a precision {system.chip.id} has a peak for")
-    w, kv, compute = precisions.weights, precisions.kv, precisions.compute
+    p = precisions
+    kw: dict[str, Any] = {
+        "weights": p.weights,
+        "kv": p.kv,
+        "compute": p.compute,
+        "efficiency": combo.efficiency,
+    }
     if combo.plan == IDEAL_PLAN:
-        ideal = pooled.make_deployment(model, system, weights=w, kv=kv, compute=compute)
-        return pooled.decode(ideal, batch, context)
-    planned = dep.plan_deployment(model, system, combo.plan, weights=w, kv=kv, compute=compute)
-    return planned.decode(batch, context)
+        return make_deployment(model, system, **kw).decode(batch, context)
+    return plan_deployment(model, system, combo.plan, **kw).decode(batch, context)
 
 
 def _within_window(combo: Combo, context: Sequence[float], skipped: list[tuple[Combo, str]]) -> list[float]:
     """The contexts of ``context`` the combination's model can hold; the others are skipped
-    with the reason :func:`~rackmath.analyses.serving.pooled.check_context` gives (no rows for them)."""
+    with the reason :func:`~rackmath.analyses.serving.deployment.check_context` gives (no rows for them)."""
     model = resolve_model(combo.model)
     window = model.max_context or float("inf")
     beyond = [c for c in context if c > window]
     if beyond:
         try:
-            pooled.check_context(model, beyond, "context")
+            check_context(model, beyond, "context")
         except RackmathError as exc:
             skipped.append((combo, str(exc)))
     return [c for c in context if c <= window]
@@ -302,7 +326,7 @@ SPECULATION_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _add_speculation(frame: pd.DataFrame, grid: Any, text: str) -> None:
+def _add_speculation(frame: pd.DataFrame, grid: DecodeGrid, text: str) -> None:
     """The ``spec_*`` columns of :data:`SPECULATION_COLUMNS`, in the grid's row order."""
     s = parse_speculation(text, resolve_model)
     g = speculative_decode(grid.deployment, grid.batch[:, 0], grid.context[0], s)
@@ -336,7 +360,6 @@ def evaluate_chunk(chunk: Chunk) -> ChunkResult:
             skipped.append((combo, str(exc)))
             continue
         frame = grid.to_frame()
-        frame["plan"] = str(getattr(grid.deployment, "plan", combo.plan))
         frame["precision_family"] = combo.precision
         frame = frame[list(COLUMNS)]
         if chunk.speculation is not None:
@@ -370,6 +393,17 @@ class SweepResult:
     chunks: int
     where: str = "local"
     notes: tuple[str, ...] = field(default=())
+
+    @property
+    def efficiency(self) -> dict[str, dict[str, str]]:
+        """Per system, the efficiency labels its rows used (the table's ``efficiency`` column)."""
+        if not len(self.frame):
+            return {}
+        pairs = self.frame[["system", "efficiency"]].drop_duplicates()
+        labels: dict[str, list[str]] = {}
+        for system, label in zip(pairs["system"], pairs["efficiency"], strict=True):
+            labels.setdefault(str(system), []).append(str(label))
+        return {system: {"label": " and ".join(ls)} for system, ls in labels.items()}
 
 
 def _local(chunks: Sequence[Chunk], done: Callable[[int], None]) -> Iterable[ChunkResult]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from rackmath.analyses.deploy.frontier import Frontier, pareto
 from rackmath.analyses.deploy.plan_features import BALANCED, MoeRouting
-from rackmath.analyses.kernels.tables import describe, parse_mode
+from rackmath.analyses.kernels.tables import describe
 from rackmath.catalog.measurements import measurements
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError, RackmathError
@@ -121,13 +121,6 @@ def _on_axes(s: Scenario) -> tuple[float | None, float, str] | None:
     return None
 
 
-def _efficiency_label(e: dict[str, Any]) -> str:
-    if e["mode"] == "pure":
-        return "pure roofline"
-    donor = e["transferred_from"]
-    return "kernel-grounded" + (f" (transferred from {donor})" if donor else " (measured)")
-
-
 def published_points(model: ModelSpec, systems: Sequence[SystemSpec]) -> tuple[PublishedPoint, ...]:
     """The catalog's measurements of ``model`` on ``systems`` that these axes can hold."""
     by_id = {s.id: s for s in systems}
@@ -177,11 +170,11 @@ def systems_frontier(
     points. A system the model does not fit on is kept, with the reason, and has no curve."""
     if not 1 <= len(systems) <= MAX_SYSTEMS:
         raise InputError("systems", len(systems), f"1 to {MAX_SYSTEMS} systems")
-    mode = parse_mode(efficiency)
+    mode = rl.Efficiency.parse(efficiency)
     curves: list[SystemCurve] = []
     for system in systems:
         price = system.chip.price_usd_per_chip_hour
-        label = _efficiency_label(describe(system.chip.id, efficiency))
+        label = describe(system.chip.id, mode)["label"]
         try:
             f: Frontier | None = pareto(
                 model,

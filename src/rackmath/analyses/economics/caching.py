@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.analyses.serving import pooled
 from rackmath.analyses.serving.cache_tiers import DEFAULT_AMORTIZATION_S, CacheTier
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.analyses.serving.prefix import PrefixPrefill, prefix_cache, prefix_prefill, with_offload_tiers
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
@@ -208,7 +207,7 @@ def cache_economics(
         raise InputError("tiers", "()", "at least one memory tier")
     checks.at_least("prompt tokens", prompt_tokens, 1)
     kv_tok = cached_kv_bytes_per_token(deployment, prompt_tokens)
-    pre = pooled.prefill(deployment, [1.0], [prompt_tokens])
+    pre = deployment.prefill([1.0], [prompt_tokens])
     recompute = float(pre.usd_per_million_input_tokens[0, 0]) / MILLION
     hold = np.array(
         [econ.hold_cost_usd(kv_tok, t.device_usd_per_s, t.capacity_bytes, r) for t in tiers], dtype=float

@@ -4,7 +4,7 @@ Two views. The lecture's idealised roofline (weights only): a normal operating p
 ``k`` times the balance batch runs ``k`` times the latency floor; a fast mode at ``B*/m``
 runs at the floor, so it is ``k`` times faster for ``m`` times the price, and no price buys
 more than ``k``. And the same question on a real deployment through
-:func:`rackmath.analyses.serving.pooled.decode` (KV fetch and MoE routing included).
+:meth:`rackmath.analyses.serving.deployment.Deployment.decode` (KV fetch and MoE routing included).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.core import economics as econ
 from rackmath.specs import checks
 from rackmath.specs.economics import ModelPrice
@@ -129,10 +129,10 @@ def on_deployment(
     b_star = float(bal.balance_batch_with_kv[0])
     if not np.isfinite(b_star):
         b_star = bal.balance_batch
-    fit_cap = float(pooled.max_batch(deployment, [context])[0])
+    fit_cap = float(deployment.max_concurrency([context])[0])
     b_normal = max(1.0, min(round(normal_over_balance * b_star), fit_cap)) if fit_cap >= 1 else 1.0
     below = np.unique(np.round(np.geomspace(1.0, b_normal, points)))
-    grid = pooled.decode(deployment, below, [context])
+    grid = deployment.decode(below, [context])
     step = grid.step_s[:, 0]
     cost = grid.usd_per_million_output_tokens[:, 0]
     speedups = step[-1] / step
@@ -140,9 +140,9 @@ def on_deployment(
     # cost falls with batch below normal: interpolate the batch at the requested multiple
     order = np.argsort(multiples)
     fast_batch = float(np.exp(np.interp(price_multiple, multiples[order], np.log(below[order]))))
-    fast_grid = pooled.decode(deployment, [fast_batch], [context])
+    fast_grid = deployment.decode([fast_batch], [context])
     above = np.unique(np.round(np.geomspace(b_normal, max(b_normal, min(8 * b_normal, fit_cap)), 60)))
-    slow = pooled.decode(deployment, above, [context]).usd_per_million_output_tokens[:, 0]
+    slow = deployment.decode(above, [context]).usd_per_million_output_tokens[:, 0]
     j = int(np.argmin(slow))
     return DeploymentFastMode(
         deployment=deployment,

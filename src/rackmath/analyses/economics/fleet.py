@@ -3,7 +3,7 @@ train schedule, and a discrete-event check of both (D8-D10).
 
 The decode step time comes either from a stated figure (the lecture's 15.625 ms, i.e. 64
 steps per second, the HBM drain time of a full chip) or from a deployment's roofline
-(:func:`rackmath.analyses.serving.pooled.decode`, one step time per batch size).
+(:meth:`rackmath.analyses.serving.deployment.Deployment.decode`, one step time per batch size).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment, check_context
 from rackmath.core import economics as econ
 from rackmath.core import requests as rq
 from rackmath.core import roofline as rl
@@ -151,6 +151,8 @@ class Fleet(Tabular):
     train: TrainCheck
     loads: tuple[LoadPoint, ...]
     capacity_requests_per_s: float
+    #: the efficiency of the deployment the step times came from (None: a stated step time)
+    efficiency: dict[str, Any] | None = None
 
     @property
     def chips(self) -> int:
@@ -195,6 +197,7 @@ class Fleet(Tabular):
             "train": self.train.to_dict(),
             "capacity_requests_per_s": self.capacity_requests_per_s,
             "loads": [p.to_dict() for p in self.loads],
+            "efficiency": self.efficiency,
         }
 
 
@@ -220,7 +223,7 @@ def reference_deployment(
 def step_times_from_deployment(deployment: Deployment, max_batch: int, context: float) -> FloatArray:
     """Decode step time for every batch 1..max_batch at ``context`` (the roofline)."""
     batches = np.arange(1, max_batch + 1, dtype=float)
-    return np.asarray(pooled.decode(deployment, batches, [context]).step_s[:, 0], dtype=float)
+    return np.asarray(deployment.decode(batches, [context]).step_s[:, 0], dtype=float)
 
 
 def _steady_state(run: rq.RequestRun, start_s: float, end_s: float) -> tuple[float, float]:
@@ -388,8 +391,8 @@ def fleet(
     checks.whole_valued("seed", seed, minimum=0)
     batch = int(batch)
     if deployment is not None:
-        pooled.check_context(deployment.model, context, "--context")
-        fits = int(pooled.max_batch(deployment, [context])[0])
+        check_context(deployment.model, context, "--context")
+        fits = int(deployment.max_concurrency([context])[0])
         if batch > fits:
             allowed = f"at most {fits:,} sequences of {context:,.0f} tokens fit in memory"
             raise InputError("batch", batch, allowed)
@@ -455,4 +458,5 @@ def fleet(
         train=train_check(full_step, full_step, batch, train_rate, seed),
         loads=points,
         capacity_requests_per_s=capacity,
+        efficiency=None if deployment is None else deployment.efficiency_described,
     )

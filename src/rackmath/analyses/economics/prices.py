@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from rackmath.analyses.economics.caching import DEFAULT_PROMPT_TOKENS, DEFAULT_RETENTIONS_S
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment, check_context
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
 from rackmath.errors import InputError, UnknownIdError
@@ -91,8 +91,8 @@ class RooflineRatio:
 
 def roofline_ratio(deployment: Deployment, batch: float, context: float) -> RooflineRatio:
     """Decode at ``batch`` sequences of ``context`` tokens vs prefilling one ``context`` prompt."""
-    dec = pooled.decode(deployment, [batch], [context])
-    pre = pooled.prefill(deployment, [1.0], [context])
+    dec = deployment.decode([batch], [context])
+    pre = deployment.prefill([1.0], [context])
     return RooflineRatio(
         deployment=deployment,
         batch=float(batch),
@@ -204,8 +204,8 @@ def long_context(
     """
     checks.at_least("batch", batch, 1)
     c = default_contexts(price) if contexts is None else np.asarray(contexts, float)
-    dec = pooled.decode(deployment, [batch], c)
-    pre = pooled.prefill(deployment, [1.0], c)
+    dec = deployment.decode([batch], c)
+    pre = deployment.prefill([1.0], c)
     tiers = [price.tier_for(x) for x in c]
     kv_tok = arch.kv_bytes_per_token(deployment.model, deployment.precisions.kv.bytes_per_element)
     bal = pooled.balance(deployment, c[:1])
@@ -287,6 +287,7 @@ class PricesReport:
             "long_context": self.long_context.to_dict() if self.long_context else None,
             "caching": self.caching.to_dict() if self.caching is not None else None,
             "fast_mode": self.fast_mode.to_dict() if self.fast_mode is not None else None,
+            "efficiency": self.survey.roofline.deployment.efficiency_described,
         }
 
 
@@ -353,7 +354,7 @@ def report(
             raise UnknownIdError("provider", provider, known)
         chosen = [p for p in chosen if p.provider == provider.lower()]
     pooled.require_weights_fit(deployment)
-    pooled.check_context(deployment.model, context, "--context")
+    check_context(deployment.model, context, "--context")
     for field, value, most in (
         ("--batch", batch, MAX_BATCH),
         ("--long-batch", long_batch, MAX_BATCH),

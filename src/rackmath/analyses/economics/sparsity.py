@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
 from rackmath.core import scaling_laws as sl
@@ -65,6 +65,16 @@ class SparsityRow(Record):
         return self.balance_batch
 
 
+#: What the study's step times run on: the lecture's closed-form roofline at every sparsity (a
+#: model that does not exist has no operators to ground on kernel curves).
+EFFICIENCY = {
+    "mode": "pure",
+    "label": "pure roofline (the lecture's closed forms, at every hypothetical sparsity)",
+    "transferred_from": None,
+    "source": "pure roofline",
+}
+
+
 @dataclass(frozen=True)
 class SparsityStudy:
     deployment: Deployment  # supplies the chip, precisions, price, active size and KV per token
@@ -91,6 +101,7 @@ class SparsityStudy:
                 "source": self.fit.source,
             },
             "rows": [r.to_dict() for r in self.rows],
+            "efficiency": EFFICIENCY,
         }
 
 

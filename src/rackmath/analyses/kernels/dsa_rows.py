@@ -100,8 +100,8 @@ def dsa_rows(df: Any, cls: OpClass) -> OpRows:
             for i, value in enumerate(work):
                 if value is not None:
                     into[i][at] = value
-        for i in np.flatnonzero(at):  # a tuple per row (an object array cannot broadcast one)
-            gemm_formats[i] = formats
+        for row in np.flatnonzero(at):  # a tuple per row (an object array cannot broadcast one)
+            gemm_formats[row] = formats
         kv_formats[at] = rates.attention_formats[0]
     attention, qkv, out = (_work(w) for w in works)
     companions = (
@@ -116,7 +116,7 @@ def dsa_rows(df: Any, cls: OpClass) -> OpRows:
 def _work(fields: list[np.ndarray]) -> wk.Work:
     """A work from its fields over the rows (the optional MoE fields stay None)."""
     core = len(wk.Work._fields) - 4  # routed, tokens, ep, input_values
-    return wk.Work(*fields[:core])  # type: ignore[arg-type]
+    return wk.Work(*fields[:core])
 
 
 def _module_works(

@@ -30,12 +30,13 @@ from typing import Any
 
 from rackmath.core.efficiency import achieved_compute_frac
 from rackmath.core.roofline import Efficiency
-from rackmath.errors import InputError, UnknownIdError
+from rackmath.errors import UnknownIdError
 from rackmath.specs.efficiency import (
     CollectiveCurve,
     CollectiveEfficiency,
     Curve,
     CurveKey,
+    EfficiencyMode,
     EfficiencyTable,
     ErrorBand,
     OpClass,
@@ -45,8 +46,6 @@ from rackmath.specs.efficiency import (
 #: The chip whose curves a chip unknown to the kernel catalog takes (the best-characterised
 #: mature HBM3 part, as for non-NVIDIA chips in the catalog's ``transferred`` map).
 DEFAULT_DONOR = "h100-sxm"
-#: What the user may ask for: the fitted kernel curves, or the pure roofline.
-MODES = ("kernel", "pure")
 #: Collective names of catalogs written before collectives named their implementation.
 _LEGACY_COLLECTIVES = {
     "all_reduce": "all_reduce:nccl",
@@ -217,19 +216,19 @@ def _scaled(e: OpEfficiency, compute: float, bandwidth: float) -> OpEfficiency:
 
 
 def grounded_table(chip_id: str, scalars: Efficiency) -> EfficiencyTable:
-    """The table a deployment runs on. ``scalars.kernel_grounded`` False: the scalars on the
-    pure roofline (``Efficiency.table``). True: the chip's fitted kernel curves with the
-    scalars multiplied in (compute fractions by ``flops_frac``, GEMM/MoE bandwidth by
+    """The table a deployment runs on. ``scalars.mode`` pure: the scalars on the pure roofline
+    (``Efficiency.table``). Kernel: the chip's fitted kernel curves with the scalars multiplied
+    in (compute fractions by ``flops_frac``, GEMM/MoE bandwidth by
     ``bandwidth_frac * weight_bandwidth_frac``, attention bandwidth by
     ``bandwidth_frac * kv_bandwidth_frac``) and ``overhead_s`` added once per step; an engine
     that runs NCCL only (``scalars.all_reduce == "nccl"``) loses the custom all-reduce curve."""
-    if not scalars.kernel_grounded:
+    if scalars.mode is EfficiencyMode.PURE:
         return scalars.table()
     table = efficiency_table(chip_id)
     if scalars.all_reduce == "nccl":  # an engine without the custom all-reduce kernel
         table = replace(table, collectives=tuple(c for c in table.collectives if c[0] != "all_reduce:custom"))
         scalars = replace(scalars, all_reduce="auto")
-    if scalars == Efficiency(kernel_grounded=True):
+    if not scalars.scaled:
         return table
     weight_bw = scalars.bandwidth_frac * scalars.weight_bandwidth_frac
     kv_bw = scalars.bandwidth_frac * scalars.kv_bandwidth_frac
@@ -254,31 +253,29 @@ def grounded_table(chip_id: str, scalars: Efficiency) -> EfficiencyTable:
     )
 
 
-def parse_mode(value: object) -> Efficiency:
-    """``"kernel"`` -> :data:`~rackmath.core.roofline.KERNEL_GROUNDED`, ``"pure"`` -> the pure
-    roofline; an :class:`Efficiency` passes through."""
-    from rackmath.core.roofline import KERNEL_GROUNDED, PURE_ROOFLINE
-
-    if isinstance(value, Efficiency):
-        return value
-    if value is None or value == "kernel":
-        return KERNEL_GROUNDED
-    if value == "pure":
-        return PURE_ROOFLINE
-    raise InputError(
-        "efficiency", value, "'kernel' (fitted kernel curves, the default) or 'pure' (the roofline)"
-    )
+def efficiency_label(chip_id: str, efficiency: Efficiency) -> str:
+    """The one line every result states about its efficiency: ``pure roofline`` or
+    ``kernel-grounded (measured; <the kernel fit>)`` (``transferred from <chip>, scaled by
+    <chip>'s own peaks`` for a chip without tables), with any scalars after ``x``."""
+    scalars = f" x {efficiency.scalars_text()}" if efficiency.scaled else ""
+    if efficiency.mode is EfficiencyMode.PURE:
+        return "pure roofline" + scalars
+    donor = donor_of(chip_id)
+    where = f"transferred from {donor}, scaled by {chip_id}'s own peaks" if donor else "measured"
+    fit = efficiency_table(chip_id).source.rsplit(": ", 1)[-1]  # the package fit, without the transfer prefix
+    return f"kernel-grounded ({where}; {fit}){scalars}"
 
 
-def describe(chip_id: str, mode: str) -> dict[str, Any]:
-    """What a report says about the efficiency it used on a chip: ``mode`` (``kernel`` /
-    ``pure``), ``transferred_from`` (the donor chip, or None) and ``source``."""
-    if mode == "pure":
-        return {"mode": "pure", "transferred_from": None, "source": "pure roofline"}
+def describe(chip_id: str, efficiency: Efficiency) -> dict[str, Any]:
+    """What a result's JSON says about the efficiency it used on a chip: ``mode`` (``kernel``
+    / ``pure``), ``label`` (:func:`efficiency_label`), ``transferred_from`` (the donor chip, or
+    None) and ``source``."""
+    kernel = efficiency.mode is EfficiencyMode.KERNEL
     return {
-        "mode": "kernel",
-        "transferred_from": donor_of(chip_id),
-        "source": efficiency_table(chip_id).source,
+        "mode": efficiency.mode.value,
+        "label": efficiency_label(chip_id, efficiency),
+        "transferred_from": donor_of(chip_id) if kernel else None,
+        "source": grounded_table(chip_id, efficiency).source,
     }
 
 

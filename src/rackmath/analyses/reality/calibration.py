@@ -40,6 +40,7 @@ import numpy as np
 from rackmath.analyses.reality.report import ValidationReport, build_report
 from rackmath.analyses.reality.validation import (
     PURE,
+    PURE_ROOFLINE,
     Calibration,
     FamilyParams,
     Prediction,
@@ -90,7 +91,9 @@ def _params(point: Mapping[str, float]) -> FamilyParams:
 
 
 def _point(p: FamilyParams) -> dict[str, float]:
-    return {f.name: float(getattr(p, f.name)) for f in fields(p)}
+    """The fitted numbers of ``p``; its ``mode`` (the roofline these scalars multiply) stays
+    :data:`PURE`'s."""
+    return {f.name: float(getattr(p, f.name)) for f in fields(p) if f.name != "mode"}
 
 
 def fit(
@@ -208,7 +211,7 @@ def calibrate(exclude_sources: Sequence[str] = ()) -> CalibrationReport:
     )
     loso = leave_one_source_out(rows)
     columns = {
-        "roofline": {s.row_id: predict(s) for s in rows},
+        "roofline": {s.row_id: predict(s, PURE_ROOFLINE) for s in rows},
         "calibrated": {s.row_id: predict(s, fitted) for s in rows},
         "loso": loso.predictions,
     }

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,7 @@ from rackmath.progress import progress
 from rackmath.specs.scenario import Scenario
 
 #: The uncorrected kernel-grounded model: fitted kernel curves, nothing end-to-end.
-KERNEL = Calibration(pooled=FamilyParams(kernel_grounded=True), note="kernel-grounded, no end-to-end fit")
+KERNEL = Calibration()
 #: Search grids, in the order the search visits them; each starts at "no correction".
 GRIDS: dict[str, tuple[float, ...]] = {
     "overhead_prefill_s_per_pass": (0.0, *np.round(np.geomspace(1e-4, 1e-1, 10), 6)),
@@ -64,7 +65,7 @@ def corrected(
     point: Mapping[str, float], note: str = "kernel-grounded + end-to-end correction"
 ) -> Calibration:
     """The kernel-grounded model with the correction ``point`` (pooled over every chip)."""
-    return Calibration(pooled=FamilyParams(kernel_grounded=True, **point), note=note)
+    return Calibration(pooled=FamilyParams(**dict[str, Any](point)), note=note)
 
 
 def fit_correction(scenarios: Sequence[Scenario], note: str = "fitted on all expressed rows") -> Calibration:

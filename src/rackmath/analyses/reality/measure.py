@@ -6,7 +6,7 @@ it returns the plain data classes below. This module turns the measured ceilings
 :class:`~rackmath.specs.hardware.SystemSpec` for "this machine", the model's config dict
 into a :class:`~rackmath.specs.model.ModelSpec` (:func:`rackmath.specs.hf_config.model_from_config`,
 the same dict the benchmark built its model from), and predicts every measured step with
-:func:`rackmath.analyses.serving.pooled.decode`. No I/O, no torch.
+:meth:`rackmath.analyses.serving.deployment.Deployment.decode`. No I/O, no torch.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import reality
 from rackmath.core import roofline as rl
 from rackmath.errors import InputError
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import ChipSpec, DatedPrice, SystemSpec
 from rackmath.specs.hf_config import model_from_config
 from rackmath.specs.model import ModelSpec
@@ -184,8 +185,9 @@ def _finite(x: float) -> float | None:
 def compare(run: MeasuredRun) -> MeasureResult:
     """Predict every measured step from the measured ceilings and the model's architecture.
 
-    ``predicted_step_s`` is the pure roofline (:func:`rackmath.analyses.serving.pooled.decode`) with
-    the machine's measured matmul peak and copy bandwidth. ``with_overhead_step_s`` adds one
+    ``predicted_step_s`` is the pure roofline
+    (:meth:`~rackmath.analyses.serving.deployment.Deployment.decode`) with the machine's
+    measured matmul peak and copy bandwidth. ``with_overhead_step_s`` adds one
     fixed per-step overhead, fitted on a single point (the smallest batch at the smallest
     context: measured minus predicted, at least 0) and stated as such.
     """
@@ -199,17 +201,14 @@ def compare(run: MeasuredRun) -> MeasureResult:
     batches = np.array([p.batch for p in run.points], float)
     contexts = np.array([p.context for p in run.points], float)
     measured = np.array([p.step_s for p in run.points], float)
-    grid = pooled.decode(dep, batches, contexts)  # outer grid; take the diagonal
+    grid = dep.decode(batches, contexts)  # outer grid; take the diagonal
     idx = np.arange(len(run.points))
     predicted = grid.step_s[idx, idx]
-    bottleneck = grid.times.bottleneck[idx, idx]
+    bottleneck = grid.step.bottleneck[idx, idx]
     first = int(np.lexsort((batches, contexts))[0])
     overhead = max(0.0, float(measured[first] - predicted[first]))
-    with_overhead = pooled.decode(
-        replace(dep, efficiency=rl.Efficiency(overhead_s=overhead)),
-        batches,
-        contexts,
-    ).step_s[idx, idx]
+    on_roofline = rl.Efficiency(overhead_s=overhead, mode=EfficiencyMode.PURE)
+    with_overhead = replace(dep, efficiency=on_roofline).decode(batches, contexts).step_s[idx, idx]
     ctx_values = sorted({int(c) for c in contexts})
     balance = pooled.balance(dep, ctx_values).balance_batch_with_kv
     knees = []

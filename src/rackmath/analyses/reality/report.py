@@ -27,6 +27,7 @@ import numpy as np
 
 from rackmath.analyses.kernels.tables import describe
 from rackmath.analyses.reality.validation import (
+    PURE_ROOFLINE,
     Calibration,
     Prediction,
     predict,
@@ -36,6 +37,7 @@ from rackmath.analyses.reality.validation import (
 )
 from rackmath.catalog.measurements import load_measurements, measurements
 from rackmath.core import reality
+from rackmath.core.roofline import KERNEL_GROUNDED
 from rackmath.frames import Col, Layout, Record, Tabular
 from rackmath.specs.scenario import Phase, Scenario, UnsupportedRow
 
@@ -101,7 +103,7 @@ class RowResult:
             "chip": scenario_chip(s),
             "family": scenario_family(s),
             "architecture": "moe" if scenario_is_moe(s) else "dense",
-            "efficiency": describe(scenario_chip(s), "kernel"),
+            "efficiency": describe(scenario_chip(s), KERNEL_GROUNDED),
         }
         if s.phase is not Phase.TRAINING:
             out.update(
@@ -263,7 +265,7 @@ def validate(path: str | Path | None = None) -> ValidationReport:
     fitted = co.fit_correction(data.scenarios)
     rows = data if path is None else load_measurements(path)
     columns: dict[str, Mapping[int, Prediction]] = {
-        "roofline": {s.row_id: predict(s) for s in rows.scenarios},
+        "roofline": {s.row_id: predict(s, PURE_ROOFLINE) for s in rows.scenarios},
         "kernel": {s.row_id: predict(s, co.KERNEL) for s in rows.scenarios},
         "calibrated": {s.row_id: predict(s, fitted) for s in rows.scenarios},
     }

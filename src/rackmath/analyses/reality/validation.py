@@ -1,10 +1,11 @@
 """Predict published measurements with the cost model users get, and score the predictions.
 
-Every scenario goes through one function, :func:`predict`. Serving rows with a parallel plan
-use the plan-aware deployment (:mod:`rackmath.analyses.serving.planned`: TP all-reduce, EP
-all-to-all, PP hops); rows whose layout has no plan (``plan: null``), or a checkout without
-that module, use the foundation's ideal-chip :mod:`rackmath.analyses.serving.pooled`. Training rows
-go through :mod:`rackmath.analyses.training.estimate`. What each metric means:
+Every scenario goes through one function, :func:`predict`, and every serving row through the
+one :class:`~rackmath.analyses.serving.deployment.Deployment` a user builds: under its parallel
+plan (:func:`~rackmath.analyses.serving.planned.plan_deployment`: TP all-reduce, EP all-to-all,
+PP hops), or as the pooled ideal chip where its layout has no plan (``plan: null``,
+:func:`~rackmath.analyses.serving.pooled.make_deployment`). Training rows go through
+:mod:`rackmath.analyses.training.estimate`. What each metric means:
 
 * ``decode_tokens_per_s_per_user`` / ``decode_step_s``: the mean decode step over the
   generation, contexts ``I .. I+O-1`` (:func:`rackmath.core.reality.decode_contexts`);
@@ -22,13 +23,12 @@ Communication under a plan is added to each pass, except where the row states a 
 overlap (``Scenario.two_batch_overlap``): then the calibrated share of it is hidden
 (:func:`rackmath.core.parallel.combine_comm_s`).
 
-The efficiencies come from a :class:`Calibration` (per chip family; the pure roofline by
-default), see :mod:`rackmath.analyses.reality.calibration`.
+The efficiencies come from a :class:`Calibration` (per chip family; the kernel-grounded model
+by default), see :mod:`rackmath.analyses.reality.calibration`.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -36,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.deployment import Deployment
+from rackmath.analyses.serving.planned import plan_deployment
+from rackmath.analyses.serving.pooled import make_deployment
 from rackmath.catalog import loader as catalog
 from rackmath.core import architecture as arch
 from rackmath.core import loads, reality
@@ -44,17 +46,11 @@ from rackmath.core import roofline as rl
 from rackmath.core.step import PlanStep
 from rackmath.errors import RackmathError
 from rackmath.frames import Record
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.precision import Precision
 from rackmath.specs.scenario import KvMemoryOf, Metric, Phase, Scenario
-
-try:  # the plan-aware deployment (issue 3); the ideal-chip model stands in without it
-    from rackmath.analyses.serving import planned
-    from rackmath.core import parallel as par
-except ImportError:  # pragma: no cover - depends on the checkout
-    planned = None  # type: ignore[assignment]
-    par = None  # type: ignore[assignment]
 
 #: Chip -> family: the unit calibration shares parameters over (same memory system and
 #: tensor-core generation). From the vendors' architecture names (Ampere, Hopper,
@@ -108,7 +104,8 @@ class FamilyParams(Record):
     the cost of converting weight-only formats (int8/int4 weights, bf16 compute) in
     byte-equivalents per weight (:func:`rackmath.core.reality.dequant_weight_bandwidth_frac`);
     and the share of communication hidden where a row states a two-batch overlap.
-    Defaults: the pure roofline (communication fully hidden where overlap is stated).
+    Defaults: no scalar (communication fully hidden where overlap is stated) on the kernel
+    curves; :data:`PURE` is the pure roofline.
     """
 
     bandwidth_frac: float = 1.0
@@ -121,7 +118,8 @@ class FamilyParams(Record):
     kv_bandwidth_frac: float = 1.0
     dequant_bytes_per_weight: float = 0.0
     two_batch_overlap_frac: float = 1.0
-    kernel_grounded: bool = False  # operators at the fitted kernel curves (these scalars multiply them)
+    #: the operators' efficiencies these scalars multiply: the fitted kernel curves or the roofline
+    mode: EfficiencyMode = EfficiencyMode.KERNEL
     overhead_decode_s_per_step: float = 0.0  # fixed host time per decode step (any model size)
     overhead_prefill_s_per_pass: float = 0.0  # fixed host time per prefill pass (request admission)
     overhead_decode_s_per_sequence: float = 0.0  # host time per running sequence per decode step
@@ -141,12 +139,12 @@ class FamilyParams(Record):
         overhead = float(reality.per_layer_overhead_s(self.overhead_decode_s_per_layer, layers))
         overhead += self.overhead_decode_s_per_step
         return rl.Efficiency(
-            self.flops_frac_decode,
-            self.bandwidth_frac,
-            overhead,
-            weight_bandwidth_frac,
-            self.kv_bandwidth_frac,
-            self.kernel_grounded,
+            flops_frac=self.flops_frac_decode,
+            bandwidth_frac=self.bandwidth_frac,
+            overhead_s=overhead,
+            weight_bandwidth_frac=weight_bandwidth_frac,
+            kv_bandwidth_frac=self.kv_bandwidth_frac,
+            mode=self.mode,
             overhead_s_per_sequence=self.overhead_decode_s_per_sequence,
         )
 
@@ -154,26 +152,26 @@ class FamilyParams(Record):
         overhead = float(reality.per_layer_overhead_s(self.overhead_prefill_s_per_layer, layers))
         overhead += self.overhead_prefill_s_per_pass
         return rl.Efficiency(
-            self.flops_frac_prefill,
-            self.bandwidth_frac,
-            overhead,
-            weight_bandwidth_frac,
-            self.kv_bandwidth_frac,
-            self.kernel_grounded,
+            flops_frac=self.flops_frac_prefill,
+            bandwidth_frac=self.bandwidth_frac,
+            overhead_s=overhead,
+            weight_bandwidth_frac=weight_bandwidth_frac,
+            kv_bandwidth_frac=self.kv_bandwidth_frac,
+            mode=self.mode,
         )
 
 
-PURE = FamilyParams()
+PURE = FamilyParams(mode=EfficiencyMode.PURE)
 
 
 @dataclass(frozen=True)
 class Calibration:
     """Parameters per chip family, and the pooled ones for families it has no data for."""
 
-    pooled: FamilyParams = PURE
+    pooled: FamilyParams = FamilyParams()
     families: tuple[tuple[str, FamilyParams], ...] = ()
     fitted_on: tuple[int, ...] = ()  # row ids
-    note: str = "pure roofline"
+    note: str = "kernel-grounded, no end-to-end fit"
 
     def for_family(self, family: str) -> FamilyParams:
         return dict(self.families).get(family, self.pooled)
@@ -187,7 +185,8 @@ class Calibration:
         }
 
 
-PURE_ROOFLINE = Calibration()
+#: The lecture's roofline for every family (the ``roofline`` column of ``rackmath validate``).
+PURE_ROOFLINE = Calibration(pooled=PURE, note="pure roofline")
 
 
 @dataclass(frozen=True)
@@ -219,116 +218,42 @@ def _model(reference: str) -> ModelSpec:
     return catalog.resolve_model(reference)
 
 
-class _Engine:
-    """The plan-aware deployment, or the ideal chip, behind one interface (decode, prefill,
-    steady-state mixed step, max concurrency); both answer through the core."""
-
-    def __init__(self, s: Scenario, p: FamilyParams, efficiency: rl.Efficiency) -> None:
-        model = _model(s.model_id)
-        system = _system(catalog.system(s.system_id), p)
-        probe = pooled.make_deployment(
+@lru_cache(maxsize=4096)
+def _deployment(s: Scenario, hop_latency_s: float | None) -> Deployment:
+    """The scenario's deployment as a user builds it: its plan on the system's topology, or the
+    pooled ideal chip where the row states no plan; the memory reserve leaves the KV cache the
+    share of HBM the row states. Each prediction sets its own efficiency on it."""
+    model = _model(s.model_id)
+    system = _system(catalog.system(s.system_id), FamilyParams(hop_latency_s=hop_latency_s))
+    # the weights as the scenario stores them (per class where it says so)
+    classes = dict(s.weight_classes) or None
+    if s.plan is None:
+        d = make_deployment(
             model,
             system,
             chips=s.chips,
             weights=s.weights,
             kv=s.kv,
             compute=s.compute,
-            weight_classes=dict(s.weight_classes) or None,
+            weight_classes=classes,
         )
-        model = probe.model  # as the scenario stores its weights (per class where it says so)
-        self.use_plan = planned is not None and s.plan is not None
-        self.path = "planned" if self.use_plan else "ideal-chip"
-        self.model = model
-        self.chips = s.chips
-        self.weight_bytes_per_element = probe.precisions.weights.bytes_per_element
-        self.weight_only = is_weight_only(probe.precisions.weights, probe.precisions.compute)
-        capacity = system.chip.hbm_capacity_bytes
-        weights_per_chip = self._weights_per_chip(s, model, system, probe)
-        reserve = float(
-            reality.reserve_frac_for_kv_fraction(
-                capacity, weights_per_chip, s.kv_memory_frac, of_free=s.kv_memory_of is KvMemoryOf.FREE
-            )
+    else:
+        d = plan_deployment(
+            model, system, s.plan, weights=s.weights, kv=s.kv, compute=s.compute, weight_classes=classes
         )
-        self.reserve = reserve
-        if self.use_plan:
-            assert planned is not None and s.plan is not None
-            self.planned = planned.plan_deployment(
-                model,
-                system,
-                s.plan,
-                weights=probe.precisions.weights,
-                kv=s.kv,
-                compute=s.compute,
-                efficiency=efficiency,
-                memory_reserve_frac=reserve,
-            )
-            self.base = self.planned.base
-        else:
-            self.base = replace(probe, efficiency=efficiency, memory_reserve_frac=reserve)
-        self._concurrency: dict[float, float] = {}
-        self.fits = self._weights_fit()
+    reserve = reality.reserve_frac_for_kv_fraction(
+        system.chip.hbm_capacity_bytes,
+        d.weight_bytes_per_chip,
+        s.kv_memory_frac,
+        of_free=s.kv_memory_of is KvMemoryOf.FREE,
+    )
+    return replace(d, memory_reserve_frac=float(reserve))
 
-    @staticmethod
-    def _weights_per_chip(s: Scenario, model: Any, system: SystemSpec, probe: pooled.Deployment) -> float:
-        if planned is not None and s.plan is not None:
-            d = planned.plan_deployment(
-                model, system, s.plan, weights=probe.precisions.weights, kv=s.kv, compute=s.compute
-            )
-            return float(d.memory(0.0, 1.0).weights.total)
-        return probe.weight_bytes_per_chip
 
-    def with_efficiency(self, efficiency: rl.Efficiency, comm_overlap_frac: float | None = None) -> _Engine:
-        """The same deployment at another efficiency (and, for a plan, another fraction of
-        communication hidden behind computation): new frozen deployments, nothing mutated;
-        the per-model constants are cached by the core (:func:`rackmath.core.sharding.shardable`)."""
-        clone = copy.copy(self)
-        clone.base = replace(self.base, efficiency=efficiency)
-        if self.use_plan:
-            overlap = self.planned.comm_overlap_frac
-            if comm_overlap_frac is not None:
-                overlap = float(comm_overlap_frac)
-            clone.planned = replace(self.planned, base=clone.base, comm_overlap_frac=overlap)
-        return clone
-
-    def decode_step_s(self, batch: float, contexts: np.ndarray, edge: str = "") -> np.ndarray:
-        if self.use_plan:
-            return np.asarray(_step_at(self.planned.decode([batch], contexts), edge)[0])
-        return np.asarray(_step_at(pooled.decode(self.base, [batch], contexts), edge)[0])
-
-    def prefill(self, batch: float, length: float, edge: str = "") -> tuple[float, float]:
-        """(step seconds, FLOPs) of one prefill."""
-        grid = (
-            self.planned.prefill([batch], [length])
-            if self.use_plan
-            else pooled.prefill(self.base, [batch], [length])
-        )
-        flops = float(batch) * float(arch.prefill_flops_per_sequence(self.model, float(length)))
-        return float(_step_at(grid, edge)[0, 0]), flops
-
-    def peak_flops_per_s(self) -> float:
-        return self.chips * self.base.system.chip.peak_flops(self.base.precisions.compute)
-
-    def _weights_fit(self) -> bool:
-        if self.use_plan:
-            return bool(np.all(self.planned.memory(0.0, 1.0).fits))
-        return self.base.weights_fit
-
-    def max_concurrency(self, context: float) -> float:
-        """Sequences of ``context`` tokens that fit (independent of efficiency: cached)."""
-        if context not in self._concurrency:
-            if self.use_plan:
-                n = float(self.planned.max_concurrency([context])[0])
-            else:
-                n = float(pooled.max_batch(self.base, [context])[0])
-            self._concurrency[context] = n
-        return self._concurrency[context]
-
-    def mixed_step_s(self, batch: float, input_len: int, output_len: int, edge: str = "") -> float:
-        """One steady-state step of continuous batching with chunked prefill."""
-        kv_el = self.base.precisions.kv.bytes_per_element
-        load = loads.mixed_load(self.model, float(batch), input_len, output_len, kv_el)
-        step = self.planned.step(load, decode=True) if self.use_plan else self.base.ideal_step(load)
-        return float(np.asarray(_step_at(step, edge)))
+@lru_cache(maxsize=4096)
+def _max_concurrency(s: Scenario, hop_latency_s: float | None, context: float) -> float:
+    """Sequences of ``context`` tokens that fit (independent of efficiency: cached)."""
+    return float(_deployment(s, hop_latency_s).max_concurrency([context])[0])
 
 
 #: The edges of a prediction's band (:func:`predict`'s ``edge``): every step at its p10 or p90.
@@ -338,80 +263,86 @@ EDGES = ("p10", "p90")
 def _step_at(step_or_grid: Any, edge: str) -> np.ndarray:
     """A step's seconds (``edge`` ""), or its p10 or p90
     (:attr:`rackmath.core.step.PlanStep.step_band_s`) of a plan step or a grid holding one."""
-    step = step_or_grid
-    if par is not None and not isinstance(step, PlanStep):
-        step = getattr(step_or_grid, "times", None) or step_or_grid.step
+    step = step_or_grid if isinstance(step_or_grid, PlanStep) else step_or_grid.step
     if not edge:
         return np.asarray(step.step_s)
     lo, hi = step.step_band_s
     return np.asarray(lo if edge == "p10" else hi)
 
 
-@lru_cache(maxsize=4096)
-def _engine(s: Scenario, hop_latency_s: float | None) -> _Engine:
-    return _Engine(s, FamilyParams(hop_latency_s=hop_latency_s), rl.PURE_ROOFLINE)
+def _decode_step_s(d: Deployment, batch: float, contexts: np.ndarray, edge: str) -> np.ndarray:
+    return np.asarray(_step_at(d.decode([batch], contexts), edge)[0])
+
+
+def _prefill(d: Deployment, batch: float, length: float, edge: str) -> tuple[float, float]:
+    """(step seconds, FLOPs) of one prefill."""
+    flops = float(batch) * float(arch.prefill_flops_per_sequence(d.model, float(length)))
+    return float(_step_at(d.prefill([batch], [length]), edge)[0, 0]), flops
 
 
 def _predict_serving(s: Scenario, p: FamilyParams, edge: str = "") -> Prediction:
-    structure = _engine(s, p.hop_latency_s)
+    structure = _deployment(s, p.hop_latency_s)
+    path = "ideal-chip" if structure.pooled else "planned"
     layers = structure.model.num_layers
-    wbw = p.weight_bandwidth_frac(structure.weight_bytes_per_element, structure.weight_only)
+    weights, compute = structure.precisions.weights, structure.precisions.compute
+    wbw = p.weight_bandwidth_frac(weights.bytes_per_element, is_weight_only(weights, compute))
     if s.kv_read_per_query_head:  # every query head re-reads its KV head: KV reads x the GQA group
         a = structure.model.attention
         p_dec = replace(p, kv_bandwidth_frac=p.kv_bandwidth_frac * a.num_kv_heads / a.num_heads)
     else:
         p_dec = p
-    dec = replace(p_dec.decode_efficiency(layers, wbw), all_reduce=s.all_reduce)
-    pre = replace(p.prefill_efficiency(layers, wbw), all_reduce=s.all_reduce)
     # communication is added to the step unless the source states a two-batch overlap
     overlap = p.two_batch_overlap_frac if s.two_batch_overlap else 0.0
-    engine = structure.with_efficiency(dec, overlap)
-    detail: dict[str, Any] = {"memory_reserve_frac": engine.reserve}
-    if not engine.fits:
-        return Prediction(s.row_id, float("nan"), engine.path, error="the weights do not fit in HBM")
+    dec = replace(p_dec.decode_efficiency(layers, wbw), all_reduce=s.all_reduce)
+    pre = replace(p.prefill_efficiency(layers, wbw), all_reduce=s.all_reduce)
+    decoding = replace(structure, efficiency=dec, comm_overlap_frac=overlap)
+    detail: dict[str, Any] = {"memory_reserve_frac": structure.memory_reserve_frac}
+    if not structure.weights_fit:
+        return Prediction(s.row_id, float("nan"), path, error="the weights do not fit in HBM")
     m = s.metric
     if m in (Metric.DECODE_TOKENS_PER_S_PER_USER, Metric.DECODE_STEP_S):
         assert s.batch is not None
         contexts = np.arange(s.input_tokens, s.input_tokens + s.output_tokens, dtype=float)
-        step = float(np.mean(engine.decode_step_s(s.batch, contexts, edge)))
+        step = float(np.mean(_decode_step_s(decoding, s.batch, contexts, edge)))
         value = 1.0 / step if m is Metric.DECODE_TOKENS_PER_S_PER_USER else step
         detail["mean_step_s"] = step
-    elif m is Metric.TTFT_S:
+    elif m in (Metric.TTFT_S, Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU):
         assert s.batch is not None
-        value, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens, edge)
-    elif m in (Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU):
-        assert s.batch is not None
-        step, flops = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens, edge)
-        detail["prefill_s"] = step
-        if m is Metric.INPUT_TOKENS_PER_S:
+        step, flops = _prefill(replace(decoding, efficiency=pre), s.batch, s.input_tokens, edge)
+        if m is Metric.TTFT_S:
+            value = step
+        elif m is Metric.INPUT_TOKENS_PER_S:
+            detail["prefill_s"] = step
             value = s.batch * s.input_tokens / step
         else:
-            value = float(rl.utilization(flops, step, engine.peak_flops_per_s()))
+            detail["prefill_s"] = step
+            value = float(rl.utilization(flops, step, structure.peak_flops_per_s))
     elif m is Metric.OUTPUT_TOKENS_PER_S and s.phase is Phase.STATIC_BATCH:
         assert s.batch is not None
-        prefill_s, _ = engine.with_efficiency(pre, overlap).prefill(s.batch, s.input_tokens, edge)
+        prefill_s, _ = _prefill(replace(decoding, efficiency=pre), s.batch, s.input_tokens, edge)
         contexts = reality.decode_contexts(s.input_tokens, s.output_tokens)
-        decode_total = float(np.sum(engine.decode_step_s(s.batch, contexts, edge))) if contexts.size else 0.0
+        decode_total = (
+            float(np.sum(_decode_step_s(decoding, s.batch, contexts, edge))) if contexts.size else 0.0
+        )
         value = float(
             reality.static_batch_output_tokens_per_s(s.batch, s.output_tokens, prefill_s, decode_total)
         )
         detail.update(prefill_s=prefill_s, decode_total_s=decode_total)
     elif m is Metric.OUTPUT_TOKENS_PER_S and s.phase is Phase.MAX_THROUGHPUT:
-        if par is None:
-            return Prediction(s.row_id, float("nan"), engine.path, error="needs rackmath.core.parallel")
-        limit = engine.max_concurrency(s.input_tokens + s.output_tokens)
+        limit = _max_concurrency(s, p.hop_latency_s, float(s.input_tokens + s.output_tokens))
         batch = limit if s.max_batch is None else min(limit, s.max_batch)
         batch = float(reality.scheduled_concurrency(batch, p.concurrency_frac))
         if batch < 1:
-            return Prediction(
-                s.row_id, float("nan"), engine.path, error="no sequence fits beside the weights"
-            )
-        step = engine.mixed_step_s(batch, s.input_tokens, s.output_tokens, edge)
+            return Prediction(s.row_id, float("nan"), path, error="no sequence fits beside the weights")
+        load = loads.mixed_load(
+            structure.model, batch, s.input_tokens, s.output_tokens, structure.kv_bytes_per_element
+        )
+        step = float(np.asarray(_step_at(decoding.step(load), edge)))
         value = batch / step
         detail.update(concurrency=batch, kv_limited_concurrency=limit, step_s=step)
     else:  # pragma: no cover - the loader admits only the metrics above for serving phases
-        return Prediction(s.row_id, float("nan"), engine.path, error=f"metric {m} for phase {s.phase}")
-    return Prediction(s.row_id, float(value), engine.path, tuple(detail.items()))
+        return Prediction(s.row_id, float("nan"), path, error=f"metric {m} for phase {s.phase}")
+    return Prediction(s.row_id, float(value), path, tuple(detail.items()))
 
 
 # ----------------------------------------------------------------------------- training
@@ -445,10 +376,7 @@ def _predict_training(s: Scenario, p: FamilyParams) -> Prediction:
             s.row_id, float("nan"), "training", error=f"row metric {s.metric} but run metric {run.metric}"
         )
     setup = run_setup(
-        run,
-        rl.Efficiency(flops_frac=p.flops_frac_training),
-        _system(run.system, p),
-        efficiency_table="kernel" if p.kernel_grounded else None,
+        run, rl.Efficiency(flops_frac=p.flops_frac_training, mode=p.mode), _system(run.system, p)
     )
     e = estimate.estimate(setup)
     value = predicted_metric(run, e)
@@ -465,7 +393,7 @@ def _relevant(s: Scenario, p: FamilyParams) -> FamilyParams:
         return FamilyParams(
             flops_frac_training=p.flops_frac_training,
             hop_latency_s=p.hop_latency_s,
-            kernel_grounded=p.kernel_grounded,
+            mode=p.mode,
         )
     keep_prefill = s.metric in (Metric.TTFT_S, Metric.INPUT_TOKENS_PER_S, Metric.PREFILL_MFU) or (
         s.phase is Phase.STATIC_BATCH
@@ -485,7 +413,7 @@ def _relevant(s: Scenario, p: FamilyParams) -> FamilyParams:
         overhead_decode_s_per_sequence=p.overhead_decode_s_per_sequence if keep_decode else 0.0,
         overhead_prefill_s_per_pass=p.overhead_prefill_s_per_pass if keep_prefill else 0.0,
         hop_latency_s=p.hop_latency_s,
-        kernel_grounded=p.kernel_grounded,
+        mode=p.mode,
         concurrency_frac=p.concurrency_frac if s.phase is Phase.MAX_THROUGHPUT else 1.0,
     )
 
@@ -534,9 +462,10 @@ def scenario_is_moe(s: Scenario) -> bool:
     return bool(_model(s.model_id).is_moe)
 
 
-def predict(s: Scenario, calibration: Calibration = PURE_ROOFLINE, edge: str = "") -> Prediction:
+def predict(s: Scenario, calibration: Calibration = Calibration(), edge: str = "") -> Prediction:
     """The cost model's prediction of one scenario, with the calibration's parameters for
-    the scenario's chip family (pure roofline by default). ``edge`` ``"p10"`` / ``"p90"``:
+    the scenario's chip family (by default the kernel-grounded model, no end-to-end fit;
+    :data:`PURE_ROOFLINE` for the lecture's roofline). ``edge`` ``"p10"`` / ``"p90"``:
     the same prediction with every step at that edge of its band (every operator at the
     10th / 90th percentile of its curve's held-out error, :data:`EDGES`); a throughput's low
     edge is then the step's p90 prediction."""

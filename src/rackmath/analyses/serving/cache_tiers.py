@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import Deployment
 from rackmath.core import economics as econ
 from rackmath.specs import checks
 from rackmath.specs.economics import MemoryTierSpec

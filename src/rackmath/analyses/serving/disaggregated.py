@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from rackmath.analyses.serving.planned import PlannedDeployment
+from rackmath.analyses.serving.deployment import Deployment
+from rackmath.analyses.serving.planned import topology
 from rackmath.core import loads, rack_rules
 from rackmath.core import network as net
 from rackmath.core import roofline as rl
@@ -75,7 +76,7 @@ def _check_lengths(input_len: int, output_len: int) -> None:
 
 
 def _batch(
-    dep: PlannedDeployment, batch: int | None, context: float, tokens_per_sequence: float = 1.0
+    dep: Deployment, batch: int | None, context: float, tokens_per_sequence: float = 1.0
 ) -> tuple[int, int]:
     limit = int(dep.max_concurrency(context, tokens_per_sequence))
     if batch is None:
@@ -85,7 +86,7 @@ def _batch(
     return checks.whole("batch", batch), limit
 
 
-def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | None = None) -> ServingPoint:
+def mixed(dep: Deployment, input_len: int, output_len: int, batch: int | None = None) -> ServingPoint:
     """One pool with chunked prefill; ``batch`` defaults to the most that fits in KV memory."""
     _check_lengths(input_len, output_len)
     context = input_len + output_len
@@ -101,7 +102,7 @@ def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | 
         tokens_per_s=rate,
         chips=float(dep.chips),
         usd_per_million_output_tokens=float(
-            rl.usd_per_million_tokens(step, b, dep.chips, dep.base.usd_per_chip_hour)
+            rl.usd_per_million_tokens(step, b, dep.chips, dep.usd_per_chip_hour)
         ),
         max_concurrency=limit,
         fits=bool(dep.memory(b, context, tokens_in_flight=load.tokens).fits),
@@ -109,8 +110,8 @@ def mixed(dep: PlannedDeployment, input_len: int, output_len: int, batch: int | 
 
 
 def disaggregated(
-    prefill: PlannedDeployment,
-    decode: PlannedDeployment,
+    prefill: Deployment,
+    decode: Deployment,
     input_len: int,
     output_len: int,
     *,
@@ -131,9 +132,9 @@ def disaggregated(
     b, limit = _batch(decode, decode_batch, context)
     pre = prefill.prefill([prefill_batch], [input_len])
     t_pre = float(pre.step_s[0, 0])
-    kv_seq = float(prefill.base.kv_bytes_per_sequence(input_len))
+    kv_seq = float(prefill.kv_bytes_per_sequence(input_len))
     links = min(prefill.chips, decode.chips)
-    t_kv = float(net.kv_transfer_s(kv_seq, links, decode.topology))
+    t_kv = float(net.kv_transfer_s(kv_seq, links, topology(decode.system)))
     tpot = float(decode.decode([b], [input_len + output_len / 2]).step_s[0, 0])
     rate = b / tpot
     prompts_needed_per_s = rate / output_len
@@ -142,8 +143,8 @@ def disaggregated(
     chips = decode.chips + ratio * prefill.chips
     # each output token pays one decode step of the decode pool and its share of prefill
     usd_per_million = rl.usd_per_million_tokens(
-        tpot, b, decode.chips, decode.base.usd_per_chip_hour
-    ) + rl.usd_per_million_tokens(tpot, b, ratio * prefill.chips, prefill.base.usd_per_chip_hour)
+        tpot, b, decode.chips, decode.usd_per_chip_hour
+    ) + rl.usd_per_million_tokens(tpot, b, ratio * prefill.chips, prefill.usd_per_chip_hour)
     fits = bool(decode.memory(b, context).fits) and bool(np.all(pre.fits))
     return ServingPoint(
         design="disaggregated",

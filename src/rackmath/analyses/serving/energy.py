@@ -123,17 +123,8 @@ def step_energy(
 def decode_energy(
     grid: Any, pue: float = en.DEFAULT_PUE, tokens_per_sequence: float = 1.0
 ) -> EnergyGrid | None:
-    """Energy of a decode grid: the ideal chip's (``DecodeGrid``: pooled rates) or a planned
-    one (``PlannedGrid``: one chip's rates, every chip alike). ``tokens_per_sequence``: what a
-    step yields per sequence (speculative: the expected tokens per step)."""
+    """Energy of a decode grid: its step's operators on one rank's rates (the pool's, or one
+    chip's with every chip alike). ``tokens_per_sequence``: what a step yields per sequence
+    (speculative: the expected tokens per step)."""
     d = grid.deployment
-    base = getattr(d, "base", None)
-    if base is not None:  # planned: operators are one chip's
-        rates = base.chip_rates()
-        chip = base.system.chip
-    else:
-        rates = d.chip_rates(d.chips)
-        chip = d.system.chip
-    return step_energy(
-        chip, grid.times if base is None else grid.step, rates, d.chips, grid.batch * tokens_per_sequence, pue
-    )
+    return step_energy(d.system.chip, grid.step, d.rates, d.chips, grid.batch * tokens_per_sequence, pue)

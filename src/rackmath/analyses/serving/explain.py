@@ -15,24 +15,20 @@ from numpy.typing import NDArray
 from rackmath import __version__
 from rackmath.analyses.serving import energy as energy_
 from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment, PrefillGrid, check_context
 from rackmath.analyses.serving.energy import EnergyGrid
-from rackmath.analyses.serving.planned import PlannedGrid, plan_deployment
-from rackmath.analyses.serving.pooled import (
-    BalancePoint,
-    DecodeGrid,
-    Deployment,
-    PrefillGrid,
-    check_context,
-    require_weights_fit,
-)
+from rackmath.analyses.serving.parts import GRID_LABELS
+from rackmath.analyses.serving.planned import replan
+from rackmath.analyses.serving.pooled import BalancePoint, require_weights_fit
 from rackmath.analyses.serving.prefix import PrefixCache, PrefixPrefill, prefix_prefill
 from rackmath.analyses.serving.speculative import Speculation, SpeculativeGrid, speculative_decode
 from rackmath.core import architecture as arch
 from rackmath.core import roofline as rl
 from rackmath.core.energy import DEFAULT_PUE
 from rackmath.errors import InputError
-from rackmath.frames import Col, Layout, Tabular, deployment_labels
+from rackmath.frames import Col, Layout, Tabular
 from rackmath.specs.bounds import MAX_BATCH, MAX_CONTEXT
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.plan import ParallelPlan
 
 FloatArray = NDArray[np.float64]
@@ -75,17 +71,17 @@ class Explanation(Tabular):
 
     frame_layout = Layout(
         columns=(
-            *deployment_labels(),
+            *GRID_LABELS,
             Col("decode.batch", "batch", "sequences"),
             Col("decode.context", "context_tokens", "tokens"),
             Col("decode.step_s", "step_s", "s"),
             Col("decode.step_s_p10", "step_s_p10", "s"),
             Col("decode.step_s_p90", "step_s_p90", "s"),
             Col("decode.blackboard_step_s", "blackboard_step_s", "s"),
-            Col("decode.times.compute_s", "compute_s", "s"),
-            Col("decode.times.weight_fetch_s", "weight_fetch_s", "s"),
-            Col("decode.times.kv_fetch_s", "kv_fetch_s", "s"),
-            Col("decode.times.bottleneck", "bottleneck"),
+            Col("decode.step.compute_s", "compute_s", "s"),
+            Col("decode.step.weight_fetch_s", "weight_fetch_s", "s"),
+            Col("decode.step.kv_fetch_s", "kv_fetch_s", "s"),
+            Col("decode.step.bottleneck", "bottleneck"),
             Col("decode.tokens_per_s_per_user", "tokens_per_s_per_user", "tokens/s"),
             Col("decode.tokens_per_s_per_chip", "tokens_per_s_per_chip", "tokens/s"),
             Col(
@@ -124,7 +120,7 @@ class Explanation(Tabular):
     cost_reference_batch: float  # the B* that ratio uses (exact with KV, else closed form)
     mfu_contexts: FloatArray
     mfu_at_balance_batch: FloatArray  # MFU vs context at the closed-form balance batch
-    planned: PlannedGrid | None = None  # the same grid under a parallel plan, when one is given
+    planned: DecodeGrid | None = None  # the same grid under a parallel plan, when one is given
     speculative: SpeculativeGrid | None = None  # the same grid with speculative decoding / MTP
     prefix: PrefixPrefill | None = None  # prefill with a prefix-cache hit, one prompt per context
     energy: EnergyGrid | None = None  # joules of the decode grid (None: the chip has no TDP)
@@ -141,7 +137,7 @@ class Explanation(Tabular):
         """A decode step at batch 1 and the first context: what one user waits per token.
         For an MoE model it reads only the ``k`` experts per layer that token picks, so it
         is shorter than :attr:`latency_floor_s` (every expert read)."""
-        step = pooled.decode(self.deployment, [1.0], self.contexts[:1]).step_s
+        step = self.deployment.decode([1.0], self.contexts[:1]).step_s
         return float(step[0, 0])
 
     @property
@@ -166,10 +162,10 @@ class Explanation(Tabular):
                         "batch": int(g.batch[i, j]),
                         "context": int(g.context[i, j]),
                         "step_s": float(g.step_s[i, j]),
-                        "compute_s": float(g.times.compute_s[i, j]),
-                        "weight_fetch_s": float(g.times.weight_fetch_s[i, j]),
-                        "kv_fetch_s": float(g.times.kv_fetch_s[i, j]),
-                        "bottleneck": str(g.times.bottleneck[i, j]),
+                        "compute_s": float(g.step.compute_s[i, j]),
+                        "weight_fetch_s": float(g.step.weight_fetch_s[i, j]),
+                        "kv_fetch_s": float(g.step.kv_fetch_s[i, j]),
+                        "bottleneck": str(g.step.bottleneck[i, j]),
                         "tokens_per_s_per_user": float(g.tokens_per_s_per_user[i, j]),
                         "tokens_per_s": float(g.tokens_per_s[i, j]),
                         "tokens_per_s_per_chip": float(g.tokens_per_s_per_chip[i, j]),
@@ -182,7 +178,7 @@ class Explanation(Tabular):
                         "pure_step_s": float(
                             g.step_s[i, j] if self.pure_step_s is None else self.pure_step_s[i, j]
                         ),
-                        **g.times.breakdown_at((i, j)),
+                        **g.step.breakdown_at((i, j)),
                     }
                 )
         with_kv = self.balance.balance_batch_with_kv
@@ -236,10 +232,8 @@ class Explanation(Tabular):
                 for c, m in zip(self.mfu_contexts, self.mfu_at_balance_batch, strict=True)
             ],
             "efficiency": {
-                "mode": d.efficiency_mode,
+                **d.efficiency_described,
                 "transferred": d.transferred_from is not None,
-                "transferred_from": d.transferred_from,
-                "source": d.efficiency_table.source,
             },
             "assumptions": list(assumptions(d)),
             "points": points,
@@ -291,11 +285,6 @@ class Explanation(Tabular):
         }
 
 
-def _kernel_grounded(d: Deployment) -> bool:
-    """Whether the deployment runs on fitted kernel curves (then the pure step is shown beside)."""
-    return bool(d.efficiency.kernel_grounded)
-
-
 def assumptions(d: Deployment) -> tuple[str, ...]:
     eff = d.efficiency
     base = (
@@ -307,12 +296,12 @@ def assumptions(d: Deployment) -> tuple[str, ...]:
         "compute, total memory) is the lower bound, blackboard_step_s); FLOPs count 2 per MAC.",
         "MoE routing is uniform: a batch of B tokens reads E(1-(1-k/E)^B) experts per layer.",
         (
-            f"efficiency per operator: {d.efficiency_label} (--pure for the roofline)"
+            f"efficiency per operator: {d.efficiency_label} (--efficiency pure for the roofline)"
             if eff == rl.KERNEL_GROUNDED
             else f"efficiency: {eff.flops_frac:.0%} of peak FLOP/s, {eff.bandwidth_frac:.0%} of peak "
             f"bandwidth, {eff.overhead_s * 1e3:.2f} ms per-step overhead"
             + (" (pure roofline)" if eff == rl.PURE_ROOFLINE else "")
-            + (f", times the per-operator {d.efficiency_label}" if eff.kernel_grounded else "")
+            + (f", times the per-operator {d.efficiency_label}" if eff.mode is EfficiencyMode.KERNEL else "")
         ),
         f"{d.memory_reserve_frac:.0%} of HBM reserved for activations and workspace.",
     )
@@ -355,8 +344,9 @@ def explain(
     prefix: PrefixCache | None = None,
     pue: float = DEFAULT_PUE,
 ) -> Explanation:
-    """The ideal-chip derivation over ``batches x contexts``; with ``plan``, the same grid
-    through :mod:`rackmath.analyses.serving.planned` (communication, per-chip memory) beside it.
+    """The ideal-chip derivation over ``batches x contexts``; with ``plan``, the same deployment
+    under that plan (:func:`rackmath.analyses.serving.planned.replan`: communication, per-chip
+    memory) beside it.
     The plan must use the deployment's chips. ``speculation`` adds speculative decoding over
     the same grid (on the plan's step when a plan is given, else on the ideal chip),
     ``prefix`` a prefix-cache hit on each context's prompt; energy at facility ``pue`` is
@@ -374,35 +364,24 @@ def explain(
                 str(the_plan),
                 f"a plan over the deployment's {d.chips} chips (it covers {the_plan.chips})",
             )
-        planned_dep = plan_deployment(
-            d.model,
-            d.system,
-            the_plan,
-            weights=d.precisions.weights,
-            kv=d.precisions.kv,
-            compute=d.precisions.compute,
-            usd_per_chip_hour=d.usd_per_chip_hour,
-            efficiency=d.efficiency,
-            memory_reserve_frac=d.memory_reserve_frac,
-            allow_uneven_stages=True,
-        )
+        planned_dep = replan(d, the_plan, allow_uneven_stages=True)
         planned = planned_dep.decode(batches, contexts)
-    grid = pooled.decode(d, batches, contexts)
+    grid = d.decode(batches, contexts)
     bal = pooled.balance(d, contexts)
     first_context = float(np.asarray(contexts, float).ravel()[0])
     b_star = float(bal.balance_batch_with_kv[0])
     if np.isnan(b_star):
         b_star = bal.balance_batch
-    pair = pooled.decode(d, [1.0, b_star], [first_context]).usd_per_million_output_tokens[:, 0]
-    mfu_curve = pooled.decode(d, [bal.balance_batch], MFU_CONTEXTS).mfu[0]
+    pair = d.decode([1.0, b_star], [first_context]).usd_per_million_output_tokens[:, 0]
+    mfu_curve = d.decode([bal.balance_batch], MFU_CONTEXTS).mfu[0]
     return Explanation(
         deployment=d,
         decode=grid,
-        prefill=pooled.prefill(d, [1.0], contexts),
+        prefill=d.prefill([1.0], contexts),
         balance=bal,
         latency_floor_s=pooled.latency_floor_s(d),
         hbm_drain_time_s=pooled.hbm_drain_time_s(d),
-        max_batch=pooled.max_batch(d, np.asarray(contexts, float)),
+        max_batch=d.max_concurrency(np.asarray(contexts, float)),
         batch_one_over_balance_cost=float(pair[0] / pair[1]),
         cost_reference_batch=b_star,
         mfu_contexts=np.asarray(MFU_CONTEXTS, float),
@@ -414,7 +393,9 @@ def explain(
         prefix=None if prefix is None else prefix_prefill(d, contexts, prefix, _tiers(d, prefix)),
         energy=energy_.decode_energy(grid, pue),
         planned_energy=None if planned is None else energy_.decode_energy(planned, pue),
-        pure_step_s=pooled.decode(d.pure(), batches, contexts).step_s if _kernel_grounded(d) else None,
+        pure_step_s=(
+            d.pure().decode(batches, contexts).step_s if d.efficiency.mode is EfficiencyMode.KERNEL else None
+        ),
     )
 
 

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.analyses.serving import cache_tiers, pooled
+from rackmath.analyses.serving import cache_tiers
 from rackmath.analyses.serving.cache_tiers import CacheTier
-from rackmath.analyses.serving.pooled import Deployment, PrefillGrid
+from rackmath.analyses.serving.deployment import Deployment, PrefillGrid
 from rackmath.catalog.offload import offload_tiers
 from rackmath.core import architecture as arch
 from rackmath.core import economics as econ
@@ -103,7 +103,7 @@ class PrefixPrefill:
     @property
     def prefill_flops_saved_frac(self) -> FloatArray:
         warm = sum(np.asarray(op.flops, float) for op in self.warm.operators)
-        cold = sum(np.asarray(op.flops, float) for op in self.cold.times.operators)
+        cold = sum(np.asarray(op.flops, float) for op in self.cold.step.operators)
         return np.asarray(1.0 - warm / cold)
 
     @property
@@ -174,11 +174,11 @@ def prefix_prefill(
     """Cold and hit prefill of one prompt per length in ``prompt_tokens``; ``tiers`` to
     compare (default: only the chosen one)."""
     d = deployment
-    cold = pooled.prefill(d, [1.0], prompt_tokens)
+    cold = d.prefill([1.0], prompt_tokens)
     n = cold.length
     cached = np.floor(prefix.hit_frac * n)
     kvb = d.precisions.kv.bytes_per_element
-    warm = d.ideal_step(loads.prefill_load(d.model, cold.batch, n, kvb, cached=cached))
+    warm = d.step(loads.prefill_load(d.model, cold.batch, n, kvb, cached=cached))
     held = np.asarray(arch.kv_bytes_per_sequence(d.model, cached, kvb), float)
     load = np.zeros_like(held) if prefix.tier.id == "hbm" else held / prefix.tier.bandwidth_bytes_per_s
     return PrefixPrefill(

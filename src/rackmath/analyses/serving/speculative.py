@@ -3,9 +3,8 @@
 The verify step is the deployment's own per-operator step on a decode load with ``T``
 tokens per sequence (:func:`rackmath.core.loads.decode_load`; ``T = k + 1`` for a chain,
 ``1 + w k`` for a tree of width ``w``): on the ideal chip for a pooled
-:class:`~rackmath.analyses.serving.pooled.Deployment`, on the plan's step (TP, EP and DP
-communication, pipeline hops, per-chip memory) for a
-:class:`~rackmath.analyses.serving.planned.PlannedDeployment`. The draft's cost and the
+:class:`~rackmath.analyses.serving.deployment.Deployment`, on the plan's step (TP, EP and DP
+communication, pipeline hops, per-chip memory) for a planned one. The draft's cost and the
 accounting are :mod:`rackmath.core.speculative`:
 
     speedup = E[tokens per step] x t_plain / (t_verify + t_draft)
@@ -25,8 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.analyses.serving import pooled
-from rackmath.analyses.serving.planned import PlannedDeployment
-from rackmath.analyses.serving.pooled import Deployment
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment
 from rackmath.analyses.serving.throughput import DecodeThroughput
 from rackmath.core import architecture as arch
 from rackmath.core import loads
@@ -289,23 +287,23 @@ class SpeculativeGrid(DecodeThroughput):
     """Speculative decoding over a batch x context grid beside the plain decode step.
 
     Each step takes ``verify_s + draft_s`` and yields ``tokens_per_step`` tokens per
-    sequence on average. ``deployment`` is the pooled deployment or the planned one (then
-    ``plain`` is its :class:`~rackmath.analyses.serving.planned.PlannedGrid` and ``verify``
-    the plan's step); ``fits``: the memory check with the verify step's activations and a
+    sequence on average. ``deployment`` is the pooled deployment or a planned one (``plain``
+    its :class:`~rackmath.analyses.serving.deployment.DecodeGrid`, ``verify`` its step on the
+    plan or the ideal chip); ``fits``: the memory check with the verify step's activations and a
     draft model's weights."""
 
-    deployment: Deployment | PlannedDeployment
+    deployment: Deployment
     speculation: Speculation
     batch: FloatArray
     context: FloatArray
-    plain: Any  # DecodeGrid or PlannedGrid: a DecodeThroughput with ``step_s``
+    plain: DecodeGrid
     verify: PlanStep
     draft_s: FloatArray
     fits: NDArray[np.bool_]
 
     @property
     def planned(self) -> bool:
-        return isinstance(self.deployment, PlannedDeployment)
+        return not self.deployment.pooled
 
     @property
     def tokens_per_step(self) -> float:
@@ -382,7 +380,7 @@ class SpeculativeGrid(DecodeThroughput):
         return {
             "draft": s.draft.id if s.draft is not None else s.kind.value,
             "drafter": s.kind.value,
-            "on": str(d.plan) if isinstance(d, PlannedDeployment) else "ideal chip",
+            "on": "ideal chip" if d.pooled else str(d.plan),
             "depth": s.depth,
             "width": s.width,
             "tokens_verified_per_step": s.tokens_verified,
@@ -397,7 +395,7 @@ class SpeculativeGrid(DecodeThroughput):
 
 
 def draft_step_s(
-    d: Deployment | PlannedDeployment,
+    d: Deployment,
     s: Speculation,
     batch: ArrayLike,
     context: ArrayLike,
@@ -414,7 +412,7 @@ def draft_step_s(
     if kind is Drafter.NGRAM:
         return np.zeros_like(plain)
     rows = np.asarray(batch, float) * s.width
-    base = d.base if isinstance(d, PlannedDeployment) else d
+    base = d
     if kind is Drafter.MODEL:
         assert s.draft is not None
         drafter = pooled.make_deployment(
@@ -428,34 +426,30 @@ def draft_step_s(
             memory_reserve_frac=base.memory_reserve_frac,
         )
         load = loads.decode_load(s.draft, rows, context, base.precisions.kv.bytes_per_element)
-        return np.asarray(s.depth * drafter.ideal_step(load).step_s)
+        return np.asarray(s.depth * drafter.step(load).step_s)
     if s.width > 1:
         load = loads.decode_load(d.model, rows, context, base.precisions.kv.bytes_per_element)
-        step = d.step(load, decode=True) if isinstance(d, PlannedDeployment) else d.ideal_step(load)
+        step = d.step(load, decode=True)
         plain = step.step_s
     return spec.draft_layer_s(plain, s.depth, d.model.num_layers)
 
 
 def speculative_decode(
-    deployment: Deployment | PlannedDeployment, batch: ArrayLike, context: ArrayLike, s: Speculation
+    deployment: Deployment, batch: ArrayLike, context: ArrayLike, s: Speculation
 ) -> SpeculativeGrid:
     """Plain decode, the ``T``-wide verify step and the draft's time over the grid; on the
     ideal chip for a pooled deployment, on the plan's step for a planned one."""
     d = deployment
-    plain = d.decode(batch, context) if isinstance(d, PlannedDeployment) else pooled.decode(d, batch, context)
+    plain = d.decode(batch, context)
     b, c = plain.batch[:, :1], plain.context[:1, :]
     t = float(s.tokens_verified)
-    base = d.base if isinstance(d, PlannedDeployment) else d
+    base = d
     load = loads.decode_load(d.model, b, c, base.precisions.kv.bytes_per_element, tokens_per_sequence=t)
     extra = 0.0 if s.draft is None else arch.weight_bytes_total(s.draft, base.precisions.weights)
-    if isinstance(d, PlannedDeployment):
-        verify = d.step(load, decode=True)
-        memory = d.memory(b, c, tokens_in_flight=b * t)
-        fits = memory.total_bytes + extra / d.chips <= memory.capacity_bytes
-    else:
-        verify = d.ideal_step(load)
-        needed = d.weight_bytes + extra + b * d.kv_bytes_per_sequence(c)
-        fits = needed <= d.chips * d.usable_bytes_per_chip
+    verify = d.step(load, decode=True)
+    memory = d.memory(b, c, tokens_in_flight=b * t)
+    # a draft model's weights spread over the chips (one rank holds its share)
+    fits = memory.total_bytes + extra * d.rank_chips / d.chips <= memory.usable_bytes
     draft_s = draft_step_s(d, s, b, c, plain.step_s)
     shape = plain.step_s.shape
     return SpeculativeGrid(

@@ -3,7 +3,7 @@ price per million output tokens, and the p10-p90 band of each; and the checked
 ``batch x context`` axes the grids share.
 
 The pooled grid (:class:`~rackmath.analyses.serving.pooled.DecodeGrid`), the planned one
-(:class:`~rackmath.analyses.serving.planned.PlannedGrid`) and speculative decoding's
+(:class:`~rackmath.analyses.serving.planned.DecodeGrid`) and speculative decoding's
 (:class:`~rackmath.analyses.serving.speculative.SpeculativeGrid`) each provide ``batch``,
 ``step_s`` and a ``deployment``; this base turns them into the same figures.
 """

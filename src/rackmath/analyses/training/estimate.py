@@ -19,8 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rackmath.analyses.kernels.tables import describe as describe_efficiency
+from rackmath.analyses.serving.parts import MemoryPerChip
 from rackmath.analyses.training.setup import TrainingSetup
-from rackmath.analyses.training.step import MemoryPerChip, StepBreakdown, memory_per_chip, step_breakdown
+from rackmath.analyses.training.step import StepBreakdown, memory_per_chip, step_breakdown
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
 from rackmath.errors import DoesNotFitError
@@ -49,7 +51,7 @@ def recompute_options(s: TrainingSetup, budget_bytes: float | None = None) -> li
         out.append(
             RecomputeOption(
                 mode=mode,
-                activations_bytes=mem.activations_bytes,
+                activations_bytes=mem.activation_bytes,
                 total_bytes=mem.total_bytes,
                 extra_flops_frac=float(tr.recompute_flops_per_token(s.model, s.seq_len, mode)) / model_flops,
                 step_s=step_breakdown(s, mode).step_s,
@@ -134,6 +136,7 @@ class TrainingEstimate(Tabular):
             Col("setup.schedule", "schedule"),
             Col("setup.recompute", "recompute"),
             Col("setup.compute", "compute_precision"),
+            Col("setup.efficiency_label", "efficiency"),
             Col("setup.seq_len", "seq_len_tokens", "tokens"),
             Col("setup.global_batch", "global_batch_sequences", "sequences"),
             Col("setup.tokens", "tokens", "tokens"),
@@ -235,8 +238,7 @@ class TrainingEstimate(Tabular):
             "zero_stage": int(s.zero),
             "compute_precision": s.compute.value,
             "gemm_recipe": s.recipe.value,
-            "efficiency_source": s.table.source,
-            "efficiency_transferred": s.table.transferred,
+            "efficiency": describe_efficiency(s.system.chip.id, s.efficiency),
             "ep_overlap_frac": s.ep_overlap_frac,
             "routing_skew": s.routing_skew,
             "seq_len_tokens": s.seq_len,
@@ -282,4 +284,4 @@ def estimate(s: TrainingSetup) -> TrainingEstimate:
 
 
 def with_efficiency(s: TrainingSetup, efficiency: rl.Efficiency) -> TrainingSetup:
-    return replace(s, efficiency=efficiency)
+    return replace(s, deployment=replace(s.deployment, efficiency=efficiency))

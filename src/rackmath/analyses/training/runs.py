@@ -10,7 +10,7 @@ import numpy as np
 
 from rackmath.analyses.training.setup import TrainingSetup, make_training
 from rackmath.core import roofline as rl
-from rackmath.specs.efficiency import EfficiencyTable
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.hardware import SystemSpec
 
 
@@ -47,9 +47,8 @@ class RunPrediction:
 
 def run_setup(
     run: Any,
-    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     system: SystemSpec | None = None,
-    efficiency_table: EfficiencyTable | str | None = None,
 ) -> TrainingSetup:
     """The :class:`TrainingSetup` of a :class:`rackmath.catalog.training_runs.TrainingRun`
     (on ``system`` instead of the run's own, e.g. with a calibrated link latency)."""
@@ -68,7 +67,6 @@ def run_setup(
         zero=run.zero,
         compute=run.compute,
         efficiency=efficiency,
-        efficiency_table=efficiency_table,
         ep_overlap_frac=run.ep_overlap_frac,
         ep_max_domains=run.ep_max_nodes,
         ep_dispatch_fp8=run.ep_dispatch_fp8,
@@ -81,7 +79,7 @@ def run_setup(
     )
 
 
-def predict_run(run: Any, efficiency: rl.Efficiency = rl.PURE_ROOFLINE) -> RunPrediction:
+def predict_run(run: Any, efficiency: rl.Efficiency = rl.KERNEL_GROUNDED) -> RunPrediction:
     """Predict the run's published metric (MFU, FLOP/s per chip, step time or chip-hours)."""
 
     from rackmath.analyses.training.estimate import estimate
@@ -162,9 +160,11 @@ class RunScore:
         return "16-bit" if self.precision in ("bf16", "fp16") else "8-bit or less"
 
 
-def score_runs(runs: Any = None, efficiency_table: str = "kernel") -> tuple[RunScore, ...]:
+def score_runs(
+    runs: Any = None, efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED
+) -> tuple[RunScore, ...]:
     """Every training run of the catalog (the fitted set and the held-out rows), or ``runs``,
-    predicted under ``efficiency_table`` (``kernel``: the chips' kernel fits, fitted on
+    predicted under ``efficiency`` (``kernel``, the default: the chips' kernel fits, fitted on
     microbenchmarks and never on these rows) and the framework profile each states."""
     from rackmath.analyses.training.estimate import estimate
     from rackmath.catalog.training_runs import held_out_runs, training_runs
@@ -172,7 +172,7 @@ def score_runs(runs: Any = None, efficiency_table: str = "kernel") -> tuple[RunS
     chosen = (*training_runs(), *held_out_runs()) if runs is None else tuple(runs)
     out = []
     for run in chosen:
-        e = estimate(run_setup(run, efficiency_table=efficiency_table))
+        e = estimate(run_setup(run, efficiency))
         out.append(
             RunScore(
                 run_id=run.id,

@@ -4,10 +4,11 @@
 :mod:`rackmath.analyses.training.step` turns the setup into a step (per operator) and the
 memory per chip, :mod:`rackmath.analyses.training.estimate` into an estimate.
 
-Efficiency: ``efficiency_table`` (an :class:`~rackmath.specs.efficiency.EfficiencyTable`, e.g.
-the kernel fit's :func:`rackmath.analyses.kernels.tables.efficiency_table`) when the caller gives
-one; otherwise the flat table of ``efficiency.flops_frac`` (1.0 = pure roofline;
-:data:`CALIBRATED_TRAINING` is the one LOSO-scored value fitted over the published runs).
+Efficiency: an :class:`~rackmath.core.roofline.Efficiency` as every deployment holds it
+(:func:`rackmath.analyses.kernels.tables.grounded_table`): ``kernel`` (the default) runs every
+operator on the chip's fitted kernel curves, ``pure`` on the roofline, scalars multiplying
+either (:data:`CALIBRATED_TRAINING` is the pure roofline at the one flops_frac fitted over the
+published runs).
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from rackmath.analyses.serving.pooled import DEFAULT_MEMORY_RESERVE_FRAC
+from rackmath.analyses.serving.deployment import Deployment
+from rackmath.analyses.serving.parts import DEFAULT_MEMORY_RESERVE_FRAC, Precisions
 from rackmath.analyses.training import stages as stg
 from rackmath.catalog import training_frameworks as tf
 from rackmath.core import architecture as arch
-from rackmath.core import efficiency as eff
 from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
@@ -30,7 +31,7 @@ from rackmath.core.training_step import GemmRecipe
 from rackmath.errors import InputError
 from rackmath.specs import checks
 from rackmath.specs.bounds import MAX_CHIPS, MAX_CONTEXT, MAX_TOKENS
-from rackmath.specs.efficiency import EfficiencyTable
+from rackmath.specs.efficiency import EfficiencyMode, EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -42,23 +43,21 @@ DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
 #: Default sequence length when the model's own is longer (Llama 3 pre-trains at 8K).
 DEFAULT_SEQ_LEN = 8192
 
-#: One achievable-matmul fraction for every training row, fitted once (geometric mean of
-#: measured / pure-roofline throughput over the seven training rows of
+#: One achievable-matmul fraction on the pure roofline for every training row, fitted once
+#: (geometric mean of measured / pure-roofline throughput over the seven training rows of
 #: shared/reference/measurements.csv plus DeepSeek-V3; see docs/training.md). Never per row.
-#: No efficiency derating (the faces name it without importing the core).
-PURE_ROOFLINE = rl.PURE_ROOFLINE
 #: 0.728 with the training kernels of issue 23 (0.747 before, with DeepSeek-V3 run as run;
-#: 0.807 and 0.77 earlier)
-CALIBRATED_TRAINING = rl.Efficiency(flops_frac=0.73)
+#: 0.807 and 0.77 earlier).
+CALIBRATED_TRAINING = rl.Efficiency(flops_frac=0.73, mode=EfficiencyMode.PURE)
 
 
 @dataclass(frozen=True)
 class TrainingSetup:
-    """A validated training job: what to train, on what, how split, for how many tokens."""
+    """A validated training job: the deployment it runs on (model, system, plan, precisions,
+    price, efficiency, memory reserve), and what to train for how many tokens, how batched
+    and scheduled."""
 
-    model: ModelSpec
-    system: SystemSpec
-    plan: ParallelPlan
+    deployment: Deployment
     tokens: float
     seq_len: int
     global_batch: int  # sequences per step
@@ -69,15 +68,10 @@ class TrainingSetup:
     optimizer: tr.Optimizer
     zero: tr.ZeroStage
     sequence_parallel: bool
-    compute: Precision
-    usd_per_chip_hour: float
-    efficiency: rl.Efficiency = rl.PURE_ROOFLINE
-    memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC
     notes: tuple[str, ...] = field(default=())
-    #: how the GEMMs compute (bf16, fp8, fp8-block, mxfp8, nvfp4); ``compute`` is its peak row
+    #: how the GEMMs compute (bf16, fp8, fp8-block, mxfp8, nvfp4); its precision is the
+    #: deployment's compute precision
     recipe: GemmRecipe = GemmRecipe.BF16
-    #: the chip's efficiency per operator class; None: the flat table of ``efficiency``
-    efficiency_table: EfficiencyTable | None = None
     #: share of the expert all-to-all that may hide under compute (DualPipe 1, 1F1B 0)
     ep_overlap_frac: float = 0.0
     #: busiest expert rank's tokens over the mean (1 = balanced routing)
@@ -100,14 +94,40 @@ class TrainingSetup:
     #: the attention backward's FLOP/s over its forward's on this chip, and its source
     attention_backward: tf.BackwardRatio | None = None
 
+    # What the job runs on, read off its deployment.
+    @property
+    def model(self) -> ModelSpec:
+        return self.deployment.model
+
+    @property
+    def system(self) -> SystemSpec:
+        return self.deployment.system
+
+    @property
+    def plan(self) -> ParallelPlan:
+        return self.deployment.plan
+
+    @property
+    def compute(self) -> Precision:
+        """The precision whose peak the GEMMs run at (the recipe's)."""
+        return self.deployment.precisions.compute
+
+    @property
+    def usd_per_chip_hour(self) -> float:
+        return self.deployment.usd_per_chip_hour
+
+    @property
+    def efficiency(self) -> rl.Efficiency:
+        return self.deployment.efficiency
+
     @property
     def table(self) -> EfficiencyTable:
-        """The efficiency table the operators use."""
-        if self.efficiency_table is not None:
-            return self.efficiency_table
-        return eff.table_from_fractions(
-            flops_frac=self.efficiency.flops_frac, source=f"flat flops_frac {self.efficiency.flops_frac:g}"
-        )
+        """The efficiency table the operators use (the deployment's)."""
+        return self.deployment.efficiency_table
+
+    @property
+    def efficiency_label(self) -> str:
+        return self.deployment.efficiency_label
 
     @property
     def profile(self) -> TrainingFramework:
@@ -141,10 +161,9 @@ class TrainingSetup:
 
     @property
     def attention_precision(self) -> Precision:
-        """Attention, norms and casts: BF16 where the chip has it (FP16 runs stay FP16)."""
-        if self.compute is Precision.FP16 or Precision.BF16 not in self.system.chip.peak_flops_per_s:
-            return self.compute
-        return Precision.BF16
+        """Attention, norms and casts: the deployment's rule over a 16-bit cache (BF16 where the
+        chip has it; FP16 runs stay FP16; else the GEMMs' precision)."""
+        return self.deployment.attention_precision
 
     @property
     def bf16_peak_flops_per_s(self) -> float:
@@ -173,9 +192,8 @@ def make_training(
     sequence_parallel: bool = True,
     compute: Precision | GemmRecipe | str | None = None,
     usd_per_chip_hour: float | None = None,
-    efficiency: rl.Efficiency = rl.PURE_ROOFLINE,
+    efficiency: rl.Efficiency | EfficiencyMode | str = rl.KERNEL_GROUNDED,
     memory_reserve_frac: float = DEFAULT_MEMORY_RESERVE_FRAC,
-    efficiency_table: EfficiencyTable | str | None = None,
     ep_overlap_frac: float | None = None,
     routing_skew: float = 1.0,
     bucket_bytes: float | None = None,
@@ -270,10 +288,7 @@ def make_training(
         )
     precision = recipe.precision
     system.chip.peak_flops(precision)
-    if isinstance(efficiency_table, str):
-        if efficiency_table != "kernel":
-            raise InputError("efficiency", efficiency_table, "pure, calibrated or kernel")
-        efficiency_table = kernel_table(system.chip.id, recipe, model.moe.gated if model.moe else True)
+    efficiency = rl.Efficiency.parse(efficiency)
     if ep_overlap_frac is not None:
         overlap = ep_overlap_frac
     else:
@@ -312,10 +327,22 @@ def make_training(
             f"{model.num_layers} layers over {plan.pp} stages: the fullest stage has "
             f"{math.ceil(model.num_layers / plan.pp)} and sets the pace."
         )
-    return TrainingSetup(
+    deployment = Deployment(
         model=model,
         system=system,
         plan=plan,
+        # the 16-bit activations attention reads (FP16 runs stay FP16), GEMMs at the recipe's format
+        precisions=Precisions(
+            weights=precision,
+            kv=Precision.FP16 if precision is Precision.FP16 else Precision.BF16,
+            compute=precision,
+        ),
+        usd_per_chip_hour=float(price),
+        efficiency=efficiency,
+        memory_reserve_frac=memory_reserve_frac,
+    )
+    return TrainingSetup(
+        deployment=deployment,
         tokens=float(tokens),
         seq_len=seq,
         global_batch=batch,
@@ -326,13 +353,8 @@ def make_training(
         optimizer=tr.Optimizer.parse(optimizer),
         zero=zero_stage,
         sequence_parallel=sequence_parallel,
-        compute=precision,
-        usd_per_chip_hour=float(price),
-        efficiency=efficiency,
-        memory_reserve_frac=memory_reserve_frac,
         notes=tuple(notes),
         recipe=recipe,
-        efficiency_table=efficiency_table,
         ep_overlap_frac=float(overlap),
         routing_skew=float(routing_skew),
         bucket_bytes=bucket_bytes,
@@ -352,21 +374,6 @@ def parse_ep_dispatch(text: str) -> bool:
     if key not in ("bf16", "fp8"):
         raise InputError("--ep-dispatch", text, "bf16 or fp8 (fp8: dispatch in FP8, combine in BF16)")
     return key == "fp8"
-
-
-def kernel_table(
-    chip_id: str, recipe: GemmRecipe | str = GemmRecipe.BF16, moe_gated: bool = True
-) -> EfficiencyTable:
-    """The chip's kernel-fitted curves for a training step: every operator picks its curve by
-    its own format (the GEMMs the recipe's, the head, router and attention 16-bit) and the
-    experts by their gating (:meth:`rackmath.core.operators.ChipRates.curve`). Chips without
-    kernel tables get the nearest chip's, with ``transferred=True`` and a ``source`` that says
-    so (:func:`rackmath.analyses.kernels.tables.efficiency_table`). ``recipe`` and
-    ``moe_gated`` are checked and otherwise chosen per operator."""
-    from rackmath.analyses.kernels import tables as et
-
-    GemmRecipe.parse(recipe)
-    return et.efficiency_table(chip_id)
 
 
 #: Every GEMM recipe :func:`make_training` knows (``compute``), whatever the chip.

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rackmath.analyses.serving.parts import MemoryPerChip
 from rackmath.analyses.training import comm
 from rackmath.analyses.training import stages as stg
 from rackmath.analyses.training.setup import TrainingSetup
@@ -45,7 +46,6 @@ from rackmath.core import network as net
 from rackmath.core import operator_model as opm
 from rackmath.core import operators as ops
 from rackmath.core import pipeline as pl
-from rackmath.core import roofline as rl
 from rackmath.core import sharding as shard
 from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
@@ -53,56 +53,11 @@ from rackmath.core import training_kernels as tk
 from rackmath.core import training_step as ts
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
+from rackmath.specs.efficiency import EfficiencyMode
 from rackmath.specs.model import WEIGHT_CLASSES
 
 
 # ---------------------------------------------------------------------------- memory
-@dataclass(frozen=True)
-class MemoryPerChip:
-    weights_bytes: float
-    grads_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
-    in_flight_microbatches: float
-    capacity_bytes: float
-    usable_bytes: float
-    #: ZeRO-3's gathered parameters: the bucket in use and the one prefetched
-    gathered_bytes: float = 0.0
-
-    @property
-    def total_bytes(self) -> float:
-        return (
-            self.weights_bytes
-            + self.grads_bytes
-            + self.optimizer_bytes
-            + self.activations_bytes
-            + self.gathered_bytes
-        )
-
-    @property
-    def fits(self) -> bool:
-        return self.total_bytes <= self.usable_bytes
-
-    @property
-    def short_by_bytes(self) -> float:
-        return max(0.0, self.total_bytes - self.usable_bytes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "weights_bytes": self.weights_bytes,
-            "grads_bytes": self.grads_bytes,
-            "optimizer_bytes": self.optimizer_bytes,
-            "activations_bytes": self.activations_bytes,
-            "gathered_bytes": self.gathered_bytes,
-            "total_bytes": self.total_bytes,
-            "in_flight_microbatches": self.in_flight_microbatches,
-            "capacity_bytes": self.capacity_bytes,
-            "usable_bytes": self.usable_bytes,
-            "fits": self.fits,
-            "short_by_bytes": self.short_by_bytes,
-        }
-
-
 def params_per_chip(s: TrainingSetup) -> tuple[float, float]:
     """(dense parameters, routed-expert parameters) one chip of the heaviest stage holds
     before ZeRO sharding: the serving sharding rule (:func:`rackmath.core.parallel.
@@ -157,16 +112,16 @@ def memory_per_chip(s: TrainingSetup, recompute: tr.Recompute | None = None) -> 
     activations = s.microbatch * local_seq * float(stage.peak_bytes_per_token(in_flight))
     copies = 2.0 if s.schedule is pl.Schedule.DUALPIPE else 1.0
     gathered = 2.0 * bucket_bytes(s) if s.zero >= tr.ZeroStage.WEIGHTS else 0.0
-    capacity = s.system.chip.hbm_capacity_bytes
     return MemoryPerChip(
         weights_bytes=float(d_w + e_w) * copies,
+        kv_bytes=0.0,
+        activation_bytes=activations,
+        capacity_bytes=s.system.chip.hbm_capacity_bytes,
+        usable_bytes=s.deployment.usable_bytes_per_chip,
         grads_bytes=float(d_g + e_g),
         optimizer_bytes=float(d_o + e_o),
-        activations_bytes=activations,
-        in_flight_microbatches=in_flight,
-        capacity_bytes=capacity,
-        usable_bytes=float(rl.usable_bytes(capacity, s.memory_reserve_frac)),
         gathered_bytes=gathered,
+        in_flight_microbatches=in_flight,
     )
 
 
@@ -320,7 +275,7 @@ def backward_model(s: TrainingSetup, m_ops: opm.OperatorModel) -> ts.BackwardMod
     pure roofline and the flat tables run every kernel at one fraction)."""
     qk, v, _ = m_ops.prefill_dims
     ratio = s.attention_backward
-    measured = s.efficiency_table is not None
+    measured = s.efficiency.mode is EfficiencyMode.KERNEL
     fused = s.profile.fused_cross_entropy
     loss_fwd, loss_bwd = tk.LOSS_BYTES_PER_LOGIT[fused]
     return ts.BackwardModel(
@@ -399,8 +354,8 @@ def microbatch_operators(
     )
     load = loads.prefill_load(model, s.microbatch * plan.pp * plan.dp, s.seq_len, 0.0)
     rates = chip_rates(s)
-    split = {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp * plan.cp, "ep": plan.ep}
-    forward = training_passes(s, m_ops, rates, ops.pass_operators(m_ops, load, rates, **split))
+    passes = ops.pass_operators(m_ops, load, rates, tp=plan.tp, pp=plan.pp, dp=plan.dp * plan.cp, ep=plan.ep)
+    forward = training_passes(s, m_ops, rates, passes)
     train_ops = ts.training_operators(
         forward,
         rates,

@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from rackmath.analyses.deploy.frontier import Frontier
-from rackmath.analyses.serving import pooled
+from rackmath.analyses.serving.deployment import DecodeGrid, Deployment
 from rackmath.analyses.serving.explain import Explanation, cheapest_fitting
-from rackmath.analyses.serving.pooled import DecodeGrid, Deployment
 from rackmath.core import roofline as rl
 from rackmath.units import GB, MS
 from rackmath.views import fmt
@@ -37,7 +36,7 @@ def batch_sweep(
         knee = b_star if np.isfinite(b_star) else float(result.balance.balance_batch)
         top_batch = max(float(np.max(result.batches)), SWEEP_PAST_BALANCE * knee)
     batches = np.unique(np.round(np.geomspace(1, max(top_batch, 1.0), points)))
-    return pooled.decode(result.deployment, batches, result.contexts[:1])
+    return result.deployment.decode(batches, result.contexts[:1])
 
 
 def compute_only_usd_per_million(result: Explanation, sweep: DecodeGrid) -> np.ndarray:
@@ -45,7 +44,7 @@ def compute_only_usd_per_million(result: Explanation, sweep: DecodeGrid) -> np.n
     d = result.deployment
     return np.asarray(
         rl.usd_per_million_tokens(
-            sweep.times.compute_s[:, 0], sweep.batch[:, 0], d.chips, d.usd_per_chip_hour
+            sweep.step.compute_s[:, 0], sweep.batch[:, 0], d.chips, d.usd_per_chip_hour
         ),
         float,
     )
@@ -76,7 +75,7 @@ def _selected(point: DecodeGrid | None, y: float, unit: str) -> list[Series]:
 def step_time(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None = None) -> FigureData:
     """Decode step time and its parts against batch at the first context (log-log, ms)."""
     b = sweep.batch[:, 0]
-    t = sweep.times
+    t = sweep.step
     step_ms = sweep.step_s[:, 0] / MS
     parts = [
         ("compute", t.compute_s[:, 0] / MS, COLORS["compute"]),

@@ -33,7 +33,7 @@ RECOMPUTE_MODES = ("none", "selective", "full", "sqrt", "reversible")
 OPTIMIZERS = ("adam-mixed", "adam-fp32", "adam-bf16", "sgd-mixed")
 
 
-EFFICIENCIES = ("pure", "calibrated", "kernel")
+EFFICIENCIES = ("kernel", "pure", "calibrated")
 
 
 #: Largest pipeline the timeline draws (ops = 2-3 x stages x micro-batches x chunks).
@@ -63,7 +63,7 @@ class TrainingState:
     zero: int = 2
     compute: str | None = None  # a GEMM recipe; None: bf16 where the chip has it
     usd_per_chip_hour: float | None = None
-    efficiency: str = "pure"  # or "calibrated": the fitted flops_frac
+    efficiency: str = "kernel"  # "pure": the roofline; "calibrated": it at the fitted flops_frac
     pipe_schedule: str = "1f1b"
     pipe_stages: int = 4
     pipe_microbatches: int = 8
