@@ -450,19 +450,24 @@ def test_simulate_shows_the_apis_attainment_and_follows_the_ttft_limit(server: s
     _no_errors(page)
     fleet = slo.Fleet(catalog.model("llama-3.1-70b"), catalog.system("h100-hgx"), "tp=8")
     work = slo.Workload(4.0, 300, LengthDist.parse("lognormal:2000", "i"), LengthDist.parse("300", "o"), 0)
-    run = slo.serve(fleet, work, 0.4, 0.025)
-    assert _metric(page, "TTFT ≤ 400 ms") == fmt.pct(run.attainment.ttft_met_frac)
-    assert _metric(page, "Both (SLO met)") == fmt.pct(run.attainment.both_met_frac)
+    def limits(ttft_s: float) -> slo.Slo:  # the page's SLO: both limits at its default attainment
+        return slo.Slo((slo.Limit("ttft", ttft_s), slo.Limit("tpot", 0.025)), 0.99)
+
+    run = slo.serve(fleet, work, limits(0.4))
+    assert run.attainment is not None
+    assert _metric(page, "TTFT ≤ 400 ms") == fmt.pct(run.attainment.met_frac["ttft"])
+    assert _metric(page, "Both (SLO met)") == fmt.pct(run.attainment.all_frac or 0.0)
     rows = {r[""]: r for r in _table_rows(page)}
     assert rows["TPOT"]["p99"] == fmt.seconds(run.result.metrics["tpot_p99"])
     assert rows["TTFT (queueing included)"]["p50"] == fmt.seconds(run.result.metrics["ttft_p50"])
     assert len(_plot_data(page, 0)[0]["x"]) == 300  # one step of the TTFT distribution per request
     _shot(page, "simulate-default")
     _type(page, "TTFT limit (ms, queueing included)", "150", "ttft_ms=150")
-    tighter = slo.serve(fleet, work, 0.15, 0.025)
+    tighter = slo.serve(fleet, work, limits(0.15))
+    assert tighter.attainment is not None
     page.get_by_text("TTFT ≤ 150 ms").wait_for(timeout=UI_TIMEOUT_MS)
-    assert _metric(page, "TTFT ≤ 150 ms") == fmt.pct(tighter.attainment.ttft_met_frac)
-    assert tighter.attainment.ttft_met_frac <= run.attainment.ttft_met_frac
+    assert _metric(page, "TTFT ≤ 150 ms") == fmt.pct(tighter.attainment.met_frac["ttft"])
+    assert tighter.attainment.met_frac["ttft"] <= run.attainment.met_frac["ttft"]
     assert "rackmath simulate llama-3.1-70b --on h100-hgx --plan tp=8" in _command_text(page)
     _no_errors(page)
     _shot(page, "simulate-ttft-150ms")
