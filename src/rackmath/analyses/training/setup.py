@@ -229,44 +229,9 @@ def make_training(
         )
     budget = f"a token budget of 1 to {MAX_TOKENS:g}, e.g. 15e12"
     checks.between("--tokens", tokens, 1, MAX_TOKENS, allowed=budget)
-    a = model.attention
-    if a.num_heads % plan.tp:
-        raise InputError("plan tp", plan.tp, f"a divisor of the {a.num_heads} attention heads")
-    if plan.pp > model.num_layers:
-        raise InputError("plan pp", plan.pp, f"at most the {model.num_layers} layers")
-    if plan.ep > 1:
-        if not model.is_moe or model.moe is None:
-            raise InputError("plan ep", plan.ep, "1 for a dense model (it has no experts to shard)")
-        if model.moe.num_experts % plan.ep:
-            raise InputError("plan ep", plan.ep, f"a divisor of the {model.moe.num_experts} experts")
-    seq = min(DEFAULT_SEQ_LEN, model.max_context or DEFAULT_SEQ_LEN) if seq_len is None else seq_len
-    seq = checks.whole("seq-len", seq, maximum=MAX_CONTEXT)
-    if seq % plan.cp:
-        raise InputError("seq-len", seq, f"a multiple of cp = {plan.cp}")
-    micro = checks.whole("microbatch", microbatch)
-    unit = plan.dp * micro
-    if global_batch is None:
-        global_batch = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq / unit)) * unit
-    batch = checks.whole("batch", global_batch)
-    if batch % unit:
-        raise InputError("batch", batch, f"a multiple of dp x microbatch = {unit} sequences")
-    sched = pl.Schedule.parse(schedule)
-    v = checks.whole("virtual stages", virtual_stages)
-    m = batch // unit
-    defaulted_v = False
-    if sched is pl.Schedule.INTERLEAVED:
-        if v < 2:
-            v, defaulted_v = 2, True
-        if m % plan.pp:
-            raise InputError("batch", batch, f"{plan.pp} x dp x microbatch multiples for interleaving")
-        if math.ceil(model.num_layers / plan.pp) < v:
-            raise InputError("virtual stages", v, "at most the layers per stage")
-    elif v != 1:
-        raise InputError("virtual stages", v, "1 unless --schedule interleaved")
-    if sched is pl.Schedule.DUALPIPE and (plan.pp < 2 or plan.pp % 2):
-        raise InputError(
-            "plan pp", plan.pp, "an even number of stages >= 2 for DualPipe (it feeds both ends)"
-        )
+    check_plan_on_model(model, plan)
+    seq, micro, batch = batch_shape(model, plan, seq_len, microbatch, global_batch)
+    sched, v, defaulted_v = schedule_of(model, plan, schedule, virtual_stages, batch, micro)
     if batch * seq > tokens:
         raise InputError(
             "tokens", tokens, f"at least one step's {batch * seq:,} tokens ({batch} x {seq}); raise --tokens"
@@ -275,17 +240,7 @@ def make_training(
         zero_stage = tr.ZeroStage(zero)
     except ValueError:
         raise InputError("zero", zero, "0, 1, 2 or 3") from None
-    if compute:
-        recipe = GemmRecipe.parse(compute)
-    else:
-        native = (
-            Precision.BF16
-            if Precision.BF16 in system.chip.peak_flops_per_s
-            else model.native_weight_precision
-        )
-        recipe = (
-            GemmRecipe.parse(native) if native.value in {r.value for r in GemmRecipe} else GemmRecipe.BF16
-        )
+    recipe = gemm_recipe(model, system, compute)
     precision = recipe.precision
     system.chip.peak_flops(precision)
     efficiency = rl.Efficiency.parse(efficiency)
@@ -365,6 +320,83 @@ def make_training(
         stage_layers=stage_layers,
         attention_backward=tf.attention_backward_efficiency(system.chip.id),
     )
+
+
+def check_plan_on_model(model: ModelSpec, plan: ParallelPlan) -> None:
+    """Refuse a plan the model cannot be split by: tp not dividing the heads, more stages than
+    layers, EP over a dense model or not dividing the experts."""
+    heads = model.attention.num_heads
+    if heads % plan.tp:
+        raise InputError("plan tp", plan.tp, f"a divisor of the {heads} attention heads")
+    if plan.pp > model.num_layers:
+        raise InputError("plan pp", plan.pp, f"at most the {model.num_layers} layers")
+    if plan.ep > 1:
+        if not model.is_moe or model.moe is None:
+            raise InputError("plan ep", plan.ep, "1 for a dense model (it has no experts to shard)")
+        if model.moe.num_experts % plan.ep:
+            raise InputError("plan ep", plan.ep, f"a divisor of the {model.moe.num_experts} experts")
+
+
+def batch_shape(
+    model: ModelSpec, plan: ParallelPlan, seq_len: int | None, microbatch: int, global_batch: int | None
+) -> tuple[int, int, int]:
+    """(sequence length, micro-batch, global batch) checked against the plan: the sequence a
+    multiple of ``cp``, the batch a multiple of ``dp x microbatch`` (default: about
+    :data:`DEFAULT_GLOBAL_BATCH_TOKENS` tokens a step, rounded to that multiple)."""
+    seq = min(DEFAULT_SEQ_LEN, model.max_context or DEFAULT_SEQ_LEN) if seq_len is None else seq_len
+    seq = checks.whole("seq-len", seq, maximum=MAX_CONTEXT)
+    if seq % plan.cp:
+        raise InputError("seq-len", seq, f"a multiple of cp = {plan.cp}")
+    micro = checks.whole("microbatch", microbatch)
+    unit = plan.dp * micro
+    if global_batch is None:
+        global_batch = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq / unit)) * unit
+    batch = checks.whole("batch", global_batch)
+    if batch % unit:
+        raise InputError("batch", batch, f"a multiple of dp x microbatch = {unit} sequences")
+    return seq, micro, batch
+
+
+def schedule_of(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    schedule: pl.Schedule | str,
+    virtual_stages: int,
+    batch: int,
+    microbatch: int,
+) -> tuple[pl.Schedule, int, bool]:
+    """The pipeline schedule, its model chunks per stage and whether 2 were assumed: interleaving
+    needs the micro-batches in multiples of ``pp`` and at most the layers per stage as chunks;
+    DualPipe an even number of stages (it feeds both ends)."""
+    sched = pl.Schedule.parse(schedule)
+    v = checks.whole("virtual stages", virtual_stages)
+    defaulted = False
+    if sched is pl.Schedule.INTERLEAVED:
+        if v < 2:
+            v, defaulted = 2, True
+        if (batch // (plan.dp * microbatch)) % plan.pp:
+            raise InputError("batch", batch, f"{plan.pp} x dp x microbatch multiples for interleaving")
+        if math.ceil(model.num_layers / plan.pp) < v:
+            raise InputError("virtual stages", v, "at most the layers per stage")
+    elif v != 1:
+        raise InputError("virtual stages", v, "1 unless --schedule interleaved")
+    if sched is pl.Schedule.DUALPIPE and (plan.pp < 2 or plan.pp % 2):
+        raise InputError(
+            "plan pp", plan.pp, "an even number of stages >= 2 for DualPipe (it feeds both ends)"
+        )
+    return sched, v, defaulted
+
+
+def gemm_recipe(
+    model: ModelSpec, system: SystemSpec, compute: Precision | GemmRecipe | str | None
+) -> GemmRecipe:
+    """The GEMM recipe a run states, else BF16 where the chip has a BF16 peak (the model's
+    native format otherwise, when it names a recipe)."""
+    if compute:
+        return GemmRecipe.parse(compute)
+    chip = system.chip
+    native = Precision.BF16 if Precision.BF16 in chip.peak_flops_per_s else model.native_weight_precision
+    return GemmRecipe.parse(native) if native.value in {r.value for r in GemmRecipe} else GemmRecipe.BF16
 
 
 def parse_ep_dispatch(text: str) -> bool:
