@@ -33,7 +33,7 @@ from timing import machine  # benchmarks/timing.py: the scripts run from this fo
 BUDGET_S = 0.200
 RESULTS = Path(__file__).parent / "results" / "web.json"
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
-CONTEXTS = [2**p for p in range(8, 18)]  # up to 131,072: within deepseek-v3's window (the page refuses beyond)
+CONTEXTS = [2**p for p in range(8, 18)]  # to 131,072: within deepseek-v3's window (the page refuses more)
 MODELS = ["deepseek-v3", "llama-3.1-70b", "gpt-oss-120b", "qwen3-235b-a22b", "mixtral-8x22b", "kimi-k2"]
 
 
