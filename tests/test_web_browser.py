@@ -450,6 +450,7 @@ def test_simulate_shows_the_apis_attainment_and_follows_the_ttft_limit(server: s
     _no_errors(page)
     fleet = slo.Fleet(catalog.model("llama-3.1-70b"), catalog.system("h100-hgx"), "tp=8")
     work = slo.Workload(4.0, 300, LengthDist.parse("lognormal:2000", "i"), LengthDist.parse("300", "o"), 0)
+
     def limits(ttft_s: float) -> slo.Slo:  # the page's SLO: both limits at its default attainment
         return slo.Slo((slo.Limit("ttft", ttft_s), slo.Limit("tpot", 0.025)), 0.99)
 
