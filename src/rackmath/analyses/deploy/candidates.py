@@ -411,8 +411,10 @@ def candidate_load(
     context each sequence's KV is held at."""
     i_len, o_len = workload.input_len, workload.output_len
     k = routing.mtp if phase != "prefill" else 0
-    if phase == "prefill":  # whole prompts: a pipeline micro-batch holds whole requests
-        return loads.prefill_load(model, batch, i_len, kv_el, whole=True), float(i_len)
+    if phase == "prefill":  # whole prompts (a pipeline micro-batch holds whole requests); the
+        # prompt's cached share skips its prefill here too (the xPyD prefill pool)
+        cached = workload.prefix_hit * i_len
+        return loads.prefill_load(model, batch, i_len, kv_el, cached=cached, whole=True), float(i_len)
     if phase == "mixed" and not k:
         return loads.mixed_load(model, batch, i_len, o_len, kv_el, workload.prefix_hit), float(i_len + o_len)
     # decode tokens verify k + 1 a sequence when MTP is on
