@@ -24,6 +24,7 @@ depend on (the fit's code, the table package, the chips' peaks), so a committed 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -235,7 +236,9 @@ def held_out_version(
                 try:
                     train, test = _table_data(chip_id, older), _table_data(chip_id, newest)
                 except (kt.KernelTableError, ValueError) as exc:  # a table the reader refuses
-                    why = f"{older.framework} {older.version} -> {newest.version}: {exc}"
+                    # the report is committed: name the table inside the package, not on this machine
+                    table = str(exc).replace(f"{kt.package_data_dir()}{os.sep}", f"{kt.PACKAGE}:")
+                    why = f"{older.framework} {older.version} -> {newest.version}: {table}"
                     not_possible.append({"chip": chip_id, "kind": kind, "why": why})
                     continue
                 fit = fit_chip(train, peaks)
