@@ -35,8 +35,12 @@ def calibrate_kernels_command(
     install: bool = False,
     check: bool = False,
 ) -> None:
-    from rackmath.analyses.kernels.calibrate import calibrate_kernels, catalog_text, with_chips
-    from rackmath.analyses.kernels.fit import HELD_OUT_CHIPS
+    from rackmath.analyses.kernels.calibrate import (
+        calibrate_kernels,
+        catalog_text,
+        holds_every_held_out_pair,
+        with_chips,
+    )
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
@@ -60,9 +64,7 @@ def calibrate_kernels_command(
                 == catalog_text({"chips": {c: shipped["chips"].get(c)}})
                 for c in chip_list
             )
-            if "transfer_band" in doc and all(
-                t in chip_list and d in chip_list for t, d in HELD_OUT_CHIPS.items()
-            ):
+            if "transfer_band" in doc and holds_every_held_out_pair(chip_list):
                 same = same and catalog_text({"transfer_band": doc["transfer_band"]}) == catalog_text(
                     {"transfer_band": shipped.get("transfer_band")}
                 )

@@ -222,14 +222,20 @@ def in_sample_bands(held: kb.HeldOutValues, fit: ChipFit, data: ChipData, peaks:
             )
 
 
+def holds_every_held_out_pair(chips: Any) -> bool:
+    """Whether a (partial) refit of ``chips`` holds both ends of every held-out chip pair
+    (:data:`~rackmath.analyses.kernels.fit.HELD_OUT_CHIPS`): only then is its transfer widening
+    a full refit's."""
+    return all(t in chips and d in chips for t, d in HELD_OUT_CHIPS.items())
+
+
 def with_chips(shipped: dict[str, Any], partial: dict[str, Any]) -> dict[str, Any]:
     """The shipped catalog document with a partial refit's chips put in (the others kept), in
     the chip order a full refit writes (sorted), so a full refit of the result reproduces it
     byte for byte; the transfer widening is the shipped one unless the refit holds both chips
     of every held-out pair it is measured on (then it is the full refit's)."""
     chips = {**shipped.get("chips", {}), **partial["chips"]}
-    every_pair = all(t in partial["chips"] and d in partial["chips"] for t, d in HELD_OUT_CHIPS.items())
-    band = partial["transfer_band"] if "transfer_band" in partial and every_pair else None
+    band = partial.get("transfer_band") if holds_every_held_out_pair(partial["chips"]) else None
     return {
         **shipped,
         "chips": dict(sorted(chips.items())),
