@@ -145,7 +145,7 @@ def test_the_step_lists_its_collectives_with_kernels() -> None:
     ``collective`` in the breakdown and the operator table, with its kernel; the breakdown's
     identity ``step = sum(operators) + exposed communication + overhead`` still holds."""
     model, hgx = resolve_model("deepseek-v3"), system("h200-hgx")
-    dep = plan_deployment(model, hgx, "tp=8,pp=2,ep=4,moe_tp=2", allow_uneven_stages=True)
+    dep = plan_deployment(model, hgx, "dp=2,tp=4,pp=2,ep=4,moe_tp=2", allow_uneven_stages=True)
     g = dep.decode([64], [4096])
     names = [op.name for op in g.step.collectives]
     assert names == ["tp_all_reduce", "moe_tp_all_reduce", "ep_dispatch", "ep_combine", "pp_send"]
@@ -160,6 +160,24 @@ def test_the_step_lists_its_collectives_with_kernels() -> None:
     assert point["communication_s"] == pytest.approx(comm, rel=1e-12)
     rows = g.step.operator_table()
     assert [r["name"] for r in rows if r["class"] == "collective"] == names
+
+
+def test_attention_without_dp_moves_no_token_to_its_experts() -> None:
+    """TP attention over the whole stage (``dp = 1``) leaves every token on every chip: the
+    experts run where the tokens are and the MLP's TP all-reduce sums their partial outputs, so
+    ``tp=8,ep=4,moe_tp=2`` has the two TP all-reduces per layer and nothing else (vLLM's
+    all-to-all only beside DP; TensorRT-LLM's TP8 DeepSeek-R1). The same experts beside DP
+    (``dp=2,tp=4,ep=4,moe_tp=2``) dispatch and combine. The chip's own work is unchanged: the
+    busiest rank runs the same token-expert pairs either way."""
+    model, hgx = resolve_model("deepseek-v3"), system("b200-hgx")
+    tp_only = plan_deployment(model, hgx, "tp=8,ep=4,moe_tp=2").decode([1, 64], [2048]).step
+    assert [op.name for op in tp_only.collectives] == ["tp_all_reduce"]
+    assert np.all(np.asarray(tp_only.ep_comm_pass_s) == 0.0)
+    assert _by_name(tp_only)["tp_all_reduce"].kernel.fmt == "custom"  # one-shot at 14 kB
+    with_dp = plan_deployment(model, hgx, "dp=2,tp=4,ep=4,moe_tp=2").decode([1, 64], [2048]).step
+    assert {"ep_dispatch", "ep_combine", "moe_tp_all_reduce"} <= {op.name for op in with_dp.collectives}
+    routed = [{op.name: op for op in s.operators}["routed_experts"] for s in (tp_only, with_dp)]
+    np.testing.assert_allclose(routed[0].flops, routed[1].flops, rtol=1e-12)
 
 
 def test_all_reduce_runs_nccl_beyond_the_custom_kernels_messages() -> None:

@@ -261,16 +261,25 @@ def _curve_source(point: dict[str, Any]) -> str:
     )
 
 
+#: How section 7 names the collectives a plan's step has (each only where the step has it).
+_COLLECTIVE_WORDS = (
+    ("tp_all_reduce", "TP all-reduce twice per layer"),
+    ("moe_tp_all_reduce", "the experts' TP all-reduce per MoE layer"),
+    ("ep_dispatch", "EP all-to-all dispatch + combine per MoE layer"),
+    ("cp", "the CP group's gathers and merges per layer"),
+    ("pp_send", "PP hops"),
+)
+
+
 def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
     p = result.planned
     assert p is not None
     dep = p.deployment
     out(f"\n[bold]7. With the plan {dep.plan}[/] (communication over the real topology, memory per chip)")
     combine = "added to" if dep.comm_overlap_frac == 0 else "partly overlapped with"
-    out(
-        "  TP all-reduce twice per layer, EP all-to-all dispatch + combine per MoE layer, PP hops; "
-        f"communication is {combine} the roofline step"
-    )
+    names = {"cp" if op.name.startswith("cp_") else op.name for op in p.step.collectives}
+    said = [text for key, text in _COLLECTIVE_WORDS if key in names] or ["no communication"]
+    out(f"  {', '.join(said)}; communication is {combine} the roofline step")
     for note in dep.notes:
         out(f"  {note}")
     table = Table(show_edge=False, header_style="bold")
@@ -325,6 +334,7 @@ def _render_plan(result: Explanation, out: Callable[..., None]) -> None:
         out(
             f"  Under {dep.plan} the cheapest point that fits is batch {p.batch[bi, bj]:,.0f} at "
             f"{fmt.usd(usd)} per million tokens, {usd / ideal:.1f}x the ideal chip's "
-            f"{fmt.usd(ideal)}: replicated weights, the expert all-to-all and per-chip memory are the price "
-            "of a real layout."
+            f"{fmt.usd(ideal)}: replicated weights, "
+            + ("the expert all-to-all" if "ep_dispatch" in names else "communication")
+            + " and per-chip memory are the price of a real layout."
         )

@@ -407,6 +407,17 @@ def step_collectives(
     * ``ep_dispatch``, ``ep_combine``: one each per MoE layer over the ``ep`` ranks spaced
       ``moe_tp`` apart, ``tokens / (dp tp) x skew`` tokens a chip, ``L_moe / P`` calls each.
 
+    Attention without data parallelism (``dp x cp = 1``) leaves every token on every chip of
+    the stage after attention's all-reduce, so each rank runs its experts on the tokens routed
+    to them where they already are and the MLP's TP all-reduce sums the ranks' partial outputs
+    (the experts' own TP pieces among them): such a plan has no dispatch, no combine and no
+    expert all-reduce. That is how the engines run it: vLLM turns its all-to-all kernels on
+    only when ``dp_size > 1`` (``FusedMoEParallelConfig.use_all2all_kernels``,
+    vllm/model_executor/layers/fused_moe/config.py), and TensorRT-LLM's TP8 DeepSeek-R1 fuses
+    the experts' local reduction into the one-shot all-reduce (tech blog 1, "Pushing Latency
+    Boundaries", module 13). E.g. ``tp=8,ep=4,moe_tp=2``: two TP all-reduces per layer, nothing
+    else; ``dp=2,tp=4,ep=8``: dispatch and combine as above.
+
     Each is timed by :func:`all_reduce_operator` or
     :func:`expert_operators` on the table's fitted curves (the link model
     on the pure table: then the sums are :func:`tp_all_reduce_s`, :func:`moe_tp_all_reduce_s`
@@ -425,21 +436,31 @@ def step_collectives(
     moe_layers = m.num_moe_layers / pp
     chip_tokens = tokens / (dp * tp) * num(skew)
     mt = num(moe_tp)
-    on = (mt > 1) & (mt != tp)
+    moving = dp > 1  # tokens move to their experts only beside attention DP (docstring)
+    on = (mt > 1) & (mt != tp) & moving
     if on.any() if type(on) is np.ndarray else on:
         message = chip_tokens * destination_ranks * mt * m.hidden * activation_bytes
         group = place(topo, maximum(mt, 1.0))
-        op = all_reduce_operator("moe_tp_all_reduce", group, message, moe_layers, table)
-        if type(on) is np.ndarray:
-            op = op._replace(time_s=op.time_s * on, latency_s=op.latency_s * on)
-        out.append(op)
-    if ep.ndim or ep > 1:
+        out.append(_masked(all_reduce_operator("moe_tp_all_reduce", group, message, moe_layers, table), on))
+    ep_on = (ep > 1) & moving
+    if ep_on.any() if type(ep_on) is np.ndarray else ep_on:
         group = place(topo, ep, maximum(mt, 1.0))
-        out += expert_operators(
-            group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
-            activation_bytes,
+        out += tuple(
+            _masked(op, ep_on)
+            for op in expert_operators(
+                group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
+                activation_bytes,
+            )
         )  # fmt: skip
     return tuple(out)
+
+
+def _masked(op: Operator, on: ArrayLike) -> Operator:
+    """``op`` where ``on`` holds, no time where it does not (plan arrays mix both); a scalar
+    ``True`` returns it as it is."""
+    if type(on) is not np.ndarray:
+        return op
+    return op._replace(time_s=op.time_s * on, latency_s=op.latency_s * on)
 
 
 def comm_pass_s(collectives: tuple[ops.Operator, ...], zero: FloatArray) -> tuple[FloatArray, FloatArray]:
