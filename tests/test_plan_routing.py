@@ -113,7 +113,7 @@ def test_docs_example_eplb_skew_tbo_changes_the_choice(runs: dict[str, srch.Sear
     for name, xpyd, usd in (
         ("balanced", "7P5D", 0.0858),
         ("slots+skew", "2P5D", 0.0971),
-        ("eplb", "3P1D", 0.0706),
+        ("eplb", "3P2D", 0.0706),
     ):
         d = runs[name].disaggregated
         assert d is not None and d.xpyd == xpyd

@@ -136,8 +136,10 @@ def test_stated_classes_keep_the_rest_as_shipped_or_requantized(r1) -> None:
     assert m.weight_precision("lm_head") is Precision.BF16 and m.weight_precision("router") is Precision.BF16
     assert m.weight_precision("routed_experts") is Precision.NVFP4
     fp8 = r1.with_weight_precisions(parse_weight_classes("experts=nvfp4"), Precision.FP8)
+    wide = ("embedding", "lm_head", "router", "norms")  # a quantized base leaves them bf16
     assert fp8.weight_formats == {
-        c: (Precision.NVFP4 if c == "routed_experts" else Precision.FP8) for c in fp8.weight_formats
+        c: Precision.NVFP4 if c == "routed_experts" else Precision.BF16 if c in wide else Precision.FP8
+        for c in fp8.weight_formats
     }
     same = r1.with_weight_precisions(parse_weight_classes({"embeddings": "fp8-block"}))
     assert "embedding" not in dict(same.weight_precision_by_class)
@@ -363,3 +365,28 @@ def test_the_cli_states_weights_per_class(cli) -> None:
     assert d["kv"] == "fp8" and d["weight_classes"]["attention"] == "fp8"
     code, _, err = cli("simulate", "deepseek-v3", "--on", "b200-hgx", "--weight-classes", "experts=int3")
     assert code == 1 and "--weight-classes" in err and err.count("\n") <= 2
+
+
+def test_a_quantized_format_converts_the_blocks_not_the_head() -> None:
+    """``--weights fp8`` on Llama-3.1-8B (h 4,096, 32 layers, 32 heads x 128, 8 KV heads, MLP
+    14,336, vocab 128,256, untied) as ModelOpt, TensorRT-LLM and vLLM quantize it: the blocks'
+    linear layers at 1 byte, the embedding and the LM head at 2 (``128,256 x 4,096 x 2 =
+    1,050,673,152`` B each), the norms at 2; bf16 converts every class; a stated class wins."""
+    from rackmath.catalog.loader import model
+    from rackmath.core.architecture import weight_bytes_by_class
+
+    m = model("llama-3.1-8b")
+    h, layers = 4096, 32
+    attention = layers * (h * 32 * 128 + 2 * h * 8 * 128 + 32 * 128 * h)
+    mlp = layers * 3 * h * 14336
+    fp8 = weight_bytes_by_class(m, Precision.FP8)
+    assert fp8["embedding"] == fp8["lm_head"] == 128256 * h * 2
+    assert fp8["attention"] == attention * 1.0 and fp8["dense_mlp"] == mlp * 1.0
+    assert fp8["norms"] == (2 * layers + 1) * h * 2
+    fp16 = weight_bytes_by_class(m, Precision.FP16)
+    assert fp16["lm_head"] == 128256 * h * 2 and fp16["attention"] == attention * 2
+    gpt_fast = m.with_weight_precisions(parse_weight_classes("lm_head=int8"), Precision.INT8)
+    assert gpt_fast.weight_precision("lm_head") is Precision.INT8
+    assert gpt_fast.weight_precision("embedding") is Precision.BF16
+    # a checkpoint shipped narrower than 16 bits (DeepSeek-V3's fp8-block) keeps bf16 there
+    assert model("deepseek-v3").weight_precision("router", Precision.NVFP4) is Precision.BF16

@@ -327,7 +327,11 @@ def layout_command(
     on: str = typer.Option(..., "--on", help="System id, e.g. gb200-nvl72."),
     batch: int = count(2048, "--batch", help="Sequences per decode step.", maximum=MAX_BATCH),
     context: int = count(4096, "--context", help="Tokens of context.", maximum=MAX_CONTEXT),
-    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    weights: str | None = typer.Option(
+        None,
+        "--weights",
+        help="Weight format (default: as shipped; quantized: head, embeddings, router, norms stay 16-bit).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     efficiency: str = efficiency_option(),
 ) -> None:

@@ -32,7 +32,11 @@ def explain_command(
     chips: int | None = count(None, "--chips", help="Chips used (default: the system's).", maximum=MAX_CHIPS),
     batch: str = typer.Option("1,8,32,128,512,1024,2048,4096,8192", "--batch", help="Comma list."),
     context: str = typer.Option("4096", "--context", help="Comma list of context lengths (tokens)."),
-    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    weights: str | None = typer.Option(
+        None,
+        "--weights",
+        help="Weight format (default: as shipped; quantized: head, embeddings, router, norms stay 16-bit).",
+    ),
     kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
     compute: str | None = typer.Option(None, "--compute", help="Compute precision (selects the peak)."),
     weight_classes: str | None = typer.Option(

@@ -70,7 +70,11 @@ def simulate_command(
     prefill_plan: str | None = typer.Option(
         None, "--prefill-plan", help="With --disaggregated: the prefill replicas' plan (default --plan)."
     ),
-    weights: str | None = typer.Option(None, "--weights", help="Weight format (default: as shipped)."),
+    weights: str | None = typer.Option(
+        None,
+        "--weights",
+        help="Weight format (default: as shipped; quantized: head, embeddings, router, norms stay 16-bit).",
+    ),
     kv: str | None = typer.Option(None, "--kv", help="KV-cache format (default bf16)."),
     weight_classes: str | None = typer.Option(
         None,

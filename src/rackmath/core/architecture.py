@@ -427,7 +427,8 @@ def weight_bytes_by_class(model: ModelSpec, default_precision: Precision | None 
     A class's precision is :meth:`ModelSpec.weight_precision`: served as shipped
     (``default_precision`` None or the native one), the classes the checkpoint keeps
     unconverted (``modules_to_not_convert``) stay in their own precision; any other
-    ``default_precision`` requantizes every class uniformly.
+    ``default_precision`` requantizes the checkpoint (a quantized format leaves the embedding,
+    LM head, router and norms at 16 bits, :data:`rackmath.specs.model.UNQUANTIZED_CLASSES`).
 
     gpt-oss-120b (h 2880, 36 layers, 64 heads x 64, 8 KV heads, 128 experts of 2880, vocab
     201,088, untied; experts mxfp4 = 4.25 bits, attention / router / embedding / LM head /

@@ -140,6 +140,15 @@ WEIGHT_CLASSES = (
     "norms",
 )
 
+#: Classes a quantized format leaves at 16 bits when a deployment requantizes a checkpoint
+#: uniformly (``--weights fp8``): quantizers convert the linear layers inside the blocks and keep
+#: the embedding, LM head, router and norms (NVIDIA's ModelOpt FP8/FP4 checkpoints: "only the
+#: weights and activations of the linear operators within transformers blocks are quantized",
+#: model card of nvidia/Llama-3.1-405B-Instruct-FP4; TensorRT-LLM's DeepSeek-R1 FP4 recipe
+#: keeps the RouterGEMM in bf16, tech blog 1; vLLM builds MoE gates with ``quant_config=None``).
+#: A deployment that converts them too says so per class (``--weight-classes lm_head=int8``).
+UNQUANTIZED_CLASSES = ("embedding", "lm_head", "router", "norms")
+
 #: The names a statement of weights per class takes (``experts=nvfp4,attention=fp8``), each
 #: the classes of :data:`WEIGHT_CLASSES` it sets: ``experts`` the routed experts, ``mlp`` the
 #: dense MLP, ``embeddings`` the embedding and the LM head together.
@@ -244,24 +253,31 @@ class ModelSpec:
     def weight_precision(self, weight_class: str, default: Precision | None = None) -> Precision:
         """Storage precision of one weight class. Served as shipped (``default`` is None or
         the native precision), a class the checkpoint keeps unconverted has its own precision;
-        any other ``default`` is a uniform requantization of every class."""
+        any other ``default`` requantizes the checkpoint: a 16- or 32-bit float converts every
+        class, a quantized format every class but :data:`UNQUANTIZED_CLASSES`, which keep the
+        checkpoint's own 16-bit format (bf16 where the checkpoint stores them narrower).
+        E.g. Llama-3.1-8B at ``fp8``: 6.98 B block parameters at 1 byte, its 1.05 B embedding
+        and LM head parameters at 2 bytes."""
         if weight_class not in WEIGHT_CLASSES:
             raise ValueError(f"unknown weight class {weight_class!r}; allowed: {', '.join(WEIGHT_CLASSES)}")
         native = self.native_weight_precision
-        if default is not None and default is not native:
+        own = dict(self.weight_precision_by_class).get(weight_class, native)
+        if default is None or default is native:
+            return own
+        if default.is_wide or weight_class not in UNQUANTIZED_CLASSES:
             return default
-        return dict(self.weight_precision_by_class).get(weight_class, native)
+        return own if own.is_wide else Precision.BF16
 
     def with_weight_precisions(
         self, classes: tuple[tuple[str, Precision], ...], weights: Precision | None = None
     ) -> ModelSpec:
         """The model as a deployment stores it: ``classes`` (:func:`parse_weight_classes`) in
-        their stated formats, the rest in ``weights`` (a uniform requantization; default: as
-        shipped, the checkpoint's unconverted classes kept). Served at its native precision,
+        their stated formats, the rest in ``weights`` (a requantization as :meth:`weight_precision`
+        says; default: as shipped, the checkpoint's unconverted classes kept). Served at its native precision,
         every analysis then reads each class's own bytes and runs each operator on its own
         kernel (:meth:`weight_precision`)."""
         base = self.native_weight_precision if weights is None else weights
-        kept = dict(self.weight_precision_by_class) if base is self.native_weight_precision else {}
+        kept = {c: self.weight_precision(c, base) for c in WEIGHT_CLASSES}
         kept.update(classes)
         by_class = tuple(sorted((c, p) for c, p in kept.items() if p is not base))
         stated = ", ".join(f"{c} {p.value}" for c, p in classes)
