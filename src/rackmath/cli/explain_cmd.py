@@ -212,7 +212,7 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
     step = float(g.step_s[i, j])
     out(
         f"\n  Where the time goes at batch {g.batch[i, j]:,.0f}, L = {g.context[i, j]:,.0f}: "
-        f"step {fmt.seconds(step)} (p10-p90 {fmt.seconds(g.step_s_p10[i, j])}-"
+        f"step {fmt.seconds(step)} (kernel curves' p10-p90 {fmt.seconds(g.step_s_p10[i, j])}-"
         f"{fmt.seconds(g.step_s_p90[i, j])}), blackboard bound {fmt.seconds(point['blackboard_step_s'])}"
     )
     table = Table(show_edge=False, header_style="bold")
