@@ -17,6 +17,7 @@ import yaml
 
 from rackmath.catalog.loader import CatalogError
 from rackmath.errors import InputError, RackmathError
+from rackmath.specs.efficiency import ErrorBand
 from rackmath.specs.model import parse_weight_classes
 from rackmath.specs.plan import ParallelPlan
 from rackmath.specs.precision import Precision
@@ -168,3 +169,18 @@ def _parse(loaded: Any, name: str, base_dir: Path, error: type[RackmathError]) -
             entry = raw.get("id") if isinstance(raw, dict) else raw
             raise fail(f"entry {entry!r}: {exc}") from exc
     return MeasurementSet(tuple(scenarios), tuple(unsupported))
+
+
+#: The end-to-end band's file (generated; ``benchmarks/kernel_validation_report.py`` writes it).
+END_TO_END_BAND_FILE = "end_to_end_band.yaml"
+
+
+@cache
+def end_to_end_band() -> ErrorBand:
+    """The kernel-grounded model's end-to-end band as shipped: the 10th and 90th percentile of
+    measured over predicted step time on the published serving rows
+    (:func:`rackmath.analyses.reality.band_coverage.published_end_to_end_band`)."""
+    raw = yaml.safe_load(
+        resources.files("rackmath.catalog").joinpath("data", END_TO_END_BAND_FILE).read_text(encoding="utf-8")
+    )
+    return ErrorBand(float(raw["p10"]), float(raw["p90"]), int(raw["rows"]), str(raw["how"]))

@@ -210,10 +210,17 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
     g = result.decode
     point = g.step.breakdown_at((i, j))
     step = float(g.step_s[i, j])
+    band = g.band_at((i, j)).get("end_to_end")
+    e2e = (
+        f"; end-to-end {fmt.seconds(band['step_s_p10'])}-{fmt.seconds(band['step_s_p90'])}, "
+        f"as far as {band['rows']} published rows fall from this model"
+        if band
+        else ""
+    )
     out(
         f"\n  Where the time goes at batch {g.batch[i, j]:,.0f}, L = {g.context[i, j]:,.0f}: "
         f"step {fmt.seconds(step)} (kernel curves' p10-p90 {fmt.seconds(g.step_s_p10[i, j])}-"
-        f"{fmt.seconds(g.step_s_p90[i, j])}), blackboard bound {fmt.seconds(point['blackboard_step_s'])}"
+        f"{fmt.seconds(g.step_s_p90[i, j])}{e2e}), blackboard bound {fmt.seconds(point['blackboard_step_s'])}"
     )
     table = Table(show_edge=False, header_style="bold")
     for name in ("operator", "curve", "time", "share", "compute", "memory", "bound by"):
