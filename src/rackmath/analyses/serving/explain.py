@@ -77,6 +77,8 @@ class Explanation(Tabular):
             Col("decode.step_s", "step_s", "s"),
             Col("decode.step_s_p10", "step_s_p10", "s"),
             Col("decode.step_s_p90", "step_s_p90", "s"),
+            Col("decode.end_to_end_step_s_p10", "end_to_end_step_s_p10", "s"),
+            Col("decode.end_to_end_step_s_p90", "end_to_end_step_s_p90", "s"),
             Col("decode.blackboard_step_s", "blackboard_step_s", "s"),
             Col("decode.step.compute_s", "compute_s", "s"),
             Col("decode.step.weight_fetch_s", "weight_fetch_s", "s"),

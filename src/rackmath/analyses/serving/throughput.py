@@ -124,6 +124,14 @@ class DecodeThroughput(ABC):
             return lo, hi
         return np.minimum(lo, band.p10 * self.step_s), np.maximum(hi, band.p90 * self.step_s)
 
+    @property
+    def end_to_end_step_s_p10(self) -> FloatArray:
+        return np.asarray(np.broadcast_to(self.end_to_end_step_band_s[0], self.step_s.shape))
+
+    @property
+    def end_to_end_step_s_p90(self) -> FloatArray:
+        return np.asarray(np.broadcast_to(self.end_to_end_step_band_s[1], self.step_s.shape))
+
     def band_at(self, index: tuple[int, int]) -> dict[str, Any]:
         """The p10-p90 band of one point's step, throughput and price, as JSON keys; with the
         end-to-end band (:attr:`end_to_end_step_band_s`) under ``end_to_end`` where there is one."""
@@ -133,7 +141,7 @@ class DecodeThroughput(ABC):
         }
 
     def _end_to_end_band_at(self, index: tuple[int, int]) -> dict[str, Any]:
-        lo, hi = (float(np.broadcast_to(x, self.step_s.shape)[index]) for x in self.end_to_end_step_band_s)
+        lo, hi = float(self.end_to_end_step_s_p10[index]), float(self.end_to_end_step_s_p90[index])
         d = self.deployment
         tokens = float(self.batch[index])
         band = d.end_to_end_band
