@@ -98,6 +98,36 @@ def test_dsa_decode_rows_are_the_steps_operators_of_one_layer() -> None:
     assert r.work.flops[2] == pytest.approx(2 * 128 * (2 * 512 + 64) * 2048, rel=1e-12)
 
 
+def test_a_prefill_kernel_that_gathers_every_top_k_slot() -> None:
+    """On the chips whose DSA prefill kernel runs every query over all top-k slots (the H100
+    and H200 tables: their time follows the prompt tokens, not the context), each row adds the
+    pairs beyond the causal selection and every slot's latent, and the step on such a chip
+    describes the row as the fit does. By hand, 16 heads, 4 x 1,024 tokens (bf16 latent):
+    4 x (1,024 x 2,048 - 1,024 x 1,025 / 2) = 6,289,408 extra pairs at 2 x 16 x 1,088 FLOPs,
+    4 x 1,024 x 2,048 slots of 576 values x 2 bytes."""
+    from rackmath.analyses.kernels import dsa_rows
+    from rackmath.specs.efficiency import EfficiencyTable
+
+    table = _table("dsa_context_module")
+    plain = dsa_rows.dsa_rows(table, OpClass.ATTENTION_PREFILL)
+    gathers = dsa_rows.dsa_rows(table, OpClass.ATTENTION_PREFILL, gathers_top_k=True)
+    extra_pairs = 4 * (1024 * 2048 - 1024 * 1025 / 2)
+    assert extra_pairs == 6_289_408
+    assert gathers.work.flops[1] - plain.work.flops[1] == pytest.approx(extra_pairs * 2 * 16 * 1088, rel=1e-12)
+    slots_bytes = 4 * 1024 * 2048 * 576 * 2.0
+    assert gathers.work.kv_read_bytes[1] - plain.work.kv_read_bytes[1] == pytest.approx(slots_bytes, rel=1e-12)
+    # the projections are the same GEMMs either way
+    assert np.array_equal(gathers.companions[0].work.flops, plain.companions[0].work.flops)
+    # the step on a chip that gathers describes the row as the fit does
+    rates = ChipRates.uniform(1e15, 1e12, EfficiencyTable(dsa_prefill_gathers_top_k=True))
+    m = dsa_rows.one_layer("deepseek-v3.2", 16)
+    load = loads.prefill_load(m, 4.0, 1024.0, 2.0)
+    om = opm.operator_model(m, Precision.BF16)
+    step = {op.name: op for op in ops.pass_operators(om, load, rates, tp=1, pp=1, dp=1, ep=1)}
+    assert float(step["attention"].flops) == pytest.approx(gathers.work.flops[1], rel=1e-12)
+    assert float(step["attention"].kv_read_bytes) == pytest.approx(gathers.work.kv_read_bytes[1], rel=1e-12)
+
+
 def test_rows_of_a_model_the_catalog_lacks_are_left_out() -> None:
     from rackmath.analyses.kernels import dsa_rows
 

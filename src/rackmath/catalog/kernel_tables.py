@@ -48,6 +48,16 @@ CHIP_DIRS: dict[str, str] = {
     "rtx_pro_6000_server": "rtx-pro-6000",
 }
 
+#: Chips whose DSA prefill kernel runs every query over all ``top_k`` slots of its index list,
+#: the selected tokens and the padding alike, gathering each slot's latent from the cache for
+#: that query (no short-sequence fast path): the measured ``dsa_context_module`` tables say so.
+#: On the H100 (TensorRT-LLM 1.3.0rc20, DeepSeek-V3.2, 16 heads, bf16) 1,024 prompt tokens as 1 x
+#: 1,024, 2 x 512, 4 x 256 and 8 x 128 take 1.64, 1.63, 1.64 and 1.63 ms: the time follows the
+#: tokens, not the context they attend (the H200 likewise); on the B200 the same four take
+#: 0.29, 0.25, 0.23 and 0.21 ms, falling with the context as a causal selection does.
+#: :func:`rackmath.core.attention.top_k_gather` is the work such a kernel does.
+DSA_PREFILL_GATHERS_TOP_K = frozenset({"h100-sxm", "h200"})
+
 #: Tables committed with the catalog for chips the package does not cover, one folder per
 #: catalog chip id (``catalog/data/kernel_tables/<chip>/*.csv``, each folder's README gives the
 #: source of every row). ``calibrate kernels`` fits them beside the package's tables

@@ -82,6 +82,24 @@ def _window_pairs(n: FloatArray, window: float | None) -> FloatArray:
     return w * (w + 1) / 2 + (n - w) * w
 
 
+def top_k_gather(top_k: float, length: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """The work a DSA prefill kernel adds when it runs every query over all ``top_k`` slots of
+    its index list, the selected tokens and the padding alike, each slot's latent gathered from
+    the cache for that query (the chips of
+    :data:`rackmath.catalog.kernel_tables.DSA_PREFILL_GATHERS_TOP_K`), per sequence of ``n``
+    tokens per layer: the query-slot pairs beyond the causal selection's
+    ``sum_i min(i, top_k)`` and the slots gathered::
+
+        extra_pairs = n top_k - sum_{i=1..n} min(i, top_k),   slots = n top_k
+
+    Each pair costs what a selected one does (``2 H (d_qk + d_v)`` FLOPs absorbed) and each
+    slot reads its ``d_qk``-wide latent (576 values for DeepSeek-V3.2). Worked number: n =
+    1,024, top_k = 2,048: 2,097,152 slots, 1,572,352 pairs beyond the 524,800 causal ones."""
+    n = num(length)
+    slots = n * float(top_k)
+    return np.asarray(slots - _window_pairs(n, float(top_k))), np.asarray(slots)
+
+
 def _top_k(a: AttentionSpec, window: float | None) -> float | None:
     """The tighter of the window and DSA's top-k (None: neither bounds)."""
     bounds = [b for b in (window, a.index_top_k) if b]

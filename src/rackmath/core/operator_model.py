@@ -59,6 +59,8 @@ class OperatorModel:
     prefill_absorbed: bool = False
     #: the attention kernel family (``gqa``, ``mla``, ``dsa``: :data:`ATTENTION_FAMILY`)
     attention_kind: str = "gqa"
+    #: DSA's top-k (tokens each query's sparse core attends); 0 without DSA
+    top_k: float = 0.0
     #: an expert's and a dense MLP's weight matrices: 3 gated (gate, up, down), 2 non-gated (up, down)
     expert_matrices: float = 3.0
     dense_matrices: float = 3.0
@@ -126,6 +128,7 @@ def operator_model(model: ModelSpec, weights: Mapping[str, Precision] | Precisio
         prefill_dims=prefill,
         prefill_absorbed=latent_prefill,
         attention_kind=ATTENTION_FAMILY.get(a.kind, "gqa"),
+        top_k=float(a.index_top_k or 0),
         expert_matrices=3.0 if (moe is None or moe.gated) else 2.0,
         dense_matrices=3.0 if (dense is None or dense.gated) else 2.0,
     )
@@ -160,3 +163,18 @@ def expert_slot_factor(ep: ArrayLike, experts: int, redundant_experts: ArrayLike
 def layer_kinds(model: ModelSpec) -> tuple[bool, ...]:
     """True for each MoE layer (for stage splits)."""
     return tuple(layer.mlp is MlpKind.MOE for layer in model.layers)
+
+
+def top_k_gather_work(
+    m: OperatorModel, length: ArrayLike, heads: ArrayLike, kv_bytes: float
+) -> tuple[FloatArray, FloatArray]:
+    """FLOPs and cache bytes one prompt of ``length`` tokens adds per layer on a chip holding
+    ``heads`` query heads when its DSA prefill kernel runs every query over all top-k slots
+    (:func:`rackmath.core.attention.top_k_gather`): the extra pairs at ``2 heads (d_qk + d_v)``
+    FLOPs and every slot's ``d_qk``-wide latent at ``kv_bytes`` (shared by the chip's heads).
+    Zero without DSA."""
+    if not m.top_k:
+        return np.zeros(()), np.zeros(())
+    extra, slots = attn.top_k_gather(m.top_k, length)
+    qk, v, _ = m.prefill_dims
+    return np.asarray(extra * 2.0 * num(heads) * (qk + v)), np.asarray(slots * qk * kv_bytes)

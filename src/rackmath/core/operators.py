@@ -70,7 +70,7 @@ from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.core.loads import StepLoad, microbatch_tokens, rank_share, whole
 from rackmath.core.numeric import maximum, minimum, num
-from rackmath.core.operator_model import OperatorModel, expert_shards, expert_slot_factor
+from rackmath.core.operator_model import OperatorModel, expert_shards, expert_slot_factor, top_k_gather_work
 from rackmath.core.roofline import expected_distinct_experts
 from rackmath.specs.efficiency import Kernel, OpClass
 from rackmath.specs.precision import FORMATS
@@ -318,6 +318,12 @@ def pass_operators(
     if prefill:
         qk, v, kv_heads = m.prefill_dims
         share = c if on_cp else 1.0  # the CP rank's share of a prompt's queries, FLOPs and cache
+        flops = prompts * load.prefill_attention_flops * stage / t / share
+        kv_read = prompts * load.prefill_kv_read_bytes * stage / kv_split / share
+        if m.top_k and rates.efficiency.dsa_prefill_gathers_top_k:  # every top-k slot, padding too
+            extra, gathered = top_k_gather_work(m, load.prefill_length, heads, rates.kv.bytes_per_element)
+            flops = flops + prompts * extra * layers / share
+            kv_read = kv_read + prompts * gathered * layers / share
         work = wk.prefill_attention(
             prompt_tokens / share,
             heads,
@@ -325,8 +331,8 @@ def pass_operators(
             qk,
             v,
             load.prefill_length,
-            flops=prompts * load.prefill_attention_flops * stage / t / share,
-            kv_read_bytes=prompts * load.prefill_kv_read_bytes * stage / kv_split / share,
+            flops=flops,
+            kv_read_bytes=kv_read,
             kv_write_bytes=prompts * load.prefill_kv_write_bytes * stage / kv_split / share,
             input_bytes=_activation_bytes(att_formats[0]),
             calls=layers,

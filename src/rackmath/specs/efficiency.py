@@ -302,6 +302,9 @@ class EfficiencyTable:
     source: str = "pure roofline"
     chip: str = ""
     transferred: bool = False
+    #: the chip's DSA prefill kernel runs each query over all top-k slots, padding included
+    #: (:data:`rackmath.catalog.kernel_tables.DSA_PREFILL_GATHERS_TOP_K`)
+    dsa_prefill_gathers_top_k: bool = False
 
     def __post_init__(self) -> None:
         for name in ("overhead_s", "overhead_s_per_sequence"):

@@ -74,11 +74,13 @@ def _rates(gemm_type: str, kv_dtype: str) -> ChipRates:
     return ChipRates({}, 1.0, compute=weights.compute, kv=kv.weights)
 
 
-def dsa_rows(df: Any, cls: OpClass) -> OpRows:
+def dsa_rows(df: Any, cls: OpClass, gathers_top_k: bool = False) -> OpRows:
     """The rows of a DSA module table (decode: ``dsa_generation_module``; prefill:
     ``dsa_context_module``) as the ``attention`` operator of family ``dsa`` with its two
     projection GEMMs as companions (module docstring). Rows of models the catalog lacks are
-    dropped."""
+    dropped. ``gathers_top_k``: the chip's prefill kernel runs every query over all top-k
+    slots (:data:`rackmath.catalog.kernel_tables.DSA_PREFILL_GATHERS_TOP_K`), as the step
+    describes it on that chip."""
     df = df[df["model"].astype(str).isin(list(DSA_TABLE_MODELS))]
     n = len(df)
     b, isl, step = (floats(df, c) for c in ("batch_size", "isl", "step"))
@@ -93,8 +95,9 @@ def dsa_rows(df: Any, cls: OpClass) -> OpRows:
         model_name, heads, gemm_type, kv_dtype = key.split("|")
         m = one_layer(DSA_TABLE_MODELS[model_name], int(float(heads)))
         rates = _rates(gemm_type, kv_dtype)
+        weights = kernel_format(gemm_type).weights
         *group, formats = _module_works(
-            m, kernel_format(gemm_type).weights, rates, b[at], isl[at], step[at], kv_dtype, decode
+            m, weights, rates, b[at], isl[at], step[at], kv_dtype, decode, gathers_top_k
         )
         for into, work in zip(works, group, strict=True):
             for i, value in enumerate(work):
@@ -128,6 +131,7 @@ def _module_works(
     step: np.ndarray,
     kv_dtype: str,
     decode: bool,
+    gathers_top_k: bool = False,
 ) -> tuple[wk.Work, wk.Work, wk.Work, tuple[str, ...]]:
     """The attention, QKV and output works of one layer (``m`` has one) for ``batch``
     sequences, as :func:`rackmath.core.operators.pass_operators` builds them on one chip (TP,
@@ -157,6 +161,10 @@ def _module_works(
         tokens = batch * load.prefill_length
         qk, v, kv_heads = om.prefill_dims
         att_format = rates.attention_formats[0]
+        flops, kv_read = batch * load.prefill_attention_flops, batch * load.prefill_kv_read_bytes
+        if gathers_top_k:  # one layer (``m`` has one), the table's heads on the chip
+            extra, gathered = opm.top_k_gather_work(om, load.prefill_length, om.heads, kv_bytes)
+            flops, kv_read = flops + batch * extra, kv_read + batch * gathered
         attention = wk.prefill_attention(
             tokens,
             om.heads,
@@ -164,8 +172,8 @@ def _module_works(
             qk,
             v,
             load.prefill_length,
-            flops=batch * load.prefill_attention_flops,
-            kv_read_bytes=batch * load.prefill_kv_read_bytes,
+            flops=flops,
+            kv_read_bytes=kv_read,
             kv_write_bytes=batch * load.prefill_kv_write_bytes,
             input_bytes=kernel_format(att_format).activation_bytes,
             shared_heads=om.prefill_absorbed,

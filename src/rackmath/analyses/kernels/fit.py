@@ -177,7 +177,9 @@ def gemm_table(fits: list[OpFit], chip_id: str) -> EfficiencyTable:
         for f in fits
         if f.op_class is OpClass.GEMM
     )
-    return EfficiencyTable(curves=curves, chip=chip_id)
+    return EfficiencyTable(
+        curves=curves, chip=chip_id, dsa_prefill_gathers_top_k=chip_id in kt.DSA_PREFILL_GATHERS_TOP_K
+    )
 
 
 def companion_s(r: OpRows, gemms: EfficiencyTable, peaks: ChipPeaks) -> np.ndarray | None:
@@ -371,8 +373,9 @@ class ChipData:
     def add(self, df: Any, source: str) -> None:
         bw = ChipPeaks.of(self.chip_id).hbm_bytes_per_s
         self.moe_kernels.update(moe_kernels(df, bw))
-        kept = table_rows(df, bw)
-        for cls, every in table_rows(df, physical=False).items():
+        gathers = self.chip_id in kt.DSA_PREFILL_GATHERS_TOP_K
+        kept = table_rows(df, bw, dsa_gathers_top_k=gathers)
+        for cls, every in table_rows(df, physical=False, dsa_gathers_top_k=gathers).items():
             r = kept.get(cls, every.take(np.zeros(len(every.key), bool)))
             possible = r.latency_s >= r.bytes / bw
             _append(self.ops, cls, r.take(possible))

@@ -259,7 +259,9 @@ def _moe_ep1_not_scaling(df: Any) -> np.ndarray:
     return out
 
 
-def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> dict[OpClass, OpRows]:
+def table_rows(
+    df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True, dsa_gathers_top_k: bool = False
+) -> dict[OpClass, OpRows]:
     """Turn a checked table (see :func:`kernel_tables.read_table`) into operator rows.
 
     With ``hbm_bytes_per_s``, MoE timings faster than their bytes at that bandwidth are dropped
@@ -333,7 +335,7 @@ def table_rows(df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True) -> 
         ):
             sub = df if kind == name else df[names == name]
             if len(sub):
-                r = dsa_rows.dsa_rows(sub, cls)
+                r = dsa_rows.dsa_rows(sub, cls, dsa_gathers_top_k and cls is OpClass.ATTENTION_PREFILL)
                 if len(r):
                     out[cls] = r
     return out

@@ -28,6 +28,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+from rackmath.catalog import kernel_tables as kt
 from rackmath.core.efficiency import achieved_compute_frac
 from rackmath.core.roofline import Efficiency
 from rackmath.errors import UnknownIdError
@@ -193,6 +194,7 @@ def efficiency_table(chip_id: str) -> EfficiencyTable:
         source=source,
         chip=donor,
         transferred=transferred or by_default,
+        dsa_prefill_gathers_top_k=donor in kt.DSA_PREFILL_GATHERS_TOP_K,
     )
 
 

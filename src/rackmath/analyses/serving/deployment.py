@@ -51,7 +51,7 @@ from rackmath.core.sharding import ShardableModel, StageSplit
 from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.frames import Col, Layout, Tabular, grid_layout
-from rackmath.specs.efficiency import EfficiencyMode, EfficiencyTable, ErrorBand
+from rackmath.specs.efficiency import EfficiencyMode, EfficiencyTable
 from rackmath.specs.hardware import SystemSpec
 from rackmath.specs.model import WEIGHT_CLASSES, ModelSpec
 from rackmath.specs.plan import ParallelPlan
@@ -197,18 +197,6 @@ class Deployment:
     def transferred_from(self) -> str | None:
         """The measured chip whose kernel curves this chip borrows (None: its own, or pure)."""
         return et.donor_of(self.system.chip.id) if self.efficiency.mode is EfficiencyMode.KERNEL else None
-
-    @property
-    def end_to_end_band(self) -> ErrorBand | None:
-        """How far published measurements fall from this model's kernel-grounded steps (the
-        step-time ratios' p10 and p90 over ``rackmath validate``'s serving rows,
-        :func:`rackmath.catalog.measurements.end_to_end_band`); None on the pure roofline, whose
-        misses are another model's."""
-        if self.efficiency.mode is not EfficiencyMode.KERNEL:
-            return None
-        from rackmath.catalog.measurements import end_to_end_band
-
-        return end_to_end_band()
 
     @property
     def efficiency_label(self) -> str:

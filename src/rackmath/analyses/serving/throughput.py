@@ -19,6 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core import roofline as rl
 from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
+from rackmath.specs.efficiency import EfficiencyMode, ErrorBand
 
 FloatArray = NDArray[np.float64]
 
@@ -106,10 +107,22 @@ class DecodeThroughput(ABC):
         return rl.usd_per_million_tokens(self.step_s_p90, self.batch, d.chips, d.usd_per_chip_hour)
 
     @property
+    def end_to_end_band(self) -> ErrorBand | None:
+        """How far published measurements fall from the kernel-grounded model's steps (the
+        step-time ratios' p10 and p90 over ``rackmath validate``'s serving rows,
+        :func:`rackmath.catalog.measurements.end_to_end_band`); None on the pure roofline, whose
+        misses are another model's."""
+        if self.deployment.efficiency.mode is not EfficiencyMode.KERNEL:
+            return None
+        from rackmath.catalog.measurements import end_to_end_band
+
+        return end_to_end_band()
+
+    @property
     def end_to_end_step_band_s(self) -> tuple[FloatArray, FloatArray]:
         """The step's end-to-end p10 and p90 (s): its kernel band (:attr:`step_band_s`) widened
         by how far published measurements fall from the kernel-grounded model's steps
-        (``Deployment.end_to_end_band``, ratios ``r10 <= 1 <= r90``)::
+        (:attr:`end_to_end_band`, ratios ``r10 <= 1 <= r90``)::
 
             p10 = min(kernel p10, r10 x step),  p90 = max(kernel p90, r90 x step)
 
@@ -119,7 +132,7 @@ class DecodeThroughput(ABC):
         Worked number: a 10 ms step with a kernel band of 9-12 ms and ratios 0.96-1.64 has
         9-16.4 ms. The pure roofline has none: the kernel band (the step itself) is returned."""
         lo, hi = self.step_band_s
-        band = self.deployment.end_to_end_band
+        band = self.end_to_end_band
         if band is None:
             return lo, hi
         return np.minimum(lo, band.p10 * self.step_s), np.maximum(hi, band.p90 * self.step_s)
@@ -137,14 +150,14 @@ class DecodeThroughput(ABC):
         end-to-end band (:attr:`end_to_end_step_band_s`) under ``end_to_end`` where there is one."""
         return {
             **self._kernel_band_at(index),
-            **({"end_to_end": self._end_to_end_band_at(index)} if self.deployment.end_to_end_band else {}),
+            **({"end_to_end": self._end_to_end_band_at(index)} if self.end_to_end_band else {}),
         }
 
     def _end_to_end_band_at(self, index: tuple[int, int]) -> dict[str, Any]:
         lo, hi = float(self.end_to_end_step_s_p10[index]), float(self.end_to_end_step_s_p90[index])
         d = self.deployment
         tokens = float(self.batch[index])
-        band = d.end_to_end_band
+        band = self.end_to_end_band
         assert band is not None
         return {
             "step_s_p10": lo,

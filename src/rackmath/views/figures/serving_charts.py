@@ -100,7 +100,7 @@ def step_time(result: Explanation, sweep: DecodeGrid, point: DecodeGrid | None =
                     opacity=0.07,
                 )
             ]
-            if result.deployment.end_to_end_band is not None
+            if sweep.end_to_end_band is not None
             else []
         ),
         Series(
