@@ -408,3 +408,51 @@ def test_overlapped_tp_exposes_each_collectives_first_piece():
     assert ample.exposed_s == pytest.approx(ample.total_s / 8, rel=1e-12)
     starved = comm.tp_traffic(s, s.recompute, gemm_s=0.0)
     assert starved.exposed_s == pytest.approx(starved.total_s, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------- FP8 attention
+def _qwen_gb200(**kw):
+    base = dict(tokens=1e9, seq_len=4096, global_batch=32, microbatch=4, recompute="none", compute="mxfp8")
+    base.update(kw)
+    return setup.make_training(
+        rm.model("qwen3-30b-a3b"),
+        rm.system("gb200-nvl72"),
+        ParallelPlan.parse("ep=8,dp=8"),
+        framework="megatron-bridge",
+        **base,
+    )
+
+
+def test_fp8_dot_product_attention_runs_the_core_on_the_fp8_curve_with_its_backward_ratio():
+    """Transformer Engine's FP8 attention (Bridge's ``fp8_dot_product_attention``, the MXFP8
+    Qwen3 recipes): the forward on the chip's measured FP8 context-attention curve, the backward
+    2.5x its FLOPs at the cuDNN MXFP8 rate ratio, norms and the MFU peak still 16-bit."""
+    # the ratios are the means of the causal cuDNN 9.27 pairs on a GB200 (4K..32K)
+    fp8 = [1166 / 1801, 1451 / 2037, 1620 / 2154, 1658 / 2199]
+    mx = [1027 / 1716, 1267 / 1926, 1397 / 2034, 1452 / 2033]
+    assert tf.attention_backward_efficiency("gb200", "fp8").value == pytest.approx(sum(fp8) / 4, abs=5e-4)
+    assert tf.attention_backward_efficiency("gb200", "mxfp8").value == pytest.approx(sum(mx) / 4, abs=5e-4)
+    hopper = tf.attention_backward_efficiency("h100-sxm", "fp8")  # no published FP8 pair: transferred
+    assert hopper.transferred and hopper.value == tf.attention_backward_efficiency("h100-sxm").value
+
+    wide = T.estimate(_qwen_gb200(efficiency="kernel"))
+    low = T.estimate(_qwen_gb200(efficiency="kernel", framework_settings={"fp8_attention": True}))
+    a16, a8 = _ops(wide)["attention"], _ops(low)["attention"]
+    assert (a16.precision, a8.precision) == ("bf16", "fp8")
+    assert a16.kernel is not None and a8.kernel is not None
+    assert (a16.kernel.to_dict()["format"], a8.kernel.to_dict()["format"]) == ("bfloat16", "fp8")
+    assert float(a8.forward_flops) == float(a16.forward_flops)
+    assert float(a16.input_grad_s) == pytest.approx(float(a16.forward_s) * 2.5 / 0.79, rel=1e-9)
+    assert float(a8.input_grad_s) == pytest.approx(float(a8.forward_s) * 2.5 / 0.664, rel=1e-9)
+    assert _ops(low)["norms"].precision == "bf16"
+    assert low.setup.bf16_peak_flops_per_s == wide.setup.bf16_peak_flops_per_s == 2.5e15
+    # everything but the attention core is timed the same
+    others = [n for n in _ops(wide) if n != "attention"]
+    assert all(float(_ops(low)[n].time_s) == float(_ops(wide)[n].time_s) for n in others)
+
+
+def test_fp8_attention_under_16_bit_gemms_is_refused_in_one_line():
+    with pytest.raises(
+        InputError, match=r"fp8_attention: got True; allowed: only under an 8-bit GEMM recipe"
+    ):
+        _qwen_gb200(compute="bf16", framework_settings={"fp8_attention": True})

@@ -56,10 +56,21 @@ class BackwardRatio(NamedTuple):
 
 
 @cache
-def attention_backward_efficiency(chip_id: str) -> BackwardRatio:
-    """The attention core's backward over forward FLOP/s on ``chip_id``
-    (``data/training_kernels.yaml``; chips it does not list take its stated default)."""
+def attention_backward_efficiency(chip_id: str, fmt: str = "bf16") -> BackwardRatio:
+    """The attention core's backward over forward FLOP/s on ``chip_id`` for an attention core
+    in ``fmt`` (``bf16``; ``fp8`` or ``mxfp8`` under FP8 dot-product attention), from
+    ``data/training_kernels.yaml``. A chip it does not list takes its stated default; an 8-bit
+    core on a chip without a measured 8-bit pair takes the chip's 16-bit ratio, marked
+    transferred."""
     data = read_data("training_kernels.yaml")
+    if fmt != "bf16":
+        for entry in data["attention_backward_efficiency_8bit"]:
+            if chip_id in entry["chips"] and fmt in entry["values"]:
+                return BackwardRatio(float(entry["values"][fmt]), str(entry["source"]), False)
+        wide = attention_backward_efficiency(chip_id)
+        return BackwardRatio(
+            wide.value, f"no {fmt} backward/forward pair: the 16-bit ratio ({wide.source})", True
+        )
     for entry in data["attention_backward_efficiency"]:
         if chip_id in entry["chips"]:
             return BackwardRatio(float(entry["value"]), str(entry["source"]), False)

@@ -38,6 +38,7 @@ SETTINGS = (
     "cp_comm",
     "fused_cross_entropy",
     "fused_elementwise",
+    "fp8_attention",
 )
 
 
@@ -96,6 +97,9 @@ class TrainingFramework:
     gemm_recipes: Mapping[str, str] = field(default_factory=dict)
     #: the ZeRO stage data parallelism runs at unless the run states one (FSDP: 3)
     default_zero: int = 1
+    #: the attention core in FP8 when the GEMMs are (Transformer Engine's FP8 dot-product
+    #: attention: Megatron's and Bridge's ``fp8_dot_product_attention``, default off)
+    fp8_attention: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -172,6 +176,7 @@ class TrainingFramework:
             "bucket_params_per_dp_rank": self.bucket_params_per_dp_rank,
             "tp_comm_overlap": self.tp_comm_overlap,
             "ep_comm_overlap": self.ep_comm_overlap,
+            "fp8_attention": self.fp8_attention,
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

@@ -166,6 +166,13 @@ class TrainingSetup:
         return self.deployment.attention_precision
 
     @property
+    def attention_core_precision(self) -> Precision:
+        """The attention core's own: FP8 where the framework runs FP8 dot-product attention
+        (``fp8_attention``) and the GEMMs are FP8 or MXFP8 (:func:`fp8_attention_format`);
+        else :attr:`attention_precision`. Norms, the head and the MFU peak stay 16-bit."""
+        return Precision.FP8 if fp8_attention_format(self.profile, self.recipe) else self.attention_precision
+
+    @property
     def bf16_peak_flops_per_s(self) -> float:
         return self.system.chip.peak_flops(self.attention_precision)
 
@@ -241,6 +248,13 @@ def make_training(
     except ValueError:
         raise InputError("zero", zero, "0, 1, 2 or 3") from None
     recipe = gemm_recipe(model, system, compute)
+    if profile.fp8_attention and fp8_attention_format(profile, recipe) is None:
+        raise InputError(
+            "fp8_attention",
+            True,
+            f"only under an 8-bit GEMM recipe ({', '.join(r.value for r in FP8_ATTENTION_FORMATS)}; "
+            f"this run computes in {recipe.value}): drop the setting or pass --compute fp8",
+        )
     precision = recipe.precision
     system.chip.peak_flops(precision)
     efficiency = rl.Efficiency.parse(efficiency)
@@ -318,8 +332,21 @@ def make_training(
         framework=profile,
         recompute_policy=policy,
         stage_layers=stage_layers,
-        attention_backward=tf.attention_backward_efficiency(system.chip.id),
+        attention_backward=tf.attention_backward_efficiency(
+            system.chip.id, fp8_attention_format(profile, recipe) or "bf16"
+        ),
     )
+
+
+#: GEMM recipes under which Transformer Engine's FP8 dot-product attention runs, and the
+#: format its attention core computes in (an MXFP8 recipe scales the core by blocks of 32).
+FP8_ATTENTION_FORMATS = {GemmRecipe.FP8: "fp8", GemmRecipe.FP8_BLOCK: "fp8", GemmRecipe.MXFP8: "mxfp8"}
+
+
+def fp8_attention_format(profile: TrainingFramework, recipe: GemmRecipe) -> str | None:
+    """The attention core's 8-bit format when the framework runs FP8 dot-product attention
+    (``profile.fp8_attention``) under an 8-bit GEMM recipe; None otherwise (16-bit attention)."""
+    return FP8_ATTENTION_FORMATS.get(recipe) if profile.fp8_attention else None
 
 
 def check_plan_on_model(model: ModelSpec, plan: ParallelPlan) -> None:

@@ -248,14 +248,15 @@ class StepBreakdown:
 
 def chip_rates(s: TrainingSetup) -> ChipRates:
     """The chip's peaks, the setup's efficiency table, GEMMs computing in the recipe's format
-    and attention in 16 bits (:attr:`TrainingSetup.attention_precision`)."""
+    and the attention core in 16 bits, or in FP8 under the framework's FP8 dot-product
+    attention (:attr:`TrainingSetup.attention_core_precision`)."""
     chip = s.system.chip
     return ChipRates(
         peak_flops_per_s={p.value: f for p, f in chip.peak_flops_per_s.items()},
         bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
         efficiency=s.table,
         compute=s.recipe.precision,
-        kv=s.attention_precision,
+        kv=s.attention_core_precision,
     )
 
 
