@@ -456,3 +456,70 @@ def test_fp8_attention_under_16_bit_gemms_is_refused_in_one_line():
         InputError, match=r"fp8_attention: got True; allowed: only under an 8-bit GEMM recipe"
     ):
         _qwen_gb200(compute="bf16", framework_settings={"fp8_attention": True})
+
+
+# ---------------------------------------------------------------------------- TP overlap's SMs
+def _llama70b_tp8(system="h100-hgx", **kw):
+    return setup.make_training(
+        rm.model("llama-3.1-70b"),
+        rm.system(system),
+        ParallelPlan.parse("tp=8,dp=2"),
+        tokens=1e9,
+        seq_len=4096,
+        global_batch=16,
+        recompute="none",
+        efficiency="pure",
+        **kw,
+    )
+
+
+def test_overlapped_tp_collectives_keep_their_sms_from_the_gemms_by_hand():
+    """Transformer Engine's userbuffers launch each overlapped GEMM on the SMs its collective
+    leaves (``set_sm_margin``; defaults: 16 for the pipelined proj/fc2 forwards and the bulk
+    qkv/fc1 backwards). An H100 has 132 SMs, so those GEMMs take 132/116 of their time; fc2 is
+    1/3 of a SwiGLU MLP's forward FLOPs, fc1 2/3 of its backward's."""
+    assert float(tk.sm_margin_slowdown(132, 16)) == pytest.approx(132 / 116)
+    assert tk.tp_overlap_shares(3.0)["dense_mlp"] == pytest.approx(
+        {"fc2_fprop": 1 / 3, "fc1_dgrad": 2 / 3, "fc1_wgrad": 2 / 3}
+    )
+    k = 132 / 116
+    plain = _ops(T.estimate(_llama70b_tp8(framework="megatron-core")))
+    te = _ops(
+        T.estimate(_llama70b_tp8(framework="megatron-core", framework_settings={"tp_comm_overlap": True}))
+    )
+    for name, fwd, dgrad, wgrad in (
+        ("attention_out", k, 1.0, 1.0),
+        ("attention_qkv", 1.0, k, k),
+        ("dense_mlp", 2 / 3 + k / 3, 1 / 3 + 2 * k / 3, 1 / 3 + 2 * k / 3),
+        ("attention", 1.0, 1.0, 1.0),
+    ):
+        assert float(te[name].forward_s) == pytest.approx(float(plain[name].forward_s) * fwd, rel=1e-9), name
+        assert float(te[name].input_grad_s) == pytest.approx(
+            float(plain[name].input_grad_s) * dgrad, rel=1e-9
+        )
+        assert float(te[name].weight_grad_s) == pytest.approx(
+            float(plain[name].weight_grad_s) * wgrad, rel=1e-9
+        )
+    # a recipe's own userbuffers config (Bridge's FP8 Llama ones: 1 SM on the forwards, bulk
+    # overlaps without a margin), and a chip without a stated SM count: nothing charged
+    one = {"tp_comm_overlap": True, "tp_overlap_margin_sms": {"proj_fprop": 1, "fc2_fprop": 1}}
+    bridge = _ops(T.estimate(_llama70b_tp8(framework="megatron-bridge", framework_settings=one)))
+    assert float(bridge["attention_out"].forward_s) == pytest.approx(
+        float(plain["attention_out"].forward_s) * 132 / 131, rel=1e-9
+    )
+    assert float(bridge["attention_qkv"].input_grad_s) == pytest.approx(
+        float(plain["attention_qkv"].input_grad_s)
+    )
+    on_gb200 = _ops(
+        T.estimate(
+            _llama70b_tp8(
+                "gb200-nvl72", framework="megatron-core", framework_settings={"tp_comm_overlap": True}
+            )
+        )
+    )
+    off_gb200 = _ops(T.estimate(_llama70b_tp8("gb200-nvl72", framework="megatron-core")))
+    assert float(on_gb200["dense_mlp"].forward_s) == float(off_gb200["dense_mlp"].forward_s)
+    with pytest.raises(
+        InputError, match=r"tp_overlap_margin_sms: got .*; allowed: a mapping of proj_fprop, "
+    ):
+        _llama70b_tp8(framework="megatron-core", framework_settings={"tp_overlap_margin_sms": {"lm_head": 4}})

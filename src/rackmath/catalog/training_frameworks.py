@@ -19,6 +19,7 @@ def _framework(raw: dict[str, Any]) -> TrainingFramework:
         recompute=policies,
         sources=dict(raw.pop("sources", {})),
         gemm_recipes=dict(raw.pop("gemm_recipes", {})),
+        tp_overlap_margin_sms=dict(raw.pop("tp_overlap_margin_sms", {})),
         version=str(raw.pop("version")),
         date=str(raw.pop("date")),
         bucket_params=float(raw.pop("bucket_params")),

@@ -27,6 +27,11 @@ CP_COMM_TYPES = ("p2p", "all_gather", "a2a")
 #: When pipeline sends overlap compute: never, only with virtual stages (Megatron-core forces
 #: the overlap off without them), or always.
 P2P_OVERLAP = ("never", "with_virtual_stages", "always")
+#: Transformer Engine's names of the GEMMs a TP collective overlaps with (``initialize_ub``):
+#: the row-parallel forwards reduce-scatter their output (``proj_fprop``, ``fc2_fprop``), the
+#: column-parallel backwards all-gather their input and reduce-scatter its gradient in bulk
+#: (``qkv_dgrad``, ``qkv_wgrad``, ``fc1_dgrad``, ``fc1_wgrad``).
+TP_OVERLAP_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")
 #: Settings a run may change (:meth:`TrainingFramework.with_settings`).
 SETTINGS = (
     "dp_grad_overlap",
@@ -39,6 +44,7 @@ SETTINGS = (
     "fused_cross_entropy",
     "fused_elementwise",
     "fp8_attention",
+    "tp_overlap_margin_sms",
 )
 
 
@@ -100,6 +106,9 @@ class TrainingFramework:
     #: the attention core in FP8 when the GEMMs are (Transformer Engine's FP8 dot-product
     #: attention: Megatron's and Bridge's ``fp8_dot_product_attention``, default off)
     fp8_attention: bool = False
+    #: SMs each overlapped TP collective keeps from its GEMM (``set_sm_margin``), by Transformer
+    #: Engine's GEMM name (:data:`TP_OVERLAP_GEMMS`); those absent keep none
+    tp_overlap_margin_sms: Mapping[str, int] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -151,6 +160,17 @@ class TrainingFramework:
                 raise InputError("p2p_overlap", value, f"one of {', '.join(P2P_OVERLAP)}")
             if key == "cp_comm" and value not in CP_COMM_TYPES:
                 raise InputError("cp_comm", value, f"one of {', '.join(CP_COMM_TYPES)}")
+            if key == "tp_overlap_margin_sms":
+                if not isinstance(value, Mapping) or not all(
+                    k in TP_OVERLAP_GEMMS and isinstance(n, int) and n >= 0 for k, n in value.items()
+                ):
+                    raise InputError(
+                        "tp_overlap_margin_sms",
+                        value,
+                        f"a mapping of {', '.join(TP_OVERLAP_GEMMS)} to whole numbers of SMs >= 0",
+                    )
+                kw[key] = dict(value)
+                continue
             if key == "bucket_params":
                 kw["bucket_params"] = float(value)
                 kw["bucket_params_per_dp_rank"] = 0.0
@@ -177,6 +197,7 @@ class TrainingFramework:
             "tp_comm_overlap": self.tp_comm_overlap,
             "ep_comm_overlap": self.ep_comm_overlap,
             "fp8_attention": self.fp8_attention,
+            "tp_overlap_margin_sms": dict(self.tp_overlap_margin_sms),
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

@@ -32,7 +32,7 @@ link model otherwise (the pure and flat tables).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rackmath.analyses.serving.parts import MemoryPerChip
@@ -368,7 +368,48 @@ def microbatch_operators(
         layers=model.num_layers / plan.pp,
         backward=backward_model(s, m_ops),
     )
+    train_ops = tp_overlap_margins(s, train_ops, m_ops.dense_matrices)
     return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers)
+
+
+def tp_overlap_margins(
+    s: TrainingSetup, train_ops: tuple[ts.TrainingOperator, ...], matrices: float
+) -> tuple[ts.TrainingOperator, ...]:
+    """The GEMMs a TP collective overlaps with, slowed by the SMs the collective keeps
+    (:func:`rackmath.core.training_kernels.sm_margin_slowdown` on the profile's
+    ``tp_overlap_margin_sms``, by Transformer Engine's GEMM name,
+    :func:`~rackmath.core.training_kernels.tp_overlap_shares`): only under ``tp_comm_overlap``
+    with TP, on a chip whose SM count the catalog states. A recompute re-runs the forward with
+    its overlap, so it slows as the forward."""
+    sms = s.system.chip.streaming_multiprocessors
+    margins = s.profile.tp_overlap_margin_sms
+    if not (s.profile.tp_comm_overlap and s.plan.tp > 1 and sms and any(margins.values())):
+        return train_ops
+    shares = tk.tp_overlap_shares(matrices)
+
+    def factor(name: str, gemms: tuple[str, ...]) -> float:
+        parts = shares.get(name, {})
+        slowed = [
+            (parts[g], float(tk.sm_margin_slowdown(sms, margins.get(g, 0)))) for g in gemms if g in parts
+        ]
+        return sum(w * f for w, f in slowed) + (1.0 - sum(w for w, _ in slowed))
+
+    out = []
+    for o in train_ops:
+        if o.name not in shares:
+            out.append(o)
+            continue
+        fwd = factor(o.name, ("proj_fprop", "fc2_fprop"))
+        out.append(
+            replace(
+                o,
+                forward_s=o.forward_s * fwd,
+                recompute_s=o.recompute_s * fwd,
+                input_grad_s=o.input_grad_s * factor(o.name, ("qkv_dgrad", "fc1_dgrad")),
+                weight_grad_s=o.weight_grad_s * factor(o.name, ("qkv_wgrad", "fc1_wgrad")),
+            )
+        )
+    return tuple(out)
 
 
 def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> StepBreakdown:
