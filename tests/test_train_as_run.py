@@ -523,3 +523,26 @@ def test_overlapped_tp_collectives_keep_their_sms_from_the_gemms_by_hand():
         InputError, match=r"tp_overlap_margin_sms: got .*; allowed: a mapping of proj_fprop, "
     ):
         _llama70b_tp8(framework="megatron-core", framework_settings={"tp_overlap_margin_sms": {"lm_head": 4}})
+
+
+# ---------------------------------------------------------------------------- fused grouped MLP
+def test_fused_grouped_mlp_leaves_no_activation_pass_for_the_routed_experts_by_hand():
+    """Transformer Engine's fused grouped MLP (CuTe DSL, SM100, MXFP8/NVFP4) runs the routed
+    experts' SwiGLU in FC1's grouped-GEMM epilogue: the activations pass keeps the residual adds
+    and RoPE (Qwen3-30B-A3B: h 2048, q + k = (32 + 4) x 128, fused) and loses the experts'
+    3 k I = 3 x 8 x 768 values per token per layer (48 MoE layers, 4 x 4096 tokens, bf16)."""
+    h, rope, k, inter, layers, tokens = 2048, 36 * 128, 8, 768, 48, 4 * 4096
+    plain = _ops(T.estimate(_qwen_gb200(efficiency="pure")))
+    fused = _ops(T.estimate(_qwen_gb200(efficiency="pure", framework_settings={"fused_grouped_mlp": True})))
+    per_token = tk.activation_values(h, rope, k * inter, True, fused=True)
+    assert per_token == 3 * k * inter + 6 * h + 2 * rope
+    bytes_plain = tokens * layers * per_token * 2
+    bytes_fused = tokens * layers * (per_token - 3 * k * inter) * 2
+    hbm = rm.system("gb200-nvl72").chip.hbm_bandwidth_bytes_per_s
+    assert float(plain["activations"].forward_s) == pytest.approx(bytes_plain / hbm, rel=1e-6)
+    assert float(fused["activations"].forward_s) == pytest.approx(bytes_fused / hbm, rel=1e-6)
+    assert float(fused["routed_experts"].time_s) == float(plain["routed_experts"].time_s)
+    with pytest.raises(
+        InputError, match=r"fused_grouped_mlp: got True; allowed: only on an SM100-class chip"
+    ):
+        _qwen(compute="fp8", framework="megatron-bridge", framework_settings={"fused_grouped_mlp": True})

@@ -45,6 +45,7 @@ SETTINGS = (
     "fused_elementwise",
     "fp8_attention",
     "tp_overlap_margin_sms",
+    "fused_grouped_mlp",
 )
 
 
@@ -109,6 +110,10 @@ class TrainingFramework:
     #: SMs each overlapped TP collective keeps from its GEMM (``set_sm_margin``), by Transformer
     #: Engine's GEMM name (:data:`TP_OVERLAP_GEMMS`); those absent keep none
     tp_overlap_margin_sms: Mapping[str, int] = field(default_factory=dict)
+    #: the routed experts as one fused grouped MLP (Transformer Engine's op fuser with
+    #: ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``: FC1's grouped GEMM with the GLU in its epilogue;
+    #: SM100-class chips under an MXFP8 or NVFP4 recipe)
+    fused_grouped_mlp: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -198,6 +203,7 @@ class TrainingFramework:
             "ep_comm_overlap": self.ep_comm_overlap,
             "fp8_attention": self.fp8_attention,
             "tp_overlap_margin_sms": dict(self.tp_overlap_margin_sms),
+            "fused_grouped_mlp": self.fused_grouped_mlp,
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

@@ -175,6 +175,12 @@ class TrainingSetup:
         return Precision.FP8 if fp8_attention_format(self.profile, self.recipe) else self.attention_precision
 
     @property
+    def fused_grouped_mlp(self) -> bool:
+        """The routed experts run as Transformer Engine's fused grouped MLP (the framework's
+        ``fused_grouped_mlp``; :func:`make_training` refuses it where TE cannot run it)."""
+        return bool(self.profile.fused_grouped_mlp and self.model.is_moe)
+
+    @property
     def bf16_peak_flops_per_s(self) -> float:
         return self.system.chip.peak_flops(self.attention_precision)
 
@@ -256,6 +262,15 @@ def make_training(
             True,
             f"only under an 8-bit GEMM recipe ({', '.join(r.value for r in FP8_ATTENTION_FORMATS)}; "
             f"this run computes in {recipe.value}): drop the setting or pass --compute fp8",
+        )
+    if profile.fused_grouped_mlp and (
+        system.chip.id not in FUSED_GROUPED_MLP_CHIPS or recipe not in FUSED_GROUPED_MLP_RECIPES
+    ):
+        raise InputError(
+            "fused_grouped_mlp",
+            True,
+            f"only on an SM100-class chip ({', '.join(FUSED_GROUPED_MLP_CHIPS)}) under an MXFP8 or "
+            f"NVFP4 recipe (this run: {system.chip.id}, {recipe.value}): drop the setting",
         )
     precision = recipe.precision
     system.chip.peak_flops(precision)
@@ -339,6 +354,12 @@ def make_training(
         ),
     )
 
+
+#: Where Transformer Engine's fused grouped MLP runs: compute capability 10 (its
+#: ``is_supported``: ``get_device_compute_capability()[0] == 10``) and a block-scaled recipe
+#: (TE: "under te.autocast with an MXFP8/NVFP4 recipe").
+FUSED_GROUPED_MLP_CHIPS = ("b200", "b300", "gb200", "gb300")
+FUSED_GROUPED_MLP_RECIPES = (GemmRecipe.MXFP8, GemmRecipe.NVFP4)
 
 #: GEMM recipes under which Transformer Engine's FP8 dot-product attention runs, and the
 #: format its attention core computes in (an MXFP8 recipe scales the core by blocks of 32).

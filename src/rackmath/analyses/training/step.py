@@ -293,7 +293,9 @@ def training_passes(
     """The forward operators as training runs them: serving's, with the norms on the
     sequence-parallel share of the tokens, plus the passes only training has (the
     element-wise activations, the expert permute and unpermute, the loss); stage averages
-    (``1/P`` of the layers, as :func:`rackmath.core.operators.pass_operators`)."""
+    (``1/P`` of the layers, as :func:`rackmath.core.operators.pass_operators`). Under the
+    framework's fused grouped MLP (:attr:`TrainingSetup.fused_grouped_mlp`) the routed
+    experts' activation is no pass of its own."""
     plan, model = s.plan, s.model
     tokens = s.microbatch * s.seq_len / plan.cp  # one micro-batch's tokens on a chip
     sp = plan.tp if (s.sequence_parallel and plan.tp > 1) else 1
@@ -323,7 +325,9 @@ def training_passes(
     moe_layers = m_ops.num_moe_layers / plan.pp
     if moe_layers:
         expert_tp = max(plan.tp / plan.ep, 1.0)
-        routed = m_ops.experts_per_token * expert_i / expert_tp + shared_i / plan.tp
+        # the fused grouped MLP runs the routed experts' GLU in its FC1 GEMM's epilogue: no pass
+        routed_i = 0.0 if s.fused_grouped_mlp else m_ops.experts_per_token * expert_i / expert_tp
+        routed = routed_i + shared_i / plan.tp
         per_token += moe_layers * tk.activation_values(
             h_sp, rope, routed, m_ops.expert_matrices == 3.0, fused=fused
         )
