@@ -6,6 +6,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from rackmath.catalog.loader import CatalogError, catalog_entries, lookup, read_data
 from rackmath.specs.training_framework import RecomputePolicy, TrainingFramework
 
@@ -77,3 +79,39 @@ def attention_backward_efficiency(chip_id: str, fmt: str = "bf16") -> BackwardRa
             return BackwardRatio(float(entry["value"]), str(entry["source"]), False)
     d = data["default"]
     return BackwardRatio(float(d["value"]), str(d["source"]), True)
+
+
+class KernelRatio(NamedTuple):
+    """How much longer a framework's attention kernel takes than the chip's fitted curve,
+    forward and backward, and where the figures come from."""
+
+    forward: float
+    backward: float
+    source: str
+    transferred: bool
+
+
+#: The fitted curve itself: no ratio.
+FITTED_ATTENTION = "fitted"
+
+
+def attention_kernel_ratio(chip_id: str, kernel: str, seq_len: float) -> KernelRatio:
+    """The ``kernel``'s time over the fitted prefill-attention curve's on ``chip_id`` at
+    ``seq_len`` tokens (``data/training_kernels.yaml`` ``attention_kernels``): the fitted
+    kernel's rate over ``kernel``'s, interpolated in log sequence length, the end ratios
+    beyond the measured lengths. ``fitted``, or a chip without a published pair: 1 (the latter
+    marked transferred). Worked number: FlashAttention-2 on an H100 at 8K: forward
+    646 / 370 = 1.746, backward 559 / 318 = 1.758."""
+    if kernel == FITTED_ATTENTION:
+        return KernelRatio(1.0, 1.0, "the chip's fitted prefill-attention curve", False)
+    data = read_data("training_kernels.yaml")["attention_kernels"]
+    for entry in data.get(kernel, []):
+        if chip_id in entry["chips"]:
+            x = np.log(np.asarray(entry["seq_len"], float))
+            at = float(np.log(max(float(seq_len), 1.0)))
+            fwd = np.asarray(entry["fa3_forward"], float) / np.asarray(entry["fa2_forward"], float)
+            bwd = np.asarray(entry["fa3_backward"], float) / np.asarray(entry["fa2_backward"], float)
+            return KernelRatio(
+                float(np.interp(at, x, fwd)), float(np.interp(at, x, bwd)), str(entry["source"]), False
+            )
+    return KernelRatio(1.0, 1.0, f"no published {kernel} / fitted pair on {chip_id}: the fitted curve", True)

@@ -32,6 +32,9 @@ P2P_OVERLAP = ("never", "with_virtual_stages", "always")
 #: column-parallel backwards all-gather their input and reduce-scatter its gradient in bulk
 #: (``qkv_dgrad``, ``qkv_wgrad``, ``fc1_dgrad``, ``fc1_wgrad``).
 TP_OVERLAP_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")
+#: The attention kernel a framework runs: the chip's fitted prefill-attention curve, or
+#: FlashAttention-2 (PyTorch SDPA's flash backend, the flash_attn package's v2 kernels).
+ATTENTION_KERNELS = ("fitted", "flash-attention-2")
 #: Settings a run may change (:meth:`TrainingFramework.with_settings`).
 SETTINGS = (
     "dp_grad_overlap",
@@ -46,6 +49,7 @@ SETTINGS = (
     "fp8_attention",
     "tp_overlap_margin_sms",
     "fused_grouped_mlp",
+    "attention_kernel",
 )
 
 
@@ -114,6 +118,8 @@ class TrainingFramework:
     #: ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``: FC1's grouped GEMM with the GLU in its epilogue;
     #: SM100-class chips under an MXFP8 or NVFP4 recipe)
     fused_grouped_mlp: bool = False
+    #: the attention kernel it runs (:data:`ATTENTION_KERNELS`; ``fitted``: the chip's curve)
+    attention_kernel: str = "fitted"
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -122,6 +128,10 @@ class TrainingFramework:
     def __post_init__(self) -> None:
         if self.p2p_overlap not in P2P_OVERLAP:
             raise ValueError(f"{self.id}: p2p_overlap {self.p2p_overlap!r} not in {P2P_OVERLAP}")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"{self.id}: attention_kernel {self.attention_kernel!r} not in {ATTENTION_KERNELS}"
+            )
         if self.cp_comm not in CP_COMM_TYPES:
             raise ValueError(f"{self.id}: cp_comm {self.cp_comm!r} not in {CP_COMM_TYPES}")
         if self.default_recompute not in self.recompute_names:
@@ -163,6 +173,8 @@ class TrainingFramework:
                 raise InputError("framework setting", key, f"one of {', '.join(SETTINGS)}")
             if key == "p2p_overlap" and value not in P2P_OVERLAP:
                 raise InputError("p2p_overlap", value, f"one of {', '.join(P2P_OVERLAP)}")
+            if key == "attention_kernel" and value not in ATTENTION_KERNELS:
+                raise InputError("attention_kernel", value, f"one of {', '.join(ATTENTION_KERNELS)}")
             if key == "cp_comm" and value not in CP_COMM_TYPES:
                 raise InputError("cp_comm", value, f"one of {', '.join(CP_COMM_TYPES)}")
             if key == "tp_overlap_margin_sms":
@@ -204,6 +216,7 @@ class TrainingFramework:
             "fp8_attention": self.fp8_attention,
             "tp_overlap_margin_sms": dict(self.tp_overlap_margin_sms),
             "fused_grouped_mlp": self.fused_grouped_mlp,
+            "attention_kernel": self.attention_kernel,
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

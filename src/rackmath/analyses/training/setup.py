@@ -95,6 +95,8 @@ class TrainingSetup:
     stage_layers: tuple[int, ...] | None = None
     #: the attention backward's FLOP/s over its forward's on this chip, and its source
     attention_backward: tf.BackwardRatio | None = None
+    #: the framework's attention kernel against the chip's fitted curve (None: the curve)
+    attention_kernel: tf.KernelRatio | None = None
 
     # What the job runs on, read off its deployment.
     @property
@@ -352,6 +354,7 @@ def make_training(
         attention_backward=tf.attention_backward_efficiency(
             system.chip.id, fp8_attention_format(profile, recipe) or "bf16"
         ),
+        attention_kernel=tf.attention_kernel_ratio(system.chip.id, profile.attention_kernel, seq / plan.cp),
     )
 
 

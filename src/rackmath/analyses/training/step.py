@@ -373,7 +373,35 @@ def microbatch_operators(
         backward=backward_model(s, m_ops),
     )
     train_ops = tp_overlap_margins(s, train_ops, m_ops.dense_matrices)
+    train_ops = attention_kernel(s, train_ops)
     return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers)
+
+
+def attention_kernel(
+    s: TrainingSetup, train_ops: tuple[ts.TrainingOperator, ...]
+) -> tuple[ts.TrainingOperator, ...]:
+    """The attention core as the framework's kernel runs it: the fitted curve's forward (and
+    its recompute) and backward times the kernel's ratios
+    (:func:`rackmath.catalog.training_frameworks.attention_kernel_ratio`; kernel-grounded
+    only: the pure roofline and the flat tables run every kernel at one fraction)."""
+    k = s.attention_kernel
+    if (
+        k is None
+        or (k.forward == 1.0 and k.backward == 1.0)
+        or s.efficiency.mode is not EfficiencyMode.KERNEL
+    ):
+        return train_ops
+    return tuple(
+        replace(
+            o,
+            forward_s=o.forward_s * k.forward,
+            recompute_s=o.recompute_s * k.forward,
+            input_grad_s=o.input_grad_s * k.backward,
+        )
+        if o.op_class.value.startswith("attention")
+        else o
+        for o in train_ops
+    )
 
 
 def tp_overlap_margins(
