@@ -115,3 +115,35 @@ def attention_kernel_ratio(chip_id: str, kernel: str, seq_len: float) -> KernelR
                 float(np.interp(at, x, fwd)), float(np.interp(at, x, bwd)), str(entry["source"]), False
             )
     return KernelRatio(1.0, 1.0, f"no published {kernel} / fitted pair on {chip_id}: the fitted curve", True)
+
+
+class DispatcherRate(NamedTuple):
+    """An expert dispatcher's measured algorithm bandwidth at one EP size on a chip (bytes per
+    second a rank receives in a dispatch, sends in a combine), and where it comes from."""
+
+    dispatch_bf16_bytes_per_s: float
+    dispatch_fp8_bytes_per_s: float
+    combine_bytes_per_s: float
+    source: str
+    transferred: bool
+
+
+def ep_dispatcher_rate(chip_id: str, dispatcher: str, ranks: int) -> DispatcherRate | None:
+    """``dispatcher``'s measured rate on ``chip_id`` at ``ranks`` EP ranks in one NVLink domain
+    (``data/training_kernels.yaml`` ``ep_dispatchers``), linear in ranks between the measured
+    sizes; None outside them or where it was not measured (the step then runs the fitted
+    curves). A chip measured on another (``measured_on``) is marked transferred. Worked number:
+    HybridEP on a GB200 at 8 ranks: dispatch 545.71 GB/s, combine 568.94 GB/s."""
+    data = read_data("training_kernels.yaml").get("ep_dispatchers", {})
+    for entry in data.get(dispatcher, []):
+        if chip_id not in entry["chips"]:
+            continue
+        sizes = np.asarray(entry["ranks"], float)
+        if not sizes[0] <= ranks <= sizes[-1]:
+            return None
+        dispatch, fp8, combine = (
+            float(np.interp(ranks, sizes, np.asarray(entry[key], float)))
+            for key in ("dispatch_bf16_bytes_per_s", "dispatch_fp8_bytes_per_s", "combine_bytes_per_s")
+        )
+        return DispatcherRate(dispatch, fp8, combine, str(entry["source"]), chip_id != entry["measured_on"])
+    return None

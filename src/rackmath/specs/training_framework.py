@@ -35,6 +35,9 @@ TP_OVERLAP_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_dgrad", "qkv_wgrad", "fc1_dg
 #: The attention kernel a framework runs: the chip's fitted prefill-attention curve, or
 #: FlashAttention-2 (PyTorch SDPA's flash backend, the flash_attn package's v2 kernels).
 ATTENTION_KERNELS = ("fitted", "flash-attention-2")
+#: The expert dispatcher: the chip's fitted DeepEP / NCCL curves, or HybridEP at its
+#: measured bandwidth (Megatron's flex dispatcher with ``moe_flex_dispatcher_backend hybridep``).
+EP_DISPATCHERS = ("fitted", "hybridep")
 #: Settings a run may change (:meth:`TrainingFramework.with_settings`).
 SETTINGS = (
     "dp_grad_overlap",
@@ -50,6 +53,7 @@ SETTINGS = (
     "tp_overlap_margin_sms",
     "fused_grouped_mlp",
     "attention_kernel",
+    "ep_dispatcher",
 )
 
 
@@ -120,6 +124,8 @@ class TrainingFramework:
     fused_grouped_mlp: bool = False
     #: the attention kernel it runs (:data:`ATTENTION_KERNELS`; ``fitted``: the chip's curve)
     attention_kernel: str = "fitted"
+    #: the expert dispatcher (:data:`EP_DISPATCHERS`; ``fitted``: the chip's curves)
+    ep_dispatcher: str = "fitted"
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -128,6 +134,8 @@ class TrainingFramework:
     def __post_init__(self) -> None:
         if self.p2p_overlap not in P2P_OVERLAP:
             raise ValueError(f"{self.id}: p2p_overlap {self.p2p_overlap!r} not in {P2P_OVERLAP}")
+        if self.ep_dispatcher not in EP_DISPATCHERS:
+            raise ValueError(f"{self.id}: ep_dispatcher {self.ep_dispatcher!r} not in {EP_DISPATCHERS}")
         if self.attention_kernel not in ATTENTION_KERNELS:
             raise ValueError(
                 f"{self.id}: attention_kernel {self.attention_kernel!r} not in {ATTENTION_KERNELS}"
@@ -173,6 +181,8 @@ class TrainingFramework:
                 raise InputError("framework setting", key, f"one of {', '.join(SETTINGS)}")
             if key == "p2p_overlap" and value not in P2P_OVERLAP:
                 raise InputError("p2p_overlap", value, f"one of {', '.join(P2P_OVERLAP)}")
+            if key == "ep_dispatcher" and value not in EP_DISPATCHERS:
+                raise InputError("ep_dispatcher", value, f"one of {', '.join(EP_DISPATCHERS)}")
             if key == "attention_kernel" and value not in ATTENTION_KERNELS:
                 raise InputError("attention_kernel", value, f"one of {', '.join(ATTENTION_KERNELS)}")
             if key == "cp_comm" and value not in CP_COMM_TYPES:
@@ -217,6 +227,7 @@ class TrainingFramework:
             "tp_overlap_margin_sms": dict(self.tp_overlap_margin_sms),
             "fused_grouped_mlp": self.fused_grouped_mlp,
             "attention_kernel": self.attention_kernel,
+            "ep_dispatcher": self.ep_dispatcher,
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

@@ -39,6 +39,7 @@ from rackmath.analyses.serving.parts import MemoryPerChip
 from rackmath.analyses.training import comm
 from rackmath.analyses.training import stages as stg
 from rackmath.analyses.training.setup import TrainingSetup
+from rackmath.catalog import training_frameworks as tf
 from rackmath.core import collectives as coll
 from rackmath.core import loads
 from rackmath.core import memory as memory_account
@@ -53,7 +54,7 @@ from rackmath.core import training_kernels as tk
 from rackmath.core import training_step as ts
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
-from rackmath.specs.efficiency import EfficiencyMode
+from rackmath.specs.efficiency import EfficiencyMode, Kernel
 from rackmath.specs.model import WEIGHT_CLASSES
 
 
@@ -444,6 +445,40 @@ def tp_overlap_margins(
     return tuple(out)
 
 
+def dispatcher_operators(
+    s: TrainingSetup,
+    link: net.Group,
+    tokens: float,
+    destinations: float,
+    moe_layers: float,
+    dispatch_bytes: float,
+) -> tuple[ops.Operator, ...]:
+    """The expert all-to-alls on the framework's measured dispatcher
+    (:func:`rackmath.core.training_comm.dispatcher_operators`): kernel-grounded, with the
+    profile's ``ep_dispatcher`` measured on this chip at this EP size inside one NVLink domain
+    (:func:`rackmath.catalog.training_frameworks.ep_dispatcher_rate`); empty otherwise, and the
+    fitted DeepEP / NCCL curves run."""
+    name = s.profile.ep_dispatcher
+    if name == "fitted" or s.efficiency.mode is not EfficiencyMode.KERNEL or link.domains > 1:
+        return ()
+    rate = tf.ep_dispatcher_rate(s.system.chip.id, name, s.plan.ep)
+    if rate is None:
+        return ()
+    fp8 = dispatch_bytes != net.DEFAULT_ACTIVATION_BYTES
+    kernel = Kernel(rate.source, "fp8" if fp8 else "bfloat16", name, s.system.chip.id, rate.transferred)
+    return tcomm.dispatcher_operators(
+        tokens,
+        destinations,
+        s.model.hidden_size,
+        moe_layers,
+        rate.dispatch_fp8_bytes_per_s if fp8 else rate.dispatch_bf16_bytes_per_s,
+        rate.combine_bytes_per_s,
+        kernel,
+        link.topology.scale_up_bytes_per_s,
+        dispatch_value_bytes=dispatch_bytes,
+    )
+
+
 def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> StepBreakdown:
     plan, model = s.plan, s.model
     mode = s.recompute if recompute is None else recompute
@@ -473,16 +508,21 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
             if s.ep_max_domains is None
             else float(net.expert_destination_domains(link.domains, e, k, s.ep_max_domains))
         )
+        tokens = s.microbatch * s.seq_len / (plan.cp * plan.tp)
+        destinations = float(coll.expected_destination_ranks(plan.ep, e, k))
+        dispatch_bytes = wk.FP8_DISPATCH_BYTES if s.ep_dispatch_fp8 else net.DEFAULT_ACTIVATION_BYTES
+        measured = dispatcher_operators(s, link, tokens, destinations, moe_layers, dispatch_bytes)
         ep_ops = tuple(
             comm.scaled_collective(o, s.routing_skew)  # the busiest rank's exchange
-            for o in tcomm.ep_operators(
+            for o in measured
+            or tcomm.ep_operators(
                 link,
-                s.microbatch * s.seq_len / (plan.cp * plan.tp),
-                float(coll.expected_destination_ranks(plan.ep, e, k)),
+                tokens,
+                destinations,
                 model.hidden_size,
                 moe_layers,
                 experts_per_token=k,
-                dispatch_bytes=wk.FP8_DISPATCH_BYTES if s.ep_dispatch_fp8 else net.DEFAULT_ACTIVATION_BYTES,
+                dispatch_bytes=dispatch_bytes,
                 destination_domains=domains,
                 table=table,
             )
