@@ -488,6 +488,10 @@ def test_overlapped_tp_collectives_keep_their_sms_from_the_gemms_by_hand():
         {"fc2_fprop": 1 / 3, "fc1_dgrad": 2 / 3, "fc1_wgrad": 2 / 3}
     )
     k = 132 / 116
+    fc2 = tk.tp_overlap_slowdown(
+        tk.tp_overlap_shares(3.0)["dense_mlp"], {"fc2_fprop": 16}, 132, ("fc2_fprop",)
+    )
+    assert fc2 == pytest.approx(2 / 3 + k / 3) and round(fc2, 3) == 1.046
     plain = _ops(T.estimate(_llama70b_tp8(framework="megatron-core")))
     te = _ops(
         T.estimate(_llama70b_tp8(framework="megatron-core", framework_settings={"tp_comm_overlap": True}))

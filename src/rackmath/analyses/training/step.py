@@ -421,11 +421,7 @@ def tp_overlap_margins(
     shares = tk.tp_overlap_shares(matrices)
 
     def factor(name: str, gemms: tuple[str, ...]) -> float:
-        parts = shares.get(name, {})
-        slowed = [
-            (parts[g], float(tk.sm_margin_slowdown(sms, margins.get(g, 0)))) for g in gemms if g in parts
-        ]
-        return sum(w * f for w, f in slowed) + (1.0 - sum(w for w, _ in slowed))
+        return tk.tp_overlap_slowdown(shares.get(name, {}), dict(margins), sms, gemms)
 
     out = []
     for o in train_ops:
