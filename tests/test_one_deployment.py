@@ -400,4 +400,4 @@ def test_train_defaults_to_the_kernel_curves_and_calibrated_is_the_scaled_roofli
     code, out, err = cli("train", *args, "--calibrated", "--json")
     assert code == 0, err
     e = json.loads(out)["efficiency"]
-    assert e["mode"] == "pure" and e["label"] == "pure roofline x flops_frac 0.73"
+    assert e["mode"] == "pure" and e["label"] == "pure roofline x flops_frac 0.67"

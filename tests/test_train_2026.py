@@ -273,7 +273,8 @@ def test_kernel_grounded_training_meets_the_median_target_without_fitting_these_
     # median of the 7 published rows: 14.4% while the operators passed only their row counts;
     # 21.0% since they hand the kernel curves their shapes (prefill attention at its fitted
     # fraction for head dimension 128, docs/validation.md); 20.1% after the kernel refit of
-    # 2026-11-24; 15.6% with issue 23's training kernels and each run's framework as stated;
+    # 2026-11-24; 15.6% with issue 23's training kernels and each run's framework as stated
+    # (still 15.6% with TP overlap's SM margin and Llama 3's interleaved pipeline: rows cross);
     # the 15% target is the xfail below
     assert errors[3] <= 0.16
 

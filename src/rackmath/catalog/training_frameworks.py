@@ -6,6 +6,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from rackmath.catalog.loader import CatalogError, catalog_entries, lookup, read_data
 from rackmath.specs.training_framework import RecomputePolicy, TrainingFramework
 
@@ -19,6 +21,7 @@ def _framework(raw: dict[str, Any]) -> TrainingFramework:
         recompute=policies,
         sources=dict(raw.pop("sources", {})),
         gemm_recipes=dict(raw.pop("gemm_recipes", {})),
+        tp_overlap_margin_sms=dict(raw.pop("tp_overlap_margin_sms", {})),
         version=str(raw.pop("version")),
         date=str(raw.pop("date")),
         bucket_params=float(raw.pop("bucket_params")),
@@ -56,12 +59,91 @@ class BackwardRatio(NamedTuple):
 
 
 @cache
-def attention_backward_efficiency(chip_id: str) -> BackwardRatio:
-    """The attention core's backward over forward FLOP/s on ``chip_id``
-    (``data/training_kernels.yaml``; chips it does not list take its stated default)."""
+def attention_backward_efficiency(chip_id: str, fmt: str = "bf16") -> BackwardRatio:
+    """The attention core's backward over forward FLOP/s on ``chip_id`` for an attention core
+    in ``fmt`` (``bf16``; ``fp8`` or ``mxfp8`` under FP8 dot-product attention), from
+    ``data/training_kernels.yaml``. A chip it does not list takes its stated default; an 8-bit
+    core on a chip without a measured 8-bit pair takes the chip's 16-bit ratio, marked
+    transferred."""
     data = read_data("training_kernels.yaml")
+    if fmt != "bf16":
+        for entry in data["attention_backward_efficiency_8bit"]:
+            if chip_id in entry["chips"] and fmt in entry["values"]:
+                return BackwardRatio(float(entry["values"][fmt]), str(entry["source"]), False)
+        wide = attention_backward_efficiency(chip_id)
+        return BackwardRatio(
+            wide.value, f"no {fmt} backward/forward pair: the 16-bit ratio ({wide.source})", True
+        )
     for entry in data["attention_backward_efficiency"]:
         if chip_id in entry["chips"]:
             return BackwardRatio(float(entry["value"]), str(entry["source"]), False)
     d = data["default"]
     return BackwardRatio(float(d["value"]), str(d["source"]), True)
+
+
+class KernelRatio(NamedTuple):
+    """How much longer a framework's attention kernel takes than the chip's fitted curve,
+    forward and backward, and where the figures come from."""
+
+    forward: float
+    backward: float
+    source: str
+    transferred: bool
+
+
+#: The fitted curve itself: no ratio.
+FITTED_ATTENTION = "fitted"
+
+
+def attention_kernel_ratio(chip_id: str, kernel: str, seq_len: float) -> KernelRatio:
+    """The ``kernel``'s time over the fitted prefill-attention curve's on ``chip_id`` at
+    ``seq_len`` tokens (``data/training_kernels.yaml`` ``attention_kernels``): the fitted
+    kernel's rate over ``kernel``'s, interpolated in log sequence length, the end ratios
+    beyond the measured lengths. ``fitted``, or a chip without a published pair: 1 (the latter
+    marked transferred). Worked number: FlashAttention-2 on an H100 at 8K: forward
+    646 / 370 = 1.746, backward 559 / 318 = 1.758."""
+    if kernel == FITTED_ATTENTION:
+        return KernelRatio(1.0, 1.0, "the chip's fitted prefill-attention curve", False)
+    data = read_data("training_kernels.yaml")["attention_kernels"]
+    for entry in data.get(kernel, []):
+        if chip_id in entry["chips"]:
+            x = np.log(np.asarray(entry["seq_len"], float))
+            at = float(np.log(max(float(seq_len), 1.0)))
+            fwd = np.asarray(entry["fa3_forward"], float) / np.asarray(entry["fa2_forward"], float)
+            bwd = np.asarray(entry["fa3_backward"], float) / np.asarray(entry["fa2_backward"], float)
+            return KernelRatio(
+                float(np.interp(at, x, fwd)), float(np.interp(at, x, bwd)), str(entry["source"]), False
+            )
+    return KernelRatio(1.0, 1.0, f"no published {kernel} / fitted pair on {chip_id}: the fitted curve", True)
+
+
+class DispatcherRate(NamedTuple):
+    """An expert dispatcher's measured algorithm bandwidth at one EP size on a chip (bytes per
+    second a rank receives in a dispatch, sends in a combine), and where it comes from."""
+
+    dispatch_bf16_bytes_per_s: float
+    dispatch_fp8_bytes_per_s: float
+    combine_bytes_per_s: float
+    source: str
+    transferred: bool
+
+
+def ep_dispatcher_rate(chip_id: str, dispatcher: str, ranks: int) -> DispatcherRate | None:
+    """``dispatcher``'s measured rate on ``chip_id`` at ``ranks`` EP ranks in one NVLink domain
+    (``data/training_kernels.yaml`` ``ep_dispatchers``), linear in ranks between the measured
+    sizes; None outside them or where it was not measured (the step then runs the fitted
+    curves). A chip measured on another (``measured_on``) is marked transferred. Worked number:
+    HybridEP on a GB200 at 8 ranks: dispatch 545.71 GB/s, combine 568.94 GB/s."""
+    data = read_data("training_kernels.yaml").get("ep_dispatchers", {})
+    for entry in data.get(dispatcher, []):
+        if chip_id not in entry["chips"]:
+            continue
+        sizes = np.asarray(entry["ranks"], float)
+        if not sizes[0] <= ranks <= sizes[-1]:
+            return None
+        dispatch, fp8, combine = (
+            float(np.interp(ranks, sizes, np.asarray(entry[key], float)))
+            for key in ("dispatch_bf16_bytes_per_s", "dispatch_fp8_bytes_per_s", "combine_bytes_per_s")
+        )
+        return DispatcherRate(dispatch, fp8, combine, str(entry["source"]), chip_id != entry["measured_on"])
+    return None

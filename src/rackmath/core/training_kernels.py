@@ -259,3 +259,42 @@ def ring_exposed_s(step_comm_s: float, step_compute_s: float, steps: float) -> f
     Megatron-core's ``--cp-comm-type p2p``. Worked number: 7 steps of 2 ms transfer over 3 ms
     of compute: 0; over 1 ms: 7 ms."""
     return float(max(steps, 0.0) * max(0.0, step_comm_s - step_compute_s))
+
+
+def sm_margin_slowdown(sms: ArrayLike, margin_sms: ArrayLike) -> FloatArray:
+    """How much longer a compute-bound GEMM takes when a collective overlapped with it keeps
+    ``margin_sms`` of the chip's ``sms`` streaming multiprocessors (Transformer Engine's
+    userbuffers with ``set_sm_margin``: the GEMM is launched on ``sms - margin_sms`` SMs,
+    ``transformer_engine/common/comm_gemm_overlap``): ``sms / (sms - margin_sms)``. Its
+    throughput scales with the SMs it gets. Worked number: TE's default 16 SMs of an H100's
+    132: 132 / 116 = 1.138."""
+    n, m = num(sms), num(margin_sms)
+    return np.asarray(n / (n - m), float)[()]
+
+
+def tp_overlap_shares(matrices: float) -> dict[str, dict[str, float]]:
+    """Which share of each training operator's forward, input gradient and weight gradient is
+    the GEMM Transformer Engine overlaps a TP collective with (its names,
+    :data:`rackmath.specs.training_framework.TP_OVERLAP_GEMMS`): ``attention_out`` is
+    ``proj``; ``attention_qkv`` is ``qkv``; ``dense_mlp`` holds ``fc1`` (gate and up:
+    ``(n - 1) / n`` of its FLOPs for ``n`` matrices) and ``fc2`` (down: ``1 / n``). Worked
+    number: a SwiGLU MLP (3 matrices) runs fc2 in 1/3 of its forward, fc1 in 2/3 of its
+    backward."""
+    fc2 = 1.0 / matrices
+    return {
+        "attention_out": {"proj_fprop": 1.0},
+        "attention_qkv": {"qkv_dgrad": 1.0, "qkv_wgrad": 1.0},
+        "dense_mlp": {"fc2_fprop": fc2, "fc1_dgrad": 1.0 - fc2, "fc1_wgrad": 1.0 - fc2},
+    }
+
+
+def tp_overlap_slowdown(
+    parts: dict[str, float], margins_sms: dict[str, int], sms: float, gemms: tuple[str, ...]
+) -> float:
+    """One pass of an operator whose ``parts`` (GEMM name -> share of the pass,
+    :func:`tp_overlap_shares`) include the overlapped ``gemms``: each of those shares at
+    :func:`sm_margin_slowdown` of its margin, the rest as before,
+    ``sum_g w_g S / (S - m_g) + (1 - sum_g w_g)``. Worked number: a SwiGLU MLP's forward under
+    TE's default 16-SM margin on fc2 on an H100: 2/3 + 1/3 x 132/116 = 1.046."""
+    slowed = [(parts[g], float(sm_margin_slowdown(sms, margins_sms.get(g, 0)))) for g in gemms if g in parts]
+    return sum(w * f for w, f in slowed) + (1.0 - sum(w for w, _ in slowed))

@@ -254,6 +254,8 @@ def training_operators(
         if matmul and op.name not in HIGH_PRECISION_GEMMS:
             gemm_input_values = gemm_input_values + op.input_values
             precision = recipe.value
+        elif attention and not rates.kv.is_wide:
+            precision = rates.kv.value  # FP8 dot-product attention (the framework's setting)
         else:
             precision = attention_precision
         out.append(

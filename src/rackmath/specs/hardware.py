@@ -50,6 +50,9 @@ class ChipSpec(_Frozen):
     scale_up_bandwidth_bytes_per_s_per_direction: PositiveFloat | None = None
     scale_out_bandwidth_bytes_per_s_per_direction: PositiveFloat | None = None
     tdp_w: PositiveFloat | None = None
+    #: streaming multiprocessors (NVIDIA): what a kernel sharing the chip takes its share of
+    #: (Transformer Engine's overlapped collectives reserve SMs from their GEMM); None if unstated
+    streaming_multiprocessors: PositiveInt | None = None
     price_usd_per_chip_hour: DatedPrice
     confidence: Confidence
     date: str

@@ -27,6 +27,17 @@ CP_COMM_TYPES = ("p2p", "all_gather", "a2a")
 #: When pipeline sends overlap compute: never, only with virtual stages (Megatron-core forces
 #: the overlap off without them), or always.
 P2P_OVERLAP = ("never", "with_virtual_stages", "always")
+#: Transformer Engine's names of the GEMMs a TP collective overlaps with (``initialize_ub``):
+#: the row-parallel forwards reduce-scatter their output (``proj_fprop``, ``fc2_fprop``), the
+#: column-parallel backwards all-gather their input and reduce-scatter its gradient in bulk
+#: (``qkv_dgrad``, ``qkv_wgrad``, ``fc1_dgrad``, ``fc1_wgrad``).
+TP_OVERLAP_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")
+#: The attention kernel a framework runs: the chip's fitted prefill-attention curve, or
+#: FlashAttention-2 (PyTorch SDPA's flash backend, the flash_attn package's v2 kernels).
+ATTENTION_KERNELS = ("fitted", "flash-attention-2")
+#: The expert dispatcher: the chip's fitted DeepEP / NCCL curves, or HybridEP at its
+#: measured bandwidth (Megatron's flex dispatcher with ``moe_flex_dispatcher_backend hybridep``).
+EP_DISPATCHERS = ("fitted", "hybridep")
 #: Settings a run may change (:meth:`TrainingFramework.with_settings`).
 SETTINGS = (
     "dp_grad_overlap",
@@ -38,6 +49,11 @@ SETTINGS = (
     "cp_comm",
     "fused_cross_entropy",
     "fused_elementwise",
+    "fp8_attention",
+    "tp_overlap_margin_sms",
+    "fused_grouped_mlp",
+    "attention_kernel",
+    "ep_dispatcher",
 )
 
 
@@ -96,6 +112,20 @@ class TrainingFramework:
     gemm_recipes: Mapping[str, str] = field(default_factory=dict)
     #: the ZeRO stage data parallelism runs at unless the run states one (FSDP: 3)
     default_zero: int = 1
+    #: the attention core in FP8 when the GEMMs are (Transformer Engine's FP8 dot-product
+    #: attention: Megatron's and Bridge's ``fp8_dot_product_attention``, default off)
+    fp8_attention: bool = False
+    #: SMs each overlapped TP collective keeps from its GEMM (``set_sm_margin``), by Transformer
+    #: Engine's GEMM name (:data:`TP_OVERLAP_GEMMS`); those absent keep none
+    tp_overlap_margin_sms: Mapping[str, int] = field(default_factory=dict)
+    #: the routed experts as one fused grouped MLP (Transformer Engine's op fuser with
+    #: ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``: FC1's grouped GEMM with the GLU in its epilogue;
+    #: SM100-class chips under an MXFP8 or NVFP4 recipe)
+    fused_grouped_mlp: bool = False
+    #: the attention kernel it runs (:data:`ATTENTION_KERNELS`; ``fitted``: the chip's curve)
+    attention_kernel: str = "fitted"
+    #: the expert dispatcher (:data:`EP_DISPATCHERS`; ``fitted``: the chip's curves)
+    ep_dispatcher: str = "fitted"
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -104,6 +134,12 @@ class TrainingFramework:
     def __post_init__(self) -> None:
         if self.p2p_overlap not in P2P_OVERLAP:
             raise ValueError(f"{self.id}: p2p_overlap {self.p2p_overlap!r} not in {P2P_OVERLAP}")
+        if self.ep_dispatcher not in EP_DISPATCHERS:
+            raise ValueError(f"{self.id}: ep_dispatcher {self.ep_dispatcher!r} not in {EP_DISPATCHERS}")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(
+                f"{self.id}: attention_kernel {self.attention_kernel!r} not in {ATTENTION_KERNELS}"
+            )
         if self.cp_comm not in CP_COMM_TYPES:
             raise ValueError(f"{self.id}: cp_comm {self.cp_comm!r} not in {CP_COMM_TYPES}")
         if self.default_recompute not in self.recompute_names:
@@ -145,8 +181,23 @@ class TrainingFramework:
                 raise InputError("framework setting", key, f"one of {', '.join(SETTINGS)}")
             if key == "p2p_overlap" and value not in P2P_OVERLAP:
                 raise InputError("p2p_overlap", value, f"one of {', '.join(P2P_OVERLAP)}")
+            if key == "ep_dispatcher" and value not in EP_DISPATCHERS:
+                raise InputError("ep_dispatcher", value, f"one of {', '.join(EP_DISPATCHERS)}")
+            if key == "attention_kernel" and value not in ATTENTION_KERNELS:
+                raise InputError("attention_kernel", value, f"one of {', '.join(ATTENTION_KERNELS)}")
             if key == "cp_comm" and value not in CP_COMM_TYPES:
                 raise InputError("cp_comm", value, f"one of {', '.join(CP_COMM_TYPES)}")
+            if key == "tp_overlap_margin_sms":
+                if not isinstance(value, Mapping) or not all(
+                    k in TP_OVERLAP_GEMMS and isinstance(n, int) and n >= 0 for k, n in value.items()
+                ):
+                    raise InputError(
+                        "tp_overlap_margin_sms",
+                        value,
+                        f"a mapping of {', '.join(TP_OVERLAP_GEMMS)} to whole numbers of SMs >= 0",
+                    )
+                kw[key] = dict(value)
+                continue
             if key == "bucket_params":
                 kw["bucket_params"] = float(value)
                 kw["bucket_params_per_dp_rank"] = 0.0
@@ -172,6 +223,11 @@ class TrainingFramework:
             "bucket_params_per_dp_rank": self.bucket_params_per_dp_rank,
             "tp_comm_overlap": self.tp_comm_overlap,
             "ep_comm_overlap": self.ep_comm_overlap,
+            "fp8_attention": self.fp8_attention,
+            "tp_overlap_margin_sms": dict(self.tp_overlap_margin_sms),
+            "fused_grouped_mlp": self.fused_grouped_mlp,
+            "attention_kernel": self.attention_kernel,
+            "ep_dispatcher": self.ep_dispatcher,
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

@@ -46,9 +46,11 @@ DEFAULT_SEQ_LEN = 8192
 #: One achievable-matmul fraction on the pure roofline for every training row, fitted once
 #: (geometric mean of measured / pure-roofline throughput over the seven training rows of
 #: shared/reference/measurements.csv plus DeepSeek-V3; see docs/training.md). Never per row.
-#: 0.728 with the training kernels of issue 23 (0.747 before, with DeepSeek-V3 run as run;
-#: 0.807 and 0.77 earlier).
-CALIBRATED_TRAINING = rl.Efficiency(flops_frac=0.73, mode=EfficiencyMode.PURE)
+#: 0.671 with the SMs TP overlap keeps from its GEMMs; 0.662 since the Llama 3 rows run the
+#: interleaved schedule their paper states (0.728 with
+#: the training kernels of issue 23; 0.747 before, with DeepSeek-V3 run as run; 0.807 and
+#: 0.77 earlier).
+CALIBRATED_TRAINING = rl.Efficiency(flops_frac=0.67, mode=EfficiencyMode.PURE)
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class TrainingSetup:
     stage_layers: tuple[int, ...] | None = None
     #: the attention backward's FLOP/s over its forward's on this chip, and its source
     attention_backward: tf.BackwardRatio | None = None
+    #: the framework's attention kernel against the chip's fitted curve (None: the curve)
+    attention_kernel: tf.KernelRatio | None = None
 
     # What the job runs on, read off its deployment.
     @property
@@ -164,6 +168,19 @@ class TrainingSetup:
         """Attention, norms and casts: the deployment's rule over a 16-bit cache (BF16 where the
         chip has it; FP16 runs stay FP16; else the GEMMs' precision)."""
         return self.deployment.attention_precision
+
+    @property
+    def attention_core_precision(self) -> Precision:
+        """The attention core's own: FP8 where the framework runs FP8 dot-product attention
+        (``fp8_attention``) and the GEMMs are FP8 or MXFP8 (:func:`fp8_attention_format`);
+        else :attr:`attention_precision`. Norms, the head and the MFU peak stay 16-bit."""
+        return Precision.FP8 if fp8_attention_format(self.profile, self.recipe) else self.attention_precision
+
+    @property
+    def fused_grouped_mlp(self) -> bool:
+        """The routed experts run as Transformer Engine's fused grouped MLP (the framework's
+        ``fused_grouped_mlp``; :func:`make_training` refuses it where TE cannot run it)."""
+        return bool(self.profile.fused_grouped_mlp and self.model.is_moe)
 
     @property
     def bf16_peak_flops_per_s(self) -> float:
@@ -241,6 +258,22 @@ def make_training(
     except ValueError:
         raise InputError("zero", zero, "0, 1, 2 or 3") from None
     recipe = gemm_recipe(model, system, compute)
+    if profile.fp8_attention and fp8_attention_format(profile, recipe) is None:
+        raise InputError(
+            "fp8_attention",
+            True,
+            f"only under an 8-bit GEMM recipe ({', '.join(r.value for r in FP8_ATTENTION_FORMATS)}; "
+            f"this run computes in {recipe.value}): drop the setting or pass --compute fp8",
+        )
+    if profile.fused_grouped_mlp and (
+        system.chip.id not in FUSED_GROUPED_MLP_CHIPS or recipe not in FUSED_GROUPED_MLP_RECIPES
+    ):
+        raise InputError(
+            "fused_grouped_mlp",
+            True,
+            f"only on an SM100-class chip ({', '.join(FUSED_GROUPED_MLP_CHIPS)}) under an MXFP8 or "
+            f"NVFP4 recipe (this run: {system.chip.id}, {recipe.value}): drop the setting",
+        )
     precision = recipe.precision
     system.chip.peak_flops(precision)
     efficiency = rl.Efficiency.parse(efficiency)
@@ -318,8 +351,28 @@ def make_training(
         framework=profile,
         recompute_policy=policy,
         stage_layers=stage_layers,
-        attention_backward=tf.attention_backward_efficiency(system.chip.id),
+        attention_backward=tf.attention_backward_efficiency(
+            system.chip.id, fp8_attention_format(profile, recipe) or "bf16"
+        ),
+        attention_kernel=tf.attention_kernel_ratio(system.chip.id, profile.attention_kernel, seq / plan.cp),
     )
+
+
+#: Where Transformer Engine's fused grouped MLP runs: compute capability 10 (its
+#: ``is_supported``: ``get_device_compute_capability()[0] == 10``) and a block-scaled recipe
+#: (TE: "under te.autocast with an MXFP8/NVFP4 recipe").
+FUSED_GROUPED_MLP_CHIPS = ("b200", "b300", "gb200", "gb300")
+FUSED_GROUPED_MLP_RECIPES = (GemmRecipe.MXFP8, GemmRecipe.NVFP4)
+
+#: GEMM recipes under which Transformer Engine's FP8 dot-product attention runs, and the
+#: format its attention core computes in (an MXFP8 recipe scales the core by blocks of 32).
+FP8_ATTENTION_FORMATS = {GemmRecipe.FP8: "fp8", GemmRecipe.FP8_BLOCK: "fp8", GemmRecipe.MXFP8: "mxfp8"}
+
+
+def fp8_attention_format(profile: TrainingFramework, recipe: GemmRecipe) -> str | None:
+    """The attention core's 8-bit format when the framework runs FP8 dot-product attention
+    (``profile.fp8_attention``) under an 8-bit GEMM recipe; None otherwise (16-bit attention)."""
+    return FP8_ATTENTION_FORMATS.get(recipe) if profile.fp8_attention else None
 
 
 def check_plan_on_model(model: ModelSpec, plan: ParallelPlan) -> None:

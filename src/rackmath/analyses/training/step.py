@@ -32,13 +32,14 @@ link model otherwise (the pure and flat tables).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rackmath.analyses.serving.parts import MemoryPerChip
 from rackmath.analyses.training import comm
 from rackmath.analyses.training import stages as stg
 from rackmath.analyses.training.setup import TrainingSetup
+from rackmath.catalog import training_frameworks as tf
 from rackmath.core import collectives as coll
 from rackmath.core import loads
 from rackmath.core import memory as memory_account
@@ -53,7 +54,7 @@ from rackmath.core import training_kernels as tk
 from rackmath.core import training_step as ts
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
-from rackmath.specs.efficiency import EfficiencyMode
+from rackmath.specs.efficiency import EfficiencyMode, Kernel
 from rackmath.specs.model import WEIGHT_CLASSES
 
 
@@ -248,14 +249,15 @@ class StepBreakdown:
 
 def chip_rates(s: TrainingSetup) -> ChipRates:
     """The chip's peaks, the setup's efficiency table, GEMMs computing in the recipe's format
-    and attention in 16 bits (:attr:`TrainingSetup.attention_precision`)."""
+    and the attention core in 16 bits, or in FP8 under the framework's FP8 dot-product
+    attention (:attr:`TrainingSetup.attention_core_precision`)."""
     chip = s.system.chip
     return ChipRates(
         peak_flops_per_s={p.value: f for p, f in chip.peak_flops_per_s.items()},
         bandwidth_bytes_per_s=chip.hbm_bandwidth_bytes_per_s,
         efficiency=s.table,
         compute=s.recipe.precision,
-        kv=s.attention_precision,
+        kv=s.attention_core_precision,
     )
 
 
@@ -292,7 +294,9 @@ def training_passes(
     """The forward operators as training runs them: serving's, with the norms on the
     sequence-parallel share of the tokens, plus the passes only training has (the
     element-wise activations, the expert permute and unpermute, the loss); stage averages
-    (``1/P`` of the layers, as :func:`rackmath.core.operators.pass_operators`)."""
+    (``1/P`` of the layers, as :func:`rackmath.core.operators.pass_operators`). Under the
+    framework's fused grouped MLP (:attr:`TrainingSetup.fused_grouped_mlp`) the routed
+    experts' activation is no pass of its own."""
     plan, model = s.plan, s.model
     tokens = s.microbatch * s.seq_len / plan.cp  # one micro-batch's tokens on a chip
     sp = plan.tp if (s.sequence_parallel and plan.tp > 1) else 1
@@ -322,7 +326,9 @@ def training_passes(
     moe_layers = m_ops.num_moe_layers / plan.pp
     if moe_layers:
         expert_tp = max(plan.tp / plan.ep, 1.0)
-        routed = m_ops.experts_per_token * expert_i / expert_tp + shared_i / plan.tp
+        # the fused grouped MLP runs the routed experts' GLU in its FC1 GEMM's epilogue: no pass
+        routed_i = 0.0 if s.fused_grouped_mlp else m_ops.experts_per_token * expert_i / expert_tp
+        routed = routed_i + shared_i / plan.tp
         per_token += moe_layers * tk.activation_values(
             h_sp, rope, routed, m_ops.expert_matrices == 3.0, fused=fused
         )
@@ -367,7 +373,106 @@ def microbatch_operators(
         layers=model.num_layers / plan.pp,
         backward=backward_model(s, m_ops),
     )
+    train_ops = tp_overlap_margins(s, train_ops, m_ops.dense_matrices)
+    train_ops = attention_kernel(s, train_ops)
     return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers)
+
+
+def attention_kernel(
+    s: TrainingSetup, train_ops: tuple[ts.TrainingOperator, ...]
+) -> tuple[ts.TrainingOperator, ...]:
+    """The attention core as the framework's kernel runs it: the fitted curve's forward (and
+    its recompute) and backward times the kernel's ratios
+    (:func:`rackmath.catalog.training_frameworks.attention_kernel_ratio`; kernel-grounded
+    only: the pure roofline and the flat tables run every kernel at one fraction)."""
+    k = s.attention_kernel
+    if (
+        k is None
+        or (k.forward == 1.0 and k.backward == 1.0)
+        or s.efficiency.mode is not EfficiencyMode.KERNEL
+    ):
+        return train_ops
+    return tuple(
+        replace(
+            o,
+            forward_s=o.forward_s * k.forward,
+            recompute_s=o.recompute_s * k.forward,
+            input_grad_s=o.input_grad_s * k.backward,
+        )
+        if o.op_class.value.startswith("attention")
+        else o
+        for o in train_ops
+    )
+
+
+def tp_overlap_margins(
+    s: TrainingSetup, train_ops: tuple[ts.TrainingOperator, ...], matrices: float
+) -> tuple[ts.TrainingOperator, ...]:
+    """The GEMMs a TP collective overlaps with, slowed by the SMs the collective keeps
+    (:func:`rackmath.core.training_kernels.sm_margin_slowdown` on the profile's
+    ``tp_overlap_margin_sms``, by Transformer Engine's GEMM name,
+    :func:`~rackmath.core.training_kernels.tp_overlap_shares`): only under ``tp_comm_overlap``
+    with TP, on a chip whose SM count the catalog states. A recompute re-runs the forward with
+    its overlap, so it slows as the forward."""
+    sms = s.system.chip.streaming_multiprocessors
+    margins = s.profile.tp_overlap_margin_sms
+    if not (s.profile.tp_comm_overlap and s.plan.tp > 1 and sms and any(margins.values())):
+        return train_ops
+    shares = tk.tp_overlap_shares(matrices)
+
+    def factor(name: str, gemms: tuple[str, ...]) -> float:
+        return tk.tp_overlap_slowdown(shares.get(name, {}), dict(margins), sms, gemms)
+
+    out = []
+    for o in train_ops:
+        if o.name not in shares:
+            out.append(o)
+            continue
+        fwd = factor(o.name, ("proj_fprop", "fc2_fprop"))
+        out.append(
+            replace(
+                o,
+                forward_s=o.forward_s * fwd,
+                recompute_s=o.recompute_s * fwd,
+                input_grad_s=o.input_grad_s * factor(o.name, ("qkv_dgrad", "fc1_dgrad")),
+                weight_grad_s=o.weight_grad_s * factor(o.name, ("qkv_wgrad", "fc1_wgrad")),
+            )
+        )
+    return tuple(out)
+
+
+def dispatcher_operators(
+    s: TrainingSetup,
+    link: net.Group,
+    tokens: float,
+    destinations: float,
+    moe_layers: float,
+    dispatch_bytes: float,
+) -> tuple[ops.Operator, ...]:
+    """The expert all-to-alls on the framework's measured dispatcher
+    (:func:`rackmath.core.training_comm.dispatcher_operators`): kernel-grounded, with the
+    profile's ``ep_dispatcher`` measured on this chip at this EP size inside one NVLink domain
+    (:func:`rackmath.catalog.training_frameworks.ep_dispatcher_rate`); empty otherwise, and the
+    fitted DeepEP / NCCL curves run."""
+    name = s.profile.ep_dispatcher
+    if name == "fitted" or s.efficiency.mode is not EfficiencyMode.KERNEL or link.domains > 1:
+        return ()
+    rate = tf.ep_dispatcher_rate(s.system.chip.id, name, s.plan.ep)
+    if rate is None:
+        return ()
+    fp8 = dispatch_bytes != net.DEFAULT_ACTIVATION_BYTES
+    kernel = Kernel(rate.source, "fp8" if fp8 else "bfloat16", name, s.system.chip.id, rate.transferred)
+    return tcomm.dispatcher_operators(
+        tokens,
+        destinations,
+        s.model.hidden_size,
+        moe_layers,
+        rate.dispatch_fp8_bytes_per_s if fp8 else rate.dispatch_bf16_bytes_per_s,
+        rate.combine_bytes_per_s,
+        kernel,
+        link.topology.scale_up_bytes_per_s,
+        dispatch_value_bytes=dispatch_bytes,
+    )
 
 
 def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> StepBreakdown:
@@ -399,16 +504,21 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
             if s.ep_max_domains is None
             else float(net.expert_destination_domains(link.domains, e, k, s.ep_max_domains))
         )
+        tokens = s.microbatch * s.seq_len / (plan.cp * plan.tp)
+        destinations = float(coll.expected_destination_ranks(plan.ep, e, k))
+        dispatch_bytes = wk.FP8_DISPATCH_BYTES if s.ep_dispatch_fp8 else net.DEFAULT_ACTIVATION_BYTES
+        measured = dispatcher_operators(s, link, tokens, destinations, moe_layers, dispatch_bytes)
         ep_ops = tuple(
             comm.scaled_collective(o, s.routing_skew)  # the busiest rank's exchange
-            for o in tcomm.ep_operators(
+            for o in measured
+            or tcomm.ep_operators(
                 link,
-                s.microbatch * s.seq_len / (plan.cp * plan.tp),
-                float(coll.expected_destination_ranks(plan.ep, e, k)),
+                tokens,
+                destinations,
                 model.hidden_size,
                 moe_layers,
                 experts_per_token=k,
-                dispatch_bytes=wk.FP8_DISPATCH_BYTES if s.ep_dispatch_fp8 else net.DEFAULT_ACTIVATION_BYTES,
+                dispatch_bytes=dispatch_bytes,
                 destination_domains=domains,
                 table=table,
             )
