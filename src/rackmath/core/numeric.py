@@ -69,4 +69,4 @@ def constant(x: ArrayLike) -> float | None:
     if isinstance(x, float | int):
         return float(x)
     c = compact(x)
-    return float(c.flat[0]) if type(c) is np.ndarray and c.size == 1 else None
+    return float(c.item()) if type(c) is np.ndarray and c.size == 1 else None

@@ -199,13 +199,18 @@ class PlanStep:
     def step_s(self) -> FloatArray:
         """``P x stage_s x imbalance + hops_s + overhead_s``, each term skipped where it is an
         exact identity (a factor of 1, an addend of 0: the same numbers, no grid-sized pass)."""
+        if np.size(self.stage_s) == 1:  # one point: four operations cost less than the checks
+            return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
         cycle: Any = self.stage_s
         if constant(self.pp) != 1.0 or constant(self.imbalance) != 1.0:
             cycle = self.pp * cycle * self.imbalance
         for extra in (self.hops_s, self.overhead_s):
             if constant(extra) != 0.0:
                 cycle = cycle + extra
-        shape = np.broadcast_shapes(*(np.shape(x) for x in (self.pp, self.stage_s, self.imbalance)))
+        shape = np.shape(self.stage_s)
+        for x in (self.pp, self.imbalance, self.hops_s):  # plan_step gives them all one shape
+            if np.shape(x) != shape:
+                shape = np.broadcast_shapes(shape, np.shape(x))
         return np.asarray(cycle) if np.shape(cycle) == shape else np.broadcast_to(cycle, shape)
 
     @cached_property
