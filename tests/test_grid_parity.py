@@ -138,3 +138,32 @@ def test_compact_drops_only_broadcast_axes() -> None:
     assert numeric.constant(np.broadcast_to(np.float64(1.0), (3, 4))) == 1.0
     assert numeric.constant(view) is None and numeric.constant(full) is None
     assert numeric.constant(0.0) == 0.0 and numeric.constant(np.array([[7.0]])) == 7.0
+
+
+def test_a_tie_goes_to_the_first_share_and_a_plan_constant_share_can_win() -> None:
+    """Shares written out by hand over four points: compute 1 / comm 1 / hops 1 tie (compute,
+    the first), comm 2 wins, compute 3 wins, hops 1 (one value for the plan) beats 0.5 and 0.5."""
+    from rackmath.core import operators as ops
+    from rackmath.core.step import PlanStep
+    from rackmath.specs.efficiency import Kernel, OpClass
+
+    rest, comm = np.array([1.0, 1.0, 3.0, 0.5]), np.array([1.0, 2.0, 0.0, 0.5])
+    zero, one = np.zeros(4), np.ones(4)
+    op = ops.Operator(
+        "op", OpClass.GEMM, zero, zero, zero, zero, zero, rest, zero, rest, np.full(4, 1e12), zero, 1e15,
+        Kernel("test", "bfloat16"),
+    )  # fmt: skip
+    step = PlanStep(
+        operators=(op,),
+        tp_comm_pass_s=comm,
+        ep_comm_pass_s=zero,
+        stage_s=rest + comm,
+        hops=one,
+        hops_s=np.broadcast_to(1.0, (4,)),
+        pp=one,
+        imbalance=one,
+        overhead_s=0.5,
+    )
+    assert list(step.bottleneck) == ["compute", "comm", "compute", "hops"]
+    shares = step.time_shares()
+    assert [float(shares[k][3]) for k in ("compute", "comm", "hops", "host")] == [0.5, 0.5, 1.0, 0.5]
