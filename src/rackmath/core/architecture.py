@@ -32,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import attention as attn
-from rackmath.core.numeric import num
+from rackmath.core.numeric import compact, num
 from rackmath.specs.model import ActiveCountRule, AttentionKind, AttentionSpec, LayerSpec, MlpKind, ModelSpec
 from rackmath.specs.precision import Precision
 from rackmath.units import FLOPS_PER_MAC
@@ -356,11 +356,15 @@ def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
     """FLOPs to generate one token that attends to ``context`` cached tokens.
 
     ``2 * P_matmul_active +`` :func:`decode_attention_flops_per_token` (MLA in its absorbed form).
+    A context broadcast over a grid is computed on its one row (:func:`rackmath.core.numeric.compact`)
+    and returned as a view at the grid's shape.
     """
-    return np.asarray(
-        FLOPS_PER_MAC * param_counts(model).matmul_active + decode_attention_flops_per_token(model, context),
+    c = compact(context)
+    flops = np.asarray(
+        FLOPS_PER_MAC * param_counts(model).matmul_active + decode_attention_flops_per_token(model, c),
         dtype=float,
     )
+    return flops if c is context else np.broadcast_to(flops, np.shape(context))
 
 
 def _decode_attention(g: LayerGroup, c: FloatArray) -> FloatArray:

@@ -308,8 +308,11 @@ def overlapped_s(
             return longer_s
         shorter = float(compute_s) + float(memory_s) - longer
         return np.float64(longer * (1.0 + (shorter / longer) ** power) ** (1.0 / power))
+    # the longer time's ratio is 1 exactly (1^p = 1), so only the shorter one's power is taken:
+    # the same numbers as summing both powers, at one power of the grid instead of two
     scale = maximum(longer_s, 1e-300)
-    return longer_s * ((compute_s / scale) ** power + (memory_s / scale) ** power) ** (1.0 / power)
+    shorter = np.minimum(compute_s, memory_s)
+    return longer_s * ((shorter / scale) ** power + 1.0) ** (1.0 / power)
 
 
 def operator_times(*args: Any, **kwargs: Any) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -339,7 +339,7 @@ def ep_all_to_all_s(
 def pipeline_hops(pp: ArrayLike, *, decode: bool) -> FloatArray:
     """Hops on a token's path: ``P - 1`` activation hops, plus the sampled token's return
     to the first stage in decode (``P`` in all); none with one stage."""
-    p = np.asarray(pp, float)
+    p = num(pp)  # one plan stays a NumPy scalar (a 0-d array costs ~1 us an operation)
     return (p > 1) * (p if decode else p - 1.0)
 
 

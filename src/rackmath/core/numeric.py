@@ -9,10 +9,13 @@ and call NumPy otherwise; :func:`num` turns an input into an array or a NumPy sc
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 FloatArray = NDArray[np.float64]
+_T = TypeVar("_T")
 _F64 = np.float64  # bound once: ``num`` runs hundreds of times per plan point
 
 
@@ -47,3 +50,23 @@ def ceil(x: ArrayLike) -> FloatArray:
     if type(x) is _F64 and -1e300 < x < 1e300:  # finite (NaN fails): -floor(-x) is exact
         return -((-x) // 1.0)  # type: ignore[return-value]
     return np.ceil(x)
+
+
+def compact(x: _T) -> _T:
+    """``x`` without the axes it is only broadcast along (stride 0): the smallest array that
+    ``np.broadcast_to`` turns back into ``x``. An elementwise formula of the compact values
+    gives the same numbers as of ``x`` itself at a fraction of the arithmetic (a plan's
+    ``pp`` broadcast over a 1,000 x 1,000 grid is one value). Anything else is returned as is."""
+    if not isinstance(x, np.ndarray) or 0 not in x.strides:
+        return x
+    return x[tuple(slice(0, 1) if s == 0 else slice(None) for s in x.strides)]  # type: ignore[return-value]
+
+
+def constant(x: ArrayLike) -> float | None:
+    """The one value every element of ``x`` holds where ``x`` is a single value or one value
+    broadcast (:func:`compact`), else None: what lets a formula skip an exact identity
+    (``y * 1.0`` and ``y - 0.0`` are ``y``, to the bit)."""
+    if isinstance(x, float | int):
+        return float(x)
+    c = compact(x)
+    return float(c.item()) if type(c) is np.ndarray and c.size == 1 else None

@@ -301,7 +301,7 @@ def pass_operators(
                 kv_write_bytes=own_rows * load.decode_kv_write_bytes * stage / kv_split,
                 calls=layers,
             )
-        else:
+        else:  # a sequence's terms scaled first (context-sized), the rows last: one grid-sized product
             work = wk.decode_attention(
                 decode_rows / queries,
                 heads * queries,
@@ -309,8 +309,8 @@ def pass_operators(
                 qk,
                 v,
                 load.decode_context,
-                flops=decode_rows * load.decode_attention_flops * stage / t,
-                kv_read_bytes=decode_rows * load.decode_kv_read_bytes * stage / kv_split,
+                flops=decode_rows * (load.decode_attention_flops * stage / t),
+                kv_read_bytes=decode_rows * (load.decode_kv_read_bytes * stage / kv_split),
                 kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
                 calls=layers,
             )

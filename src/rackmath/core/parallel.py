@@ -247,7 +247,7 @@ def plan_step(
         stage = pass_s
     if shape is None:
         shape = stage.shape
-    elif stage.shape != shape:
+    elif stage.ndim and stage.shape != shape:  # a one-point stage (0-d) takes the grid's shape
         shape = np.broadcast_shapes(stage.shape, shape)
 
     fields = (tp_comm, ep_comm, stage, hops, hops_s, p, imbalance)

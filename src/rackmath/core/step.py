@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import collective_ops as cops
 from rackmath.core import operators as ops
+from rackmath.core.numeric import compact, constant
 from rackmath.specs import efficiency as seff
 
 FloatArray = NDArray[np.float64]
@@ -86,14 +87,23 @@ class PlanStep:
     #: a CP group's traffic of one pass, hidden or not (0 without context parallelism)
     cp_comm_pass_s: FloatArray | float = 0.0
 
-    @property
+    @cached_property
     def _scale(self) -> FloatArray:
-        return np.asarray(self.pp * self.imbalance)
+        """``P x imbalance`` at the fields' shape, computed on their values (a broadcast view)."""
+        shape = np.broadcast_shapes(np.shape(self.pp), np.shape(self.imbalance))
+        return np.broadcast_to(compact(self.pp) * compact(self.imbalance), shape)
+
+    def _scaled(self, x: Any) -> FloatArray:
+        """``P x imbalance x x`` at the step's shape: ``x`` itself (a view) where that factor is 1
+        everywhere (one stage, no imbalance): multiplying by 1 is exact."""
+        if constant(self._scale) == 1.0:
+            return np.broadcast_to(x, np.broadcast_shapes(np.shape(x), self._scale.shape))
+        return np.asarray(self._scale * x)
 
     def _total(self, attribute: str) -> FloatArray:
         return np.asarray(sum_over(self.operators, lambda op: getattr(op, attribute)))
 
-    @property
+    @cached_property
     def pass_s(self) -> FloatArray:
         """Sum over operators of ``max(compute, memory)`` (+ launch floors), one pass."""
         return self._total("time_s")
@@ -105,12 +115,12 @@ class PlanStep:
 
     @property
     def compute_s(self) -> FloatArray:
-        return np.asarray(self._scale * self._total("compute_s"))
+        return self._scaled(self._total("compute_s"))
 
     def _moving_s(self, attribute: str) -> FloatArray:
         """Seconds the operators spend moving one tensor class (``weight_bytes``, ...)."""
         moving = sum_over(self.operators, lambda op: op.moving_s(getattr(op, attribute)))
-        return np.asarray(self._scale * moving)
+        return self._scaled(moving)
 
     @property
     def weight_fetch_s(self) -> FloatArray:
@@ -126,7 +136,7 @@ class PlanStep:
 
     @property
     def memory_s(self) -> FloatArray:
-        return np.asarray(self._scale * self._total("memory_s"))
+        return self._scaled(self._total("memory_s"))
 
     @property
     def bytes_moved(self) -> FloatArray:
@@ -135,38 +145,38 @@ class PlanStep:
             self.operators,
             lambda op: op.weight_bytes + op.activation_bytes + op.kv_read_bytes + op.kv_write_bytes,
         )
-        return np.asarray(self._scale * moved)
+        return self._scaled(moved)
 
     @property
     def weight_bytes(self) -> FloatArray:
-        return np.asarray(self._scale * self._total("weight_bytes"))
+        return self._scaled(self._total("weight_bytes"))
 
     @property
     def kv_read_bytes(self) -> FloatArray:
-        return np.asarray(self._scale * self._total("kv_read_bytes"))
+        return self._scaled(self._total("kv_read_bytes"))
 
     @property
     def roofline_s(self) -> FloatArray:
         """The cycle without communication: ``P * imbalance * pass_s``."""
-        return np.asarray(self._scale * self.pass_s)
+        return self._scaled(self.pass_s)
 
     @property
     def blackboard_s(self) -> FloatArray:
         """The cycle in the lecture's form (no communication, no overhead)."""
-        return np.asarray(self._scale * self.blackboard_pass_s)
+        return self._scaled(self.blackboard_pass_s)
 
     @property
     def tp_comm_s(self) -> FloatArray:
-        return np.asarray(self._scale * self.tp_comm_pass_s)
+        return self._scaled(self.tp_comm_pass_s)
 
     @property
     def ep_comm_s(self) -> FloatArray:
-        return np.asarray(self._scale * self.ep_comm_pass_s)
+        return self._scaled(self.ep_comm_pass_s)
 
     @property
     def cp_comm_s(self) -> FloatArray:
         """A CP group's traffic over the cycle (KV gathers, query gathers, output merges)."""
-        return np.asarray(self._scale * self.cp_comm_pass_s)
+        return self._scaled(self.cp_comm_pass_s)
 
     @property
     def comm_s(self) -> FloatArray:
@@ -187,7 +197,21 @@ class PlanStep:
 
     @cached_property
     def step_s(self) -> FloatArray:
-        return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
+        """``P x stage_s x imbalance + hops_s + overhead_s``, each term skipped where it is an
+        exact identity (a factor of 1, an addend of 0: the same numbers, no grid-sized pass)."""
+        if np.size(self.stage_s) == 1:  # one point: four operations cost less than the checks
+            return np.asarray(self.pp * self.stage_s * self.imbalance + self.hops_s + self.overhead_s)
+        cycle: Any = self.stage_s
+        if constant(self.pp) != 1.0 or constant(self.imbalance) != 1.0:
+            cycle = self.pp * cycle * self.imbalance
+        for extra in (self.hops_s, self.overhead_s):
+            if constant(extra) != 0.0:
+                cycle = cycle + extra
+        shape = np.shape(self.stage_s)
+        for x in (self.pp, self.imbalance, self.hops_s):  # plan_step gives them all one shape
+            if np.shape(x) != shape:
+                shape = np.broadcast_shapes(shape, np.shape(x))
+        return np.asarray(cycle) if np.shape(cycle) == shape else np.broadcast_to(cycle, shape)
 
     @cached_property
     def step_band_s(self) -> tuple[FloatArray, FloatArray]:
@@ -208,7 +232,7 @@ class PlanStep:
         communication, one stage: 12 ms in [12 - 0.6 - 0.8, 12 + 1.2 + 2.0] = [10.6, 15.2] ms."""
         lo = sum_over(self.operators, lambda op: op.time_s * (op.kernel.band.p10 - 1.0))
         hi = sum_over(self.operators, lambda op: op.time_s * (op.kernel.band.p90 - 1.0))
-        return np.asarray(self.step_s + self._scale * lo), np.asarray(self.step_s + self._scale * hi)
+        return np.asarray(self.step_s + self._scaled(lo)), np.asarray(self.step_s + self._scaled(hi))
 
     def time_shares(self) -> dict[str, FloatArray]:
         """Where the cycle's time goes, in seconds that add up to :attr:`step_s`:
@@ -237,17 +261,21 @@ class PlanStep:
             weights = weights + (on_memory - on_kv)
             kv = kv + on_kv
             latency = latency + op.latency_s
-        scale = self._scale
-        shares = {
-            "compute": scale * compute,
-            "weights": scale * weights,
-            "kv": scale * kv,
-            "latency": scale * latency,
-            "comm": self.step_s - self.roofline_s - self.overhead_s - self.hops_s,
-            "hops": self.hops_s + 0.0 * self.step_s,
-            "host": self.overhead_s + 0.0 * self.step_s,
+        comm: Any = self.step_s - self.roofline_s
+        for taken in (self.overhead_s, self.hops_s):  # subtracting 0 is exact: skipped
+            if constant(taken) != 0.0:
+                comm = comm - taken
+        shape = np.shape(self.step_s)
+        # hops and host time hold one value per plan: views at the step's shape
+        return {
+            "compute": self._scaled(compute),
+            "weights": self._scaled(weights),
+            "kv": self._scaled(kv),
+            "latency": self._scaled(latency),
+            "comm": np.asarray(comm),
+            "hops": np.broadcast_to(compact(self.hops_s) + 0.0, shape),
+            "host": np.broadcast_to(compact(self.overhead_s) + 0.0, shape),
         }
-        return {k: np.asarray(v) for k, v in shares.items()}
 
     @property
     def latency_share(self) -> FloatArray:
@@ -259,14 +287,18 @@ class PlanStep:
         """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
         shares = self.time_shares()
         # argmax over the seven shares without stacking seven grid-sized arrays: a later share
-        # takes a point only where it is strictly larger (argmax keeps the first of a tie)
+        # takes a point only where it is strictly larger (argmax keeps the first of a tie), so
+        # the code is the last share that was larger (an increasing index: a running maximum)
         best = shares[BOTTLENECKS[0]]
-        code: Any = np.zeros(np.shape(best), np.intp)
+        code: Any = np.zeros(np.shape(best), np.int8)
         for i, name in enumerate(BOTTLENECKS[1:], start=1):
-            larger = shares[name] > best
-            best = np.where(larger, shares[name], best)
-            code = np.where(larger, i, code)
-        return BOTTLENECKS[np.broadcast_to(code, np.shape(self.step_s))]
+            share = shares[name]
+            value = constant(share)
+            if value is not None and np.size(best) and value <= np.min(best):
+                continue  # one value per plan (hops, host) no larger anywhere: no pass needed
+            code = np.maximum(code, (share > best) * np.int8(i))
+            best = np.fmax(best, share)  # the larger where larger (a NaN share never is)
+        return BOTTLENECKS.take(np.broadcast_to(code, np.shape(self.step_s)))
 
     def _collective_scale(self, op: ops.Operator) -> FloatArray:
         """A pass collective's time scales to the cycle like the operators (``P x imbalance``);
