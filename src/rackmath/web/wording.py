@@ -20,6 +20,7 @@ FLAG_WORDS: dict[str, str] = {
     "--attainment": "Attainment",
     "--batch": "Batch",
     "--chips": "Chips",
+    "--compute": "the compute precision (Compute; on the training page, GEMM precision)",
     "--context": "Context",
     "--disaggregated": "Disaggregation (prefill and decode replicas)",
     "--efficiency": "Efficiency",
