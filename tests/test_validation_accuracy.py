@@ -6,7 +6,7 @@ Columns (docs/validation.md): the pure roofline; kernel-grounded with no end-to-
 kernel-grounded plus the end-to-end correction (per-prefill and per-sequence host time,
 scheduler occupancy) in-sample; that correction leave-one-source-out (LOSO).
 The targets are asserted: LOSO median 15% and p90 35% (issue 12: 9.5% / 32.9% on 2026-11-26),
-and the kernel-grounded column with no end-to-end fit at a median of 12% (issue 26: 11.8%).
+and the kernel-grounded column with no end-to-end fit at a median of 12% (issue 26: 10.6%).
 """
 
 from __future__ import annotations
@@ -39,10 +39,13 @@ TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
 # Then TP overlap pipelined per collective (each exposes its first 1/tp piece; Megatron 462B
 # +13.6% -> +11.4%): kernel 12.7% / 36.2%.
 # Lower them when the model improves; never raise them without a model or data change to point to.
+# Then (2026-11-26, later) a quantized format converts the blocks' matmuls and leaves the head,
+# embedding, router and norms at 16 bits (docs/validation.md item 9), and the training rows' own
+# frameworks (item 8): kernel 10.6% / 36.2%, kernel + correction 7.6% / 26.2%, LOSO 10.0% / 32.8%.
 GATES = {  # column: (median bound, p90 bound)
-    "kernel": (0.13, 0.37),  # issue 26's target is 12%
-    "calibrated": (0.095, 0.33),
-    "loso": (0.105, 0.35),
+    "kernel": (0.12, 0.37),  # issue 26's target: 12%
+    "calibrated": (0.08, 0.27),
+    "loso": (0.105, 0.335),
 }
 PHASE_LOSO_MEDIAN_BOUND = 0.17
 
