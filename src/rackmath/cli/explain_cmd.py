@@ -213,7 +213,7 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
     band = g.band_at((i, j)).get("end_to_end")
     e2e = (
         f"; end-to-end {fmt.seconds(band['step_s_p10'])}-{fmt.seconds(band['step_s_p90'])}, "
-        f"as far as {band['rows']} published rows fall from this model"
+        f"widened by this model's misses on {band['rows']} published rows"
         if band
         else ""
     )

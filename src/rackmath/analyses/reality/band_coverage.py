@@ -118,14 +118,10 @@ def step_ratio(b: RowBand) -> float:
 def widened(b: RowBand, band: ErrorBand) -> RowBand:
     """``b`` with its edges the wider of its own and the step ratios ``band.p10``, ``band.p90``
     (a rate's low edge from the slow step: ``predicted / p90``)."""
-    low, high = (
-        (b.predicted / band.p90, b.predicted / band.p10)
-        if b.rate
-        else (
-            b.predicted * band.p10,
-            b.predicted * band.p90,
-        )
-    )
+    if b.rate:
+        low, high = b.predicted / band.p90, b.predicted / band.p10
+    else:
+        low, high = b.predicted * band.p10, b.predicted * band.p90
     return replace(b, low=min(b.low, low), high=max(b.high, high))
 
 

@@ -11,6 +11,7 @@ The pooled grid (:class:`~rackmath.analyses.serving.pooled.DecodeGrid`), the pla
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -118,7 +119,7 @@ class DecodeThroughput(ABC):
 
         return end_to_end_band()
 
-    @property
+    @cached_property
     def end_to_end_step_band_s(self) -> tuple[FloatArray, FloatArray]:
         """The step's end-to-end p10 and p90 (s): its kernel band (:attr:`step_band_s`) widened
         by how far published measurements fall from the kernel-grounded model's steps
@@ -139,51 +140,40 @@ class DecodeThroughput(ABC):
 
     @property
     def end_to_end_step_s_p10(self) -> FloatArray:
-        return np.asarray(np.broadcast_to(self.end_to_end_step_band_s[0], self.step_s.shape))
+        return self.end_to_end_step_band_s[0]
 
     @property
     def end_to_end_step_s_p90(self) -> FloatArray:
-        return np.asarray(np.broadcast_to(self.end_to_end_step_band_s[1], self.step_s.shape))
+        return self.end_to_end_step_band_s[1]
 
     def band_at(self, index: tuple[int, int]) -> dict[str, Any]:
         """The p10-p90 band of one point's step, throughput and price, as JSON keys; with the
         end-to-end band (:attr:`end_to_end_step_band_s`) under ``end_to_end`` where there is one."""
-        return {
-            **self._kernel_band_at(index),
-            **({"end_to_end": self._end_to_end_band_at(index)} if self.end_to_end_band else {}),
-        }
-
-    def _end_to_end_band_at(self, index: tuple[int, int]) -> dict[str, Any]:
-        lo, hi = float(self.end_to_end_step_s_p10[index]), float(self.end_to_end_step_s_p90[index])
-        d = self.deployment
-        tokens = float(self.batch[index])
+        kernel = self._edges_at(index, self.step_s_p10, self.step_s_p90)
         band = self.end_to_end_band
-        assert band is not None
+        if band is None:
+            return kernel
+        e2e = self._edges_at(index, self.end_to_end_step_s_p10, self.end_to_end_step_s_p90)
+        how = {"step_ratio_p10": band.p10, "step_ratio_p90": band.p90, "rows": band.rows, "how": band.how}
+        return {**kernel, "end_to_end": {**e2e, **how}}
+
+    def _edges_at(self, index: tuple[int, int], p10_s: FloatArray, p90_s: FloatArray) -> dict[str, float]:
+        """One point's band edges from its step's (a throughput's p10 from the step's p90, a
+        price's p10 from the step's p10), as JSON keys."""
+        d = self.deployment
+        lo, hi = float(p10_s[index]), float(p90_s[index])
+        tokens = float(np.broadcast_to(self.batch, self.step_s.shape)[index])
         return {
             "step_s_p10": lo,
             "step_s_p90": hi,
             "tokens_per_s_p10": tokens / hi,
             "tokens_per_s_p90": tokens / lo,
+            "tokens_per_s_per_chip_p10": tokens / hi / d.chips,
+            "tokens_per_s_per_chip_p90": tokens / lo / d.chips,
             "usd_per_million_output_tokens_p10": float(
                 rl.usd_per_million_tokens(lo, tokens, d.chips, d.usd_per_chip_hour)
             ),
             "usd_per_million_output_tokens_p90": float(
                 rl.usd_per_million_tokens(hi, tokens, d.chips, d.usd_per_chip_hour)
             ),
-            "step_ratio_p10": band.p10,
-            "step_ratio_p90": band.p90,
-            "rows": band.rows,
-            "how": band.how,
-        }
-
-    def _kernel_band_at(self, index: tuple[int, int]) -> dict[str, float]:
-        return {
-            "step_s_p10": float(self.step_s_p10[index]),
-            "step_s_p90": float(self.step_s_p90[index]),
-            "tokens_per_s_p10": float(self.tokens_per_s_per_chip_p10[index] * self.deployment.chips),
-            "tokens_per_s_p90": float(self.tokens_per_s_per_chip_p90[index] * self.deployment.chips),
-            "tokens_per_s_per_chip_p10": float(self.tokens_per_s_per_chip_p10[index]),
-            "tokens_per_s_per_chip_p90": float(self.tokens_per_s_per_chip_p90[index]),
-            "usd_per_million_output_tokens_p10": float(self.usd_per_million_output_tokens_p10[index]),
-            "usd_per_million_output_tokens_p90": float(self.usd_per_million_output_tokens_p90[index]),
         }
