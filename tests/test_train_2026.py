@@ -43,15 +43,32 @@ def test_core_worked_numbers():
     # 4 ms of all-to-all under 3 ms of compute, fully overlappable: 1 ms left; half: 2 ms
     assert ts.exposed_overlap_s(4e-3, 3e-3, 1.0) == pytest.approx(1e-3)
     assert ts.exposed_overlap_s(4e-3, 3e-3, 0.5) == pytest.approx(2e-3)
-    # quantisation bytes per value: read bf16, write the element and its scale share
+    # a quantised copy: the element and its share of a scale
     r = ts.GemmRecipe
-    assert [r.parse(x).cast_bytes_per_value for x in ("bf16", "fp8", "mxfp8", "fp8-block", "nvfp4")] == [
+    assert [r.parse(x).quantised_bytes_per_value for x in ("bf16", "fp8", "mxfp8", "fp8-block", "nvfp4")] == [
         0.0,
-        3.0,
-        3.03125,
-        3.03125,
-        2.5625,
+        1.0,
+        1.03125,
+        1.03125,
+        0.5625,
     ]
+    assert r.parse("fp8-current").precision.value == "fp8"
+
+    def per_value(recipe, columnwise, norm=0.0):
+        fwd, bwd = ts.cast_bytes(r.parse(recipe), 1.0, norm, columnwise_copy=columnwise)
+        return float(fwd), float(bwd)
+
+    # bytes per value, by hand: read bf16 (2), one more read under current scaling (2), one
+    # quantised copy per usage the chip cannot share
+    assert per_value("fp8", False) == (3.0, 3.0)  # delayed scaling on Blackwell: 2 + 1
+    assert per_value("fp8", True) == (4.0, 4.0)  # Hopper: + the transposed copy
+    assert per_value("fp8-current", True) == (6.0, 6.0)  # + the amax pass: 2 + 2 + 2 x 1
+    assert per_value("mxfp8", True) == (4.0625, 4.0625)  # 2 + 2 x (1 + 1/32)
+    # the norm quantises its output: delayed/block scaling skip the BF16 read in the forward;
+    # current scaling skips only the amax pass (the cast still reads the norm's BF16 output)
+    assert per_value("mxfp8", True, norm=1.0) == (2.0625, 4.0625)
+    assert per_value("fp8-current", True, norm=1.0) == (4.0, 6.0)
+    assert per_value("bf16", False) == (0.0, 0.0)
     # DualPipe, 8 stages, 16 micro-batches, unit times: X = (8/2 - 1)(1 + 2 - 1) = 6 -> 6 / 54
     assert pl.bubble_fraction("dualpipe", 8, 16) == pytest.approx(1 / 9)
     assert pl.in_flight_microbatches("dualpipe", 8, 16) == 9
@@ -96,9 +113,11 @@ def test_dense_fp8_run_by_hand():
     memory = seq * h * 2 + seq * layers * 4 * h * 2 + norm_weights + elementwise
     # the fused cross-entropy over the logits: 2 B per logit forward, 4 B backward
     loss = seq * vocab * (2 + 4)
-    # casts: the FP8 GEMMs' inputs at 3 B per value (QKV reads h, the output projection the
-    # 32 x 128 attention output, the MLP h and then inter), forward and again for the output
-    # gradients (the BF16 head casts nothing)
+    # casts: the FP8 GEMMs' inputs at 4 B per value (read bf16 2 B, write the row-wise and, on
+    # Hopper, the transposed column-wise FP8 copy 1 + 1 B; delayed scaling: no amax pass; the
+    # generic profile's norms do not quantise) (QKV reads h, the output projection the 32 x 128
+    # attention output, the MLP h and then inter), forward and again for the output gradients
+    # (the BF16 head casts nothing)
     values = seq * layers * (h + 32 * 128 + h + inter)
     per_microbatch = (
         3 * gemm_flops / FP8
@@ -106,11 +125,11 @@ def test_dense_fp8_run_by_hand():
         + 3.5 * attn_flops / BF16  # forward + the 2.5x FlashAttention backward
         + 3 * memory / HBM
         + loss / HBM
-        + 2 * values * 3.0 / HBM
+        + 2 * values * 4.0 / HBM
     )
     assert e.step.pipeline_s == pytest.approx(2 * per_microbatch, rel=1e-4)
     casts = next(o for o in e.step.operators if o.name == "casts")
-    assert float(casts.forward_s) == pytest.approx(values * 3.0 / HBM, rel=1e-6)
+    assert float(casts.forward_s) == pytest.approx(values * 4.0 / HBM, rel=1e-6)
     gemm_precision = {o.name: o.precision for o in e.step.operators if o.op_class.value == "gemm"}
     assert gemm_precision.pop("lm_head") == "bf16" and set(gemm_precision.values()) == {"fp8"}
     assert next(o for o in e.step.operators if o.name == "attention").precision == "bf16"

@@ -102,7 +102,7 @@ def test_the_gemm_precision_offers_only_what_training_accepts() -> None:
     ok(at)
     box = next(s for s in at.selectbox if s.label == "GEMM precision (recipe)")
     offered = [o for o in box.options if not o.startswith("default")]
-    assert offered == ["bf16", "fp16", "fp8", "fp8-block", "mxfp8"]  # an H100: no fp4 peak
+    assert offered == ["bf16", "fp16", "fp8", "fp8-current", "fp8-block", "mxfp8"]  # an H100: no fp4 peak
     assert "tf32" not in " ".join(box.options)
     for recipe in offered:
         at = run_page(compute=recipe, recompute="selective")

@@ -34,9 +34,9 @@ element-wise, casts   ``2 f`` (the loss: its own  0                      ``eleme
 
 Low-precision GEMMs (:class:`GemmRecipe`) compute at the FP8 or FP4 peak but must quantise
 their inputs: each GEMM's input activations in the forward and its output gradients in the
-backward are read in BF16 and written in the element format plus its scales. That is a
-memory-bound ``casts`` operator of ``values x (2 + element + scale)`` bytes per pass
-(values = half the GEMMs' activation traffic, the input side). Attention, norms and casts
+backward, a memory-bound ``casts`` operator timed by :func:`cast_bytes` as Transformer
+Engine's quantizers run (a BF16 read, one more under current scaling, one quantised copy per
+usage the chip cannot share, none where the norm quantises its own output). Attention, norms and casts
 stay in BF16; their FLOPs run at the BF16 peak (``ChipRates.attention_flops_per_s``). So do
 the output head and the router's gating GEMM (:data:`HIGH_PRECISION_GEMMS`): DeepSeek-V3
 §3.3 keeps "the embedding module, the output head, MoE gating modules, normalization
@@ -64,7 +64,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import operators as ops
 from rackmath.core import training_kernels as tk
@@ -125,6 +125,10 @@ class GemmRecipe(StrEnum):
     FP16 = "fp16"
     #: FP8 with one scale per tensor (Transformer Engine delayed scaling, Micikevicius et al. 2022)
     FP8 = "fp8"
+    #: FP8 with one scale per tensor from the tensor's own amax, computed before the cast
+    #: (Transformer Engine ``Float8CurrentScaling``, Megatron's ``fp8-cs``; torchao's dynamic
+    #: "tensorwise" float8)
+    FP8_CURRENT = "fp8-current"
     #: FP8 with one fp32 scale per 1x128 activation tile (DeepSeek-V3 report §3.3.2)
     FP8_BLOCK = "fp8-block"
     #: OCP MX FP8: one E8M0 scale byte per 32 elements (OCP Microscaling Formats v1.0, 2023)
@@ -145,21 +149,64 @@ class GemmRecipe(StrEnum):
     @property
     def precision(self) -> Precision:
         """The GEMMs' operand format (its compute class is the peak they run at)."""
-        return Precision(self.value)
+        return Precision.FP8 if self is GemmRecipe.FP8_CURRENT else Precision(self.value)
 
     @property
-    def cast_bytes_per_value(self) -> float:
-        """HBM bytes one quantised value costs: read 2 (bf16) + write the element and its
-        share of a scale, as the recipe's kernel format reads it
-        (:data:`rackmath.specs.precision.FORMATS`). 0 for 16-bit GEMMs (nothing to cast).
+    def current_scaling(self) -> bool:
+        """Whether each cast first reduces its tensor's amax (one more read of it)."""
+        return self is GemmRecipe.FP8_CURRENT
 
-        fp8: 2 + 1 = 3; fp8-block: 2 + 1 + 4/128 = 3.03125; mxfp8: 2 + 1 + 1/32 = 3.03125;
-        nvfp4: 2 + 0.5 + 1/16 = 2.5625.
-        """
+    @property
+    def block_scaled(self) -> bool:
+        """Scales per block of values: the row-wise and the column-wise (transposed) use of a
+        tensor need their own quantised copies, whatever the chip."""
+        return self in (GemmRecipe.FP8_BLOCK, GemmRecipe.MXFP8, GemmRecipe.NVFP4)
+
+    @property
+    def quantised_bytes_per_value(self) -> float:
+        """Bytes one quantised copy of a value takes: the element and its share of a scale, as
+        the recipe's kernel format reads it (:data:`rackmath.specs.precision.FORMATS`); 0 for
+        16-bit GEMMs (nothing to cast). fp8: 1; fp8-block and mxfp8: 1 + 1/32; nvfp4: 0.5625."""
         if self.precision.is_wide:
             return 0.0
         fmt = gemm_formats(self.precision, self.precision)[0]
-        return ops.ACTIVATION_BYTES + FORMATS[fmt].activation_bytes
+        return FORMATS[fmt].activation_bytes
+
+
+def cast_bytes(
+    recipe: GemmRecipe, values: ArrayLike, norm_quantised: ArrayLike = 0.0, *, columnwise_copy: bool
+) -> tuple[FloatArray, FloatArray]:
+    """HBM bytes the casts of one micro-batch move, forward and backward, for ``values`` GEMM
+    input values (the output gradients are counted as many):
+
+        forward  = 2 v (1 + c) - 2 n + k q v
+        backward = 2 v (1 + c)       + k q v
+
+    * ``2 v``: the quantize kernel reads each BF16 value once;
+    * ``c = 1`` under current scaling: a separate amax kernel reads the tensor first (Transformer
+      Engine ``Float8CurrentScalingQuantizer::quantize_impl``: ``nvte_compute_amax`` then
+      ``nvte_quantize_v2``, ``transformer_engine/pytorch/csrc/quantizer.cpp``); delayed and
+      block scaling take the amax inside the cast;
+    * ``k`` quantised copies of ``q`` bytes a value (:attr:`GemmRecipe.quantised_bytes_per_value`):
+      2 where the backward's column-wise use needs its own tensor (``columnwise_copy``: every
+      block-scaled recipe, and per-tensor FP8 on Hopper and Ada, whose FP8 GEMMs read both
+      operands K-major: Transformer Engine, "Performance considerations", Handling transposes),
+      else 1 (one FP8 tensor serves both uses on Blackwell);
+    * ``n`` of the forward values are quantised by the norm that produces them (Transformer
+      Engine ``LayerNormLinear``: the QKV and first MLP projections of a dense block): no BF16
+      read for those under delayed or block scaling, and under current scaling the norm reduces
+      the amax itself (``quantize_with_amax``) but the cast still reads its BF16 output.
+
+    Worked numbers (bytes per value, ``n = 0``): fp8 on a B200 3; fp8 on an H100 4; fp8-current
+    on an H100 6; mxfp8 4.0625; fp8-current on an H100 with every value norm-quantised:
+    forward 4, backward 6.
+    """
+    v, n = np.asarray(values, float), np.asarray(norm_quantised, float)
+    if recipe.precision.is_wide:
+        return np.zeros_like(v), np.zeros_like(v)
+    read = ops.ACTIVATION_BYTES * v * (2.0 if recipe.current_scaling else 1.0)
+    written = (2.0 if columnwise_copy else 1.0) * recipe.quantised_bytes_per_value * v
+    return np.asarray(read - ops.ACTIVATION_BYTES * n + written), np.asarray(read + written)
 
 
 @dataclass(frozen=True)
@@ -230,6 +277,8 @@ def training_operators(
     tokens: float = 1.0,
     layers: float = 1.0,
     backward: BackwardModel = BackwardModel(),
+    columnwise_copy: bool = False,
+    norm_quantised_values: ArrayLike = 0.0,
 ) -> tuple[TrainingOperator, ...]:
     """The training operators of one micro-batch on one chip (see the module table).
 
@@ -237,7 +286,8 @@ def training_operators(
     training-only element-wise passes); ``tokens`` and ``layers`` are the chip's tokens and
     layers (for the casts' rows and calls); ``routing_skew`` is the busiest expert rank's load
     over the mean; ``recompute`` a mode name or its :class:`RecomputeShares`; ``backward`` how
-    each class's backward is timed (:class:`BackwardModel`).
+    each class's backward is timed (:class:`BackwardModel`); ``columnwise_copy`` and
+    ``norm_quantised_values`` how the casts run (:func:`cast_bytes`).
     """
     rec = RECOMPUTE_SHARES[str(recompute)] if isinstance(recompute, str) else recompute
     recipe = GemmRecipe.parse(recipe)
@@ -253,7 +303,7 @@ def training_operators(
         share = rec.attention if attention else rec.gemm if matmul else rec.elementwise
         if matmul and op.name not in HIGH_PRECISION_GEMMS:
             gemm_input_values = gemm_input_values + op.input_values
-            precision = recipe.value
+            precision = recipe.precision.value
         elif attention and not rates.kv.is_wide:
             precision = rates.kv.value  # FP8 dot-product attention (the framework's setting)
         else:
@@ -292,18 +342,20 @@ def training_operators(
                     backward="2x forward bytes",
                 )
             )
-    per_value = recipe.cast_bytes_per_value
-    if per_value:
-        values = np.asarray(gemm_input_values, float)
-        cast = _elementwise(values * per_value, np.asarray(tokens), layers, rates)[2]
+    if not recipe.precision.is_wide:
+        forward_bytes, backward_bytes = cast_bytes(
+            recipe, gemm_input_values, norm_quantised_values, columnwise_copy=columnwise_copy
+        )
+        rows = np.asarray(tokens)
+        cast = _elementwise(forward_bytes, rows, layers, rates)[2]
         out.append(
             TrainingOperator(
                 "casts",
                 seff.OpClass.ELEMENTWISE,
-                recipe.value,
+                recipe.precision.value,
                 np.zeros(()),
                 cast,
-                cast,
+                _elementwise(backward_bytes, rows, layers, rates)[2],
                 0 * cast,
                 rec.elementwise * cast,
                 "memory",

@@ -122,6 +122,9 @@ class TrainingFramework:
     #: ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``: FC1's grouped GEMM with the GLU in its epilogue;
     #: SM100-class chips under an MXFP8 or NVFP4 recipe)
     fused_grouped_mlp: bool = False
+    #: the norm before a dense block's QKV and first MLP projections quantises its own output
+    #: (Transformer Engine's ``LayerNormLinear``; :func:`rackmath.core.training_step.cast_bytes`)
+    fused_norm_quantize: bool = False
     #: the attention kernel it runs (:data:`ATTENTION_KERNELS`; ``fitted``: the chip's curve)
     attention_kernel: str = "fitted"
     #: the expert dispatcher (:data:`EP_DISPATCHERS`; ``fitted``: the chip's curves)
@@ -226,6 +229,7 @@ class TrainingFramework:
             "fp8_attention": self.fp8_attention,
             "tp_overlap_margin_sms": dict(self.tp_overlap_margin_sms),
             "fused_grouped_mlp": self.fused_grouped_mlp,
+            "fused_norm_quantize": self.fused_norm_quantize,
             "attention_kernel": self.attention_kernel,
             "ep_dispatcher": self.ep_dispatcher,
             "p2p_overlap": self.p2p_overlap,

@@ -183,6 +183,14 @@ class TrainingSetup:
         return bool(self.profile.fused_grouped_mlp and self.model.is_moe)
 
     @property
+    def columnwise_copy(self) -> bool:
+        """Whether each cast writes a second, column-wise quantised copy for the backward's
+        transposed GEMMs: under every block-scaled recipe, and under per-tensor FP8 on the chips
+        whose FP8 GEMMs read both operands K-major (:data:`FP8_TRANSPOSE_CHIPS`)."""
+        per_tensor = self.recipe in (GemmRecipe.FP8, GemmRecipe.FP8_CURRENT)
+        return self.recipe.block_scaled or (per_tensor and self.system.chip.id in FP8_TRANSPOSE_CHIPS)
+
+    @property
     def bf16_peak_flops_per_s(self) -> float:
         return self.system.chip.peak_flops(self.attention_precision)
 
@@ -358,6 +366,13 @@ def make_training(
     )
 
 
+#: Chips whose FP8 GEMMs take both operands K-major (Hopper, and Ada's L40S), so the backward's
+#: column-wise use of a quantised tensor is a physically transposed copy (Transformer Engine,
+#: docs/features/low_precision_training/performance_considerations.rst, "Handling transposes":
+#: "Hopper: ... columnwise tensors need to be physically transposed in memory"; "Blackwell:
+#: supports columnwise access natively, so no transpose is needed").
+FP8_TRANSPOSE_CHIPS = ("h100-sxm", "h800", "h200", "h100-pcie", "h100-nvl", "l40s")
+
 #: Where Transformer Engine's fused grouped MLP runs: compute capability 10 (its
 #: ``is_supported``: ``get_device_compute_capability()[0] == 10``) and a block-scaled recipe
 #: (TE: "under te.autocast with an MXFP8/NVFP4 recipe").
@@ -366,7 +381,12 @@ FUSED_GROUPED_MLP_RECIPES = (GemmRecipe.MXFP8, GemmRecipe.NVFP4)
 
 #: GEMM recipes under which Transformer Engine's FP8 dot-product attention runs, and the
 #: format its attention core computes in (an MXFP8 recipe scales the core by blocks of 32).
-FP8_ATTENTION_FORMATS = {GemmRecipe.FP8: "fp8", GemmRecipe.FP8_BLOCK: "fp8", GemmRecipe.MXFP8: "mxfp8"}
+FP8_ATTENTION_FORMATS = {
+    GemmRecipe.FP8: "fp8",
+    GemmRecipe.FP8_CURRENT: "fp8",
+    GemmRecipe.FP8_BLOCK: "fp8",
+    GemmRecipe.MXFP8: "mxfp8",
+}
 
 
 def fp8_attention_format(profile: TrainingFramework, recipe: GemmRecipe) -> str | None:
