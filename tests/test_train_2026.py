@@ -69,6 +69,21 @@ def test_core_worked_numbers():
     assert per_value("mxfp8", True, norm=1.0) == (2.0625, 4.0625)
     assert per_value("fp8-current", True, norm=1.0) == (4.0, 6.0)
     assert per_value("bf16", False) == (0.0, 0.0)
+    # the values their producer quantises: the docstring's dense MLP (h 4096, I 14336, 2,048
+    # tokens, FC1 fused with its norm), a GQA QKV projection, and routed experts' FC2 input
+    from types import SimpleNamespace as NS
+
+    def op(name, values, cols, depth):
+        return NS(name=name, input_values=values, work=NS(cols=cols, depth=depth))
+
+    mlp = op("dense_mlp", 2048 * (4096 + 14336), 14336, 4096)
+    qkv = op("attention_qkv", 2048 * 4096, 6144, 4096)
+    experts = op("routed_experts", 8 * 2048 * (2048 + 768), 768, 2048)
+    fwd = (mlp, qkv, experts)
+    assert ts.producer_quantised_values(fwd, True, False, gqa=True) == 2048 * 4096 * 2
+    assert ts.producer_quantised_values(fwd, True, False, gqa=False) == 2048 * 4096  # MLA: no QKV
+    assert ts.producer_quantised_values(fwd, False, True, gqa=True) == 8 * 2048 * 768
+    assert ts.producer_quantised_values(fwd, False, False, gqa=True) == 0.0
     # DualPipe, 8 stages, 16 micro-batches, unit times: X = (8/2 - 1)(1 + 2 - 1) = 6 -> 6 / 54
     assert pl.bubble_fraction("dualpipe", 8, 16) == pytest.approx(1 / 9)
     assert pl.in_flight_microbatches("dualpipe", 8, 16) == 9

@@ -36,7 +36,7 @@ Low-precision GEMMs (:class:`GemmRecipe`) compute at the FP8 or FP4 peak but mus
 their inputs: each GEMM's input activations in the forward and its output gradients in the
 backward, a memory-bound ``casts`` operator timed by :func:`cast_bytes` as Transformer
 Engine's quantizers run (a BF16 read, one more under current scaling, one quantised copy per
-usage the chip cannot share, none where the norm quantises its own output). Attention, norms and casts
+usage the chip cannot share, none where the producing kernel quantises). Attention, norms and casts
 stay in BF16; their FLOPs run at the BF16 peak (``ChipRates.attention_flops_per_s``). So do
 the output head and the router's gating GEMM (:data:`HIGH_PRECISION_GEMMS`): DeepSeek-V3
 §3.3 keeps "the embedding module, the output head, MoE gating modules, normalization
@@ -174,7 +174,7 @@ class GemmRecipe(StrEnum):
 
 
 def cast_bytes(
-    recipe: GemmRecipe, values: ArrayLike, norm_quantised: ArrayLike = 0.0, *, columnwise_copy: bool
+    recipe: GemmRecipe, values: ArrayLike, producer_quantised: ArrayLike = 0.0, *, columnwise_copy: bool
 ) -> tuple[FloatArray, FloatArray]:
     """HBM bytes the casts of one micro-batch move, forward and backward, for ``values`` GEMM
     input values (the output gradients are counted as many):
@@ -192,21 +192,46 @@ def cast_bytes(
       block-scaled recipe, and per-tensor FP8 on Hopper and Ada, whose FP8 GEMMs read both
       operands K-major: Transformer Engine, "Performance considerations", Handling transposes),
       else 1 (one FP8 tensor serves both uses on Blackwell);
-    * ``n`` of the forward values are quantised by the norm that produces them (Transformer
-      Engine ``LayerNormLinear``: the QKV and first MLP projections of a dense block): no BF16
-      read for those under delayed or block scaling, and under current scaling the norm reduces
-      the amax itself (``quantize_with_amax``) but the cast still reads its BF16 output.
+    * ``n`` of the forward values are quantised by the kernel that produces them (Transformer
+      Engine's ``LayerNormLinear`` norm before a dense block's QKV and first MLP projections; a
+      fused grouped MLP's FC1 epilogue for FC2): no BF16 read for those under delayed or block
+      scaling; under current scaling the producer reduces the amax (``quantize_with_amax``)
+      but the cast still reads its BF16 output.
 
     Worked numbers (bytes per value, ``n = 0``): fp8 on a B200 3; fp8 on an H100 4; fp8-current
-    on an H100 6; mxfp8 4.0625; fp8-current on an H100 with every value norm-quantised:
+    on an H100 6; mxfp8 4.0625; fp8-current on an H100 with every value producer-quantised:
     forward 4, backward 6.
     """
-    v, n = np.asarray(values, float), np.asarray(norm_quantised, float)
+    v, n = np.asarray(values, float), np.asarray(producer_quantised, float)
     if recipe.precision.is_wide:
         return np.zeros_like(v), np.zeros_like(v)
     read = ops.ACTIVATION_BYTES * v * (2.0 if recipe.current_scaling else 1.0)
     written = (2.0 if columnwise_copy else 1.0) * recipe.quantised_bytes_per_value * v
     return np.asarray(read - ops.ACTIVATION_BYTES * n + written), np.asarray(read + written)
+
+
+def producer_quantised_values(
+    forward: tuple[ops.Operator, ...], fused_norm: bool, fused_grouped_mlp: bool, *, gqa: bool
+) -> float:
+    """GEMM input values the kernel producing them quantises (no cast pass reads them,
+    :func:`cast_bytes`' ``n``): with ``fused_norm`` (Transformer Engine's ``LayerNormLinear``)
+    a GQA block's QKV inputs and a dense MLP's ``h`` of its ``h + I/tp`` (the work's depth and
+    cols); with ``fused_grouped_mlp`` the routed experts' ``I`` of ``h + I``, which FC1's fused
+    SwiGLU epilogue writes in MXFP8, row- and column-wise scaled (TE
+    ``ops/fused/forward_grouped_mlp.py``: ``d_dtype`` float8_e4m3fn). Worked number: a dense
+    MLP of h 4096, I 14336 reading 2,048 tokens x (4096 + 14336) values, fused: 2,048 x 4096."""
+    total = 0.0
+    for op in forward:
+        w = op.work
+        if fused_norm and gqa and op.name == "attention_qkv":
+            total += float(op.input_values)
+        elif w is None or w.cols is None or w.depth is None:
+            continue
+        elif fused_norm and op.name == "dense_mlp":
+            total += float(op.input_values * w.depth / (w.depth + w.cols))
+        elif fused_grouped_mlp and op.name == "routed_experts":
+            total += float(op.input_values * w.cols / (w.depth + w.cols))
+    return total
 
 
 @dataclass(frozen=True)
@@ -278,7 +303,7 @@ def training_operators(
     layers: float = 1.0,
     backward: BackwardModel = BackwardModel(),
     columnwise_copy: bool = False,
-    norm_quantised_values: ArrayLike = 0.0,
+    producer_quantised_values: ArrayLike = 0.0,
 ) -> tuple[TrainingOperator, ...]:
     """The training operators of one micro-batch on one chip (see the module table).
 
@@ -287,7 +312,7 @@ def training_operators(
     layers (for the casts' rows and calls); ``routing_skew`` is the busiest expert rank's load
     over the mean; ``recompute`` a mode name or its :class:`RecomputeShares`; ``backward`` how
     each class's backward is timed (:class:`BackwardModel`); ``columnwise_copy`` and
-    ``norm_quantised_values`` how the casts run (:func:`cast_bytes`).
+    ``producer_quantised_values`` how the casts run (:func:`cast_bytes`).
     """
     rec = RECOMPUTE_SHARES[str(recompute)] if isinstance(recompute, str) else recompute
     recipe = GemmRecipe.parse(recipe)
@@ -344,7 +369,7 @@ def training_operators(
             )
     if not recipe.precision.is_wide:
         forward_bytes, backward_bytes = cast_bytes(
-            recipe, gemm_input_values, norm_quantised_values, columnwise_copy=columnwise_copy
+            recipe, gemm_input_values, producer_quantised_values, columnwise_copy=columnwise_copy
         )
         rows = np.asarray(tokens)
         cast = _elementwise(forward_bytes, rows, layers, rates)[2]

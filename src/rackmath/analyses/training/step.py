@@ -342,23 +342,6 @@ def training_passes(
     return tuple(out)
 
 
-def norm_quantised_values(
-    s: TrainingSetup, m_ops: opm.OperatorModel, forward: tuple[ops.Operator, ...]
-) -> float:
-    """GEMM input values the framework's norms quantise (``fused_norm_quantize``, TE's
-    ``LayerNormLinear``): all of a GQA block's QKV inputs (MLA's down-projections read a separate
-    norm) and the ``h`` of a dense MLP's ``h + I/tp`` input values a token; else 0."""
-    by_name = {op.name: op for op in forward} if s.profile.fused_norm_quantize else {}
-    h, dense_i = float(s.model.hidden_size), m_ops.mlp_widths[0] / s.plan.tp
-    qkv = (
-        by_name["attention_qkv"].input_values
-        if "attention_qkv" in by_name and m_ops.attention_kind == "gqa"
-        else 0.0
-    )
-    mlp = by_name["dense_mlp"].input_values * h / (h + dense_i) if "dense_mlp" in by_name else 0.0
-    return float(qkv + mlp)
-
-
 def microbatch_operators(
     s: TrainingSetup, recompute: tr.Recompute | None = None
 ) -> tuple[ts.TrainingOperator, ...]:
@@ -390,7 +373,9 @@ def microbatch_operators(
         layers=model.num_layers / plan.pp,
         backward=backward_model(s, m_ops),
         columnwise_copy=s.columnwise_copy,
-        norm_quantised_values=norm_quantised_values(s, m_ops, forward),
+        producer_quantised_values=ts.producer_quantised_values(
+            forward, s.profile.fused_norm_quantize, s.fused_grouped_mlp, gqa=m_ops.attention_kind == "gqa"
+        ),
     )
     train_ops = tp_overlap_margins(s, train_ops, m_ops.dense_matrices)
     train_ops = attention_kernel(s, train_ops)
