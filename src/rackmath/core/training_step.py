@@ -390,6 +390,61 @@ def training_operators(
     return tuple(out)
 
 
+#: The expert block of a MoE layer in Megatron's combined 1F1B schedule (its ``mlp`` node:
+#: routed experts; the shared experts and the permutes run beside them); every other operator
+#: of the layer is its ``attn`` node (attention, norms, router).
+EXPERT_BLOCK = ("routed_experts", "shared_experts", "permute", "unpermute")
+
+
+def combined_1f1b_exposed_s(
+    ops_: tuple[TrainingOperator, ...],
+    dispatch_s: float,
+    combine_s: float,
+    layers: float,
+    unpaired_frac: float,
+) -> float:
+    """Expert all-to-all left exposed per micro-batch under Megatron-core's combined 1F1B
+    (``--overlap-moe-expert-parallel-comm``), which pairs each MoE layer's forward of micro-batch
+    ``i+1`` with its backward of micro-batch ``i`` and issues, on a compute and a communication
+    stream, ``F.attn | B.combine``, ``F.dispatch | B.expert``, ``B.dispatch | F.expert``,
+    ``F.combine | B.attn`` (Megatron-LM docs, "Combined 1F1B: Expert-Parallel All-to-All
+    Overlap", Fine-grained execution). Each all-to-all hides under its one paired block:
+
+        paired  = L [ (d - a_f)+ + (d - e_b)+ + (c - e_f)+ + (c - a_b)+ ]
+        exposed = (1 - u) paired + u (dispatch + combine)
+
+    per layer ``d`` and ``c`` (the dispatch and combine directions' all-to-alls, two each per
+    layer: ``dispatch_s / 2L``, ``combine_s / 2L``; the backward of a combine runs in the
+    dispatch direction), ``e`` the expert block's (:data:`EXPERT_BLOCK`) forward and backward,
+    ``a`` the rest of the micro-batch's work per layer; ``u`` the share of passes that run
+    unpaired (:func:`combined_1f1b_unpaired_frac`). Worked number: d = c = 2 ms, a_f 1.2,
+    e_b 1.5, e_f 0.7, a_b 2.5 ms, one layer, u = 0: 0.8 + 0.5 + 1.3 + 0 = 2.6 ms (where
+    hiding under the whole micro-batch would leave 8 - 5.9 = 2.1 ms)."""
+    if layers <= 0:
+        return float(dispatch_s + combine_s)
+    e_f = sum(float(o.forward_s) for o in ops_ if o.name in EXPERT_BLOCK)
+    e_b = sum(float(o.backward_s + o.recompute_s) for o in ops_ if o.name in EXPERT_BLOCK)
+    a_f = sum(float(o.forward_s) for o in ops_) - e_f
+    a_b = sum(float(o.backward_s + o.recompute_s) for o in ops_) - e_b
+    d, c = dispatch_s / (2.0 * layers), combine_s / (2.0 * layers)
+    blocks = ((d, a_f), (d, e_b), (c, e_f), (c, a_b))
+    paired = layers * sum(max(0.0, comm - block / layers) for comm, block in blocks)
+    return float((1.0 - unpaired_frac) * paired + unpaired_frac * (dispatch_s + combine_s))
+
+
+def combined_1f1b_unpaired_frac(stages: int, microbatches: int, virtual_stages: int = 1) -> float:
+    """Share of a stage's forward and backward passes combined 1F1B cannot pair: without a
+    pipeline the first forward and the last backward (``1/m``); with one, the interleaved
+    schedule's warm-up forwards and cool-down backwards on the first stage,
+    ``2 (P - 1) + (v - 1) P`` (Megatron-core ``get_pp_rank_microbatches``) plus the one
+    warm-up micro-batch the combined schedule adds, out of ``m v`` passes. Worked number:
+    P 8, v 4, m 512: (14 + 24 + 1) / 2048 = 1.9%."""
+    if stages <= 1:
+        return 1.0 / max(microbatches, 1)
+    warmup = 2 * (stages - 1) + (virtual_stages - 1) * stages + 1
+    return min(1.0, warmup / (microbatches * virtual_stages))
+
+
 def fsdp_exposed_s(comm_per_bucket_s: float, compute_per_bucket_s: float, buckets: int) -> float:
     """Exposed time of ``n`` bucketed collectives, each overlapping one bucket of compute
     (prefetch: bucket ``i+1`` is gathered while bucket ``i`` computes; a gradient bucket is

@@ -76,6 +76,9 @@ class TrainingSetup:
     recipe: GemmRecipe = GemmRecipe.BF16
     #: share of the expert all-to-all that may hide under compute (DualPipe 1, 1F1B 0)
     ep_overlap_frac: float = 0.0
+    #: the overlap is the framework's combined 1F1B: each all-to-all under one paired compute
+    #: block (:func:`rackmath.core.training_step.combined_1f1b_exposed_s`), not the whole step
+    ep_overlap_paired: bool = False
     #: busiest expert rank's tokens over the mean (1 = balanced routing)
     routing_skew: float = 1.0
     #: data-parallel bucket (FSDP unit) in bytes of 16-bit parameters; None: one layer
@@ -352,6 +355,9 @@ def make_training(
         notes=tuple(notes),
         recipe=recipe,
         ep_overlap_frac=float(overlap),
+        ep_overlap_paired=ep_overlap_frac is None
+        and profile.ep_comm_overlap
+        and sched is not pl.Schedule.DUALPIPE,
         routing_skew=float(routing_skew),
         bucket_bytes=bucket_bytes,
         ep_max_domains=ep_max_domains,

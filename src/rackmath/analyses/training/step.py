@@ -529,6 +529,12 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         )
     ep_s = comm.seconds(ep_ops)
     ep_exposed = ts.exposed_overlap_s(ep_s, busy, s.ep_overlap_frac)
+    if s.ep_overlap_paired and ep_ops:  # Megatron's combined 1F1B: one block under each all-to-all
+        by_kind = {k: sum(float(o.time_s) for o in ep_ops if k in o.name) for k in ("dispatch", "combine")}
+        u = ts.combined_1f1b_unpaired_frac(plan.pp, m, s.virtual_stages)
+        ep_exposed = ts.combined_1f1b_exposed_s(
+            train_ops, by_kind["dispatch"], by_kind["combine"], moe_layers, u
+        )
     pp = comm.pp_traffic(s, busy)
     dense, experts = params_per_chip(s)
     dp = comm.dp_traffic(
