@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import collective_ops as cops
+from rackmath.core import numeric
 from rackmath.core import operators as ops
 from rackmath.core.numeric import compact, constant
 from rackmath.specs import efficiency as seff
@@ -48,6 +49,60 @@ def sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator],
 #: bound by compute, by moving weights and activations, by moving the KV cache, their launch
 #: floors (``latency``), exposed communication, pipeline hops, and the host's per-step overhead.
 BOTTLENECKS = np.array(["compute", "weights", "kv", "latency", "comm", "hops", "host"])
+_LABELS = BOTTLENECKS.view(f"V{BOTTLENECKS.itemsize}")
+
+#: The fields of an operator :meth:`PlanStep.time_shares` splits its time by.
+_SHARE_FIELDS = (
+    "time_s", "latency_s", "compute_s", "memory_s",
+    "weight_bytes", "activation_bytes", "kv_read_bytes", "kv_write_bytes",
+)  # fmt: skip
+
+
+def _add_time(
+    totals: tuple[Any, ...], time_s: Any, latency_s: Any, compute_s: Any, memory_s: Any,
+    weight_bytes: Any, activation_bytes: Any, kv_read_bytes: Any, kv_write_bytes: Any,
+) -> tuple[Any, ...]:  # fmt: skip
+    """``(compute, weights, kv, latency)`` plus one operator's time: its launch floors to
+    ``latency``, the rest to ``compute`` where it is bound by compute, else to ``weights`` and
+    ``kv`` by the bytes it moves (:meth:`PlanStep.time_shares`)."""
+    compute, weights, kv, latency = totals
+    rest = time_s - latency_s
+    memory_bound = compute_s < memory_s
+    kv_moved = kv_read_bytes + kv_write_bytes
+    moved = weight_bytes + activation_bytes + kv_moved
+    on_memory = rest * memory_bound
+    on_kv = on_memory * (kv_moved / np.maximum(moved, 1e-300))
+    return compute + (rest - on_memory), weights + (on_memory - on_kv), kv + on_kv, latency + latency_s
+
+
+def _shares_of(
+    operators: int, scale: Any, step_s: Any, roofline_s: Any, hops: Any, host: Any, *rest: Any
+) -> tuple[Any, ...]:
+    """The shares of :meth:`PlanStep._shares` from the totals of the operators added so far
+    (four values), the step's addends to take from its communication (host and hops time where
+    not 0) and the remaining ``operators`` operators' :data:`_SHARE_FIELDS`: ``(compute,
+    weights, kv, latency, comm, code)``, ``code`` the index in :data:`BOTTLENECKS` of the
+    largest share (the first of a tie)."""
+    totals, taken, fields = rest[:4], rest[4 : len(rest) - 8 * operators], rest[len(rest) - 8 * operators :]
+    for i in range(operators):
+        totals = _add_time(totals, *fields[8 * i : 8 * i + 8])
+    comm: Any = step_s - roofline_s
+    for x in taken:
+        comm = comm - x
+    shares = [x if scale is None else np.asarray(scale * x) for x in totals]
+    shares += [np.asarray(comm), hops, host]
+    # argmax over the seven shares without stacking seven grid-sized arrays: a later share
+    # takes a point only where it is strictly larger (argmax keeps the first of a tie), so
+    # the code is the last share that was larger (an increasing index: a running maximum)
+    best = shares[0]
+    code: Any = np.zeros(np.shape(best), np.int8)
+    for i, share in enumerate(shares[1:], start=1):
+        value = constant(share)
+        if value is not None and np.size(best) and value <= np.min(best):
+            continue  # one value per plan (hops, host) no larger anywhere: no pass needed
+        code = np.maximum(code, (share > best) * np.int8(i))
+        best = np.fmax(best, share)  # the larger where larger (a NaN share never is)
+    return (*shares[:5], code)
 
 
 # ----------------------------------------------------------------------------- the step
@@ -244,38 +299,37 @@ class PlanStep:
         * ``comm``: communication the roofline does not hide; ``hops``: pipeline hops;
           ``host``: the per-step overhead.
         """
-        # one pass over the operators (the order of sum_over: the same bits for a point alone
-        # and inside a grid), each one's time less its launch floors split once by its bound
-        compute: Any = 0.0
-        weights: Any = 0.0
-        kv: Any = 0.0
-        latency: Any = 0.0
-        for op in ordered(self.operators):
-            rest = op.time_s - op.latency_s
-            memory_bound = op.compute_s < op.memory_s
-            kv_moved = op.kv_read_bytes + op.kv_write_bytes
-            moved = op.weight_bytes + op.activation_bytes + kv_moved
-            on_memory = rest * memory_bound
-            on_kv = on_memory * (kv_moved / np.maximum(moved, 1e-300))
-            compute = compute + (rest - on_memory)
-            weights = weights + (on_memory - on_kv)
-            kv = kv + on_kv
-            latency = latency + op.latency_s
-        comm: Any = self.step_s - self.roofline_s
-        for taken in (self.overhead_s, self.hops_s):  # subtracting 0 is exact: skipped
-            if constant(taken) != 0.0:
-                comm = comm - taken
+        return dict(self._shares[0])
+
+    @cached_property
+    def _shares(self) -> tuple[dict[str, FloatArray], NDArray[np.int8]]:
+        """:meth:`time_shares` and the index of the largest share (:attr:`bottleneck`), in one
+        pass: the operators that vary on the batch axis only add up first (the order of
+        :func:`sum_over`: the same bits for a point alone and inside a grid), the grid-sized
+        ones (attention, last) with the shares and their argmax in blocks of rows
+        (:func:`rackmath.core.numeric.by_rows`: no grid-sized temporaries)."""
+        fields = [tuple(getattr(op, f) for f in _SHARE_FIELDS) for op in ordered(self.operators)]
+        first = next((i for i, f in enumerate(fields) if numeric.grid_shape(f) is not None), len(fields))
+        totals: tuple[Any, ...] = (0.0, 0.0, 0.0, 0.0)
+        for f in fields[:first]:
+            totals = _add_time(totals, *f)
+        scale = None if constant(self._scale) == 1.0 else self._scale
+        # subtracting 0 is exact: skipped
+        taken = tuple(x for x in (self.overhead_s, self.hops_s) if constant(x) != 0.0)
         shape = np.shape(self.step_s)
         # hops and host time hold one value per plan: views at the step's shape
-        return {
-            "compute": self._scaled(compute),
-            "weights": self._scaled(weights),
-            "kv": self._scaled(kv),
-            "latency": self._scaled(latency),
-            "comm": np.asarray(comm),
-            "hops": np.broadcast_to(compact(self.hops_s) + 0.0, shape),
-            "host": np.broadcast_to(compact(self.overhead_s) + 0.0, shape),
-        }
+        hops = np.broadcast_to(compact(self.hops_s) + 0.0, shape)
+        host = np.broadcast_to(compact(self.overhead_s) + 0.0, shape)
+        rest = [x for f in fields[first:] for x in f]
+        args = (len(fields) - first, scale, self.step_s, self.roofline_s, hops, host, *totals, *taken, *rest)
+        grid = numeric.grid_shape(args)
+        *values, code = _shares_of(*args) if grid is None else numeric.by_rows(_shares_of, args, grid)
+        if scale is None:  # multiplying by 1 is exact: the shares at the step's shape, as views
+            values[:4] = [
+                np.broadcast_to(x, np.broadcast_shapes(np.shape(x), self._scale.shape)) for x in values[:4]
+            ]
+        names = ("compute", "weights", "kv", "latency", "comm")
+        return {**dict(zip(names, values, strict=True)), "hops": hops, "host": host}, code
 
     @property
     def latency_share(self) -> FloatArray:
@@ -285,20 +339,9 @@ class PlanStep:
     @property
     def bottleneck(self) -> NDArray[np.str_]:
         """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
-        shares = self.time_shares()
-        # argmax over the seven shares without stacking seven grid-sized arrays: a later share
-        # takes a point only where it is strictly larger (argmax keeps the first of a tie), so
-        # the code is the last share that was larger (an increasing index: a running maximum)
-        best = shares[BOTTLENECKS[0]]
-        code: Any = np.zeros(np.shape(best), np.int8)
-        for i, name in enumerate(BOTTLENECKS[1:], start=1):
-            share = shares[name]
-            value = constant(share)
-            if value is not None and np.size(best) and value <= np.min(best):
-                continue  # one value per plan (hops, host) no larger anywhere: no pass needed
-            code = np.maximum(code, (share > best) * np.int8(i))
-            best = np.fmax(best, share)  # the larger where larger (a NaN share never is)
-        return BOTTLENECKS.take(np.broadcast_to(code, np.shape(self.step_s)))
+        code = np.broadcast_to(self._shares[1], np.shape(self.step_s))
+        # the labels taken as raw bytes of their width: the same strings, copied as a block each
+        return _LABELS.take(code).view(BOTTLENECKS.dtype)
 
     def _collective_scale(self, op: ops.Operator) -> FloatArray:
         """A pass collective's time scales to the cycle like the operators (``P x imbalance``);
