@@ -9,7 +9,7 @@ vectorized like the step itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -76,13 +76,13 @@ def _add_time(
 
 
 def _shares_of(
-    operators: int, scale: Any, step_s: Any, roofline_s: Any, hops: Any, host: Any, *rest: Any
+    want: str, operators: int, scale: Any, step_s: Any, roofline_s: Any, hops: Any, host: Any, *rest: Any
 ) -> tuple[Any, ...]:
-    """The shares of :meth:`PlanStep._shares` from the totals of the operators added so far
-    (four values), the step's addends to take from its communication (host and hops time where
-    not 0) and the remaining ``operators`` operators' :data:`_SHARE_FIELDS`: ``(compute,
-    weights, kv, latency, comm, code)``, ``code`` the index in :data:`BOTTLENECKS` of the
-    largest share (the first of a tie)."""
+    """The shares of :meth:`PlanStep.time_shares` from the totals of the operators added so
+    far (four values), the step's addends to take from its communication (host and hops time
+    where not 0) and the remaining ``operators`` operators' :data:`_SHARE_FIELDS`: ``(compute,
+    weights, kv, latency, comm)`` where ``want`` is ``"shares"``, else ``(code,)``, the index in
+    :data:`BOTTLENECKS` of the largest share (:func:`_largest`)."""
     totals, taken, fields = rest[:4], rest[4 : len(rest) - 8 * operators], rest[len(rest) - 8 * operators :]
     for i in range(operators):
         totals = _add_time(totals, *fields[8 * i : 8 * i + 8])
@@ -90,19 +90,24 @@ def _shares_of(
     for x in taken:
         comm = comm - x
     shares = [x if scale is None else np.asarray(scale * x) for x in totals]
-    shares += [np.asarray(comm), hops, host]
-    # argmax over the seven shares without stacking seven grid-sized arrays: a later share
-    # takes a point only where it is strictly larger (argmax keeps the first of a tie), so
-    # the code is the last share that was larger (an increasing index: a running maximum)
+    shares.append(np.asarray(comm))
+    return tuple(shares) if want == "shares" else (_largest(*shares, hops, host),)
+
+
+def _largest(*shares: Any) -> Any:
+    """The index of the largest of the seven shares (:data:`BOTTLENECKS`), the first of a tie,
+    without stacking seven grid-sized arrays: a later share takes a point only where it is
+    strictly larger, so the code is the last share that was larger (an increasing index: a
+    running maximum). A share no larger than the largest so far anywhere (``max(share) <=
+    min(best)``: one value per plan, no communication) needs no pass; a NaN share never wins."""
     best = shares[0]
     code: Any = np.zeros(np.shape(best), np.int8)
     for i, share in enumerate(shares[1:], start=1):
-        value = constant(share)
-        if value is not None and np.size(best) and value <= np.min(best):
-            continue  # one value per plan (hops, host) no larger anywhere: no pass needed
+        if np.size(best) and compact(share).max() <= best.min():
+            continue
         code = np.maximum(code, (share > best) * np.int8(i))
         best = np.fmax(best, share)  # the larger where larger (a NaN share never is)
-    return (*shares[:5], code)
+    return code
 
 
 # ----------------------------------------------------------------------------- the step
@@ -141,6 +146,9 @@ class PlanStep:
     collectives: tuple[ops.Operator, ...] = ()
     #: a CP group's traffic of one pass, hidden or not (0 without context parallelism)
     cp_comm_pass_s: FloatArray | float = 0.0
+    #: the operators' times summed in the order of :func:`sum_over` where the caller has them
+    #: (:func:`rackmath.core.parallel.plan_step` does): :attr:`pass_s` without a second sum
+    operator_sum_s: FloatArray | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def _scale(self) -> FloatArray:
@@ -161,6 +169,8 @@ class PlanStep:
     @cached_property
     def pass_s(self) -> FloatArray:
         """Sum over operators of ``max(compute, memory)`` (+ launch floors), one pass."""
+        if self.operator_sum_s is not None:
+            return np.asarray(self.operator_sum_s)
         return self._total("time_s")
 
     @property
@@ -299,14 +309,34 @@ class PlanStep:
         * ``comm``: communication the roofline does not hide; ``hops``: pipeline hops;
           ``host``: the per-step overhead.
         """
-        return dict(self._shares[0])
+        return dict(self._shares)
 
     @cached_property
-    def _shares(self) -> tuple[dict[str, FloatArray], NDArray[np.int8]]:
-        """:meth:`time_shares` and the index of the largest share (:attr:`bottleneck`), in one
-        pass: the operators that vary on the batch axis only add up first (the order of
-        :func:`sum_over`: the same bits for a point alone and inside a grid), the grid-sized
-        ones (attention, last) with the shares and their argmax in blocks of rows
+    def _shares(self) -> dict[str, FloatArray]:
+        values = list(self._share_pass("shares"))
+        if (
+            constant(self._scale) == 1.0
+        ):  # multiplying by 1 is exact: the shares at the step's shape, as views
+            values[:4] = [
+                np.broadcast_to(x, np.broadcast_shapes(np.shape(x), self._scale.shape)) for x in values[:4]
+            ]
+        hops, host = self._plan_shares
+        names = ("compute", "weights", "kv", "latency", "comm")
+        return {**dict(zip(names, values, strict=True)), "hops": hops, "host": host}
+
+    @cached_property
+    def _plan_shares(self) -> tuple[FloatArray, FloatArray]:
+        """The hops and host shares: one value per plan, as views at the step's shape."""
+        shape = np.shape(self.step_s)
+        return (
+            np.broadcast_to(compact(self.hops_s) + 0.0, shape),
+            np.broadcast_to(compact(self.overhead_s) + 0.0, shape),
+        )
+
+    def _share_pass(self, want: str) -> tuple[Any, ...]:
+        """:func:`_shares_of` over the operators: those that vary on the batch axis only add up
+        first (the order of :func:`sum_over`: the same bits for a point alone and inside a
+        grid), the grid-sized ones (attention, last) in blocks of rows
         (:func:`rackmath.core.numeric.by_rows`: no grid-sized temporaries)."""
         fields = [tuple(getattr(op, f) for f in _SHARE_FIELDS) for op in ordered(self.operators)]
         first = next((i for i, f in enumerate(fields) if numeric.grid_shape(f) is not None), len(fields))
@@ -316,20 +346,34 @@ class PlanStep:
         scale = None if constant(self._scale) == 1.0 else self._scale
         # subtracting 0 is exact: skipped
         taken = tuple(x for x in (self.overhead_s, self.hops_s) if constant(x) != 0.0)
-        shape = np.shape(self.step_s)
-        # hops and host time hold one value per plan: views at the step's shape
-        hops = np.broadcast_to(compact(self.hops_s) + 0.0, shape)
-        host = np.broadcast_to(compact(self.overhead_s) + 0.0, shape)
         rest = [x for f in fields[first:] for x in f]
-        args = (len(fields) - first, scale, self.step_s, self.roofline_s, hops, host, *totals, *taken, *rest)
+        args = (
+            want,
+            len(fields) - first,
+            scale,
+            self.step_s,
+            self.roofline_s,
+            *self._plan_shares,
+            *totals,
+            *taken,
+            *rest,
+        )
         grid = numeric.grid_shape(args)
-        *values, code = _shares_of(*args) if grid is None else numeric.by_rows(_shares_of, args, grid)
-        if scale is None:  # multiplying by 1 is exact: the shares at the step's shape, as views
-            values[:4] = [
-                np.broadcast_to(x, np.broadcast_shapes(np.shape(x), self._scale.shape)) for x in values[:4]
-            ]
-        names = ("compute", "weights", "kv", "latency", "comm")
-        return {**dict(zip(names, values, strict=True)), "hops": hops, "host": host}, code
+        return _shares_of(*args) if grid is None else numeric.by_rows(_shares_of, args, grid)
+
+    @cached_property
+    def _bottleneck_code(self) -> NDArray[np.int8]:
+        """The index of the largest share at each point: from the shares where they were asked
+        for already, else from a pass that keeps them only block by block."""
+        if "_shares" not in self.__dict__:
+            return self._share_pass("code")[0]
+        shares = tuple(self._shares[name] for name in BOTTLENECKS)
+        grid = numeric.grid_shape(shares)
+        return (
+            _largest(*shares)
+            if grid is None
+            else numeric.by_rows(lambda *x: (_largest(*x),), shares, grid)[0]
+        )
 
     @property
     def latency_share(self) -> FloatArray:
@@ -339,9 +383,9 @@ class PlanStep:
     @property
     def bottleneck(self) -> NDArray[np.str_]:
         """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
-        code = np.broadcast_to(self._shares[1], np.shape(self.step_s))
+        code = np.broadcast_to(self._bottleneck_code, np.shape(self.step_s))
         # the labels taken as raw bytes of their width: the same strings, copied as a block each
-        return _LABELS.take(code).view(BOTTLENECKS.dtype)
+        return _LABELS.take(code.astype(np.intp)).view(BOTTLENECKS.dtype)
 
     def _collective_scale(self, op: ops.Operator) -> FloatArray:
         """A pass collective's time scales to the cycle like the operators (``P x imbalance``);
