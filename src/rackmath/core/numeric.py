@@ -73,10 +73,11 @@ def constant(x: ArrayLike) -> float | None:
     return float(c.item()) if type(c) is np.ndarray and c.size == 1 else None
 
 
-#: Elements of one block of a large grid evaluated block by block (:func:`by_rows`): 65,536
-#: float64 (512 KB) per temporary, so the twenty-odd temporaries of an operator's timing stay
-#: in the caches instead of streaming a grid-sized array through memory for each operation.
-BLOCK_ELEMENTS = 65536
+#: Elements of one block of a large grid evaluated block by block (:func:`by_rows`): 32,768
+#: float64 (256 KB) per temporary, so the twenty-odd temporaries of an operator's timing stay
+#: in the caches instead of streaming a grid-sized array through memory for each operation
+#: (and below the size at which the C allocator hands out fresh pages for each one).
+BLOCK_ELEMENTS = 32768
 
 
 def grid_shape(args: tuple[object, ...]) -> tuple[int, ...] | None:

@@ -102,11 +102,20 @@ def _largest(*shares: Any) -> Any:
     min(best)``: one value per plan, no communication) needs no pass; a NaN share never wins."""
     best = shares[0]
     code: Any = np.zeros(np.shape(best), np.int8)
+    owned = False  # whether ``best`` is this function's own array (then updated in place)
     for i, share in enumerate(shares[1:], start=1):
         if np.size(best) and compact(share).max() <= best.min():
             continue
-        code = np.maximum(code, (share > best) * np.int8(i))
-        best = np.fmax(best, share)  # the larger where larger (a NaN share never is)
+        larger = share > best
+        if type(larger) is np.ndarray and larger.shape == code.shape:  # True as the byte 1
+            np.maximum(code, larger.view(np.int8) * np.int8(i), out=code)
+        else:
+            code = np.maximum(code, larger * np.int8(i))
+        if owned and best.shape == larger.shape:
+            np.fmax(best, share, out=best)  # the larger where larger (a NaN share never is)
+        else:
+            best = np.fmax(best, share)
+            owned = type(best) is np.ndarray
     return code
 
 
