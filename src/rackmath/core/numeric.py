@@ -5,6 +5,8 @@ same formulas on NumPy scalars, where arithmetic costs ~50 ns but a ufunc call s
 ``np.maximum`` still costs ~1-2 us and ``np.where`` ~3 us. These helpers give the ufunc's
 result (NaN propagating like NumPy's) without the call when every argument is one value,
 and call NumPy otherwise; :func:`num` turns an input into an array or a NumPy scalar.
+A large grid's elementwise formula can run in blocks of rows (:func:`by_rows`): the same
+numbers, with temporaries that stay in the caches.
 """
 
 from __future__ import annotations
