@@ -167,3 +167,68 @@ def test_a_tie_goes_to_the_first_share_and_a_plan_constant_share_can_win() -> No
     assert list(step.bottleneck) == ["compute", "comm", "compute", "hops"]
     shares = step.time_shares()
     assert [float(shares[k][3]) for k in ("compute", "comm", "hops", "host")] == [0.5, 0.5, 1.0, 0.5]
+
+
+_OPERATOR_FIELDS = ("flops", "compute_s", "memory_s", "time_s", "latency_s", "bandwidth_bytes_per_s")
+
+
+@pytest.mark.parametrize("name", sorted(DEPLOYMENTS))
+def test_a_grid_in_blocks_of_rows_is_the_grid_whole(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large grid's attention and shares run in blocks of rows (:func:`numeric.by_rows`): the
+    same bits as the whole grid at once, for every figure, blocks of uneven length included
+    (37 rows in blocks of 4, the last of 5), whichever of the bottleneck and the shares is
+    asked for first."""
+    dep = DEPLOYMENTS[name]
+    batches, contexts = np.arange(1.0, 38.0) * 3.0, np.linspace(128.0, 131072.0, 50)
+
+    def figures(block_elements: int, shares_first: bool) -> dict[str, np.ndarray]:
+        monkeypatch.setattr(numeric, "BLOCK_ELEMENTS", block_elements)
+        g = dep.decode(batches, contexts)
+        shares = g.step.time_shares() if shares_first else {}
+        out = {"bottleneck": g.step.bottleneck, "step_s": g.step_s, "band": np.stack(g.step.step_band_s)}
+        shares = shares or g.step.time_shares()
+        out.update({f"share {k}": np.broadcast_to(v, g.step_s.shape) for k, v in shares.items()})
+        for i, op in enumerate(g.step.operators):
+            out.update(
+                {
+                    f"{i} {op.name} {f}": np.broadcast_to(getattr(op, f), g.step_s.shape)
+                    for f in _OPERATOR_FIELDS
+                }
+            )
+        return out
+
+    assert numeric.grid_shape((np.zeros((37, 50)),)) is None  # the default block: the whole grid
+    whole = figures(numeric.BLOCK_ELEMENTS, False)
+    assert numeric.grid_shape((np.zeros((37, 50)),)) is None
+    for shares_first in (False, True):
+        blocked = figures(200, shares_first)
+        assert numeric.grid_shape((np.zeros((37, 50)),)) == (37, 50)
+        assert blocked.keys() == whole.keys()
+        for key, value in whole.items():
+            assert blocked[key].dtype == value.dtype, key
+            np.testing.assert_array_equal(blocked[key], value, err_msg=key, strict=True)
+
+
+def test_by_rows_slices_what_spans_the_rows_and_keeps_the_rest() -> None:
+    """Rows in blocks (9 rows of 4 columns, 8 elements a block: blocks of 2 rows, the last of 3);
+    a column (9 x 1) is sliced, a row (1 x 4) and a number passed whole; an output that does
+    not span the rows is the first block's."""
+    col, row = np.arange(9.0)[:, None], np.arange(4.0)[None, :]
+    blocks: list[int] = []
+
+    def fn(c: np.ndarray, r: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray]:
+        blocks.append(len(c))
+        return c * r + k, r * k
+
+    shape = (9, 4)
+    old = numeric.BLOCK_ELEMENTS
+    try:
+        numeric.BLOCK_ELEMENTS = 8
+        assert numeric.grid_shape((col, row, 2.0)) == shape
+        grid, kept = numeric.by_rows(fn, (col, row, 2.0), shape)
+    finally:
+        numeric.BLOCK_ELEMENTS = old
+    assert blocks == [2, 2, 2, 3]
+    np.testing.assert_array_equal(grid, col * row + 2.0, strict=True)
+    np.testing.assert_array_equal(kept, row * 2.0, strict=True)
+    assert numeric.grid_shape((np.float64(1.0), 2.0)) is None

@@ -121,12 +121,17 @@ def achieved_compute_frac(
 
 
 def compute_frac_of(
-    e: OpEfficiency, r: FloatArray, cols: ArrayLike | None = None, depth: ArrayLike | None = None
+    e: OpEfficiency,
+    r: FloatArray,
+    cols: ArrayLike | None = None,
+    depth: ArrayLike | None = None,
+    split: FloatArray | None = None,
 ) -> FloatArray:
     """:func:`achieved_compute_frac` of rows already a NumPy value (an array or a NumPy scalar:
-    the one-point path converts once, in :func:`operator_timing`)."""
+    the one-point path converts once, in :func:`operator_timing`); ``split``: ``_split_rows``
+    of ``r`` where the caller has it."""
     if e.split_tokens > 0.0:
-        r = _split_rows(e, r, depth)
+        r = _split_rows(e, r, depth) if split is None else split
     if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
         rr = maximum(r, 1.0)
         padded = ceil(rr / e.compute_tile_rows) * e.compute_tile_rows
@@ -158,14 +163,19 @@ def achieved_bandwidth_frac(
 
 
 def bandwidth_frac_of(
-    e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None = None, cols: ArrayLike | None = None
+    e: OpEfficiency,
+    rows: FloatArray,
+    depth: ArrayLike | None = None,
+    cols: ArrayLike | None = None,
+    split: FloatArray | None = None,
 ) -> FloatArray:
-    """:func:`achieved_bandwidth_frac` of rows already a NumPy value."""
+    """:func:`achieved_bandwidth_frac` of rows already a NumPy value; ``split``: ``_split_rows``
+    of ``max(rows, 1)`` where the caller has it."""
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
     r = maximum(rows, 1.0)
     if e.split_tokens > 0.0:
-        r = _split_rows(e, r, depth)
+        r = _split_rows(e, r, depth) if split is None else split
     if cols is not None and e.bandwidth_tile > 0.0:
         edge = e.bandwidth_tile
         r = ceil(r / edge) * ceil(maximum(cols, 1.0) / edge)
@@ -265,8 +275,13 @@ def timing_of(
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
         return compute_s, memory_s, maximum(compute_s, memory_s), _ONE, _ZERO  # type: ignore[return-value]
-    bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols)
-    compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth))
+    split = None
+    # rows of one axis, all 1 or more: both fractions split the same rows (one grid-sized product)
+    one_axis = e.split_tokens > 0.0 and depth is not None and type(rows) is np.ndarray and rows.size < f.size
+    if one_axis and np.array_equal(maximum(rows, 1.0), rows):
+        split = _split_rows(e, rows, depth)
+    bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols, split)
+    compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth, split))
     memory_s = moved / (bandwidth_bytes_per_s * bandwidth_frac)
     time_s = maximum(compute_s, memory_s)
     if e.overlap_power:
@@ -275,7 +290,11 @@ def timing_of(
         time_s = time_s + num(routed) * e.routing_bytes_per_element / bandwidth_bytes_per_s
     latency_s: FloatArray = _ZERO  # type: ignore[assignment]
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
-        latency_s = (calls * e.floor_s) * (time_s > 0)
+        latency_s = calls * e.floor_s
+        if type(time_s) is not np.ndarray or not (time_s.size and time_s.min() > 0.0):
+            latency_s = latency_s * (time_s > 0)
+        else:  # work everywhere: the floors themselves (times True), at the time's shape
+            latency_s = np.broadcast_to(latency_s, np.broadcast_shapes(np.shape(latency_s), time_s.shape))
         time_s = time_s + latency_s
     if e.alternative is not None:  # a second kernel: the faster of the two at each shape
         alt = e.alternative
@@ -310,7 +329,7 @@ def overlapped_s(
         return np.float64(longer * (1.0 + (shorter / longer) ** power) ** (1.0 / power))
     # the longer time's ratio is 1 exactly (1^p = 1), so only the shorter one's power is taken:
     # the same numbers as summing both powers, at one power of the grid instead of two
-    scale = maximum(longer_s, 1e-300)
+    scale = longer_s if longer_s.size and longer_s.min() > 1e-300 else maximum(longer_s, 1e-300)
     shorter = np.minimum(compute_s, memory_s)
     return longer_s * ((shorter / scale) ** power + 1.0) ** (1.0 / power)
 

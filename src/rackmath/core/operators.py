@@ -66,13 +66,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import efficiency as eff
+from rackmath.core import numeric
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.core.loads import StepLoad, microbatch_tokens, rank_share, whole
 from rackmath.core.numeric import maximum, minimum, num
 from rackmath.core.operator_model import OperatorModel, expert_shards, expert_slot_factor, top_k_gather_work
 from rackmath.core.roofline import expected_distinct_experts
-from rackmath.specs.efficiency import Kernel, OpClass
+from rackmath.specs.efficiency import Kernel, OpClass, OpEfficiency
 from rackmath.specs.precision import FORMATS
 
 FloatArray = NDArray[np.float64]
@@ -151,15 +152,21 @@ def timed(
 ) -> Operator:
     """An operator's times: its work on the curve it names (:meth:`ChipRates.curve`)."""
     choice = rates.curve(op_class, formats, kind)
-    e, pure = choice.efficiency, choice.pure
-    r = work.rows
-    if not pure and not (type(r) is np.float64 and r > 0.0):  # the pure roofline ignores rows
-        r = maximum(r, 1e-30)
-    # a Work's fields are NumPy values already: the timing skips the conversions
-    compute, memory, time, bandwidth_frac, latency = eff.timing_of(
-        e, work.flops, work.bytes, choice.peak_flops_per_s, rates.bandwidth_bytes_per_s, r, work.cols,
-        work.depth, work.calls, pure, work.routed, work.tokens, work.ep,
-    )  # fmt: skip
+    bandwidth = rates.bandwidth_bytes_per_s
+    # a grid-sized operator (attention over batch x context) is timed in blocks of rows
+    shape = numeric.grid_shape(work) if type(work.flops) is np.ndarray else None
+    if shape is None:
+        compute, memory, time, moving, latency = _timing(
+            choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, work
+        )
+    else:
+        compute, memory, time, moving, latency = numeric.by_rows(
+            lambda *f: _timing(
+                choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, wk.Work(*f)
+            ),
+            work,
+            shape,
+        )
     return Operator(
         name,
         op_class,
@@ -171,7 +178,7 @@ def timed(
         compute,
         memory,
         time,
-        rates.bandwidth_bytes_per_s * bandwidth_frac,
+        moving,
         latency,
         choice.peak_flops_per_s,
         choice.kernel,
@@ -179,6 +186,22 @@ def timed(
         work,
         (formats, kind),
     )
+
+
+def _timing(
+    e: OpEfficiency, pure: bool, peak_flops_per_s: float, bandwidth: float, work: wk.Work
+) -> tuple[FloatArray, ...]:
+    """``(compute_s, memory_s, time_s, bandwidth_bytes_per_s, latency_s)`` of ``work`` on the
+    curve ``e`` (``pure`` where it is the pure roofline) at its peak and the chip's bandwidth."""
+    r = work.rows
+    if not pure and not (type(r) is np.float64 and r > 0.0):  # the pure roofline ignores rows
+        r = maximum(r, 1e-30)
+    # a Work's fields are NumPy values already: the timing skips the conversions
+    compute, memory, time, bandwidth_frac, latency = eff.timing_of(
+        e, work.flops, work.bytes, peak_flops_per_s, bandwidth, r, work.cols,
+        work.depth, work.calls, pure, work.routed, work.tokens, work.ep,
+    )  # fmt: skip
+    return compute, memory, time, bandwidth * bandwidth_frac, latency
 
 
 _ZERO = np.float64(0.0)

@@ -153,9 +153,10 @@ def plan_step(
 
     operators = operators_of(load)
     pass_s = sum_over(operators, lambda op: op.time_s)
-    zero = 0.0 * pass_s  # broadcasts every term to the pass's shape
+    summed = operators  # the operators pass_s adds up (two-batch overlap may replace them)
     collectives: tuple[ops.Operator, ...] = ()
     if communication:
+        zero = 0.0 * pass_s  # broadcasts every term to the pass's shape
         if topo is None:
             raise InputError("topology", None, "a topology when communication is on")
         ranks = cops.destination_ranks(e, m.experts, m.experts_per_token)
@@ -272,6 +273,7 @@ def plan_step(
         overhead_s=host_overhead_s(rates.efficiency, load, d),
         two_batch_split=split,
         collectives=collectives,
+        operator_sum_s=pass_s if operators is summed else None,
     )
 
 

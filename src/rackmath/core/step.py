@@ -9,7 +9,7 @@ vectorized like the step itself.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import collective_ops as cops
+from rackmath.core import numeric
 from rackmath.core import operators as ops
 from rackmath.core.numeric import compact, constant
 from rackmath.specs import efficiency as seff
@@ -48,6 +49,74 @@ def sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator],
 #: bound by compute, by moving weights and activations, by moving the KV cache, their launch
 #: floors (``latency``), exposed communication, pipeline hops, and the host's per-step overhead.
 BOTTLENECKS = np.array(["compute", "weights", "kv", "latency", "comm", "hops", "host"])
+_LABELS = BOTTLENECKS.view(f"V{BOTTLENECKS.itemsize}")
+
+#: The fields of an operator :meth:`PlanStep.time_shares` splits its time by.
+_SHARE_FIELDS = (
+    "time_s", "latency_s", "compute_s", "memory_s",
+    "weight_bytes", "activation_bytes", "kv_read_bytes", "kv_write_bytes",
+)  # fmt: skip
+
+
+def _add_time(
+    totals: tuple[Any, ...], time_s: Any, latency_s: Any, compute_s: Any, memory_s: Any,
+    weight_bytes: Any, activation_bytes: Any, kv_read_bytes: Any, kv_write_bytes: Any,
+) -> tuple[Any, ...]:  # fmt: skip
+    """``(compute, weights, kv, latency)`` plus one operator's time: its launch floors to
+    ``latency``, the rest to ``compute`` where it is bound by compute, else to ``weights`` and
+    ``kv`` by the bytes it moves (:meth:`PlanStep.time_shares`)."""
+    compute, weights, kv, latency = totals
+    rest = time_s - latency_s
+    memory_bound = compute_s < memory_s
+    kv_moved = kv_read_bytes + kv_write_bytes
+    moved = weight_bytes + activation_bytes + kv_moved
+    on_memory = rest * memory_bound
+    on_kv = on_memory * (kv_moved / np.maximum(moved, 1e-300))
+    return compute + (rest - on_memory), weights + (on_memory - on_kv), kv + on_kv, latency + latency_s
+
+
+def _shares_of(
+    want: str, operators: int, scale: Any, step_s: Any, roofline_s: Any, hops: Any, host: Any, *rest: Any
+) -> tuple[Any, ...]:
+    """The shares of :meth:`PlanStep.time_shares` from the totals of the operators added so
+    far (four values), the step's addends to take from its communication (host and hops time
+    where not 0) and the remaining ``operators`` operators' :data:`_SHARE_FIELDS`: ``(compute,
+    weights, kv, latency, comm)`` where ``want`` is ``"shares"``, else ``(code,)``, the index in
+    :data:`BOTTLENECKS` of the largest share (:func:`_largest`)."""
+    totals, taken, fields = rest[:4], rest[4 : len(rest) - 8 * operators], rest[len(rest) - 8 * operators :]
+    for i in range(operators):
+        totals = _add_time(totals, *fields[8 * i : 8 * i + 8])
+    comm: Any = step_s - roofline_s
+    for x in taken:
+        comm = comm - x
+    shares = [x if scale is None else np.asarray(scale * x) for x in totals]
+    shares.append(np.asarray(comm))
+    return tuple(shares) if want == "shares" else (_largest(*shares, hops, host),)
+
+
+def _largest(*shares: Any) -> Any:
+    """The index of the largest of the seven shares (:data:`BOTTLENECKS`), the first of a tie,
+    without stacking seven grid-sized arrays: a later share takes a point only where it is
+    strictly larger, so the code is the last share that was larger (an increasing index: a
+    running maximum). A share no larger than the largest so far anywhere (``max(share) <=
+    min(best)``: one value per plan, no communication) needs no pass; a NaN share never wins."""
+    best = shares[0]
+    code: Any = np.zeros(np.shape(best), np.int8)
+    owned = False  # whether ``best`` is this function's own array (then updated in place)
+    for i, share in enumerate(shares[1:], start=1):
+        if np.size(best) and compact(share).max() <= best.min():
+            continue
+        larger = share > best
+        if type(larger) is np.ndarray and larger.shape == code.shape:  # True as the byte 1
+            np.maximum(code, larger.view(np.int8) * np.int8(i), out=code)
+        else:
+            code = np.maximum(code, larger * np.int8(i))
+        if owned and best.shape == larger.shape:
+            np.fmax(best, share, out=best)  # the larger where larger (a NaN share never is)
+        else:
+            best = np.fmax(best, share)
+            owned = type(best) is np.ndarray
+    return code
 
 
 # ----------------------------------------------------------------------------- the step
@@ -86,6 +155,9 @@ class PlanStep:
     collectives: tuple[ops.Operator, ...] = ()
     #: a CP group's traffic of one pass, hidden or not (0 without context parallelism)
     cp_comm_pass_s: FloatArray | float = 0.0
+    #: the operators' times summed in the order of :func:`sum_over` where the caller has them
+    #: (:func:`rackmath.core.parallel.plan_step` does): :attr:`pass_s` without a second sum
+    operator_sum_s: FloatArray | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def _scale(self) -> FloatArray:
@@ -106,6 +178,8 @@ class PlanStep:
     @cached_property
     def pass_s(self) -> FloatArray:
         """Sum over operators of ``max(compute, memory)`` (+ launch floors), one pass."""
+        if self.operator_sum_s is not None:
+            return np.asarray(self.operator_sum_s)
         return self._total("time_s")
 
     @property
@@ -244,38 +318,71 @@ class PlanStep:
         * ``comm``: communication the roofline does not hide; ``hops``: pipeline hops;
           ``host``: the per-step overhead.
         """
-        # one pass over the operators (the order of sum_over: the same bits for a point alone
-        # and inside a grid), each one's time less its launch floors split once by its bound
-        compute: Any = 0.0
-        weights: Any = 0.0
-        kv: Any = 0.0
-        latency: Any = 0.0
-        for op in ordered(self.operators):
-            rest = op.time_s - op.latency_s
-            memory_bound = op.compute_s < op.memory_s
-            kv_moved = op.kv_read_bytes + op.kv_write_bytes
-            moved = op.weight_bytes + op.activation_bytes + kv_moved
-            on_memory = rest * memory_bound
-            on_kv = on_memory * (kv_moved / np.maximum(moved, 1e-300))
-            compute = compute + (rest - on_memory)
-            weights = weights + (on_memory - on_kv)
-            kv = kv + on_kv
-            latency = latency + op.latency_s
-        comm: Any = self.step_s - self.roofline_s
-        for taken in (self.overhead_s, self.hops_s):  # subtracting 0 is exact: skipped
-            if constant(taken) != 0.0:
-                comm = comm - taken
+        return dict(self._shares)
+
+    @cached_property
+    def _shares(self) -> dict[str, FloatArray]:
+        values = list(self._share_pass("shares"))
+        if (
+            constant(self._scale) == 1.0
+        ):  # multiplying by 1 is exact: the shares at the step's shape, as views
+            values[:4] = [
+                np.broadcast_to(x, np.broadcast_shapes(np.shape(x), self._scale.shape)) for x in values[:4]
+            ]
+        hops, host = self._plan_shares
+        names = ("compute", "weights", "kv", "latency", "comm")
+        return {**dict(zip(names, values, strict=True)), "hops": hops, "host": host}
+
+    @cached_property
+    def _plan_shares(self) -> tuple[FloatArray, FloatArray]:
+        """The hops and host shares: one value per plan, as views at the step's shape."""
         shape = np.shape(self.step_s)
-        # hops and host time hold one value per plan: views at the step's shape
-        return {
-            "compute": self._scaled(compute),
-            "weights": self._scaled(weights),
-            "kv": self._scaled(kv),
-            "latency": self._scaled(latency),
-            "comm": np.asarray(comm),
-            "hops": np.broadcast_to(compact(self.hops_s) + 0.0, shape),
-            "host": np.broadcast_to(compact(self.overhead_s) + 0.0, shape),
-        }
+        return (
+            np.broadcast_to(compact(self.hops_s) + 0.0, shape),
+            np.broadcast_to(compact(self.overhead_s) + 0.0, shape),
+        )
+
+    def _share_pass(self, want: str) -> tuple[Any, ...]:
+        """:func:`_shares_of` over the operators: those that vary on the batch axis only add up
+        first (the order of :func:`sum_over`: the same bits for a point alone and inside a
+        grid), the grid-sized ones (attention, last) in blocks of rows
+        (:func:`rackmath.core.numeric.by_rows`: no grid-sized temporaries)."""
+        fields = [tuple(getattr(op, f) for f in _SHARE_FIELDS) for op in ordered(self.operators)]
+        first = next((i for i, f in enumerate(fields) if numeric.grid_shape(f) is not None), len(fields))
+        totals: tuple[Any, ...] = (0.0, 0.0, 0.0, 0.0)
+        for f in fields[:first]:
+            totals = _add_time(totals, *f)
+        scale = None if constant(self._scale) == 1.0 else self._scale
+        # subtracting 0 is exact: skipped
+        taken = tuple(x for x in (self.overhead_s, self.hops_s) if constant(x) != 0.0)
+        rest = [x for f in fields[first:] for x in f]
+        args = (
+            want,
+            len(fields) - first,
+            scale,
+            self.step_s,
+            self.roofline_s,
+            *self._plan_shares,
+            *totals,
+            *taken,
+            *rest,
+        )
+        grid = numeric.grid_shape(args)
+        return _shares_of(*args) if grid is None else numeric.by_rows(_shares_of, args, grid)
+
+    @cached_property
+    def _bottleneck_code(self) -> NDArray[np.int8]:
+        """The index of the largest share at each point: from the shares where they were asked
+        for already, else from a pass that keeps them only block by block."""
+        if "_shares" not in self.__dict__:
+            return self._share_pass("code")[0]
+        shares = tuple(self._shares[name] for name in BOTTLENECKS)
+        grid = numeric.grid_shape(shares)
+        return (
+            _largest(*shares)
+            if grid is None
+            else numeric.by_rows(lambda *x: (_largest(*x),), shares, grid)[0]
+        )
 
     @property
     def latency_share(self) -> FloatArray:
@@ -285,20 +392,9 @@ class PlanStep:
     @property
     def bottleneck(self) -> NDArray[np.str_]:
         """What takes most of the cycle's time (:data:`BOTTLENECKS`, :meth:`time_shares`)."""
-        shares = self.time_shares()
-        # argmax over the seven shares without stacking seven grid-sized arrays: a later share
-        # takes a point only where it is strictly larger (argmax keeps the first of a tie), so
-        # the code is the last share that was larger (an increasing index: a running maximum)
-        best = shares[BOTTLENECKS[0]]
-        code: Any = np.zeros(np.shape(best), np.int8)
-        for i, name in enumerate(BOTTLENECKS[1:], start=1):
-            share = shares[name]
-            value = constant(share)
-            if value is not None and np.size(best) and value <= np.min(best):
-                continue  # one value per plan (hops, host) no larger anywhere: no pass needed
-            code = np.maximum(code, (share > best) * np.int8(i))
-            best = np.fmax(best, share)  # the larger where larger (a NaN share never is)
-        return BOTTLENECKS.take(np.broadcast_to(code, np.shape(self.step_s)))
+        code = np.broadcast_to(self._bottleneck_code, np.shape(self.step_s))
+        # the labels taken as raw bytes of their width: the same strings, copied as a block each
+        return _LABELS.take(code.astype(np.intp)).view(BOTTLENECKS.dtype)
 
     def _collective_scale(self, op: ops.Operator) -> FloatArray:
         """A pass collective's time scales to the cycle like the operators (``P x imbalance``);

@@ -28,11 +28,19 @@ FloatArray = NDArray[np.float64]
 def batch_context_grid(batch: ArrayLike, context: ArrayLike) -> tuple[FloatArray, FloatArray]:
     b = np.asarray(batch, float)
     c = np.asarray(context, float)
-    if b.size == 0 or not ((b >= 1) & (b < np.inf)).all():  # NaN fails both comparisons
+    if not _at_least_one(b):
         raise InputError("batch", batch, "numbers >= 1")
-    if c.size == 0 or not ((c >= 1) & (c < np.inf)).all():
+    if not _at_least_one(c):
         raise InputError("context", context, "token counts >= 1")
     return b[:, None] if b.ndim == 1 else b, c[None, :] if c.ndim == 1 else c
+
+
+def _at_least_one(a: FloatArray) -> bool:
+    """Whether ``a`` holds values, every one finite and 1 or more (NaN fails both comparisons;
+    one value is compared as a Python float, without four ufunc calls)."""
+    if a.size == 1:
+        return 1.0 <= a.item() < np.inf
+    return a.size > 0 and bool(((a >= 1) & (a < np.inf)).all())
 
 
 class DecodeThroughput(ABC):
