@@ -319,3 +319,25 @@ def test_the_sweep_adds_speculation_columns_point_by_point() -> None:
     np.testing.assert_allclose(rows.spec_speedup, rows.step_s * 2.45 / rows.spec_step_s, rtol=1e-12)
     with pytest.raises(InputError, match="speculation"):
         sw.parse_spec({**spec, "speculation": "mtp=2,reach=0.6,0.85"})
+
+
+def test_a_speculative_point_carries_its_band_from_the_verify_step() -> None:
+    """The band of a speculative step is the verify step's kernel band plus the drafting time,
+    and its throughput and price count the E tokens each sequence gains a step (before, the
+    edges collapsed to the step and counted one token a sequence)."""
+    dep = _planned()
+    s = sp.parse_speculation("mtp=1,acceptance=0.85", resolve_model)
+    g = sp.speculative_decode(dep, [512.0], [4096.0], s)
+    lo, hi = g.verify.step_band_s
+    draft, step = float(g.draft_s[0, 0]), float(g.step_s[0, 0])
+    p10, p90 = float(lo[0, 0]) + draft, float(hi[0, 0]) + draft
+    assert p10 < step < p90  # kernel-grounded: the verify operators carry held-out bands
+    point = g.to_dict()["points"][0]
+    assert (point["step_s_p10"], point["step_s_p90"]) == pytest.approx((p10, p90), rel=1e-12)
+    tokens = 512.0 * 1.85  # E = 1 + 0.85 for one MTP draft
+    assert point["tokens_per_s_per_chip_p10"] == pytest.approx(tokens / p90 / dep.chips, rel=1e-12)
+    assert point["tokens_per_s_per_chip"] == pytest.approx(tokens / step / dep.chips, rel=1e-12)
+    e2e = point["end_to_end"]  # the published rows' ratios widen it
+    assert e2e["step_s_p90"] >= p90 and e2e["step_s_p90"] == pytest.approx(
+        max(p90, e2e["step_ratio_p90"] * step)
+    )

@@ -28,7 +28,6 @@ from rackmath.analyses.serving.deployment import DecodeGrid, Deployment
 from rackmath.analyses.serving.throughput import DecodeThroughput
 from rackmath.core import architecture as arch
 from rackmath.core import loads
-from rackmath.core import roofline as rl
 from rackmath.core import speculative as spec
 from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
@@ -319,19 +318,22 @@ class SpeculativeGrid(DecodeThroughput):
         return spec.time_per_output_token_s(self.verify.step_s, self.draft_s, self.tokens_per_step)
 
     @property
-    def tokens_per_s(self) -> FloatArray:
-        return np.asarray(self.batch * self.tokens_per_step / self.step_s)
+    def step_tokens(self) -> FloatArray:
+        """``B E``: each of the batch's sequences gains ``E`` tokens a step on average."""
+        return np.asarray(self.batch * self.tokens_per_step)
+
+    @property
+    def step_band_s(self) -> tuple[FloatArray, FloatArray]:
+        """The verify step's p10-p90 (:attr:`rackmath.core.step.PlanStep.step_band_s`) plus the
+        drafting time, which carries no band of its own here (the draft's operators are timed
+        apart, :func:`draft_step_s`): the band covers the verify step's kernel curves."""
+        lo, hi = self.verify.step_band_s
+        shape = self.step_s.shape
+        return np.broadcast_to(lo + self.draft_s, shape), np.broadcast_to(hi + self.draft_s, shape)
 
     @property
     def tokens_per_s_per_user(self) -> FloatArray:
         return np.asarray(1.0 / self.tpot_s)
-
-    @property
-    def usd_per_million_output_tokens(self) -> FloatArray:
-        d = self.deployment
-        return rl.usd_per_million_tokens(
-            self.step_s, self.batch * self.tokens_per_step, d.chips, d.usd_per_chip_hour
-        )
 
     @property
     def speedup(self) -> FloatArray:
@@ -374,6 +376,7 @@ class SpeculativeGrid(DecodeThroughput):
                         "tokens_per_s_per_chip": float(self.tokens_per_s_per_chip[i, j]),
                         "usd_per_million_output_tokens": float(self.usd_per_million_output_tokens[i, j]),
                         "fits": bool(self.fits[i, j]),
+                        **self.band_at((i, j)),
                     }
                 )
         d = self.deployment

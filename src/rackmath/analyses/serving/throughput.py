@@ -59,8 +59,14 @@ class DecodeThroughput(ABC):
         """Seconds per decode step; each grid knows where its step time comes from."""
 
     @property
+    def step_tokens(self) -> FloatArray:
+        """Tokens one step yields over the batch: one per sequence (speculative decoding: the
+        mean accepted per sequence, :class:`~rackmath.analyses.serving.speculative.SpeculativeGrid`)."""
+        return self.batch
+
+    @property
     def tokens_per_s(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s)
+        return np.asarray(self.step_tokens / self.step_s)
 
     @property
     def tokens_per_s_per_user(self) -> FloatArray:
@@ -73,7 +79,7 @@ class DecodeThroughput(ABC):
     @property
     def usd_per_million_output_tokens(self) -> FloatArray:
         d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s, self.batch, d.chips, d.usd_per_chip_hour)
+        return rl.usd_per_million_tokens(self.step_s, self.step_tokens, d.chips, d.usd_per_chip_hour)
 
     # The band (p10-p90) of each figure: the step's (:attr:`rackmath.core.step.PlanStep.step_band_s`,
     # every operator at the edges of its curve's held-out error); a throughput's p10 comes from
@@ -99,21 +105,21 @@ class DecodeThroughput(ABC):
 
     @property
     def tokens_per_s_per_chip_p10(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s_p90 / self.deployment.chips)
+        return np.asarray(self.step_tokens / self.step_s_p90 / self.deployment.chips)
 
     @property
     def tokens_per_s_per_chip_p90(self) -> FloatArray:
-        return np.asarray(self.batch / self.step_s_p10 / self.deployment.chips)
+        return np.asarray(self.step_tokens / self.step_s_p10 / self.deployment.chips)
 
     @property
     def usd_per_million_output_tokens_p10(self) -> FloatArray:
         d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s_p10, self.batch, d.chips, d.usd_per_chip_hour)
+        return rl.usd_per_million_tokens(self.step_s_p10, self.step_tokens, d.chips, d.usd_per_chip_hour)
 
     @property
     def usd_per_million_output_tokens_p90(self) -> FloatArray:
         d = self.deployment
-        return rl.usd_per_million_tokens(self.step_s_p90, self.batch, d.chips, d.usd_per_chip_hour)
+        return rl.usd_per_million_tokens(self.step_s_p90, self.step_tokens, d.chips, d.usd_per_chip_hour)
 
     @property
     def end_to_end_band(self) -> ErrorBand | None:
@@ -170,7 +176,7 @@ class DecodeThroughput(ABC):
         price's p10 from the step's p10), as JSON keys."""
         d = self.deployment
         lo, hi = float(p10_s[index]), float(p90_s[index])
-        tokens = float(np.broadcast_to(self.batch, self.step_s.shape)[index])
+        tokens = float(np.broadcast_to(self.step_tokens, self.step_s.shape)[index])
         return {
             "step_s_p10": lo,
             "step_s_p90": hi,
