@@ -60,7 +60,9 @@ def train_command(
         "(default: generic).",
     ),
     compute: str | None = typer.Option(
-        None, "--compute", help="GEMM recipe: bf16, fp16, fp8, fp8-block, mxfp8, nvfp4 (default bf16)."
+        None,
+        "--compute",
+        help="GEMM recipe: bf16, fp16, fp8 (delayed), fp8-current, fp8-block, mxfp8, nvfp4 (default bf16).",
     ),
     ep_overlap: float | None = number(
         None,
