@@ -232,3 +232,26 @@ def test_by_rows_slices_what_spans_the_rows_and_keeps_the_rest() -> None:
     np.testing.assert_array_equal(grid, col * row + 2.0, strict=True)
     np.testing.assert_array_equal(kept, row * 2.0, strict=True)
     assert numeric.grid_shape((np.float64(1.0), 2.0)) is None
+
+
+def test_by_rows_keeps_one_value_broadcast_and_assembles_it_where_it_changes() -> None:
+    """An output every block gives as one value broadcast stays that value, broadcast (no grid
+    of copies); one whose later block holds other values is assembled, the first rows with the
+    first value: the same numbers as ``fn`` over the whole grid either way."""
+    col = np.arange(9.0)[:, None]
+
+    def fn(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        block = (len(c), 4)
+        same = np.broadcast_to(np.float64(2.5), block)
+        changes = np.broadcast_to(np.float64(1.0), block) if c[0, 0] < 4.0 else c * np.ones(4)
+        return same, changes
+
+    old = numeric.BLOCK_ELEMENTS
+    try:
+        numeric.BLOCK_ELEMENTS = 8  # blocks of rows 0-1, 2-3, 4-5, 6-8
+        same, changes = numeric.by_rows(fn, (col,), (9, 4))
+    finally:
+        numeric.BLOCK_ELEMENTS = old
+    assert same.shape == (9, 4) and not any(same.strides)
+    np.testing.assert_array_equal(same, np.full((9, 4), 2.5))
+    np.testing.assert_array_equal(changes, np.where(col < 4.0, 1.0, col * np.ones(4)), strict=True)

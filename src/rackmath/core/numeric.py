@@ -109,23 +109,43 @@ def by_rows(
     (``fn`` is elementwise, so each element goes through the same operations), each output an
     array like ``fn``'s, without grid-sized temporaries. An argument spanning the first axis
     is sliced, any other (one value, an axis of length 1) passed whole; an output that does not
-    span the first axis (it depends only on what was passed whole) is the first block's.
-    ``shape`` comes from :func:`grid_shape`."""
+    span the first axis (it depends only on what was passed whole) is the first block's, and
+    one that every block gives as one value broadcast (the same bits) stays that value,
+    broadcast. ``shape`` comes from :func:`grid_shape`."""
     n, nd = shape[0], len(shape)
     rows = _block_rows(shape)
     cut = [type(a) is np.ndarray and a.ndim == nd and a.shape[0] == n for a in args]
     outs: list[Any] = []
-    spans: list[bool] = []
+    kinds: list[str] = []  # "rows": assembled block by block; "one": one value so far; "whole"
     start = 0
     while start < n:
         stop = n if n - start < 2 * rows else start + rows  # every block two rows or more
         part = fn(*(a[start:stop] if c else a for a, c in zip(args, cut, strict=True)))
         if not outs:
             for o in part:
-                spans.append(type(o) is np.ndarray and o.ndim == nd and o.shape[0] == stop)
-                outs.append(np.empty((n, *o.shape[1:]), o.dtype) if spans[-1] else o)
-        for out, o, s in zip(outs, part, spans, strict=True):
-            if s:
-                out[start:stop] = o
+                if not (type(o) is np.ndarray and o.ndim == nd and o.shape[0] == stop):
+                    kinds.append("whole")
+                elif o.size and not any(o.strides):
+                    kinds.append("one")
+                else:
+                    kinds.append("rows")
+                outs.append(np.empty((n, *o.shape[1:]), o.dtype) if kinds[-1] == "rows" else o)
+        for i, o in enumerate(part):
+            if kinds[i] == "one":
+                first = outs[i]
+                if (
+                    not any(o.strides)
+                    and o.dtype == first.dtype
+                    and o.flat[0].tobytes() == first.flat[0].tobytes()
+                ):
+                    continue
+                whole = np.empty((n, *o.shape[1:]), o.dtype)  # another value: the rows so far, then on
+                whole[:start] = first[:1]
+                outs[i], kinds[i] = whole, "rows"
+            if kinds[i] == "rows":
+                outs[i][start:stop] = o
         start = stop
-    return tuple(outs)
+    return tuple(
+        np.broadcast_to(o[:1], (n, *o.shape[1:])) if kind == "one" else o
+        for o, kind in zip(outs, kinds, strict=True)
+    )

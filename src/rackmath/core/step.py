@@ -322,10 +322,10 @@ class PlanStep:
 
     @cached_property
     def _shares(self) -> dict[str, FloatArray]:
+        """:meth:`time_shares`, formed once (the arrays are shared by every call)."""
         values = list(self._share_pass("shares"))
-        if (
-            constant(self._scale) == 1.0
-        ):  # multiplying by 1 is exact: the shares at the step's shape, as views
+        # multiplying by 1 is exact: the operators' shares at the step's shape, as views
+        if constant(self._scale) == 1.0:
             values[:4] = [
                 np.broadcast_to(x, np.broadcast_shapes(np.shape(x), self._scale.shape)) for x in values[:4]
             ]
