@@ -106,3 +106,43 @@ def test_page_energy_for_llama_70b_on_8_h200() -> None:
     e = energy.decode_energy(g)
     assert e is not None
     assert shown["Joules per token"] == f"{e.joules_per_token[0, 0]:,.3g}" == "0.657"
+
+
+def test_weights_per_class_parse_like_the_cli_and_stay_in_the_url() -> None:
+    state, errors = parse_serving_query(
+        {"model": "gpt-oss-120b", "weight_classes": "Experts=MXFP4, lm_head=bf16"}
+    )
+    assert errors == [] and state.weight_classes == "experts=mxfp4,lm_head=bf16"
+    assert serving_query(state)["weight_classes"] == "experts=mxfp4,lm_head=bf16"
+    bad, errors = parse_serving_query({"weight_classes": "experts=fp5"})
+    assert bad.weight_classes is None and len(errors) == 1
+    assert str(errors[0]).startswith("Weights per tensor class") and "--" not in str(errors[0])
+    assert "a format:" in str(errors[0])
+
+
+def test_page_runs_a_deployment_stated_per_class() -> None:
+    """gpt-oss-120b on one B200 as published: MXFP4 experts, the rest BF16. The page's step is
+    the API's with the same classes, and differs from all-BF16 weights."""
+    pytest.importorskip("streamlit", reason="needs the web extra")
+    from streamlit.testing.v1 import AppTest
+
+    from rackmath.views import fmt
+    from rackmath.web import APP_PATH
+
+    query = {"model": "gpt-oss-120b", "system": "b200-hgx", "chips": "1", "batch": "64", "context": "4096"}
+    query |= {"weights": "bf16", "weight_classes": "experts=mxfp4"}
+    at = AppTest.from_file(str(APP_PATH), default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text_input(key="serving.weight_classes").value == "experts=mxfp4"
+    shown = {m.label: m.value for m in at.metric}
+    stated = rm.deployment(
+        "gpt-oss-120b", "b200-hgx", chips=1, weights="bf16", weight_classes="experts=mxfp4"
+    )
+    plain = rm.deployment("gpt-oss-120b", "b200-hgx", chips=1, weights="bf16")
+    step = float(stated.decode([64], [4096]).step_s[0, 0])
+    assert shown["Step time"] == fmt.seconds(step)
+    assert step < float(plain.decode([64], [4096]).step_s[0, 0])  # a quarter of the expert bytes
+    assert at.query_params["weight_classes"] == "experts=mxfp4"

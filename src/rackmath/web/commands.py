@@ -54,7 +54,8 @@ def serving_command(s: ServingState, chips: int) -> Command:
     """``rackmath explain`` at the page's batch and context (``chips``: what the page used)."""
     line = ["rackmath", "explain", _model(s.model), "--on", s.system, "--chips", str(chips)]
     line += ["--batch", str(s.batch), "--context", str(s.context)]
-    line += _opt("--weights", s.weights) + _opt("--kv", s.kv) + _opt("--compute", s.compute)
+    line += _opt("--weights", s.weights) + _opt("--weight-classes", s.weight_classes)
+    line += _opt("--kv", s.kv) + _opt("--compute", s.compute)
     line += _opt("--price-per-chip-hour", s.usd_per_chip_hour)
     if s.mtp:
         line += ["--mtp", str(s.mtp), "--acceptance", f"{0.8 if s.acceptance is None else s.acceptance:g}"]

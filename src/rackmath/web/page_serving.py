@@ -26,6 +26,7 @@ from rackmath.api import deployment, explain
 from rackmath.catalog import loader as catalog
 from rackmath.errors import DoesNotFitError, PrecisionUnavailableError, RackmathError
 from rackmath.specs.hardware import ChipSpec
+from rackmath.specs.model import WEIGHT_CLASS_NAMES
 from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.views import fmt
@@ -41,8 +42,10 @@ from rackmath.web.state.serving import (
     DEFAULT_PREFIX_TIER,
     MAX_PREFIX_HIT,
     PREFIX_TIERS,
+    WEIGHT_CLASSES_LABEL,
     ServingState,
     parse_serving_query,
+    parse_weight_class_text,
     serving_model,
     serving_query,
     serving_system,
@@ -100,6 +103,7 @@ def _deployment(state: ServingState) -> Deployment:
         compute=state.compute,
         usd_per_chip_hour=state.usd_per_chip_hour,
         efficiency=state.efficiency,
+        weight_classes=state.weight_classes,
     )
 
 
@@ -153,6 +157,24 @@ def _reset_after_system_change() -> None:
         st.session_state[ui.key(PAGE, field)] = None
 
 
+def _weight_classes_input(errors: list[RackmathError]) -> str | None:
+    """The weights of some tensor classes in another format than the rest (a deployment as
+    published: gpt-oss's MXFP4 experts beside BF16 attention, an NVFP4 checkpoint's BF16 head);
+    a refusal is shown in the page's words and the classes are left as the weights."""
+    text = st.text_input(
+        WEIGHT_CLASSES_LABEL,
+        key=ui.key(PAGE, "weight_classes"),
+        placeholder="experts=mxfp4,lm_head=bf16",
+        help=f"class=format pairs; classes: {', '.join(WEIGHT_CLASS_NAMES)}; empty = every class "
+        "in the Weights format",
+    )
+    try:
+        return parse_weight_class_text(WEIGHT_CLASSES_LABEL, str(text))
+    except RackmathError as exc:
+        errors.append(exc)
+        return None
+
+
 def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingState:
     first = catalog.system(initial.system)
     chip_precisions = list(first.chip.peak_flops_per_s)
@@ -168,6 +190,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
             "system": initial.system,
             "chips": initial.chips or first.default_chips,
             "weights": initial.weights or ui.DEFAULT,
+            "weight_classes": initial.weight_classes or "",
             "kv": initial.kv or ui.DEFAULT,
             "compute": compute0 or ui.DEFAULT,
             "usd_per_chip_hour": initial.usd_per_chip_hour,
@@ -202,6 +225,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
         weights = ui.precision_picker(
             PAGE, "weights", "Weights", precisions, default.weights if default else None
         )
+        weight_classes = _weight_classes_input(errors)
         kv = ui.precision_picker(PAGE, "kv", "KV cache", precisions, default.kv if default else None)
         compute = ui.precision_picker(
             PAGE,
@@ -267,6 +291,7 @@ def _controls(initial: ServingState, errors: list[RackmathError]) -> ServingStat
         system=system.id,
         chips=int(chips),
         weights=weights,
+        weight_classes=weight_classes,
         kv=kv,
         compute=compute,
         usd_per_chip_hour=usd,

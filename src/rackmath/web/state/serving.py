@@ -13,7 +13,7 @@ from rackmath.analyses.serving.speculative import MAX_SPEC_DEPTH
 from rackmath.catalog import loader as catalog
 from rackmath.errors import InputError, RackmathError
 from rackmath.specs.hardware import ChipSpec, SystemSpec
-from rackmath.specs.model import ModelSpec
+from rackmath.specs.model import ModelSpec, parse_weight_classes
 from rackmath.specs.precision import Precision
 from rackmath.units import GB, TB, TERA
 from rackmath.web.state.common import (
@@ -53,6 +53,8 @@ class ServingState:
     system: str = "gb200-nvl72"
     chips: int | None = None  # None: the system's default
     weights: str | None = None  # None: as the model ships
+    #: weights per tensor class ("experts=mxfp4,attention=bf16"), the rest in ``weights``
+    weight_classes: str | None = None
     kv: str | None = None  # None: bf16
     compute: str | None = None  # None: the weights' format if the chip has it, else bf16
     usd_per_chip_hour: float | None = None  # None: the catalog's dated price
@@ -71,11 +73,27 @@ class ServingState:
     pue: float | None = None
 
 
+#: the page's name for the weights-per-class field (its refusals name it, not the CLI flag)
+WEIGHT_CLASSES_LABEL = "Weights per tensor class"
+
+
+def parse_weight_class_text(key: str, text: str) -> str | None:
+    """``experts=mxfp4,attention=bf16`` as typed, once the model's class parser accepts it
+    (:func:`rackmath.specs.model.parse_weight_classes`: the same names and formats as the CLI's
+    ``--weight-classes``); empty text: None (every class in the weights' format)."""
+    cleaned = text.replace(" ", "").lower()
+    if not cleaned:
+        return None
+    parse_weight_classes(cleaned, field=WEIGHT_CLASSES_LABEL)
+    return cleaned
+
+
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "model": parse_model_id,
     "system": parse_system_id,
     "chips": whole(1, 1_000_000),
     "weights": parse_precision,
+    "weight_classes": parse_weight_class_text,
     "kv": parse_precision,
     "compute": parse_precision,
     "usd_per_chip_hour": parse_positive,
