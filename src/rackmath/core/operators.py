@@ -158,7 +158,7 @@ def timed(
     # a Work's fields are NumPy values already: the timing skips the conversions
     compute, memory, time, bandwidth_frac, latency = eff.timing_of(
         e, work.flops, work.bytes, choice.peak_flops_per_s, rates.bandwidth_bytes_per_s, r, work.cols,
-        work.depth, work.calls, pure, work.routed, work.tokens, work.ep,
+        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads,
     )  # fmt: skip
     return Operator(
         name,
