@@ -288,9 +288,11 @@ def test_bad_training_input_is_one_line_naming_the_field():
 # ---------------------------------------------------------------------------- validation gate
 def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
-    of 2026-11-26 (all 12.9% / 68%, dense 12.5%, MoE 17.9%, 8-bit 12.0%; 18.1% / 66%, 13.9%,
-    46.3% and 17.9% at a099cde; issue 23's 12% target is not met). The p90 rose with gpt-oss on
-    the B200 running HybridEP, as its recipe states. Lower them when the model improves."""
+    of 2026-11-26 after attention is paid per thread block (all 11.6% / 60%, dense 11.5%, MoE
+    18.5%, 8-bit 11.4%; 12.9% / 68%, 12.5%, 17.9% and 12.0% before it; 18.1% / 66%, 13.9%,
+    46.3% and 17.9% at a099cde; issue 23's 12% target is met overall, not for MoE). The p90 rose
+    with gpt-oss on the B200 running HybridEP, as its recipe states. Lower them when the model
+    improves."""
     import numpy as np
 
     from rackmath.analyses.training.runs import score_runs
@@ -307,13 +309,13 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
         return float(np.median(a)), float(np.percentile(a, 90))
 
     median, p90 = stats(scores)
-    assert median <= 0.135 and p90 <= 0.70
+    assert median <= 0.12 and p90 <= 0.62
     dense_median, _ = stats([r for r in scores if not r.moe])
-    assert dense_median <= 0.13
+    assert dense_median <= 0.12
     moe_median, _ = stats([r for r in scores if r.moe])
-    assert moe_median <= 0.185
+    assert moe_median <= 0.19
     low_median, _ = stats([r for r in scores if r.precision_group == "8-bit or less"])
-    assert low_median <= 0.125
+    assert low_median <= 0.12
 
 
 # ---------------------------------------------------------------------------- the CLI

@@ -95,8 +95,9 @@ def test_held_out_fp8_moe_rows_are_scored_not_fitted():
     assert all(r.held_out for r in held.values())
     assert not set(held) & {r.id for r in training_runs()}
     # -1.0% and +19.6% before the training kernels of issue 23 (attention backward 2.89x its
-    # forward on an H100, k-grouped expert wgrad, permute, activations and loss as operators)
-    expected = {"llama4-scout-pretraining": -0.015, "llama4-maverick-pretraining": 0.179}
+    # forward on an H100, k-grouped expert wgrad, permute, activations and loss as operators);
+    # -1.5% and +17.9% before attention paid per thread block
+    expected = {"llama4-scout-pretraining": -0.009, "llama4-maverick-pretraining": 0.185}
     for run_id, err in expected.items():
         run = held[run_id]
         assert run.model.is_moe and run.compute == "fp8" and run.value in (5.0e6, 2.38e6)
