@@ -223,7 +223,8 @@ def test_one_long_context_decode_splits_the_cache_over_thread_blocks() -> None:
         & (df.window_size == 0)
     ]
     measured = float(row.latency.min()) * 1e-3
-    assert t == pytest.approx(measured, rel=0.15)
+    # +20% (+7% before the per-block term, with which the fit caps a row at 75 splits, not 122)
+    assert t == pytest.approx(measured, rel=0.25)
     splits = max(ctx / e.split_tokens, 1.0)
     splits = min(splits, e.split_max) if e.split_max else splits
     from dataclasses import replace
@@ -240,7 +241,117 @@ def test_one_long_context_decode_splits_the_cache_over_thread_blocks() -> None:
     d = plan_deployment(load_model("llama-3.1-70b"), system("h100-hgx"), "tp=8", communication=False)
     att = next(o for o in d.decode([1], [ctx]).step.operators if o.name == "attention")
     assert float(att.time_s) == pytest.approx(80 * t, rel=1e-6)
-    assert kv / (t - e.floor_s) / 3.35e12 > 0.45  # about half the HBM from one sequence (table: 0.54)
+    # about half the HBM from one sequence (table: 0.54; the curve 0.42 since the per-block term, 0.50 before)
+    assert kv / (t - e.floor_s) / 3.35e12 > 0.4
+
+
+def test_a_short_context_decode_costs_its_thread_blocks() -> None:
+    """Decode attention at a short context is paid per thread block, not per byte. The H100
+    TensorRT-LLM table, 64 query heads on 64 KV heads of width 64, bf16, 8 tokens of context:
+    1,024 more sequences (65,536 more blocks, one per sequence and KV head) add 0.712 ms, where
+    their cache (65,536 x 8 tokens x 2 x 64 x 2 B = 134 MB) needs 40 us at 3.35 TB/s: the other
+    0.672 ms are 10.25 ns a block, what 34.3 kB take at 3.35 TB/s (11.37 ns at head dim 256 once
+    its 4x bytes, 160 us, are taken off). The fitted ``block_bytes`` carries it; without it the
+    curve misses the step by more than half."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from rackmath.catalog import kernel_tables as kt
+
+    if kt.package_data_dir() is None:
+        pytest.skip("needs the kernels extra")
+    df = pd.read_parquet(kt.primary(kt.discover(), "h100-sxm", "generation_attention").path)
+
+    def measured_s(batch: int, head_dim: int) -> float:
+        row = df[
+            (df.batch_size == batch) & (df.num_heads == 64) & (df.num_key_value_heads == 64)
+            & (df.head_dim == head_dim) & (df.isl + df.step == 8) & (df.kv_cache_dtype == "bfloat16")
+            & (df.window_size == 0)
+        ]  # fmt: skip
+        return float(row.latency.min()) * 1e-3
+
+    hbm = load_chip("h100-sxm").hbm_bandwidth_bytes_per_s
+    blocks = 1024 * 64
+    for head_dim in (64, 256):
+        extra_s = measured_s(2048, head_dim) - measured_s(1024, head_dim)
+        cache = blocks * 8 * 2 * head_dim * 2.0
+        per_block_s = (extra_s - cache / hbm) / blocks
+        assert per_block_s == pytest.approx(10.25e-9 if head_dim == 64 else 11.37e-9, rel=0.01)
+    assert 134.2e6 / hbm / (measured_s(2048, 64) - measured_s(1024, 64)) < 0.06  # bytes: 6%
+
+    assert 10.25e-9 * hbm == pytest.approx(34.3e3, rel=2e-3)
+    e, _ = _curve("h100-sxm", "attention_decode", "bfloat16", "gqa")
+    assert 10e3 < e.block_bytes < 60e3  # the fit found the per-block work (tens of kB)
+    c = load_chip("h100-sxm")
+
+    def curve_s(eff, batch: float) -> float:
+        flops = batch * 64 * 4 * 64 * 8
+        nbytes = batch * 64 * (8 * 2 * 64 + 2 * 64) * 2.0  # the cache read, queries in and outputs out
+        timing = operator_timing(
+            eff, flops, nbytes, c.peak_flops(Precision.BF16), hbm, batch * 64, 1.0, 8.0, 1.0
+        )
+        return float(timing[2])
+
+    for batch in (1024, 2048):
+        assert curve_s(e, batch) == pytest.approx(measured_s(batch, 64), rel=0.2)
+    without = replace(e, block_bytes=0.0)
+    assert curve_s(without, 2048) < 0.5 * measured_s(2048, 64)
+
+
+def test_a_sliding_window_prefill_costs_its_thread_blocks() -> None:
+    """A prefill's thread blocks are one per tile of query rows and head. The H100 TensorRT-LLM
+    table, one prompt, 64 query heads on 8 KV heads of width 64, a 128-token window, bf16: from
+    8,192 to 16,384 tokens the time grows by 0.306 ms while the new queries' FLOPs (8,192 x 128
+    keys x 64 heads x 4 x 64) take 17.4 us at the 989 TFLOP/s peak; the other 0.289 ms are 8,192
+    more blocks of 64 query rows, 35 ns (118 kB at HBM speed) each. The fitted curve (blocks of
+    64 rows) times the window rows within 10%, and misses them by more than half without its
+    blocks; a full causal prompt of 16,384 tokens, whose FLOPs dominate, within 10% too."""
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from rackmath.catalog import kernel_tables as kt
+    from rackmath.core import work as wk
+
+    if kt.package_data_dir() is None:
+        pytest.skip("needs the kernels extra")
+    df = pd.read_parquet(kt.primary(kt.discover(), "h100-sxm", "context_attention").path)
+
+    def measured_s(isl: int, window: int) -> float:
+        row = df[
+            (df.batch_size == 1) & (df.num_heads == 64) & (df.num_key_value_heads == 8) & (df.head_dim == 64)
+            & (df.isl == isl) & (df.window_size == window) & (df.attn_dtype == "bfloat16")
+            & (df.kv_cache_dtype == "bfloat16")
+        ]  # fmt: skip
+        return float(row.latency.min()) * 1e-3
+
+    c = load_chip("h100-sxm")
+    peak, hbm = c.peak_flops(Precision.BF16), c.hbm_bandwidth_bytes_per_s
+    extra_s = measured_s(16384, 128) - measured_s(8192, 128)
+    flops_s = 8192 * 128 * 64 * 4 * 64 / peak
+    assert extra_s == pytest.approx(0.306e-3, rel=0.01) and flops_s == pytest.approx(17.4e-6, rel=0.01)
+    per_block_s = (extra_s - flops_s) / (8192 // 64 * 64)
+    assert per_block_s == pytest.approx(35.3e-9, rel=0.01)
+    assert per_block_s * hbm == pytest.approx(118e3, rel=0.01)
+
+    e, _ = _curve("h100-sxm", "attention_prefill", "bfloat16", "gqa")
+    assert e.block_tile_rows == 64.0 and 30e3 < e.block_bytes < 200e3
+
+    def curve_s(eff, isl: int, window: int) -> float:
+        w = min(window, isl) if window else isl
+        pairs = w * (w + 1) / 2 + (isl - w) * w
+        work = wk.prefill_attention(float(isl), 64.0, 8.0, 64.0, 64.0, float(isl), flops=pairs * 4 * 64 * 64)
+        timing = operator_timing(
+            eff, work.flops, work.bytes, peak, hbm, work.rows, work.cols, work.depth, work.calls,
+            sequence_heads=work.sequence_heads,
+        )  # fmt: skip
+        return float(timing[2])
+
+    for isl in (1024, 4096, 16384):
+        assert curve_s(e, isl, 128) == pytest.approx(measured_s(isl, 128), rel=0.1)
+        assert curve_s(replace(e, block_bytes=0.0), isl, 128) < 0.5 * measured_s(isl, 128)
+    assert curve_s(e, 16384, 0) == pytest.approx(measured_s(16384, 0), rel=0.1)
 
 
 def test_the_pure_roofline_is_the_same_work_at_peak() -> None:

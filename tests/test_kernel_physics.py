@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rackmath.analyses.kernels import rows as kr
-from rackmath.core.efficiency import achieved_bandwidth_frac, operator_time_s, operator_timing, overlapped_s
+from rackmath.core import work as wk
+from rackmath.core.efficiency import (
+    achieved_bandwidth_frac,
+    blocks_of,
+    operator_time_s,
+    operator_timing,
+    overlapped_s,
+)
 from rackmath.errors import InputError
 from rackmath.specs import efficiency as seff
 from rackmath.specs.efficiency import OpEfficiency
@@ -69,6 +76,42 @@ def test_the_routing_pass_moves_its_bytes_at_the_chips_bandwidth() -> None:
     assert operator_time_s(e, 1e9, 1e9, 1e15, 8e12, 1.0) == pytest.approx(base)  # not routed
     fast = operator_time_s(OpEfficiency(), 1e9, 1e9, 1e15, 16e12, 1.0)
     assert operator_time_s(e, 1e9, 1e9, 1e15, 16e12, 1.0, routed=1e9) == pytest.approx(fast + 1.25e-4)
+
+
+def test_each_thread_block_adds_its_fixed_work_at_the_chips_bandwidth() -> None:
+    """A decode call of 1,024 sequences x 64 KV heads runs 65,536 thread blocks: at 30 kB a
+    block and 3 TB/s they add 0.655 ms to the streamed bytes' time, 80 calls 80 times that, and
+    a chip twice as fast (or two pooled) half. A split-KV curve multiplies the blocks: 8 rows
+    at 131,072 tokens split every 16,384 are 64 blocks (64 x 1 kB at 1 TB/s = 64 ns); split at
+    most 4 times a row, 32 (32 ns)."""
+    e = OpEfficiency(block_bytes=30e3)
+    base = operator_time_s(OpEfficiency(), 1e9, 1e9, 1e15, 3e12, 65536.0)
+    assert operator_time_s(e, 1e9, 1e9, 1e15, 3e12, 65536.0) == pytest.approx(base + 0.65536e-3)
+    eighty = operator_time_s(e, 80e9, 80e9, 1e15, 3e12, 65536.0, calls=80.0)
+    assert eighty == pytest.approx(80 * (base + 0.65536e-3))
+    fast = operator_time_s(OpEfficiency(), 1e9, 1e9, 2e15, 6e12, 65536.0)
+    assert operator_time_s(e, 1e9, 1e9, 2e15, 6e12, 65536.0) == pytest.approx(fast + 0.32768e-3)
+    split = OpEfficiency(block_bytes=1e3, split_tokens=16384.0)
+    assert operator_time_s(split, 0.0, 1e6, 1e15, 1e12, 8.0, depth=131072.0) == pytest.approx(1e-6 + 64e-9)
+    capped = OpEfficiency(block_bytes=1e3, split_tokens=16384.0, split_max=4.0)
+    assert operator_time_s(capped, 0.0, 1e6, 1e15, 1e12, 8.0, depth=131072.0) == pytest.approx(1e-6 + 32e-9)
+    assert operator_time_s(e, 0.0, 0.0, 1e15, 1e12, 8.0) == 0.0  # no work, no blocks
+
+
+def test_a_prefill_runs_a_block_per_query_tile_of_each_sequence_and_head() -> None:
+    """2 prompts x 64 heads of 1,000 queries in tiles of 128: 8 tiles each, 1,024 blocks; no
+    tile: 128 blocks. The work says how many (sequence, head) runs it has."""
+    w = wk.prefill_attention(2000.0, 64.0, 8.0, 64.0, 64.0, 1000.0, flops=1e12)
+    assert float(w.sequence_heads) == 128.0  # 2 sequences (2,000 tokens of 1,000) x 64 heads
+    tiled = OpEfficiency(block_bytes=1.0, block_tile_rows=128.0)
+    assert float(blocks_of(tiled, w.rows, w.depth, w.sequence_heads)) == 1024.0
+    assert float(blocks_of(OpEfficiency(block_bytes=1.0), w.rows, w.depth, w.sequence_heads)) == 128.0
+    alone = operator_time_s(OpEfficiency(), w.flops, w.bytes, 1e15, 1e12, w.rows, w.cols, w.depth)
+    with_blocks = operator_time_s(
+        OpEfficiency(block_bytes=1e6, block_tile_rows=128.0), w.flops, w.bytes, 1e15, 1e12,
+        w.rows, w.cols, w.depth, sequence_heads=w.sequence_heads,
+    )  # fmt: skip
+    assert with_blocks == pytest.approx(alone + 1024 * 1e6 / 1e12)
 
 
 @pytest.mark.parametrize("power", [0.5, 25.0, float("nan")])

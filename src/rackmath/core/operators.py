@@ -199,7 +199,7 @@ def _timing(
     # a Work's fields are NumPy values already: the timing skips the conversions
     compute, memory, time, bandwidth_frac, latency = eff.timing_of(
         e, work.flops, work.bytes, peak_flops_per_s, bandwidth, r, work.cols,
-        work.depth, work.calls, pure, work.routed, work.tokens, work.ep,
+        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads,
     )  # fmt: skip
     return compute, memory, time, bandwidth * bandwidth_frac, latency
 

@@ -69,6 +69,9 @@ class Work(NamedTuple):
     ep: FloatArray | None = None
     #: activation values the operator reads as matmul inputs (what a low-precision recipe casts)
     input_values: FloatArray | None = None
+    #: prefill attention: sequences x query heads per call, whose queries the kernel runs in
+    #: thread blocks of a tile of query rows (:func:`rackmath.core.efficiency.blocks_of`)
+    sequence_heads: FloatArray | None = None
 
     @property
     def bytes(self) -> FloatArray:
@@ -219,6 +222,7 @@ def prefill_attention(
     calls: ArrayLike = 1.0,
     kv_tokens: ArrayLike | None = None,
     shared_heads: bool = False,
+    sequences: ArrayLike | None = None,
 ) -> Work:
     """Causal attention over prompts of ``length`` (``tokens`` of them on the chip): the
     registry's ``flops``; Q, K and V read at ``input_bytes`` each (``query_heads`` queries of
@@ -232,6 +236,8 @@ def prefill_attention(
     ``shared_heads``: the kernel runs absorbed (MQA mode, DSA's sparse MLA: every head against
     one shared latent), and its tile is the query heads per KV head, as a decode kernel's:
     cols = ``query_heads / kv_heads``.
+    ``sequences`` (default ``tokens / length``: prompts of ``length`` new tokens) times the
+    query heads is the work's ``sequence_heads``, each a ``length``-query run of thread blocks.
     """
     m, hq, hk = num(tokens), num(query_heads), num(kv_heads)
     c, qw, ow = num(calls), num(query_width), num(output_width)
@@ -249,6 +255,7 @@ def prefill_attention(
         cols=hq / hk if shared_heads else num(query_width),
         depth=num(length),
         calls=c,
+        sequence_heads=(m / maximum(num(length), 1.0) if sequences is None else num(sequences)) * hq,
     )
 
 

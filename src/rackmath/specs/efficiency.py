@@ -92,6 +92,12 @@ class OpEfficiency:
     kernels on Hopper take heads in multiples of 64; an H200 DSA module's time grows by less than
     20% from 1 to 64 local heads), so only ``cols / (ceil(cols / tile) tile)`` of the
     computed columns are useful.
+    ``block_bytes`` (0: none) is what each thread block of an attention kernel adds beside its
+    bytes (its queries loaded, its softmax state, its output written and, for a split, merged),
+    as bytes streamed at the chip's HBM bandwidth; ``block_tile_rows`` (0: one block per
+    sequence and head) the query rows a prefill block takes. The blocks are a decode call's rows
+    times its split-KV splits, a prefill call's sequences x query heads times its query tiles
+    (:func:`rackmath.core.efficiency.blocks_of`).
     """
 
     compute_frac: float = 1.0
@@ -113,6 +119,8 @@ class OpEfficiency:
     split_tokens: float = 0.0
     split_max: float = 0.0
     compute_tile_cols: float = 0.0
+    block_bytes: float = 0.0
+    block_tile_rows: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -130,6 +138,8 @@ class OpEfficiency:
             "split_tokens",
             "split_max",
             "compute_tile_cols",
+            "block_bytes",
+            "block_tile_rows",
         ):
             checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not self.max_tokens > 0.0:  # inf allowed: no bound

@@ -68,6 +68,7 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
         isl,
         flops=b * pairs * per_key_flops,
         input_bytes=a_bytes,
+        sequences=b,
     )
     dt = df["attn_dtype"].astype(str).to_numpy()
     return op_rows_of(cls, dt, "gqa", work, df, shape_hash(df, cols), {"isl": isl})
@@ -155,6 +156,7 @@ def mla_rows(df: Any, cls: OpClass) -> OpRows:
         flops=b * pairs * flops_per_key,
         kv_write_bytes=b * isl * latent * kv_bytes,
         input_bytes=2.0,
+        sequences=b,
     )
     dt = df["mla_dtype"].astype(str).to_numpy()
     return op_rows_of(cls, dt, "mla", work, df, shape_hash(df, cols), {"isl": isl})

@@ -106,7 +106,8 @@ def dsa_rows(df: Any, cls: OpClass, gathers_top_k: bool = False) -> OpRows:
         for row in np.flatnonzero(at):  # a tuple per row (an object array cannot broadcast one)
             gemm_formats[row] = formats
         kv_formats[at] = rates.attention_formats[0]
-    attention, qkv, out = (_work(w) for w in works)
+    attention = _work(works[0], sequence_heads=not decode)
+    qkv, out = _work(works[1]), _work(works[2])
     companions = (
         Companion("attention_qkv", OpClass.GEMM, gemm_formats, qkv),
         Companion("attention_out", OpClass.GEMM, gemm_formats, out),
@@ -116,10 +117,15 @@ def dsa_rows(df: Any, cls: OpClass, gathers_top_k: bool = False) -> OpRows:
     return op_rows_of(cls, dt, DSA_KIND, attention, df, shape_hash(df, DSA_SHAPE), dims, companions)
 
 
-def _work(fields: list[np.ndarray]) -> wk.Work:
-    """A work from its fields over the rows (the optional MoE fields stay None)."""
-    core = len(wk.Work._fields) - 4  # routed, tokens, ep, input_values
-    return wk.Work(*fields[:core])
+def _work(fields: list[np.ndarray], sequence_heads: bool = False) -> wk.Work:
+    """A work from its fields over the rows: the optional MoE and input fields stay None, and
+    the prefill attention's ``sequence_heads`` is kept where asked."""
+    named: dict[str, np.ndarray | None] = dict(zip(wk.Work._fields, fields, strict=True))
+    for optional in ("routed", "tokens", "ep", "input_values"):
+        named[optional] = None
+    if not sequence_heads:
+        named["sequence_heads"] = None
+    return wk.Work(**named)  # type: ignore[arg-type]
 
 
 def _module_works(

@@ -102,13 +102,18 @@ class ChipPeaks:
 # Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
 # bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
 # routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed),
-# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context) and
-# split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0])
+# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context),
+# split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context) and
+# block_bytes (attention: what a thread block adds, as bytes at HBM speed: 1e-2 to 1e7; below
+# NO_BLOCK_BYTES it is none).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3])
 #: A fitted split above this is no split at any context the tables hold (128K tokens).
 NO_SPLIT_TOKENS = 1e6
+#: A fitted thread block cost below this many bytes is none (a microsecond per 300,000 blocks
+#: at 3 TB/s).
+NO_BLOCK_BYTES = 10.0
 #: A fitted cap above this many splits a row is no cap at any context the tables hold.
 NO_SPLIT_MAX = 5e3
 
@@ -122,8 +127,10 @@ def _eff(
     with_routing: bool = False,
     with_split: bool = False,
     col_tile: float = 0.0,
+    with_blocks: bool = False,
+    block_tile: float = 0.0,
 ) -> OpEfficiency:
-    c, h, b, hb, fl, hn, hk, power, routing, split, split_max = np.exp(p)
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block = np.exp(p)
     splitting = with_split and split < NO_SPLIT_TOKENS
     split = float(split) if splitting else 0.0
     split_max = float(split_max) if splitting and split_max < NO_SPLIT_MAX else 0.0
@@ -143,6 +150,8 @@ def _eff(
         split_tokens=split,
         split_max=split_max,
         compute_tile_cols=float(col_tile),
+        block_bytes=float(block) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
+        block_tile_rows=float(block_tile) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
     )
 
 
@@ -165,6 +174,7 @@ def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
         routed=w.routed,
         tokens=w.tokens,
         ep=w.ep,
+        sequence_heads=w.sequence_heads,
     )
     return t if r.fixed_s is None else t + r.fixed_s
 
@@ -220,6 +230,12 @@ DECODE_TILES = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 MOE_ROW_TILES = (0.0, 16.0, 32.0, 64.0, 128.0)
 # Output-tile edges tried for a dense GEMM's bandwidth parallelism (0 = saturate in rows).
 GEMM_BANDWIDTH_TILES = (0.0, 128.0)
+# One fit's discrete choices: the decode KV tile, the MoE row tile, the GEMM output tile, the
+# module column tile and the prefill query tile.
+_Shape = tuple[float, float, float, float, float]
+# Query tiles tried for prefill attention's thread blocks (FlashAttention-2/3-style kernels run
+# 64 or 128 query rows per block): the best fit wins.
+PREFILL_BLOCK_TILES = (64.0, 128.0)
 # Head tiles tried for a module table's absorbed attention (0 = none; Hopper's sparse MLA
 # runs heads in tiles of 64): the families of MODULE_KINDS, whose tables vary the local heads.
 MODULE_COL_TILES = (0.0, 64.0)
@@ -246,10 +262,12 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
 
     Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a
     shape also the column and depth half counts, MoE the routing bytes per element, decode
-    attention the context a split-KV thread block takes (``split_tokens``). Discrete choices are
+    attention the context a split-KV thread block takes (``split_tokens``), attention the cost
+    of a thread block (``block_bytes``). Discrete choices are
     tried and the lowest loss wins: the KV tile of decode attention (:data:`DECODE_TILES`), the
-    row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`) and a dense GEMM's output tile
-    (:data:`GEMM_BANDWIDTH_TILES`). The residual times each row through
+    row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`), a dense GEMM's output tile
+    (:data:`GEMM_BANDWIDTH_TILES`) and prefill attention's query tile
+    (:data:`PREFILL_BLOCK_TILES`). The residual times each row through
     :func:`operator_time_s`, the function the cost model uses.
     """
     from scipy.optimize import least_squares
@@ -258,27 +276,38 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     with_cols = r.cols is not None
     with_routing = r.routed is not None
     with_split = r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None
-    free = np.array([True] * 5 + [with_cols, with_cols, True, with_routing, with_split, with_split])
+    with_blocks = with_split or r.work.sequence_heads is not None
+    free = np.array(
+        [True] * 5 + [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks]
+    )
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
     bw_tiles = GEMM_BANDWIDTH_TILES if (r.op_class is OpClass.GEMM and with_cols) else (0.0,)
     module = len(r.kind) > 0 and bool(np.isin(r.kind, MODULE_KINDS).all())
     col_tiles = MODULE_COL_TILES if (module and with_cols) else (0.0,)
-    best: tuple[float, np.ndarray, tuple[float, float, float, float]] | None = None
-    for shape in [(t, rt, bt, ct) for t in tiles for rt in row_tiles for bt in bw_tiles for ct in col_tiles]:
+    block_tiles = PREFILL_BLOCK_TILES if r.work.sequence_heads is not None else (0.0,)
+    shapes: list[_Shape] = [
+        (t, rt, bt, ct, kt)
+        for t in tiles
+        for rt in row_tiles
+        for bt in bw_tiles
+        for ct in col_tiles
+        for kt in block_tiles
+    ]
+    best: tuple[float, np.ndarray, _Shape] | None = None
+    for shape in shapes:
         start = _START.copy()
         if shape[2] > 0:
             start[3] = np.log(16.0)  # the half count is in output tiles: of the order of the SMs
 
-        def resid(
-            q: np.ndarray, shape: tuple[float, float, float, float] = shape, start: np.ndarray = start
-        ) -> np.ndarray:
+        def resid(q: np.ndarray, shape: _Shape = shape, start: np.ndarray = start) -> np.ndarray:
             p = start.copy()
             p[free] = q
             e = _eff(
-                p, with_cols, *shape[:3], with_routing=with_routing, with_split=with_split, col_tile=shape[3]
-            )
+                p, with_cols, shape[0], shape[1], shape[2], with_routing=with_routing, with_split=with_split,
+                col_tile=shape[3], with_blocks=with_blocks, block_tile=shape[4],
+            )  # fmt: skip
             return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
         sol = least_squares(
@@ -294,10 +323,11 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             p[free] = sol.x
             best = (float(sol.cost), p, shape)
     assert best is not None
-    shape = best[2]
+    chosen = best[2]
     return _eff(
-        best[1], with_cols, *shape[:3], with_routing=with_routing, with_split=with_split, col_tile=shape[3]
-    )
+        best[1], with_cols, chosen[0], chosen[1], chosen[2], with_routing=with_routing, with_split=with_split,
+        col_tile=chosen[3], with_blocks=with_blocks, block_tile=chosen[4],
+    )  # fmt: skip
 
 
 def pipelined(name: str) -> bool:
