@@ -292,11 +292,13 @@ def test_bad_training_input_is_one_line_naming_the_field():
 # ---------------------------------------------------------------------------- validation gate
 def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
-    of 2026-11-26 with the casts as Transformer Engine runs them and Megatron's combined 1F1B
-    pairing each all-to-all with one block (all 14.2% / 68%, dense 11.4%, MoE 18.8%, 8-bit
-    10.7%; 12.9%, 12.5%, 17.9%, 12.0% before them; 18.1% / 66%, 13.9%, 46.3% and 17.9% at
-    a099cde; issue 23's 12% target is not met). The p90 rose with gpt-oss on the B200 running
-    HybridEP, as its recipe states. Lower them when the model improves."""
+    of 2026-11-26 with attention paid per thread block, the casts as Transformer Engine runs
+    them and Megatron's combined 1F1B pairing each all-to-all with one block (all 13.9% / 60%,
+    dense 10.0%, MoE 19.5%, 8-bit 9.3%; 12.9% / 68%, 12.5%, 17.9%, 12.0% before the three;
+    18.1% / 66%, 13.9%, 46.3% and 17.9% at a099cde; issue 23's 12% target is not met: the
+    median row is Qwen3-30B MXFP8 on GB200, which the model runs slow). The p90 rose with
+    gpt-oss on the B200 running HybridEP, as its recipe states. Lower them when the model
+    improves."""
     import numpy as np
 
     from rackmath.analyses.training.runs import score_runs
@@ -313,11 +315,11 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
         return float(np.median(a)), float(np.percentile(a, 90))
 
     median, p90 = stats(scores)
-    assert median <= 0.145 and p90 <= 0.70
+    assert median <= 0.145 and p90 <= 0.62
     dense_median, _ = stats([r for r in scores if not r.moe])
-    assert dense_median <= 0.12
+    assert dense_median <= 0.105
     moe_median, _ = stats([r for r in scores if r.moe])
-    assert moe_median <= 0.19
+    assert moe_median <= 0.20
     low_median, _ = stats([r for r in scores if r.precision_group == "8-bit or less"])
     assert low_median <= 0.12
 

@@ -96,8 +96,9 @@ def test_held_out_fp8_moe_rows_are_scored_not_fitted():
     assert not set(held) & {r.id for r in training_runs()}
     # -1.0% and +19.6% before the training kernels of issue 23 (attention backward 2.89x its
     # forward on an H100, k-grouped expert wgrad, permute, activations and loss as operators);
-    # -1.5% and +17.9% before the casts' transposed FP8 copies on Hopper
-    expected = {"llama4-scout-pretraining": -0.007, "llama4-maverick-pretraining": 0.188}
+    # -1.5% and +17.9% before attention paid per thread block and the casts' transposed FP8
+    # copies on Hopper
+    expected = {"llama4-scout-pretraining": -0.001, "llama4-maverick-pretraining": 0.194}
     for run_id, err in expected.items():
         run = held[run_id]
         assert run.model.is_moe and run.compute == "fp8" and run.value in (5.0e6, 2.38e6)
