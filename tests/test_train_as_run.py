@@ -724,6 +724,7 @@ def test_a_run_with_megatron_ep_overlap_pairs_blocks_unless_a_fraction_is_stated
     run = {r.id: r for r in held_out_runs()}["bridge-qwen3-235b-h100-fp8cs"]
     s = R.run_setup(run)
     assert s.ep_overlap_paired and s.ep_overlap_frac == 1.0
+    assert T.estimate(s).to_dict()["ep_overlap_paired"] is True  # the result says how it hid
     paired = T.estimate(s).step
     stated = T.estimate(R.run_setup(replace(run, ep_overlap_frac=1.0))).step
     assert not R.run_setup(replace(run, ep_overlap_frac=1.0)).ep_overlap_paired

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from rackmath.analyses.training.estimate import TrainingEstimate
 from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
-from rackmath.analyses.training.setup import CALIBRATED_TRAINING
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, TrainingSetup
 from rackmath.api import pipeline, train
 from rackmath.cli.main import app
 from rackmath.cli.options import count, dump_json, efficiency_option, number, plot_option
@@ -198,7 +198,7 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
     if st.ep_mb_s or st.fsdp_exposed_mb_s:
         out(
             f"  EP all-to-all exposed {fmt.seconds(st.ep_exposed_mb_s)} of {fmt.seconds(st.ep_mb_s)} per "
-            f"micro-batch (overlap {s.ep_overlap_frac:g}, skew {s.routing_skew:g}); FSDP exposed "
+            f"micro-batch (overlap {_ep_overlap(s)}, skew {s.routing_skew:g}); FSDP exposed "
             f"{fmt.seconds(st.fsdp_exposed_mb_s)} per micro-batch over {st.dp_buckets} buckets; "
             f"prefetch hides {fmt.seconds(st.dp_hidden_s)} of DP traffic per step"
         )
@@ -314,3 +314,8 @@ def render_pipeline(r: PipelineResult, console: Console) -> None:
             )
             out(f"  stage {s}: {row}")
     render_closed_forms(r.closed_forms, console)
+
+
+def _ep_overlap(s: TrainingSetup) -> str:
+    """How the expert all-to-all hides: Megatron's combined 1F1B pairs each with one block."""
+    return "each under its paired block, combined 1F1B" if s.ep_overlap_paired else f"{s.ep_overlap_frac:g}"

@@ -240,6 +240,7 @@ class TrainingEstimate(Tabular):
             "gemm_recipe": s.recipe.value,
             "efficiency": describe_efficiency(s.system.chip.id, s.efficiency),
             "ep_overlap_frac": s.ep_overlap_frac,
+            "ep_overlap_paired": s.ep_overlap_paired,
             "routing_skew": s.routing_skew,
             "seq_len_tokens": s.seq_len,
             "global_batch_sequences": s.global_batch,
