@@ -104,6 +104,8 @@ def attention_kernel_ratio(chip_id: str, kernel: str, seq_len: float) -> KernelR
     646 / 370 = 1.746, backward 559 / 318 = 1.758."""
     if kernel == FITTED_ATTENTION:
         return KernelRatio(1.0, 1.0, "the chip's fitted prefill-attention curve", False)
+    if kernel == CUDNN_ATTENTION:
+        return KernelRatio(1.0, 1.0, "its measured table where one exists (attention_table)", False)
     data = read_data("training_kernels.yaml")["attention_kernels"]
     for entry in data.get(kernel, []):
         if chip_id in entry["chips"]:
@@ -115,6 +117,54 @@ def attention_kernel_ratio(chip_id: str, kernel: str, seq_len: float) -> KernelR
                 float(np.interp(at, x, fwd)), float(np.interp(at, x, bwd)), str(entry["source"]), False
             )
     return KernelRatio(1.0, 1.0, f"no published {kernel} / fitted pair on {chip_id}: the fitted curve", True)
+
+
+#: Transformer Engine's FusedAttention: cuDNN's fused attention kernels, timed from cuDNN's
+#: own measured training tables (``data/training_kernels.yaml`` ``attention_tables``).
+CUDNN_ATTENTION = "cudnn-fused"
+
+
+class AttentionTable(NamedTuple):
+    """A framework's attention kernel as measured in training: forward and backward FLOP/s
+    by sequence length, for one chip, format and pair of head dimensions."""
+
+    seq_len: tuple[float, ...]
+    forward_flops_per_s: tuple[float, ...]
+    backward_flops_per_s: tuple[float, ...]
+    measured_on: str
+    source: str
+
+    def rates_at(self, seq_len: float) -> tuple[float, float]:
+        """(forward, backward) FLOP/s at ``seq_len`` tokens: linear in log sequence length
+        between the measured lengths, the end values beyond them. Worked number: cuDNN on a
+        GB200 in MXFP8 at 6,144 tokens, between 4,096 (1,716 / 1,027 TFLOP/s) and 8,192
+        (1,926 / 1,267): ``t = log 1.5 / log 2 = 0.585``, forward 1,838.8, backward 1,167.4."""
+        x = np.log(np.asarray(self.seq_len, float))
+        at = float(np.log(max(float(seq_len), 1.0)))
+        return (
+            float(np.interp(at, x, np.asarray(self.forward_flops_per_s, float))),
+            float(np.interp(at, x, np.asarray(self.backward_flops_per_s, float))),
+        )
+
+
+@cache
+def attention_table(chip_id: str, kernel: str, fmt: str, head_dims: tuple[int, int]) -> AttentionTable | None:
+    """``kernel``'s measured training table on ``chip_id`` for an attention core in ``fmt``
+    (``bf16``, ``fp8``, ``mxfp8``) with head dimensions ``(d_qk, d_v)``; None where none was
+    measured (the step then runs the fitted curve and says so). ``measured_on`` names the chip
+    the table is of (another than ``chip_id`` when transferred)."""
+    data = read_data("training_kernels.yaml").get("attention_tables", {})
+    for entry in data.get(kernel, []):
+        dims = tuple(int(d) for d in entry["head_dims"])
+        if chip_id in entry["chips"] and dims == tuple(head_dims) and fmt in entry["forward_tflops"]:
+            return AttentionTable(
+                tuple(float(v) for v in entry["seq_len"]),
+                tuple(float(v) * 1e12 for v in entry["forward_tflops"][fmt]),
+                tuple(float(v) * 1e12 for v in entry["backward_tflops"][fmt]),
+                str(entry["measured_on"]),
+                str(entry["source"]),
+            )
+    return None
 
 
 class DispatcherRate(NamedTuple):

@@ -17,6 +17,7 @@ from rackmath.cli.options import count, dump_json, efficiency_option, number, pl
 from rackmath.cli.output import console as cli_console
 from rackmath.cli.output import make_table
 from rackmath.specs.bounds import MAX_CHIPS, MAX_CONTEXT, MAX_TOKENS, MAX_USD_PER_CHIP_HOUR
+from rackmath.specs.efficiency import EfficiencyMode, Kernel
 from rackmath.views import fmt
 
 
@@ -147,6 +148,17 @@ def train_command(
     result.require_fit()  # the report shows which recomputation modes would fit; the exit says it failed
 
 
+def attention_kernel_text(k: Kernel, kernel_name: str) -> str:
+    """The attention core's kernel in one line: the framework's kernel on its measured table
+    (and the donor chip when transferred), or the fitted curve and why."""
+    if k.fallback:
+        return f"the fitted curve ({k.fmt}); {k.fallback}"
+    if "cudnn" in k.table:
+        where = f"{k.chip}'s, transferred" if k.transferred else k.chip
+        return f"{kernel_name} ({k.fmt}) on cuDNN's measured training table ({where})"
+    return f"{kernel_name}, the {k.chip} prefill-attention curve ({k.fmt})"
+
+
 def render_train(r: TrainingEstimate, console: Console) -> None:
     s, st, mem = r.setup, r.step, r.memory
     out = console.print
@@ -173,6 +185,9 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         f"GEMMs {s.recipe.value}, attention {s.attention_precision.value}"
     )
     out(f"  efficiency: {s.efficiency_label}")
+    core = next((o for o in st.operators if o.name == "attention"), None)
+    if core is not None and core.kernel is not None and s.efficiency.mode is EfficiencyMode.KERNEL:
+        out(f"  attention core: {attention_kernel_text(core.kernel, s.profile.attention_kernel)}")
     out("[bold]Step[/]")
     out(
         f"  compute {fmt.seconds(st.compute_s)}, bubble {fmt.pct(st.bubble_frac)} -> pipeline "

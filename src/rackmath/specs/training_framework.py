@@ -32,9 +32,10 @@ P2P_OVERLAP = ("never", "with_virtual_stages", "always")
 #: column-parallel backwards all-gather their input and reduce-scatter its gradient in bulk
 #: (``qkv_dgrad``, ``qkv_wgrad``, ``fc1_dgrad``, ``fc1_wgrad``).
 TP_OVERLAP_GEMMS = ("proj_fprop", "fc2_fprop", "qkv_dgrad", "qkv_wgrad", "fc1_dgrad", "fc1_wgrad")
-#: The attention kernel a framework runs: the chip's fitted prefill-attention curve, or
-#: FlashAttention-2 (PyTorch SDPA's flash backend, the flash_attn package's v2 kernels).
-ATTENTION_KERNELS = ("fitted", "flash-attention-2")
+#: The attention kernel a framework runs: the chip's fitted prefill-attention curve,
+#: FlashAttention-2 (PyTorch SDPA's flash backend, the flash_attn package's v2 kernels), or
+#: cuDNN's fused attention (Transformer Engine's FusedAttention) on its measured training tables.
+ATTENTION_KERNELS = ("fitted", "flash-attention-2", "cudnn-fused")
 #: The expert dispatcher: the chip's fitted DeepEP / NCCL curves, or HybridEP at its
 #: measured bandwidth (Megatron's flex dispatcher with ``moe_flex_dispatcher_backend hybridep``).
 EP_DISPATCHERS = ("fitted", "hybridep")

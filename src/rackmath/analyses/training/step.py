@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rackmath.analyses.serving.parts import MemoryPerChip
+from rackmath.analyses.training import attention as attn
 from rackmath.analyses.training import comm
 from rackmath.analyses.training import stages as stg
 from rackmath.analyses.training.setup import TrainingSetup
@@ -187,7 +188,8 @@ class StepBreakdown:
         return (self.compute_s + self.communication_s) / (1.0 - self.bubble_frac) + self.optimizer_s
 
     def operator_rows(self) -> list[dict[str, Any]]:
-        """Per operator, seconds per step on the busiest chip (``m`` micro-batches)."""
+        """Per operator, seconds per step on the busiest chip (``m`` micro-batches), the kernel
+        its forward ran on (None for the training-only passes) and how its backward was timed."""
         m = self.microbatches
         return [
             {
@@ -200,6 +202,8 @@ class StepBreakdown:
                 "weight_grad_s": m * float(o.weight_grad_s),
                 "recompute_s": m * float(o.recompute_s),
                 "time_s": m * float(o.time_s),
+                "kernel": o.kernel.to_dict() if o.kernel is not None else None,
+                "backward": o.backward or None,
             }
             for o in self.operators
         ]
@@ -378,35 +382,8 @@ def microbatch_operators(
         ),
     )
     train_ops = tp_overlap_margins(s, train_ops, m_ops.dense_matrices)
-    train_ops = attention_kernel(s, train_ops)
+    train_ops = attn.attention_kernel(s, train_ops, m_ops.prefill_dims[:2])
     return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers)
-
-
-def attention_kernel(
-    s: TrainingSetup, train_ops: tuple[ts.TrainingOperator, ...]
-) -> tuple[ts.TrainingOperator, ...]:
-    """The attention core as the framework's kernel runs it: the fitted curve's forward (and
-    its recompute) and backward times the kernel's ratios
-    (:func:`rackmath.catalog.training_frameworks.attention_kernel_ratio`; kernel-grounded
-    only: the pure roofline and the flat tables run every kernel at one fraction)."""
-    k = s.attention_kernel
-    if (
-        k is None
-        or (k.forward == 1.0 and k.backward == 1.0)
-        or s.efficiency.mode is not EfficiencyMode.KERNEL
-    ):
-        return train_ops
-    return tuple(
-        replace(
-            o,
-            forward_s=o.forward_s * k.forward,
-            recompute_s=o.recompute_s * k.forward,
-            input_grad_s=o.input_grad_s * k.backward,
-        )
-        if o.op_class.value.startswith("attention")
-        else o
-        for o in train_ops
-    )
 
 
 def tp_overlap_margins(
