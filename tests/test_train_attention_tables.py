@@ -125,3 +125,25 @@ def test_a_missing_table_falls_back_visibly_to_the_fitted_curve():
     # the pure roofline ignores kernel tables altogether
     pure = _attention(T.estimate(_llama8b("gb200-nvl72", efficiency="pure")))
     assert pure.kernel is None or "cudnn" not in pure.kernel.table
+
+
+def test_mla_runs_on_its_own_head_dims_table():
+    """DeepSeek-V3's MLA trains as multi-head attention of head dims 192 / 128 (r_F = 2.6):
+    Bridge's GB300 row runs on cuDNN's dsv3 table at its 4,096 tokens (BF16: forward 1,590,
+    backward 1,143 TFLOP/s)."""
+    run = next(r for r in held_out_runs() if r.id == "bridge-deepseek-v3-gb300-bf16")
+    a = _attention(T.estimate(R.run_setup(run)))
+    assert "dsv3_20260424_101002.csv" in a.kernel.table and a.kernel.chip == "gb300"
+    assert run.seq_len == 4096
+    # the busiest of its two stages stretches both passes alike: their ratio is the tables'
+    assert float(a.input_grad_s) / float(a.forward_s) == pytest.approx(2.6 * 1590 / 1143, rel=1e-9)
+
+
+def test_an_unknown_attention_kernel_is_refused_in_one_line():
+    from rackmath.errors import InputError
+
+    with pytest.raises(
+        InputError,
+        match="attention_kernel: got 'flash-4'; allowed: one of fitted, flash-attention-2, cudnn-fused",
+    ):
+        _llama8b("h100-hgx", framework_settings={"attention_kernel": "flash-4"})
