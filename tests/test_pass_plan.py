@@ -51,3 +51,18 @@ def test_a_pass_on_cached_terms_equals_one_on_fresh_rates() -> None:
     assert [op.name for op in cached] == [op.name for op in fresh]
     for a, b in zip(cached, fresh, strict=True):
         assert a.time_s == b.time_s and a.flops == b.flops and a.kernel == b.kernel, a.name
+
+
+def test_a_plan_s_shape_terms_time_a_gemm_as_the_terms_computed_at_the_call() -> None:
+    """The QKV projection timed on the plan's kept terms, and by :func:`ops.timed` (terms
+    computed from the work's columns and depth at the call): the same times, to the bit."""
+    dep = _deployment("deepseek-v3")
+    rates = dep.rates
+    g = pass_plan(dep.shardable.operators, rates, **PLAN).qkv
+    assert g.terms.cols is not None  # the GB200 GEMM curve saturates in the columns
+    for rows in (1.0, 8.0, 333.0, 4096.0):
+        kept = ops.gemm_operator(g, np.float64(rows), rates.bandwidth_bytes_per_s)
+        assert kept.work is not None
+        at_call = ops.timed(g.name, kept.op_class, rates, kept.work, g.formats)
+        for field in ("compute_s", "memory_s", "time_s", "bandwidth_bytes_per_s", "latency_s"):
+            assert getattr(kept, field) == getattr(at_call, field), (rows, field)

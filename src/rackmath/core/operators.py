@@ -164,13 +164,16 @@ def timed_on(
     work: wk.Work,
     formats: tuple[str, ...],
     kind: str = "",
+    terms: eff.ShapeTerms | None = None,
 ) -> Operator:
-    """:func:`timed` on a curve already chosen (a plan's passes choose each operator's once)."""
+    """:func:`timed` on a curve already chosen (a plan's passes choose each operator's once);
+    ``terms``: the curve's :func:`rackmath.core.efficiency.shape_terms` at the work's columns
+    and depth, where the plan keeps them."""
     # a grid-sized operator (attention over batch x context) is timed in blocks of rows
     shape = numeric.grid_shape(work) if type(work.flops) is np.ndarray else None
     if shape is None:
         compute, memory, time, moving, latency = _timing(
-            choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, work
+            choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, work, terms
         )
     else:
         compute, memory, time, moving, latency = numeric.by_rows(
@@ -202,7 +205,12 @@ def timed_on(
 
 
 def _timing(
-    e: OpEfficiency, pure: bool, peak_flops_per_s: float, bandwidth: float, work: wk.Work
+    e: OpEfficiency,
+    pure: bool,
+    peak_flops_per_s: float,
+    bandwidth: float,
+    work: wk.Work,
+    terms: eff.ShapeTerms | None = None,
 ) -> tuple[FloatArray, ...]:
     """``(compute_s, memory_s, time_s, bandwidth_bytes_per_s, latency_s)`` of ``work`` on the
     curve ``e`` (``pure`` where it is the pure roofline) at its peak and the chip's bandwidth."""
@@ -212,7 +220,7 @@ def _timing(
     # a Work's fields are NumPy values already: the timing skips the conversions
     compute, memory, time, bandwidth_frac, latency = eff.timing_of(
         e, work.flops, work.bytes, peak_flops_per_s, bandwidth, r, work.cols,
-        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads,
+        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads, terms,
     )  # fmt: skip
     return compute, memory, time, bandwidth * bandwidth_frac, latency
 
@@ -409,7 +417,7 @@ def gemm_operator(g: GemmPlan, rows: FloatArray, bandwidth: float) -> Operator:
         out_values=g.out_values,
         calls=g.calls,
     )
-    return timed_on(g.name, OpClass.GEMM, g.curve, bandwidth, work, g.formats)
+    return timed_on(g.name, OpClass.GEMM, g.curve, bandwidth, work, g.formats, "", g.terms)
 
 
 def _moe_operators(
@@ -452,5 +460,7 @@ def _moe_operators(
     )
     router = gemm_operator(plan.router, tokens, bandwidth)
     shared = gemm_operator(plan.shared, tokens, bandwidth) if plan.shared is not None else None
-    routed = timed_on("routed_experts", OpClass.MOE, plan.curve, bandwidth, work, plan.formats, plan.kind)
+    routed = timed_on(
+        "routed_experts", OpClass.MOE, plan.curve, bandwidth, work, plan.formats, plan.kind, plan.terms
+    )
     return [router, shared, routed]

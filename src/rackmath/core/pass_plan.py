@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core.chip_rates import ChipRates, CurveChoice
+from rackmath.core.efficiency import ShapeTerms, shape_terms
 from rackmath.core.numeric import maximum, minimum, num
 from rackmath.core.operator_model import OperatorModel, expert_shards, expert_slot_factor
 from rackmath.specs.efficiency import OpClass
@@ -44,6 +45,8 @@ class GemmPlan(NamedTuple):
     calls: FloatArray
     formats: tuple[str, ...]
     curve: CurveChoice
+    #: the curve's terms at ``cols`` and ``depth`` (:func:`rackmath.core.efficiency.shape_terms`)
+    terms: ShapeTerms
 
 
 class MoePlan(NamedTuple):
@@ -62,6 +65,8 @@ class MoePlan(NamedTuple):
     formats: tuple[str, ...]
     kind: str
     curve: CurveChoice
+    #: the routed experts' curve terms at their columns (the expert's width) and depth (hidden)
+    terms: ShapeTerms
     router: GemmPlan
     shared: GemmPlan | None
 
@@ -164,9 +169,9 @@ def _pass_plan(
         """A dense projection over ``n_layers`` layers: ``in_values`` read and ``out_values``
         written per token per layer (per chip)."""
         formats, activation_bytes = rates.gemm(m.weight_precision[name])
-        return GemmPlan(
-            name, P[name] / (p * split), cols, depth, m.bytes_per_param[name], activation_bytes,
-            in_values, out_values, n_layers, formats, rates.curve(OpClass.GEMM, formats),
+        return _gemm_plan(
+            rates, name, P[name] / (p * split), cols, depth, m.bytes_per_param[name], activation_bytes,
+            in_values, out_values, n_layers, formats,
         )  # fmt: skip
 
     kv_split = minimum(t, float(m.kv_heads))
@@ -206,6 +211,26 @@ def _pass_plan(
     )
 
 
+def _gemm_plan(
+    rates: ChipRates,
+    name: str,
+    params: FloatArray,
+    cols: ArrayLike,
+    depth: ArrayLike,
+    weight_bytes_per_param: float,
+    activation_bytes: float,
+    in_values: ArrayLike,
+    out_values: ArrayLike,
+    calls: FloatArray,
+    formats: tuple[str, ...],
+) -> GemmPlan:
+    curve = rates.curve(OpClass.GEMM, formats)
+    return GemmPlan(
+        name, params, cols, depth, weight_bytes_per_param, activation_bytes, in_values, out_values, calls,
+        formats, curve, shape_terms(curve.efficiency, cols, depth),
+    )  # fmt: skip
+
+
 def _moe_plan(
     m: OperatorModel,
     rates: ChipRates,
@@ -230,9 +255,9 @@ def _moe_plan(
     formats, activation_bytes = rates.gemm(expert_precision)
     kind = "gated" if m.expert_matrices == 3.0 else "nongated"
     router_formats, router_activation_bytes = rates.gemm(m.weight_precision["router"])
-    router = GemmPlan(
-        "router", P["router"] / p, float(m.experts), h, m.bytes_per_param["router"], router_activation_bytes,
-        h, float(m.experts), moe_layers, router_formats, rates.curve(OpClass.GEMM, router_formats),
+    router = _gemm_plan(
+        rates, "router", P["router"] / p, float(m.experts), h, m.bytes_per_param["router"],
+        router_activation_bytes, h, float(m.experts), moe_layers, router_formats,
     )  # fmt: skip
     shared = (
         gemm(
@@ -247,6 +272,8 @@ def _moe_plan(
         if P["shared_experts"]
         else None
     )
+    curve = rates.curve(OpClass.MOE, formats, kind)
+    expert_width = expert_i / expert_tp
     return MoePlan(
         moe_layers=moe_layers,
         shards=shards,
@@ -254,13 +281,15 @@ def _moe_plan(
         slots=expert_slot_factor(e, m.experts, redundant_experts),
         skew=num(skew),
         expert_tp=expert_tp,
-        expert_width=expert_i / expert_tp,
+        expert_width=expert_width,
         expert_params=P["routed_experts"] / m.num_moe_layers / expert_tp,  # biases included
         weight_bytes_per_param=expert_precision.bytes_per_element,
         activation_bytes=activation_bytes,
         formats=formats,
         kind=kind,
-        curve=rates.curve(OpClass.MOE, formats, kind),
+        curve=curve,
+        # the grouped GEMM's columns and depth (rackmath.core.work.grouped_gemm)
+        terms=shape_terms(curve.efficiency, num(expert_width), num(h)),
         router=router,
         shared=shared,
     )
