@@ -18,7 +18,10 @@ from rackmath.specs.efficiency import PURE_TABLE, EfficiencyTable, Kernel, OpCla
 from rackmath.specs.precision import FORMATS, Precision, attention_format, gemm_formats
 
 
-class _Choice(NamedTuple):
+class CurveChoice(NamedTuple):
+    """The curve an operator runs on (:meth:`ChipRates.curve`): its efficiency, whether it is the
+    pure roofline, the peak it was fitted against and the kernel it names."""
+
     efficiency: OpEfficiency
     pure: bool
     peak_flops_per_s: float
@@ -62,14 +65,14 @@ class ChipRates:
         cls = Precision(precision).compute_class.value
         return float(peaks.get(cls) or peaks.get("bf16") or max(peaks.values()))
 
-    def curve(self, op_class: OpClass, formats: tuple[str, ...], kind: str = "") -> _Choice:
+    def curve(self, op_class: OpClass, formats: tuple[str, ...], kind: str = "") -> CurveChoice:
         """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
-        cache: dict[tuple[OpClass, tuple[str, ...], str], _Choice] = self._curves  # type: ignore[attr-defined]
+        cache: dict[tuple[OpClass, tuple[str, ...], str], CurveChoice] = self._curves  # type: ignore[attr-defined]
         hit = cache.get((op_class, formats, kind))
         if hit is None:
             compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
             e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute)
-            hit = _Choice(e, eff.is_pure(e), self.peak(precision), kernel)
+            hit = CurveChoice(e, eff.is_pure(e), self.peak(precision), kernel)
             cache[(op_class, formats, kind)] = hit
         return hit
 

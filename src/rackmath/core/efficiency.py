@@ -100,7 +100,7 @@ Units: seconds, rows (dimensionless counts), fractions in (0, 1].
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -123,6 +123,49 @@ _ONE = np.float64(1.0)
 _ZERO = np.float64(0.0)
 
 
+class ShapeTerms(NamedTuple):
+    """What a curve's fractions take from an operator's columns and depth, which its rows do not
+    change (:func:`shape_terms`); None where the curve has no such term. An operator whose
+    columns and depth are the plan's computes them once (:mod:`rackmath.core.pass_plan`)."""
+
+    #: ``max(cols, 1)`` and ``max(depth, 1)``: an empty operator keeps a positive fraction
+    cols: Any
+    depth: Any
+    #: ``cols + compute_half_cols``; ``ceil(cols / compute_tile_cols) compute_tile_cols``
+    cols_half: Any
+    cols_tiles: Any
+    #: ``depth + compute_half_depth``
+    depth_half: Any
+    #: ``ceil(cols / bandwidth_tile)``: the output tiles along the columns
+    bandwidth_col_tiles: Any
+    #: ``ceil(depth / bandwidth_tile_depth) bandwidth_tile_depth``: the depth read in whole tiles
+    bandwidth_depth_tiles: Any
+
+
+def shape_terms(e: OpEfficiency, cols: ArrayLike | None, depth: ArrayLike | None) -> ShapeTerms:
+    """The terms of :class:`ShapeTerms` for curve ``e`` at ``cols`` and ``depth`` (None: not given)."""
+    c = d = None
+    if cols is not None and (
+        e.compute_half_cols > 0.0 or e.compute_tile_cols > 0.0 or e.bandwidth_tile > 0.0
+    ):
+        c = maximum(cols, 1.0)  # a float, a NumPy value or an array
+    if depth is not None and (e.compute_half_depth > 0.0 or e.bandwidth_tile_depth > 0.0):
+        d = maximum(depth, 1.0)
+    return ShapeTerms(
+        c,
+        d,
+        c + e.compute_half_cols if c is not None and e.compute_half_cols > 0.0 else None,
+        ceil(c / e.compute_tile_cols) * e.compute_tile_cols
+        if c is not None and e.compute_tile_cols > 0.0
+        else None,
+        d + e.compute_half_depth if d is not None and e.compute_half_depth > 0.0 else None,
+        ceil(c / e.bandwidth_tile) if c is not None and e.bandwidth_tile > 0.0 else None,
+        ceil(d / e.bandwidth_tile_depth) * e.bandwidth_tile_depth
+        if d is not None and e.bandwidth_tile_depth > 0.0
+        else None,
+    )
+
+
 def achieved_compute_frac(
     e: OpEfficiency, rows: ArrayLike, cols: ArrayLike | None = None, depth: ArrayLike | None = None
 ) -> FloatArray:
@@ -141,10 +184,12 @@ def compute_frac_of(
     cols: ArrayLike | None = None,
     depth: ArrayLike | None = None,
     split: FloatArray | None = None,
+    terms: ShapeTerms | None = None,
 ) -> FloatArray:
     """:func:`achieved_compute_frac` of rows already a NumPy value (an array or a NumPy scalar:
     the one-point path converts once, in :func:`operator_timing`); ``split``: ``_split_rows``
-    of ``r`` where the caller has it."""
+    of ``r`` where the caller has it; ``terms``: :func:`shape_terms` of ``e``, ``cols`` and
+    ``depth`` where the caller has them."""
     if e.split_tokens > 0.0:
         r = _split_rows(e, r, depth) if split is None else split
     if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
@@ -155,15 +200,13 @@ def compute_frac_of(
         frac = _saturating(e.compute_frac, e.compute_half_rows, r)
     # an empty operator (0 columns or depth, e.g. a step with no prompt) keeps a positive
     # fraction: its time is 0 FLOPs / rate, not 0 / 0
-    if cols is not None and e.compute_half_cols > 0.0:
-        c = maximum(cols, 1.0)  # a float, a NumPy value or an array
-        frac = frac * c / (c + e.compute_half_cols)
-    if cols is not None and e.compute_tile_cols > 0.0:  # whole column tiles: the useful share
-        c = maximum(cols, 1.0)
-        frac = frac * c / (ceil(c / e.compute_tile_cols) * e.compute_tile_cols)
-    if depth is not None and e.compute_half_depth > 0.0:
-        d = maximum(depth, 1.0)
-        frac = frac * d / (d + e.compute_half_depth)
+    s = shape_terms(e, cols, depth) if terms is None else terms
+    if s.cols_half is not None:
+        frac = frac * s.cols / s.cols_half
+    if s.cols_tiles is not None:  # whole column tiles: the useful share
+        frac = frac * s.cols / s.cols_tiles
+    if s.depth_half is not None:
+        frac = frac * s.depth / s.depth_half
     return frac
 
 
@@ -183,22 +226,22 @@ def bandwidth_frac_of(
     depth: ArrayLike | None = None,
     cols: ArrayLike | None = None,
     split: FloatArray | None = None,
+    terms: ShapeTerms | None = None,
 ) -> FloatArray:
     """:func:`achieved_bandwidth_frac` of rows already a NumPy value; ``split``: ``_split_rows``
-    of ``max(rows, 1)`` where the caller has it."""
+    of ``max(rows, 1)`` where the caller has it; ``terms``: :func:`shape_terms` where the caller
+    has them."""
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
     r = maximum(rows, 1.0)
     if e.split_tokens > 0.0:
         r = _split_rows(e, r, depth) if split is None else split
-    if cols is not None and e.bandwidth_tile > 0.0:
-        edge = e.bandwidth_tile
-        r = ceil(r / edge) * ceil(maximum(cols, 1.0) / edge)
+    s = shape_terms(e, cols, depth) if terms is None else terms
+    if s.bandwidth_col_tiles is not None:
+        r = ceil(r / e.bandwidth_tile) * s.bandwidth_col_tiles
     frac = _saturating(e.bandwidth_frac, e.bandwidth_half_rows, r)
-    if depth is not None and e.bandwidth_tile_depth > 0.0:
-        d = maximum(depth, 1.0)
-        tile = e.bandwidth_tile_depth
-        frac = frac * d / (ceil(d / tile) * tile)
+    if s.bandwidth_depth_tiles is not None:
+        frac = frac * s.depth / s.bandwidth_depth_tiles
     return frac
 
 
@@ -302,10 +345,12 @@ def timing_of(
     tokens: ArrayLike | None = None,
     ep: ArrayLike | None = None,
     sequence_heads: ArrayLike | None = None,
+    terms: ShapeTerms | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     """:func:`operator_timing` of work whose FLOPs, bytes, rows and calls are already NumPy
     values (a :class:`rackmath.core.work.Work`'s fields are): the one formula, without the
-    conversions a caller with plain numbers needs."""
+    conversions a caller with plain numbers needs; ``terms``: :func:`shape_terms` of ``e``,
+    ``cols`` and ``depth`` where the caller keeps them."""
     if pure:
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
@@ -315,8 +360,10 @@ def timing_of(
     one_axis = e.split_tokens > 0.0 and depth is not None and type(rows) is np.ndarray and rows.size < f.size
     if one_axis and np.array_equal(maximum(rows, 1.0), rows):
         split = _split_rows(e, rows, depth)
-    bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols, split)
-    compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth, split))
+    if terms is None:
+        terms = shape_terms(e, cols, depth)
+    bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols, split, terms)
+    compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth, split, terms))
     memory_s = moved / (bandwidth_bytes_per_s * bandwidth_frac)
     time_s = maximum(compute_s, memory_s)
     if e.overlap_power:

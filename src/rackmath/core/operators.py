@@ -59,7 +59,6 @@ Williams, Waterman & Patterson 2009 (the roofline per kernel); Korthikanti et al
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -68,10 +67,11 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core import efficiency as eff
 from rackmath.core import numeric
 from rackmath.core import work as wk
-from rackmath.core.chip_rates import ChipRates
+from rackmath.core.chip_rates import ChipRates, CurveChoice
 from rackmath.core.loads import StepLoad, microbatch_tokens, rank_share, whole
-from rackmath.core.numeric import maximum, minimum, num
-from rackmath.core.operator_model import OperatorModel, expert_shards, expert_slot_factor, top_k_gather_work
+from rackmath.core.numeric import maximum, minimum
+from rackmath.core.operator_model import OperatorModel, top_k_gather_work
+from rackmath.core.pass_plan import ELEMENTWISE_FORMATS, GemmPlan, MoePlan, pass_plan
 from rackmath.core.roofline import expected_distinct_experts
 from rackmath.specs.efficiency import Kernel, OpClass, OpEfficiency
 from rackmath.specs.precision import FORMATS
@@ -151,13 +151,29 @@ def timed(
     kind: str = "",
 ) -> Operator:
     """An operator's times: its work on the curve it names (:meth:`ChipRates.curve`)."""
-    choice = rates.curve(op_class, formats, kind)
-    bandwidth = rates.bandwidth_bytes_per_s
+    return timed_on(
+        name, op_class, rates.curve(op_class, formats, kind), rates.bandwidth_bytes_per_s, work, formats, kind
+    )
+
+
+def timed_on(
+    name: str,
+    op_class: OpClass,
+    choice: CurveChoice,
+    bandwidth: float,
+    work: wk.Work,
+    formats: tuple[str, ...],
+    kind: str = "",
+    terms: eff.ShapeTerms | None = None,
+) -> Operator:
+    """:func:`timed` on a curve already chosen (a plan's passes choose each operator's once);
+    ``terms``: the curve's :func:`rackmath.core.efficiency.shape_terms` at the work's columns
+    and depth, where the plan keeps them."""
     # a grid-sized operator (attention over batch x context) is timed in blocks of rows
     shape = numeric.grid_shape(work) if type(work.flops) is np.ndarray else None
     if shape is None:
         compute, memory, time, moving, latency = _timing(
-            choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, work
+            choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, work, terms
         )
     else:
         compute, memory, time, moving, latency = numeric.by_rows(
@@ -189,7 +205,12 @@ def timed(
 
 
 def _timing(
-    e: OpEfficiency, pure: bool, peak_flops_per_s: float, bandwidth: float, work: wk.Work
+    e: OpEfficiency,
+    pure: bool,
+    peak_flops_per_s: float,
+    bandwidth: float,
+    work: wk.Work,
+    terms: eff.ShapeTerms | None = None,
 ) -> tuple[FloatArray, ...]:
     """``(compute_s, memory_s, time_s, bandwidth_bytes_per_s, latency_s)`` of ``work`` on the
     curve ``e`` (``pure`` where it is the pure roofline) at its peak and the chip's bandwidth."""
@@ -199,7 +220,7 @@ def _timing(
     # a Work's fields are NumPy values already: the timing skips the conversions
     compute, memory, time, bandwidth_frac, latency = eff.timing_of(
         e, work.flops, work.bytes, peak_flops_per_s, bandwidth, r, work.cols,
-        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads,
+        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads, terms,
     )  # fmt: skip
     return compute, memory, time, bandwidth * bandwidth_frac, latency
 
@@ -255,11 +276,11 @@ def pass_operators(
     ``a2a`` merge, Helix): the QKV projection runs every decode sequence on every CP rank, so no
     query is gathered. The traffic is :func:`rackmath.core.collective_ops.cp_collectives`.
     """
-    t, p, d, e = (num(x) for x in (tp, pp, dp, ep))
-    c = num(cp)
-    on_cp = bool((c > 1.0).any()) if type(c) is np.ndarray else bool(c > 1.0)
+    plan = pass_plan(m, rates, tp, pp, dp, ep, moe_tp, redundant_experts, skew, cp, cp_queries_everywhere)
+    t, p, c, on_cp = plan.tp, plan.pp, plan.cp, plan.on_cp
+    bandwidth = rates.bandwidth_bytes_per_s
     queries = load.decode_queries
-    decode_rows, prompts, prompt_tokens = rank_share(load, p, d)
+    decode_rows, prompts, prompt_tokens = rank_share(load, p, plan.dp)
     tokens = decode_rows + prompt_tokens  # tokens a chip's rank sees per micro-batch
     qkv_tokens = tokens
     own_rows = decode_rows  # the decode rows whose tokens this chip computes (and whose KV it writes)
@@ -269,42 +290,14 @@ def pass_operators(
             cp_rows if type(c) is not np.ndarray else np.asarray(np.where(c > 1.0, cp_rows, decode_rows))
         )
         tokens = own_rows + prompt_tokens / c
-        qkv_tokens = decode_rows + prompt_tokens / c if cp_queries_everywhere else tokens
-    layers = m.num_layers / p
-    stage = 1.0 / p  # a stage's share of the layers (the loads' attention work is all layers')
-    dense_layers = m.num_dense_layers / p
-    h = float(m.hidden)
-    W, P = m.weight_bytes, m.params
-    qkv_w, out_w = m.qkv_out_widths
-    vocab = P["lm_head"] / h  # the LM head's output width
-
-    def gemm(
-        name: str, n_layers: FloatArray, in_values: ArrayLike, out_values: ArrayLike, split: FloatArray,
-        cols: ArrayLike, depth: ArrayLike, rows: FloatArray | None = None,
-    ) -> Operator:  # fmt: skip
-        """A dense projection over ``n_layers`` layers: ``in_values`` read and ``out_values``
-        written per token per layer (per chip); ``rows`` tokens (default: the chip's)."""
-        formats, activation_bytes = rates.gemm(m.weight_precision[name])
-        work = wk.gemm(
-            tokens if rows is None else rows,
-            P[name] / (p * split),
-            cols,
-            depth,
-            weight_bytes_per_param=m.bytes_per_param[name],
-            activation_bytes=activation_bytes,
-            in_values=in_values,
-            out_values=out_values,
-            calls=n_layers,
-        )
-        return timed(name, OpClass.GEMM, rates, work, formats)
-
-    kv_split = minimum(t, float(m.kv_heads))
-    heads = m.heads / t  # query heads on one chip
-    kv_local = float(m.kv_heads) / kv_split  # KV heads on one chip (replicated once tp exceeds them)
+        qkv_tokens = decode_rows + prompt_tokens / c if plan.cp_queries_everywhere else tokens
+    layers, stage = plan.layers, plan.stage
+    h = plan.hidden
+    kv_split, heads, kv_local = plan.kv_split, plan.heads, plan.kv_local
     decode = _has(load.decode_sequences)
     prefill = _has(load.prefill_sequences)
     kind = m.attention_kind
-    att_formats = rates.attention_formats
+    att_formats = plan.attention_formats
     attention: list[Operator] = []
     # A mixed step runs two attention kernels, each at its own efficiency: decode rows read
     # their caches, the prompt chunk computes; one operator would cost the chunk's FLOPs at the
@@ -337,7 +330,11 @@ def pass_operators(
                 kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
                 calls=layers,
             )
-        attention.append(timed("attention", OpClass.ATTENTION_DECODE, rates, work, att_formats, kind))
+        attention.append(
+            timed_on(
+                "attention", OpClass.ATTENTION_DECODE, plan.decode_curve, bandwidth, work, att_formats, kind
+            )
+        )
     if prefill:
         qk, v, kv_heads = m.prefill_dims
         share = c if on_cp else 1.0  # the CP rank's share of a prompt's queries, FLOPs and cache
@@ -363,44 +360,43 @@ def pass_operators(
             shared_heads=m.prefill_absorbed,
         )
         name = "attention_prefill" if decode else "attention"
-        attention.append(timed(name, OpClass.ATTENTION_PREFILL, rates, work, att_formats, kind))
-    emb_bytes = m.bytes_per_param["embedding"]
+        attention.append(
+            timed_on(name, OpClass.ATTENTION_PREFILL, plan.prefill_curve, bandwidth, work, att_formats, kind)
+        )
     table: list[Operator | None] = [
-        timed(
+        timed_on(
             "embedding",
             OpClass.ELEMENTWISE,
-            rates,
-            wk.elementwise(tokens * h * emb_bytes / p, tokens, calls=1.0 / p),
-            _ELEMENTWISE,
+            plan.elementwise_curve,
+            bandwidth,
+            wk.elementwise(tokens * h * plan.embedding_bytes / p, tokens, calls=plan.embedding_calls),
+            ELEMENTWISE_FORMATS,
         ),
-        gemm("attention_qkv", layers, h, qkv_w / t, t, qkv_w / t, h, qkv_tokens),
+        gemm_operator(plan.qkv, qkv_tokens, bandwidth),
         *attention,
-        gemm("attention_out", layers, out_w / t, h, t, h, out_w / t),
+        gemm_operator(plan.out, tokens, bandwidth),
     ]
-    if m.num_moe_layers:
-        table += _moe_operators(m, load, rates, gemm, tokens, t, p, d * c, e, moe_tp, redundant_experts, skew)
-    if m.num_dense_layers:
-        di = m.mlp_widths[0] / t  # the dense MLP's intermediate width on one chip
-        table.append(gemm("dense_mlp", dense_layers, h + di, (m.dense_matrices - 1) * di + h, t, di, h))
+    if plan.moe is not None:
+        table += _moe_operators(m, load, plan.moe, bandwidth, tokens, p, e=plan.ep)
+    if plan.dense is not None:
+        table.append(gemm_operator(plan.dense, tokens, bandwidth))
     table += [
-        timed(
+        timed_on(
             "norms",
             OpClass.ELEMENTWISE,
-            rates,
+            plan.elementwise_curve,
+            bandwidth,
             wk.elementwise(
                 tokens * layers * NORM_VALUES_PER_HIDDEN_PER_LAYER * h * ACTIVATION_BYTES,
                 tokens,
                 calls=layers,
-                weight_bytes=W["norms"] / p,
+                weight_bytes=plan.norms_weight_bytes,
             ),
-            _ELEMENTWISE,
+            ELEMENTWISE_FORMATS,
         ),
-        gemm("lm_head", 1.0 / p, h, vocab / t, t, vocab / t, h),
+        gemm_operator(plan.lm_head, tokens, bandwidth),
     ]
     return tuple(op for op in table if op is not None)
-
-
-_ELEMENTWISE = ("bfloat16",)
 
 
 def _activation_bytes(fmt: str) -> float:
@@ -408,86 +404,63 @@ def _activation_bytes(fmt: str) -> float:
     return f.activation_bytes if f is not None else ACTIVATION_BYTES
 
 
+def gemm_operator(g: GemmPlan, rows: FloatArray, bandwidth: float) -> Operator:
+    """The projection ``g`` of ``rows`` tokens (:func:`rackmath.core.work.gemm`), timed."""
+    work = wk.gemm(
+        rows,
+        g.params,
+        g.cols,
+        g.depth,
+        weight_bytes_per_param=g.weight_bytes_per_param,
+        activation_bytes=g.activation_bytes,
+        in_values=g.in_values,
+        out_values=g.out_values,
+        calls=g.calls,
+    )
+    return timed_on(g.name, OpClass.GEMM, g.curve, bandwidth, work, g.formats, "", g.terms)
+
+
 def _moe_operators(
     m: OperatorModel,
     load: StepLoad,
-    rates: ChipRates,
-    gemm: Callable[..., Operator],
+    plan: MoePlan,
+    bandwidth: float,
     tokens: FloatArray,
-    t: FloatArray,
     p: FloatArray,
-    d: FloatArray,
     e: FloatArray,
-    moe_tp: ArrayLike,
-    redundant_experts: ArrayLike,
-    skew: ArrayLike,
 ) -> list[Operator | None]:
     """The router, shared experts and routed experts of one pass (see :func:`pass_operators`)."""
     h = float(m.hidden)
-    moe_layers = m.num_moe_layers / p
-    P = m.params
-    shards = expert_shards(t, e, moe_tp)
-    groups = d * t / shards  # ``d``: the stage's token-splitting ranks (DP x CP)
-    group_tokens = microbatch_tokens(load, p) / groups
+    moe_layers, shards, expert_tp = plan.moe_layers, plan.shards, plan.expert_tp
+    group_tokens = microbatch_tokens(load, p) / plan.groups
     distinct = expected_distinct_experts(group_tokens, m.experts, m.experts_per_token)
-    slots = expert_slot_factor(e, m.experts, redundant_experts)
     # token-expert pairs the busiest rank's group processes (skew x the mean)
-    routed_tokens = group_tokens * m.experts_per_token * num(skew)
-    _, shared_i, expert_i = m.mlp_widths
-    expert_tp = maximum(shards / minimum(e, float(m.experts)), 1.0)  # ways one expert is split
+    routed_tokens = group_tokens * m.experts_per_token * plan.skew
     # experts the busiest rank reads per layer: its share of the distinct ones, one at least
-    hit = distinct * slots * expert_tp / shards
+    hit = distinct * plan.slots * expert_tp / shards
     if type(shards) is np.ndarray or shards > 1.0:
         hit = maximum(hit, minimum(routed_tokens, 1.0))
-    expert_precision = m.weight_precision["routed_experts"]
-    formats, activation_bytes = rates.gemm(expert_precision)
-    kind = "gated" if m.expert_matrices == 3.0 else "nongated"
+    rank_pairs = routed_tokens * expert_tp / shards  # the pairs this rank receives
     work = wk.grouped_gemm(
-        routed_tokens * expert_tp / shards * moe_layers,
+        rank_pairs * moe_layers,
         hit * moe_layers,
         h,
-        expert_i / expert_tp,
+        plan.expert_width,
         matrices=m.expert_matrices,
-        weight_bytes_per_param=expert_precision.bytes_per_element,
-        activation_bytes=activation_bytes,
+        weight_bytes_per_param=plan.weight_bytes_per_param,
+        activation_bytes=plan.activation_bytes,
         tokens_per_expert=routed_tokens / m.experts,
         # the permute and finalize passes over the pairs this rank receives (the all-to-all
         # dispatch the network model uses), at full hidden width
-        routed=routed_tokens * expert_tp / shards * h * moe_layers,
+        routed=rank_pairs * h * moe_layers,
         group_tokens=group_tokens,
         ep=e,
         calls=moe_layers,
-        expert_params=P["routed_experts"] / m.num_moe_layers / expert_tp,  # biases included
+        expert_params=plan.expert_params,
     )
-    router = timed(
-        "router",
-        OpClass.GEMM,
-        rates,
-        wk.gemm(
-            tokens,
-            P["router"] / p,
-            float(m.experts),
-            h,
-            weight_bytes_per_param=m.bytes_per_param["router"],
-            activation_bytes=rates.gemm(m.weight_precision["router"])[1],
-            in_values=h,
-            out_values=float(m.experts),
-            calls=moe_layers,
-        ),
-        rates.gemm_formats(m.weight_precision["router"]),
+    router = gemm_operator(plan.router, tokens, bandwidth)
+    shared = gemm_operator(plan.shared, tokens, bandwidth) if plan.shared is not None else None
+    routed = timed_on(
+        "routed_experts", OpClass.MOE, plan.curve, bandwidth, work, plan.formats, plan.kind, plan.terms
     )
-    shared = (
-        gemm(
-            "shared_experts",
-            moe_layers,
-            h + shared_i / t,
-            (m.expert_matrices - 1) * shared_i / t + h,
-            t,
-            shared_i / t,
-            h,
-        )
-        if P["shared_experts"]
-        else None
-    )
-    routed = timed("routed_experts", OpClass.MOE, rates, work, formats, kind)
     return [router, shared, routed]

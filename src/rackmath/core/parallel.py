@@ -127,8 +127,8 @@ def plan_step(
     prefill ring's, which passes under the prefill attention: ``max(0, ring - attention)`` of it
     is exposed. With ``cp = 1`` nothing changes, to the bit.
     """
-    t, p, d, e = (numeric.num(x) for x in (tp, pp, dp, ep))
-    c = numeric.num(cp)
+    num = numeric.num
+    t, p, d, e, c = num(tp), num(pp), num(dp), num(ep), num(cp)
     on_cp = bool((c > 1.0).any()) if type(c) is np.ndarray else bool(c > 1.0)
     split: ArrayLike = False
     chips_per_stage = d * t * c if on_cp else d * t
@@ -252,7 +252,7 @@ def plan_step(
         shape = np.broadcast_shapes(stage.shape, shape)
 
     fields = (tp_comm, ep_comm, stage, hops, hops_s, p, imbalance)
-    if all(isinstance(x, float) or np.ndim(x) == 0 for x in fields):  # one point: seven views of one array
+    if all(type(x) is not np.ndarray or not x.ndim for x in fields):  # one point: seven views of one array
         tp_comm, ep_comm, stage, hops, hops_s, p, imbalance = np.array(fields).reshape(7, *shape)
     else:
         tp_comm, ep_comm, stage, hops, hops_s, p, imbalance = (

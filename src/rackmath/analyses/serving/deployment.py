@@ -277,7 +277,7 @@ class Deployment:
         return self.weights_per_chip(self.dims)
 
     # ------------------------------------------------------------------ memory and fit
-    @property
+    @cached_property
     def usable_bytes_per_chip(self) -> float:
         """HBM one chip may fill under the reserve: ``capacity x (1 - reserve)``."""
         return float(rl.usable_bytes(self.system.chip.hbm_capacity_bytes, self.memory_reserve_frac))
