@@ -177,11 +177,14 @@ class CollectiveEfficiency:
 
     ``group_bandwidth_power`` (``g``; 0: every rank keeps its link's rate, as on an NVSwitch)
     divides a rank's bandwidth by ``(chips / 2)^g`` past a pair (``x`` times that factor; only
-    when the caller passes the group size). On a PCIe host without NVLink a pair shares one
-    switch, while a larger group's ring crosses the CPU's host bridge and then the link between
-    sockets, with every rank's traffic interleaved in the CPU: the L40S's NCCL all-gather of
-    128 MiB runs at 19.3, 4.7 and 1.18 GB/s a rank on 2, 4 and 8 GPUs, ``g = 2``
-    (:func:`rackmath.core.efficiency.collective_timing`, ``docs/calibration.md``).
+    when the caller passes the group size). On a PCIe host without NVLink NCCL copies GPU to
+    GPU (P2P) only on paths below the CPU (NVIDIA/nccl v2.27.3-1 ``src/graph/paths.cc`` lines
+    307-313: ``p2pLevel = PATH_PXB``, on AMD CPUs ``PATH_SYS`` for two GPUs only; NCCL 2.23.4's
+    release notes, commit 68b54236: P2P through the CPU off from three GPUs, as many interleaved
+    flows degrade it); past a pair the traffic is staged through host memory and every rank's
+    flow shares the CPU and the socket link. The L40S's NCCL all-gather of 128 MiB runs at
+    19.3, 4.7 and 1.18 GB/s a rank on 2, 4 and 8 GPUs: ``g = 2``
+    (:func:`rackmath.core.efficiency.collective_timing`; ``docs/calibration.md``, "PCIe hosts").
     """
 
     latency_s: float | None = None
