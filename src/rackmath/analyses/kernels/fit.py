@@ -338,23 +338,14 @@ def pipelined(name: str) -> bool:
     return name.endswith(":nccl")
 
 
-#: The largest group power a fit may take: a rank's bandwidth at most (chips / 2)^-4 of a pair's.
-MAX_GROUP_POWER = 4.0
-
-
 def fit_comm(
     r: CommRows, pipeline: bool = False, group_power: bool = False
 ) -> tuple[float, float, float, float, float]:
-    """Fit ``t = latency + (chips - 1) hop + x + 2 sqrt(pipeline x)``, ``x = wire_bytes *
-    seconds_per_byte * (chips / 2)^power`` (:func:`rackmath.core.efficiency.collective_time_s`,
-    the step's curve: the residual times each row through it) on the log of the latency
-    (soft-L1 loss, fixed start: deterministic).
-
-    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s,
-    group_bandwidth_power); the hop term is only fitted when the table has more than one group
-    size, the pipeline term only with ``pipeline``, the group power (0 to
-    :data:`MAX_GROUP_POWER`) only with ``group_power`` and more than one group size.
-    """
+    """Fit :func:`rackmath.core.efficiency.collective_time_s` (the step's curve: each row's
+    residual is timed through it) on the log of the latency (soft-L1 loss, fixed start).
+    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s, group power); the
+    hop term and the group power (0 to 4, with ``group_power``) only with more than one group
+    size, the pipeline term only with ``pipeline``."""
     from scipy.optimize import least_squares
 
     log_t = np.log(r.latency_s)
@@ -363,7 +354,7 @@ def fit_comm(
     # the first four in log space, the power as itself
     x0 = np.array([np.log(5e-6), np.log(1e-11), np.log(1e-6), np.log(1e-7), 1.0])[free]
     lo = np.array([np.log(1e-8), np.log(1e-15), np.log(1e-10), np.log(1e-12), 0.0])[free]
-    hi = np.array([np.log(1e-2), np.log(1e-6), np.log(1e-3), np.log(1e-3), MAX_GROUP_POWER])[free]
+    hi = np.array([np.log(1e-2), np.log(1e-6), np.log(1e-3), np.log(1e-3), 4.0])[free]
 
     def params(q: np.ndarray) -> tuple[float, float, float, float, float]:
         p = np.zeros(5)
@@ -373,9 +364,7 @@ def fit_comm(
 
     def resid(q: np.ndarray) -> np.ndarray:
         lat, hop, spb, pipe, power = params(q)
-        c = CollectiveEfficiency(
-            latency_s=lat, hop_latency_s=hop, pipeline_latency_s=pipe, group_bandwidth_power=power
-        )
+        c = CollectiveEfficiency(lat, 1.0, hop, pipe, power)  # x = wire_bytes * spb
         t = collective_time_s(c, r.wire_bytes, 1.0 / spb, chips=r.chips)
         return np.asarray(np.log(t) - log_t)
 
@@ -384,17 +373,9 @@ def fit_comm(
 
 
 def comm_efficiency(r: CommRows, link_bytes_per_s: float, group_power: bool = False) -> CollectiveEfficiency:
-    """One collective's fitted curve (:func:`fit_comm`; the pipeline term where NCCL runs it,
-    :func:`pipelined`; the group power with ``group_power``)."""
+    """One collective's curve (:func:`fit_comm`; a pipeline where NCCL runs, :func:`pipelined`)."""
     lat, hop, spb, pipe, power = fit_comm(r, pipelined(r.name), group_power)
-    frac = float(min(1.0, 1.0 / (spb * link_bytes_per_s)))
-    return CollectiveEfficiency(
-        latency_s=lat,
-        bandwidth_frac=frac,
-        hop_latency_s=hop,
-        pipeline_latency_s=pipe,
-        group_bandwidth_power=power,
-    )
+    return CollectiveEfficiency(lat, float(min(1.0, 1.0 / (spb * link_bytes_per_s))), hop, pipe, power)
 
 
 # ------------------------------------------------------------------ per-chip fit
