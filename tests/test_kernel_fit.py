@@ -23,6 +23,7 @@ import pandas as pd
 from rackmath.analyses.kernels import calibrate as kc
 from rackmath.analyses.kernels import fit as kf
 from rackmath.analyses.kernels import tables as et
+from rackmath.analyses.kernels.rows import CommRows
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog import kernel_tables as kt
 from rackmath.catalog.loader import chip, chips
@@ -91,6 +92,12 @@ def test_worked_numbers_of_the_efficiency_formulas() -> None:
     hop = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9, hop_latency_s=1e-6)
     assert collective_time_s(hop, 450e6, 450e9, chips=8) == pytest.approx(17e-6 + 1e-3 / 0.9)
     assert collective_time_s(hop, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)  # no group size: no hops
+    # a rank's bandwidth over (chips / 2)^2 (a PCIe host): 8 chips run 16x the pair's wire time
+    shared = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9, group_bandwidth_power=2.0)
+    assert collective_time_s(shared, 450e6, 450e9, chips=8) == pytest.approx(10e-6 + 16e-3 / 0.9)
+    assert collective_time_s(shared, 450e6, 450e9, chips=2) == pytest.approx(10e-6 + 1e-3 / 0.9)
+    assert collective_time_s(shared, 450e6, 450e9, chips=1) == pytest.approx(10e-6 + 1e-3 / 0.9)
+    assert collective_time_s(shared, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)  # no group size
 
 
 def test_fit_recovers_known_gemm_parameters(tmp_path: Path) -> None:
@@ -137,6 +144,28 @@ def test_fit_recovers_collective_latency_hop_and_bandwidth(tmp_path: Path) -> No
     assert coll["latency_s"] == pytest.approx(5e-6, rel=0.02)
     assert coll["hop_latency_s"] == pytest.approx(2e-6, rel=0.02)
     assert coll["bandwidth_frac"] == pytest.approx(0.6, rel=0.02)
+
+
+def test_fit_recovers_a_group_power_and_fits_none_without_one() -> None:
+    """The group power (a rank's bandwidth over ``(n / 2)^g``) is recovered from rows made
+    with it, and a curve made without it fits 0 (the NVSwitch chips' tables do: < 1e-12)."""
+    n = np.repeat([2.0, 4.0, 8.0], 21)
+    s = np.tile(np.logspace(9, 29, 21, base=2), 3)
+    wire = (n - 1) / n * s
+    link = 32e9
+    for power in (0.0, 2.0):
+        true = CollectiveEfficiency(
+            latency_s=4e-6, bandwidth_frac=0.6, hop_latency_s=1e-6, pipeline_latency_s=1e-6,
+            group_bandwidth_power=power,
+        )  # fmt: skip
+        t = collective_time_s(true, wire, link, chips=n)
+        rows = CommRows("all_gather:nccl", wire, t, np.arange(len(n), dtype=np.uint64), n, s)
+        fitted = kf.comm_efficiency(rows, link, group_power=True)
+        assert fitted.group_bandwidth_power == pytest.approx(power, abs=1e-3)
+        assert fitted.bandwidth_frac == pytest.approx(0.6, rel=0.01)
+        assert fitted.latency_s == pytest.approx(4e-6, rel=0.05)
+    # without ``group_power`` (every chip not on a PCIe host) the term stays 0
+    assert kf.comm_efficiency(rows, link).group_bandwidth_power == 0.0
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,14 @@ CHIP_DIRS: dict[str, str] = {
 #: :func:`rackmath.core.attention.top_k_gather` is the work such a kernel does.
 DSA_PREFILL_GATHERS_TOP_K = frozenset({"h100-sxm", "h200"})
 
+#: Chips whose tables were measured on a PCIe host (8 GPUs a host, no NVLink:
+#: aiconfigurator-core 0.12.0 ``systems/l40s.yaml`` and ``systems/rtx_pro_6000_server.yaml``).
+#: There a rank's bandwidth falls with the group (a pair under one switch, a larger group's ring
+#: through the CPU's host bridge and the socket link), which NCCL's curves fit as their group
+#: power (:class:`rackmath.specs.efficiency.CollectiveEfficiency`). On the NVSwitch hosts of the
+#: other chips a free power fits to 0 (docs/calibration.md).
+PCIE_HOSTS = frozenset({"l40s", "rtx-pro-6000"})
+
 #: Tables committed with the catalog for chips the package does not cover, one folder per
 #: catalog chip id (``catalog/data/kernel_tables/<chip>/*.csv``, each folder's README gives the
 #: source of every row). ``calibrate kernels`` fits them beside the package's tables

@@ -445,6 +445,8 @@ def collective_timing(
     if chips is not None and c.hop_latency_s:
         latency_s = latency_s + maximum(num(chips) - 1.0, 0.0) * c.hop_latency_s
     x = num(wire_bytes) / (link_bytes_per_s * c.bandwidth_frac)
+    if chips is not None and c.group_bandwidth_power:
+        x = x * (maximum(num(chips), 2.0) / 2.0) ** c.group_bandwidth_power
     time = latency_s + x
     if c.pipeline_latency_s:
         time = time + 2.0 * (c.pipeline_latency_s * x) ** 0.5
@@ -460,7 +462,9 @@ def collective_time_s(
 ) -> FloatArray:
     """One collective call:
     ``latency_s + (chips - 1) hop_latency_s + x + 2 sqrt(pipeline_latency_s x)``, where
-    ``x = wire_bytes / (link_bytes_per_s * bandwidth_frac)``.
+    ``x = wire_bytes / (link_bytes_per_s * bandwidth_frac) * (max(chips, 2) / 2)^g``
+    (``g = group_bandwidth_power``: a rank's bandwidth falls with the group on a PCIe host;
+    :class:`CollectiveEfficiency`).
 
     ``wire_bytes`` is what each chip sends over its link (a ring all-reduce of S bytes on n
     chips sends 2 (n-1)/n S; :mod:`rackmath.core.work`). ``link_latency_s`` is used when
@@ -468,7 +472,8 @@ def collective_time_s(
     (chunks streamed through a ring, :class:`CollectiveEfficiency`) only where fitted.
     Worked number: 10 us latency, 450 MB over 450 GB/s at fraction 0.9 -> 10 us + 1.111 ms;
     with 1 us per hop on 8 chips, 7 us more; with a 4 us pipeline latency,
-    ``2 sqrt(4 us x 1.111 ms)`` = 133 us more. Single values give NumPy scalars.
+    ``2 sqrt(4 us x 1.111 ms)`` = 133 us more; with a group power of 2 on 8 chips (and no
+    pipeline term) the 1.111 ms is 16 times as long, 17.78 ms. Single values give NumPy scalars.
     """
     return collective_timing(c, wire_bytes, link_bytes_per_s, link_latency_s, chips)[0]
 

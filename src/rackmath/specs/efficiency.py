@@ -174,12 +174,24 @@ class CollectiveEfficiency:
     Pjesivac-Grbovic et al. 2007, "Performance analysis of MPI collective operations",
     Cluster Computing 10, §3), ``c`` folded into ``latency_s``. A mid-sized NCCL all-gather on
     an H100 runs at 0.4 of the large-message bandwidth; the line misses it by up to 45%.
+
+    ``group_bandwidth_power`` (``g``; 0: every rank keeps its link's rate, as on an NVSwitch)
+    divides a rank's bandwidth by ``(chips / 2)^g`` past a pair (``x`` times that factor; only
+    when the caller passes the group size). On a PCIe host without NVLink NCCL copies GPU to
+    GPU (P2P) only on paths below the CPU (NVIDIA/nccl v2.27.3-1 ``src/graph/paths.cc`` lines
+    307-313: ``p2pLevel = PATH_PXB``, on AMD CPUs ``PATH_SYS`` for two GPUs only; NCCL 2.23.4's
+    release notes, commit 68b54236: P2P through the CPU off from three GPUs, as many interleaved
+    flows degrade it); past a pair the traffic is staged through host memory and every rank's
+    flow shares the CPU and the socket link. The L40S's NCCL all-gather of 128 MiB runs at
+    19.3, 4.7 and 1.18 GB/s a rank on 2, 4 and 8 GPUs: ``g = 2``
+    (:func:`rackmath.core.efficiency.collective_timing`; ``docs/calibration.md``, "PCIe hosts").
     """
 
     latency_s: float | None = None
     bandwidth_frac: float = 1.0
     hop_latency_s: float = 0.0
     pipeline_latency_s: float = 0.0
+    group_bandwidth_power: float = 0.0
 
     def __post_init__(self) -> None:
         checks.fraction("bandwidth_frac", self.bandwidth_frac, zero=False)
@@ -187,6 +199,9 @@ class CollectiveEfficiency:
             checks.at_least("latency_s", self.latency_s, 0.0, allowed="seconds >= 0")
         for name in ("hop_latency_s", "pipeline_latency_s"):
             checks.at_least(name, getattr(self, name), 0.0, allowed="seconds >= 0")
+        checks.at_least(
+            "group_bandwidth_power", self.group_bandwidth_power, 0.0, allowed="a power >= 0 (0: none)"
+        )
 
 
 PURE_NETWORK = CollectiveEfficiency()

@@ -96,6 +96,12 @@ def collectives_to_dict(fit: ChipFit, bands: dict[str, kb.Band] | None = None) -
             "hop_latency_s": float(f"{c.hop_latency_s:.4g}"),
             "pipeline_latency_s": float(f"{c.pipeline_latency_s:.4g}"),
             "bandwidth_frac": round(c.bandwidth_frac, 4),
+            # only where fitted (PCIe hosts): every other entry stays as it was
+            **(
+                {"group_bandwidth_power": round(c.group_bandwidth_power, 3)}
+                if c.group_bandwidth_power
+                else {}
+            ),
             "rows_used": fit.comm_rows[name],
             "max_ranks": ranks,
             "min_message_bytes": low,

@@ -33,7 +33,7 @@ from rackmath.analyses.kernels.rows import (
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.efficiency import operator_time_s
+from rackmath.core.efficiency import collective_time_s, operator_time_s
 from rackmath.errors import PrecisionUnavailableError
 from rackmath.specs.efficiency import (
     MAX_OVERLAP_POWER,
@@ -338,45 +338,44 @@ def pipelined(name: str) -> bool:
     return name.endswith(":nccl")
 
 
-def fit_comm(r: CommRows, pipeline: bool = False) -> tuple[float, float, float, float]:
-    """Fit ``t = latency + (chips - 1) hop + x + 2 sqrt(pipeline x)``, ``x = wire_bytes *
-    seconds_per_byte`` (:func:`rackmath.core.efficiency.collective_time_s`) on the log of the
-    latency (soft-L1 loss, fixed start: deterministic).
-
-    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s); the hop term is
-    only fitted when the table has more than one group size, the pipeline term only with
-    ``pipeline``.
-    """
+def fit_comm(
+    r: CommRows, pipeline: bool = False, group_power: bool = False
+) -> tuple[float, float, float, float, float]:
+    """Fit :func:`rackmath.core.efficiency.collective_time_s` (the step's curve: each row's
+    residual is timed through it) on the log of the latency (soft-L1 loss, fixed start).
+    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s, group power); the
+    hop term and the group power (0 to 4, with ``group_power``) only with more than one group
+    size, the pipeline term only with ``pipeline``."""
     from scipy.optimize import least_squares
 
     log_t = np.log(r.latency_s)
-    hops = np.maximum(r.chips - 1.0, 0.0)
     with_hop = np.unique(r.chips).size > 1
-    free = np.array([True, True, with_hop, pipeline])
-    x0 = np.log([5e-6, 1e-11, 1e-6, 1e-7])[free]
-    lo = np.log([1e-8, 1e-15, 1e-10, 1e-12])[free]
-    hi = np.log([1e-2, 1e-6, 1e-3, 1e-3])[free]
+    free = np.array([True, True, with_hop, pipeline, group_power and with_hop])
+    # the first four in log space, the power as itself
+    x0 = np.array([np.log(5e-6), np.log(1e-11), np.log(1e-6), np.log(1e-7), 1.0])[free]
+    lo = np.array([np.log(1e-8), np.log(1e-15), np.log(1e-10), np.log(1e-12), 0.0])[free]
+    hi = np.array([np.log(1e-2), np.log(1e-6), np.log(1e-3), np.log(1e-3), 4.0])[free]
 
-    def params(q: np.ndarray) -> tuple[float, float, float, float]:
-        p = np.zeros(4)
-        p[free] = np.exp(q)
-        return float(p[0]), float(p[2]), float(p[1]), float(p[3])
+    def params(q: np.ndarray) -> tuple[float, float, float, float, float]:
+        p = np.zeros(5)
+        p[free] = q
+        lat, spb, hop, pipe = np.where(free[:4], np.exp(p[:4]), 0.0)
+        return float(lat), float(hop), float(spb), float(pipe), float(p[4])
 
     def resid(q: np.ndarray) -> np.ndarray:
-        lat, hop, spb, pipe = params(q)
-        x = r.wire_bytes * spb
-        return np.asarray(np.log(lat + hops * hop + x + 2.0 * np.sqrt(pipe * x)) - log_t)
+        lat, hop, spb, pipe, power = params(q)
+        c = CollectiveEfficiency(lat, 1.0, hop, pipe, power)  # x = wire_bytes * spb
+        t = collective_time_s(c, r.wire_bytes, 1.0 / spb, chips=r.chips)
+        return np.asarray(np.log(t) - log_t)
 
     sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
     return params(sol.x)
 
 
-def comm_efficiency(r: CommRows, link_bytes_per_s: float) -> CollectiveEfficiency:
-    lat, hop, spb, pipe = fit_comm(r, pipelined(r.name))
-    frac = float(min(1.0, 1.0 / (spb * link_bytes_per_s)))
-    return CollectiveEfficiency(
-        latency_s=lat, bandwidth_frac=frac, hop_latency_s=hop, pipeline_latency_s=pipe
-    )
+def comm_efficiency(r: CommRows, link_bytes_per_s: float, group_power: bool = False) -> CollectiveEfficiency:
+    """One collective's curve (:func:`fit_comm`; a pipeline where NCCL runs, :func:`pipelined`)."""
+    lat, hop, spb, pipe, power = fit_comm(r, pipelined(r.name), group_power)
+    return CollectiveEfficiency(lat, float(min(1.0, 1.0 / (spb * link_bytes_per_s))), hop, pipe, power)
 
 
 # ------------------------------------------------------------------ per-chip fit
@@ -575,14 +574,18 @@ def fit_collectives(
     data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None
 ) -> tuple[dict[str, CollectiveEfficiency], dict[str, int], dict[str, tuple[float, float, float]]]:
     """One alpha-beta curve per ``"<collective>:<implementation>"`` of the chip (rows kept by
-    ``mask``): its efficiency, the rows it used, and the group sizes and messages they cover."""
+    ``mask``): its efficiency, the rows it used, and the group sizes and messages they cover.
+    NCCL's curves on a PCIe host (:data:`rackmath.catalog.kernel_tables.PCIE_HOSTS`) also fit
+    the group power (a rank's bandwidth falling with the group,
+    :class:`~rackmath.specs.efficiency.CollectiveEfficiency`); every other curve keeps 0."""
     comm: dict[str, CollectiveEfficiency] = {}
     counts: dict[str, int] = {}
     ranges: dict[str, tuple[float, float, float]] = {}
     for name, c_all in sorted(data.comm.items()):
         c = c_all.take(mask[name]) if mask is not None else c_all
         if len(c.latency_s) >= MIN_FIT_ROWS and peaks.scale_up_bytes_per_s > 0:
-            comm[name] = comm_efficiency(c, peaks.scale_up_bytes_per_s)
+            shared = data.chip_id in kt.PCIE_HOSTS and pipelined(name)
+            comm[name] = comm_efficiency(c, peaks.scale_up_bytes_per_s, group_power=shared)
             counts[name] = len(c.latency_s)
             ranges[name] = (float(c.chips.max()), float(c.message_bytes.min()), float(c.message_bytes.max()))
     return comm, counts, ranges

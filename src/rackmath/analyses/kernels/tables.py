@@ -129,6 +129,7 @@ def collective_from_entry(entry: dict[str, Any]) -> CollectiveEfficiency:
         entry["bandwidth_frac"],
         entry.get("hop_latency_s", 0.0),
         entry.get("pipeline_latency_s", 0.0),
+        entry.get("group_bandwidth_power", 0.0),
     )
 
 
