@@ -12,6 +12,7 @@ from rackmath.analyses.training.estimate import TrainingEstimate
 from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
 from rackmath.analyses.training.setup import CALIBRATED_TRAINING, TrainingSetup
 from rackmath.api import pipeline, train
+from rackmath.catalog.training_frameworks import CUDNN_ATTENTION, FITTED_ATTENTION
 from rackmath.cli.main import app
 from rackmath.cli.options import count, dump_json, efficiency_option, number, plot_option
 from rackmath.cli.output import console as cli_console
@@ -153,10 +154,12 @@ def attention_kernel_text(k: Kernel, kernel_name: str) -> str:
     (and the donor chip when transferred), or the fitted curve and why."""
     if k.fallback:
         return f"the fitted curve ({k.fmt}); {k.fallback}"
-    if "cudnn" in k.table:
+    if kernel_name == CUDNN_ATTENTION:
         where = f"{k.chip}'s, transferred" if k.transferred else k.chip
         return f"{kernel_name} ({k.fmt}) on cuDNN's measured training table ({where})"
-    return f"{kernel_name}, the {k.chip} prefill-attention curve ({k.fmt})"
+    if kernel_name == FITTED_ATTENTION:
+        return f"the {k.chip} prefill-attention curve ({k.fmt})"
+    return f"{kernel_name}: the {k.chip} prefill-attention curve ({k.fmt}) at its published rate ratio"
 
 
 def render_train(r: TrainingEstimate, console: Console) -> None:
