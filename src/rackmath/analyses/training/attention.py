@@ -45,7 +45,8 @@ def attention_kernel(
       ratios (:func:`rackmath.catalog.training_frameworks.attention_kernel_ratio`)."""
     if s.efficiency.mode is not EfficiencyMode.KERNEL:
         return train_ops
-    measured = measured_attention(s, head_dims)
+    fmt = fp8_attention_format(s.profile, s.recipe) or "bf16"
+    measured = measured_attention(s, fmt, head_dims)
     if measured is not None:
         flop_ratio = float(tk.attention_backward_flop_ratio(*head_dims))
         seq_len = s.seq_len / s.plan.cp
@@ -56,7 +57,6 @@ def attention_kernel(
             for o in train_ops
         )
     if s.profile.attention_kernel == tf.CUDNN_ATTENTION:
-        fmt = fp8_attention_format(s.profile, s.recipe) or "bf16"
         dims = f"{head_dims[0]:g}/{head_dims[1]:g}"
         reason = f"no {tf.CUDNN_ATTENTION} table for {s.system.chip.id}, {fmt}, head dims {dims}"
         return tuple(
@@ -91,11 +91,12 @@ class MeasuredAttention(NamedTuple):
     transferred: bool
 
 
-def measured_attention(s: TrainingSetup, head_dims: tuple[float, float]) -> MeasuredAttention | None:
+def measured_attention(
+    s: TrainingSetup, fmt: str, head_dims: tuple[float, float]
+) -> MeasuredAttention | None:
     """The framework's attention kernel's measured training table for this run; None where the
-    kernel has no table for the chip, the core's format (``bf16``, or ``fp8`` / ``mxfp8`` under
-    FP8 dot-product attention) and the model's head dimensions."""
-    fmt = fp8_attention_format(s.profile, s.recipe) or "bf16"
+    kernel has no table for the chip, the core's format ``fmt`` (``bf16``, or ``fp8`` / ``mxfp8``
+    under FP8 dot-product attention) and the model's head dimensions."""
     dims = (round(head_dims[0]), round(head_dims[1]))
     table = tf.attention_table(s.system.chip.id, s.profile.attention_kernel, fmt, dims)
     if table is None:
