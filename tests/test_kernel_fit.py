@@ -273,9 +273,16 @@ def test_measure_kernels_quick_on_cpu_then_fit(tmp_path: Path, cli) -> None:
     code, stdout, err = cli("measure", "--kernels", "--quick", "--out", str(out), "--json")
     assert code == 0, err
     report = json.loads(stdout)
-    assert report["rows"] == {"gemm_perf": 12, "generation_attention_perf": 9, "memcpy_perf": 4}
+    assert report["rows"] == {
+        "gemm_perf": 12,
+        "generation_attention_perf": 9,
+        "context_attention_perf": 2,
+        "memcpy_perf": 4,
+    }
+    assert report["meta"]["device"] == "cpu" and report["meta"]["quick"]
     gemm = pd.read_csv(out / "gemm_perf.csv")
-    assert list(gemm.columns[1:]) == ["gemm_dtype", "m", "n", "k", "latency"] and (gemm["latency"] > 0).all()
+    assert list(gemm.columns[1:]) == ["gemm_dtype", "m", "n", "k", "latency", "timing"]
+    assert (gemm["latency"] > 0).all() and set(gemm["timing"]) == {"wall-clock"}
     fitted = tmp_path / "fit.yaml"
     code, _, err = cli(
         "calibrate", "kernels", "--from", str(out), "--chips", "a100-80gb", "--out", str(fitted)

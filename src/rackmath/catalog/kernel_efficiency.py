@@ -101,7 +101,11 @@ def origin(chip_id: str, path: Path | None = None) -> str:
     d = document(path)
     meta = d.get("meta", {})
     date = d["chips"][donor].get("date", "?")
-    fit = f"{meta.get('package', '?')}=={meta.get('package_version', '?')} fit ({date})"
+    fit = (
+        f"fit on {meta['tables']} ({date})"
+        if "tables" in meta
+        else f"{meta.get('package', '?')}=={meta.get('package_version', '?')} fit ({date})"
+    )
     if not transferred:
         return fit
     own = _own(chip_id, donor, path)

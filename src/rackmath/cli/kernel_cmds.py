@@ -38,9 +38,12 @@ def calibrate_kernels_command(
     from rackmath.analyses.kernels.calibrate import (
         calibrate_kernels,
         catalog_text,
+        fit_measured,
         holds_every_held_out_pair,
+        measured_document,
         with_chips,
     )
+    from rackmath.analyses.kernels.compare import against_shipped
     from rackmath.catalog.kernel_efficiency import DATA_PATH
 
     if target != "kernels":
@@ -52,12 +55,18 @@ def calibrate_kernels_command(
     chip_list = [c.strip() for c in chips.split(",") if c.strip()] if chips else None
     shipped = yaml.safe_load(DATA_PATH.read_text(encoding="utf-8")) if DATA_PATH.exists() else {"chips": {}}
     date = shipped.get("meta", {}).get("date") if check else None
-    doc = calibrate_kernels(chip_list, list(from_file) or None, date=date)
+    if check and from_file:
+        raise InputError(
+            "--check", "with --from", "a refit of the package tables (all chips, or --chips IDS)"
+        )
+    comparison = None
+    if from_file and chip_list and len(chip_list) == 1:
+        measured = fit_measured(chip_list[0], list(from_file))
+        doc = measured_document(measured, chip_list[0], date or _today())
+        comparison = against_shipped(measured.data, measured.fit, measured.peaks)
+    else:
+        doc = calibrate_kernels(chip_list, list(from_file) or None, date=date)
     if check:
-        if from_file:
-            raise InputError(
-                "--check", "with --from", "a refit of the package tables (all chips, or --chips IDS)"
-            )
         if chip_list:  # a partial refit: only these chips' entries are compared
             same = all(
                 catalog_text({"chips": {c: doc["chips"][c]}})
@@ -81,9 +90,42 @@ def calibrate_kernels_command(
     if path is not None:
         path.write_text(catalog_text(doc), encoding="utf-8")
     if as_json:
-        typer.echo(dump_json(doc))
+        typer.echo(dump_json(doc if comparison is None else {**doc, "against_shipped": comparison}))
         return
     render_fit(doc, path, cli_console())
+    if comparison is not None:
+        render_comparison(comparison, chip_list[0] if chip_list else "", cli_console())
+
+
+def _today() -> str:
+    import datetime
+
+    return datetime.date.today().isoformat()
+
+
+def render_comparison(rows: list[dict[str, Any]], chip_id: str, console: Console) -> None:
+    """This machine's rows under its own fit (in-sample) and under the shipped curves of
+    ``chip_id`` (analyses/kernels/compare.py), one row per curve."""
+    table = make_table(
+        ("class", "format", "rows", "own fit", "shipped", "bias", "compute"),
+        left=("class", "format"),
+        title=f"These rows on their own fit (in-sample) and on the shipped {chip_id} curves: "
+        "|error| median / p90; bias: shipped predicted / measured - 1 (median); "
+        "compute: fraction of peak, own / shipped",
+        keys=2,
+    )
+    for r in rows:
+        own, shipped = r["own"], r["shipped"]
+        table.add_row(
+            r["op_class"],
+            r["format"] + (f" {r['kind']}" if r["kind"] not in ("", "gqa", "gated") else ""),
+            str(r["rows"]),
+            _pct(own),
+            _pct(shipped) if shipped else "no curve",
+            f"{shipped['median_error'] * 100:+.0f}%" if shipped else "-",
+            f"{own['compute_frac']:.2f}" + (f" / {shipped['compute_frac']:.2f}" if shipped else ""),
+        )
+    console.print(table)
 
 
 def render_fit(doc: dict[str, Any], path: Path | None, console: Console) -> None:
@@ -218,9 +260,8 @@ def measure_kernels_command(quick: bool, out: Path | None, as_json: bool) -> Non
                 {
                     "device": result["device"],
                     "files": [str(p) for p in paths],
-                    "rows": {
-                        n: len(result[n]) for n in ("gemm_perf", "generation_attention_perf", "memcpy_perf")
-                    },
+                    "rows": {n: len(result[n]) for n in kernels.TABLES},
+                    "meta": result["meta"],
                 }
             )
         )

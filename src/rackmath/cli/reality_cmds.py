@@ -200,8 +200,9 @@ def measure_command(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="--kernels: the folder to write gemm_perf.csv, generation_attention_perf.csv and "
-        "memcpy_perf.csv into (default kernel-tables; created inside an existing folder).",
+        help="--kernels: the folder to write gemm_perf.csv, generation_attention_perf.csv, "
+        "context_attention_perf.csv and memcpy_perf.csv into (default kernel-tables; created "
+        "inside an existing folder).",
     ),
 ) -> None:
     """Measure this machine's matmul FLOP/s and copy bandwidth, time real decode steps of a
@@ -253,6 +254,9 @@ def measure_command(
             p["bottleneck"],
         )
     console.print(table)
+    if d["skipped"]:
+        pairs = ", ".join(f"{s['context']} x {s['batch']}" for s in d["skipped"])
+        console.print(f"not timed (more memory than this device has): context x batch {pairs}")
     for k in d["knee"]:
         if k["balance_batch"] is None or k["measured_knee_batch"] is None:
             console.print(f"context {k['context']}: no knee within the sweep")

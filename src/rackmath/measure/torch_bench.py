@@ -213,8 +213,32 @@ def measure_ceilings(cfg: BenchConfig, precisions: tuple[str, ...] = ("fp32", "b
     )
 
 
-def measure_decode(cfg: BenchConfig) -> tuple[DecodePoint, ...]:
-    """Median decode-step time for every (context, batch) of the sweep."""
+#: A point is timed only if its estimated memory (:func:`decode_bytes`) is at most this share
+#: of the device's: the allocator's fragmentation and the framework's own buffers take the rest.
+MEMORY_SHARE = 0.7
+
+
+def decode_bytes(cfg: BenchConfig, context: int, batch: int) -> float:
+    """Bytes one decode step of ``cfg`` at ``context`` x ``batch`` holds, estimated: the weights,
+    the static KV cache (``2 layers kv_heads head_dim (context + 1) batch`` values) and, twice,
+    one layer's K and V expanded to every query head (transformers' SDPA path repeats the KV
+    heads before the kernel: on an H100 the CUDA sweep's 4,096 x 512 point ran out of 80 GB
+    on that copy)."""
+    elt = FORMATS[_TORCH_DTYPES[cfg.dtype]].activation_bytes
+    head_dim = cfg.hidden // cfg.heads
+    per_layer = cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * head_dim + cfg.hidden**2
+    mlp = 3 * cfg.hidden * cfg.intermediate
+    weights = (2 * cfg.vocab * cfg.hidden + cfg.layers * (per_layer + mlp)) * elt
+    tokens = (context + 1) * batch
+    cache = 2 * cfg.layers * cfg.kv_heads * head_dim * tokens * elt
+    expanded = 2 * (2 * cfg.heads * head_dim * tokens * elt)
+    return float(weights + cache + expanded)
+
+
+def measure_decode(cfg: BenchConfig) -> tuple[tuple[DecodePoint, ...], tuple[tuple[int, int], ...]]:
+    """Median decode-step time for every (context, batch) of the sweep that fits this device's
+    memory; returns the points and the (context, batch) pairs skipped (estimated above
+    :data:`MEMORY_SHARE` of the memory, or out of memory when run)."""
     torch, transformers = _imports()
     from transformers.cache_utils import StaticCache
 
@@ -224,7 +248,10 @@ def measure_decode(cfg: BenchConfig) -> tuple[DecodePoint, ...]:
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
     timer = _timer(torch, device)
-    grid = [(context, batch) for context in cfg.contexts for batch in cfg.batches]
+    budget = MEMORY_SHARE * _memory_bytes(torch, device)
+    every = [(context, batch) for context in cfg.contexts for batch in cfg.batches]
+    grid = [key for key in every if decode_bytes(cfg, *key) <= budget]
+    skipped = [key for key in every if key not in grid]
 
     def time_one(context: int, batch: int, warmup: int) -> tuple[float, float]:
         cache = StaticCache(config=config, max_cache_len=context + 1)
@@ -246,20 +273,31 @@ def measure_decode(cfg: BenchConfig) -> tuple[DecodePoint, ...]:
     # Two passes, forward then reverse, and the lower median of the two for each point: a
     # cold start (thread pools, allocator, kernel selection) or a burst of load from another
     # process then lands on one pass of a point, not on both, and cannot bend the curve.
+    def timed(key: tuple[int, int], warmup: int) -> tuple[float, float] | None:
+        try:
+            return time_one(*key, warmup)
+        except torch.OutOfMemoryError:  # the estimate was short: skip the point, free the cache
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            return None
+
     with torch.inference_mode(), progress("Timing decode steps (two passes)", total=2 * len(grid)) as advance:
         forward, backward = {}, {}
         for key in grid:
-            forward[key] = time_one(*key, cfg.warmup)
+            forward[key] = timed(key, cfg.warmup)
             advance(1)
         for key in reversed(grid):
-            backward[key] = time_one(*key, 1)
+            backward[key] = timed(key, 1) if forward[key] is not None else None
             advance(1)
+    skipped += [key for key in grid if forward[key] is None or backward[key] is None]
     points = []
-    for key in grid:
-        (median_a, spread_a), (median_b, spread_b) = forward[key], backward[key]
+    for key in (k for k in grid if k not in skipped):
+        a, b = forward[key], backward[key]
+        assert a is not None and b is not None  # both passes ran: not skipped
+        (median_a, spread_a), (median_b, spread_b) = a, b
         median, spread = (median_a, spread_a) if median_a <= median_b else (median_b, spread_b)
         points.append(DecodePoint(key[1], key[0], median, spread, cfg.repeats))
-    return tuple(points)
+    return tuple(points), tuple(sorted(skipped))
 
 
 def run(cfg: BenchConfig) -> MeasuredRun:
@@ -274,7 +312,7 @@ def run(cfg: BenchConfig) -> MeasuredRun:
         precisions = (*precisions, cfg.dtype)
     # Decode first: on CPUs with AMX, steps timed right after the bf16 matmul ran ~30x
     # slower for a few seconds (seen on this project's machine), so the ceilings come last.
-    points = measure_decode(cfg)
+    points, skipped = measure_decode(cfg)
     ceilings = measure_ceilings(cfg, precisions)
     return MeasuredRun(
         ceilings=ceilings,
@@ -282,4 +320,5 @@ def run(cfg: BenchConfig) -> MeasuredRun:
         dtype=cfg.dtype,
         points=points,
         versions=(("torch", torch.__version__), ("transformers", transformers.__version__)),
+        skipped=skipped,
     )

@@ -8,6 +8,7 @@ date, fit time). Split from ``kernel_fit`` by responsibility (fitting vs writing
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,79 +131,110 @@ def fit_package_chip(
     return data, held, fit
 
 
+@dataclass(frozen=True)
+class MeasuredFit:
+    """A machine's own tables fitted for one catalog chip (``calibrate kernels --from``)."""
+
+    data: ChipData
+    fit: ChipFit
+    peaks: ChipPeaks
+    held: kb.HeldOutValues
+
+
+def fit_measured(chip_id: str, from_files: list[Path]) -> MeasuredFit:
+    """Fit the rows of ``from_files`` (tables, or folders of ``*.csv`` / ``*.parquet``) as
+    catalog chip ``chip_id``'s, with their held-out-value bands."""
+    from rackmath.catalog.loader import chips as catalog_chips
+
+    data = ChipData(chip_id)
+    for given in from_files:
+        paths = (
+            sorted([*Path(given).glob("*.csv"), *Path(given).glob("*.parquet")])
+            if Path(given).is_dir()
+            else [Path(given)]
+        )
+        for p in paths:
+            data.add(kt.read_table(p), p.name)
+    _ = catalog_chips()
+    peaks = ChipPeaks.of(chip_id)
+    with deterministic_threads():
+        held, fit = kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+    return MeasuredFit(data, fit, peaks, held)
+
+
+def document(
+    chips: dict[str, Any], date: str, widening: dict[str, Any] | None = None, tables: list[str] | None = None
+) -> dict[str, Any]:
+    """The catalog's YAML document around the chips' entries (:func:`fit_to_dict` each); its
+    ``meta`` names the package's tables, or the measured ``tables`` a ``--from`` fit read."""
+    where = {"tables": ", ".join(tables)} if tables else {
+        "package": kt.PACKAGE,
+        "package_version": kt.PACKAGE_VERSION,
+    }  # fmt: skip
+    return {
+        "chips": chips,
+        "transferred": dict(TRANSFER),
+        **({"transfer_band": widening} if widening else {}),
+        "meta": {**where, "date": date},
+    }
+
+
+def measured_document(m: MeasuredFit, chip_id: str, date: str) -> dict[str, Any]:
+    """The YAML document of a ``--from`` fit: the chip's entry, ``meta.tables`` its tables."""
+    tables = sorted(set(m.data.sources.values()))
+    return document({chip_id: fit_to_dict(m.fit, date, m.held)}, date, tables=tables)
+
+
 def calibrate_kernels(
     chips: list[str] | None = None, from_files: list[Path] | None = None, date: str | None = None
 ) -> dict[str, Any]:
     """Fit the chips' efficiency parameters; returns the YAML document (``chips`` + ``meta``).
 
     Without ``from_files`` the installed package's tables are used; with them, each file's
-    rows are fitted for the one chip named in ``chips``. The document is a function of the
-    tables and ``date`` alone (default today; the fit is deterministic and its time is not
-    written), so a refit with the shipped file's date reproduces it byte for byte.
+    rows are fitted for the one chip named in ``chips`` (:func:`fit_measured`). The document is
+    a function of the tables and ``date`` alone (default today; the fit is deterministic and
+    its time is not written), so a refit with the shipped file's date reproduces it byte for
+    byte.
     """
-    from rackmath.catalog.loader import chips as catalog_chips
-
     date = date or _dt.date.today().isoformat()
-    out: dict[str, Any] = {}
-    widening: dict[str, Any] = {}
     if from_files:
         if not chips or len(chips) != 1:
             raise InputError("--chips", chips, "exactly one catalog chip id for the rows of --from FILE")
-        data = ChipData(chips[0])
-        for given in from_files:
-            paths = (
-                sorted([*Path(given).glob("*.csv"), *Path(given).glob("*.parquet")])
-                if Path(given).is_dir()
-                else [Path(given)]
-            )
-            for p in paths:
-                data.add(kt.read_table(p), p.name)
-        _ = catalog_chips()
-        peaks = ChipPeaks.of(chips[0])
-        with deterministic_threads():
-            held, fit = kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
-        out[chips[0]] = fit_to_dict(fit, date, held)
-    else:
-        refs = kt.discover()
-        committed = kt.committed_chips()
-        with_tables = sorted({*kt.CHIP_DIRS.values(), *committed})
-        wanted = chips or with_tables
-        unknown = [c for c in wanted if c not in with_tables]
-        if unknown:
-            raise InputError("--chips", unknown, f"chips with tables: {', '.join(with_tables)}")
-        if not refs and any(c not in committed for c in wanted):
-            raise InputError(
-                "aiconfigurator-core",
-                "not installed",
-                f"pip install {kt.PACKAGE}=={kt.PACKAGE_VERSION} (the `kernels` extra), or pass --from FILE",
-            )
-        # held-out chips: the targets' rows and own held-out ratios, the donors' fits
-        targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
-        donors: dict[str, ChipFit] = {}
-        for chip_id in track(wanted, "Fitting kernel efficiencies (chips)"):
-            data, held, fit = fit_package_chip(chip_id, refs, committed)
-            out[chip_id] = fit_to_dict(fit, date, held)
-            if chip_id in HELD_OUT_CHIPS:
-                targets[chip_id] = (data, held.by_class())
-            if chip_id in HELD_OUT_CHIPS.values():
-                donors[chip_id] = fit
-        pairs = {t: d for t, d in HELD_OUT_CHIPS.items() if t in targets and d in donors}
-        if pairs:
-            across = {}
-            for target, donor in sorted(pairs.items()):
-                ops, comm = kb.curve_ratios(donors[donor], targets[target][0], ChipPeaks.of(target), None)
-                across[target] = kb.by_class(ops, comm)
-            widening = kb.transfer_widening({t: targets[t][1] for t in pairs}, across)
-    return {
-        "chips": out,
-        "transferred": dict(TRANSFER),
-        **({"transfer_band": widening} if widening else {}),
-        "meta": {
-            "package": kt.PACKAGE,
-            "package_version": kt.PACKAGE_VERSION,
-            "date": date,
-        },
-    }
+        m = fit_measured(chips[0], from_files)
+        return measured_document(m, chips[0], date)
+    out: dict[str, Any] = {}
+    refs = kt.discover()
+    committed = kt.committed_chips()
+    with_tables = sorted({*kt.CHIP_DIRS.values(), *committed})
+    wanted = chips or with_tables
+    unknown = [c for c in wanted if c not in with_tables]
+    if unknown:
+        raise InputError("--chips", unknown, f"chips with tables: {', '.join(with_tables)}")
+    if not refs and any(c not in committed for c in wanted):
+        raise InputError(
+            "aiconfigurator-core",
+            "not installed",
+            f"pip install {kt.PACKAGE}=={kt.PACKAGE_VERSION} (the `kernels` extra), or pass --from FILE",
+        )
+    # held-out chips: the targets' rows and own held-out ratios, the donors' fits
+    targets: dict[str, tuple[ChipData, dict[str, Any]]] = {}
+    donors: dict[str, ChipFit] = {}
+    for chip_id in track(wanted, "Fitting kernel efficiencies (chips)"):
+        data, held, fit = fit_package_chip(chip_id, refs, committed)
+        out[chip_id] = fit_to_dict(fit, date, held)
+        if chip_id in HELD_OUT_CHIPS:
+            targets[chip_id] = (data, held.by_class())
+        if chip_id in HELD_OUT_CHIPS.values():
+            donors[chip_id] = fit
+    pairs = {t: d for t, d in HELD_OUT_CHIPS.items() if t in targets and d in donors}
+    widening: dict[str, Any] = {}
+    if pairs:
+        across = {}
+        for target, donor in sorted(pairs.items()):
+            ops, comm = kb.curve_ratios(donors[donor], targets[target][0], ChipPeaks.of(target), None)
+            across[target] = kb.by_class(ops, comm)
+        widening = kb.transfer_widening({t: targets[t][1] for t in pairs}, across)
+    return document(out, date, widening)
 
 
 def load_committed_chip(chip_id: str) -> ChipData:

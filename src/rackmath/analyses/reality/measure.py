@@ -69,6 +69,8 @@ class MeasuredRun:
     dtype: str  # precision the decode ran in
     points: tuple[DecodePoint, ...]
     versions: tuple[tuple[str, str], ...] = field(default=())
+    #: (context, batch) of the sweep not timed: more memory than the device has
+    skipped: tuple[tuple[int, int], ...] = field(default=())
 
 
 #: Link latency of the one-device "system": unused (one chip never communicates), but the
@@ -147,6 +149,7 @@ class MeasureResult:
                 "copy_bytes": c.copy_bytes,
             },
             "model_config": dict(self.run.config),
+            "skipped": [{"context": c, "batch": b} for c, b in self.run.skipped],
             "params": int(arch.param_counts(self.model).total),
             "overhead_s": self.overhead_s,
             "prediction_factor": PREDICTION_FACTOR,
