@@ -81,6 +81,18 @@ def attention_backward_efficiency(chip_id: str, fmt: str = "bf16") -> BackwardRa
     return BackwardRatio(float(d["value"]), str(d["source"]), True)
 
 
+@cache
+def split_accumulation(chip_id: str, recipe: str) -> BackwardRatio | None:
+    """The backward GEMMs' (dgrad, wgrad) time over the forward's curve under ``recipe`` on
+    ``chip_id`` where they run with split accumulation (Hopper, per-tensor FP8;
+    ``data/training_kernels.yaml`` ``fp8_split_accumulation``), None elsewhere. Transferred on
+    a chip other than the one it was measured on."""
+    entry = read_data("training_kernels.yaml")["fp8_split_accumulation"]
+    if chip_id not in entry["chips"] or recipe not in entry["recipes"]:
+        return None
+    return BackwardRatio(float(entry["slowdown"]), str(entry["source"]), chip_id != entry["measured_on"])
+
+
 class KernelRatio(NamedTuple):
     """How much longer a framework's attention kernel takes than the chip's fitted curve,
     forward and backward, and where the figures come from."""

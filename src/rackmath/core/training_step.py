@@ -109,13 +109,16 @@ RECOMPUTE_SHARES: dict[str, RecomputeShares] = {
 class BackwardModel(NamedTuple):
     """How the backward kernels are timed (:mod:`rackmath.core.training_kernels`): the attention
     core's backward FLOPs over its forward's and its backward FLOP/s over its forward's, the
-    k-grouped expert wgrad's throughput over the forward's, and each element-wise pass's
-    backward over its forward (2 unless named: the loss)."""
+    k-grouped expert wgrad's throughput over the forward's, each element-wise pass's
+    backward over its forward (2 unless named: the loss), and the backward GEMMs' (dense and
+    grouped dgrad and wgrad) time over their curve's where they accumulate split (Hopper
+    per-tensor FP8; 1 elsewhere and on the pure roofline)."""
 
     attention_flop_ratio: float = 2.5
     attention_efficiency_ratio: float = 1.0
     grouped_wgrad_ratio: float = tk.GROUPED_WGRAD_THROUGHPUT_RATIO
     elementwise_backward: tuple[tuple[str, float], ...] = ()
+    gemm_backward_slowdown: float = 1.0
 
 
 class GemmRecipe(StrEnum):
@@ -276,10 +279,12 @@ def _elementwise(
 def _backward(op: ops.Operator, rates: ChipRates, model: BackwardModel) -> tuple[ops.Operator, tk.Backward]:
     """The forward as training runs it and its backward (:mod:`rackmath.core.training_kernels`)."""
     if op.op_class is seff.OpClass.GEMM:
-        return op, tk.gemm_backward(op, rates)
+        return op, tk.slower(tk.gemm_backward(op, rates), model.gemm_backward_slowdown)
     if op.op_class is seff.OpClass.MOE:
         fwd = tk.grouped_forward(op, rates)
-        return fwd, tk.grouped_backward(fwd, rates, model.grouped_wgrad_ratio)
+        return fwd, tk.slower(
+            tk.grouped_backward(fwd, rates, model.grouped_wgrad_ratio), model.gemm_backward_slowdown
+        )
     if op.op_class in (seff.OpClass.ATTENTION_PREFILL, seff.OpClass.ATTENTION_DECODE):
         return op, tk.attention_backward(
             op, rates, model.attention_flop_ratio, model.attention_efficiency_ratio

@@ -55,6 +55,7 @@ SETTINGS = (
     "fused_grouped_mlp",
     "attention_kernel",
     "ep_dispatcher",
+    "fp8_split_accumulation",
 )
 
 
@@ -130,6 +131,10 @@ class TrainingFramework:
     attention_kernel: str = "fitted"
     #: the expert dispatcher (:data:`EP_DISPATCHERS`; ``fitted``: the chip's curves)
     ep_dispatcher: str = "fitted"
+    #: per-tensor FP8's backward GEMMs (dgrad, wgrad) ask for split (full-precision)
+    #: accumulation, which Hopper charges (``training_kernels.yaml`` ``fp8_split_accumulation``):
+    #: Transformer Engine's recipes and torchao's float8 by default
+    fp8_split_accumulation: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     #: settings a run changed from the framework's defaults (``with_settings``)
@@ -233,6 +238,7 @@ class TrainingFramework:
             "fused_norm_quantize": self.fused_norm_quantize,
             "attention_kernel": self.attention_kernel,
             "ep_dispatcher": self.ep_dispatcher,
+            "fp8_split_accumulation": self.fp8_split_accumulation,
             "p2p_overlap": self.p2p_overlap,
             "cp_comm": self.cp_comm,
             "recompute_policies": list(self.recompute_names),

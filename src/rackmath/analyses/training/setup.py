@@ -100,6 +100,8 @@ class TrainingSetup:
     attention_backward: tf.BackwardRatio | None = None
     #: the framework's attention kernel against the chip's fitted curve (None: the curve)
     attention_kernel: tf.KernelRatio | None = None
+    #: the backward GEMMs' split accumulation over the forward's curve (None: not split)
+    split_accumulation: tf.BackwardRatio | None = None
 
     # What the job runs on, read off its deployment.
     @property
@@ -369,6 +371,9 @@ def make_training(
             system.chip.id, fp8_attention_format(profile, recipe) or "bf16"
         ),
         attention_kernel=tf.attention_kernel_ratio(system.chip.id, profile.attention_kernel, seq / plan.cp),
+        split_accumulation=(
+            tf.split_accumulation(system.chip.id, recipe.value) if profile.fp8_split_accumulation else None
+        ),
     )
 
 

@@ -277,8 +277,9 @@ def recompute_shares(s: TrainingSetup, mode: tr.Recompute) -> ts.RecomputeShares
 def backward_model(s: TrainingSetup, m_ops: opm.OperatorModel) -> ts.BackwardModel:
     """How this chip's backward kernels are timed (:mod:`rackmath.core.training_kernels`): the
     attention core's backward FLOPs always (the algorithm's), the measured backward rates
-    (attention, k-grouped wgrad) only on a measured efficiency table (kernel-grounded; the
-    pure roofline and the flat tables run every kernel at one fraction)."""
+    (attention, k-grouped wgrad, split accumulation) only on a measured efficiency table
+    (kernel-grounded; the pure roofline and the flat tables run every kernel at one
+    fraction)."""
     qk, v, _ = m_ops.prefill_dims
     ratio = s.attention_backward
     measured = s.efficiency.mode is EfficiencyMode.KERNEL
@@ -289,6 +290,7 @@ def backward_model(s: TrainingSetup, m_ops: opm.OperatorModel) -> ts.BackwardMod
         attention_efficiency_ratio=ratio.value if (measured and ratio is not None) else 1.0,
         grouped_wgrad_ratio=tk.GROUPED_WGRAD_THROUGHPUT_RATIO if measured else 1.0,
         elementwise_backward=(("loss", loss_bwd / loss_fwd),),
+        gemm_backward_slowdown=s.split_accumulation.value if (measured and s.split_accumulation) else 1.0,
     )
 
 
