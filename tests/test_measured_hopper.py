@@ -1,6 +1,7 @@
-"""The H100 this project measured (``docs/data/h100-sxm-2026-11-26``, ``rackmath measure
---kernels`` on a lent H100 SXM): its own fit, the shipped curves on its rows, and the memory
-bound of ``rackmath measure``'s decode sweep, which ran out of memory there before."""
+"""The Hopper GPUs this project measured (``docs/data/h100-sxm-2026-11-26`` and
+``docs/data/h200-2026-11-27``, ``rackmath measure --kernels`` on a lent H100 SXM and H200):
+their own fits, the shipped curves on their rows, and the memory bound of ``rackmath
+measure``'s decode sweep, which ran out of memory on the H100 before."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from rackmath.specs.efficiency import OpClass
 pytest.importorskip("pandas")
 pytest.importorskip("scipy")
 
-HERE = Path(__file__).resolve().parents[1] / "docs" / "data" / "h100-sxm-2026-11-26"
+DATA = Path(__file__).resolve().parents[1] / "docs" / "data"
+HERE = DATA / "h100-sxm-2026-11-26"
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +171,25 @@ def test_hopper_fp8_backward_gemms_take_the_split_accumulation() -> None:
     pure, pure_without = step("pure", True), step("pure", False)
     for name, o in pure.items():
         assert float(o.input_grad_s) == pytest.approx(float(pure_without[name].input_grad_s), rel=1e-12)
+
+
+def test_the_h200_tables_tell_the_same_story() -> None:
+    """The same sweep on a lent H200, fitted as ``h200``: every row kept, each own curve within
+    a few percent in-sample, the shipped bf16 GEMM within 10% at the median, the shipped FP8
+    GEMM's floor (12.6 us) several times cuBLASLt's; H200 and H100 GEMMs at the same clocks
+    within a few percent of each other (same GH100 compute, 778 and 777 TFLOP/s bf16 on the
+    largest)."""
+    from rackmath.analyses.kernels.calibrate import fit_measured
+
+    m = fit_measured("h200", [DATA / "h200-2026-11-27"])
+    assert sum(len(r.latency_s) for r in m.data.ops.values()) == 144 + 19 + 8 + 4
+    assert all(len(r.latency_s) == 0 for r in m.data.rejected.values())
+    rows = {(r["op_class"], r["format"]): r for r in against_shipped(m.data, m.fit, m.peaks)}
+    assert all(r["own"]["median_abs_error"] < 0.08 for r in rows.values())
+    assert rows[("gemm", "bfloat16")]["shipped"]["median_abs_error"] < 0.10
+    fp8 = rows[("gemm", "fp8")]
+    assert fp8["shipped"]["median_error"] > 0.5 and fp8["shipped"]["floor_s"] > 3 * fp8["own"]["floor_s"]
+    h100 = pd.read_csv(HERE / "gemm_perf.csv")
+    h200 = pd.read_csv(DATA / "h200-2026-11-27" / "gemm_perf.csv")
+    big = (h100.m >= 4096) & (h100.n >= 4096) & (h100.k >= 4096)  # compute-bound: same silicon
+    assert np.median(h200.latency[big] / h100.latency[big]) == pytest.approx(1.0, abs=0.05)
