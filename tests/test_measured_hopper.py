@@ -115,18 +115,31 @@ def test_decode_sweep_skips_what_does_not_fit() -> None:
     assert run["skipped"] == [{"context": 4096, "batch": 512}] and len(run["points"]) == 29
 
 
-def test_split_accumulation_ratio_is_the_committed_measurement() -> None:
-    """``training_kernels.yaml``'s Hopper FP8 backward slowdown is the median split / fast
-    accumulation ratio of the committed H100 run (100 shapes), rounded to 3 digits."""
+@pytest.mark.parametrize(
+    ("chip", "folder", "expected"),
+    [("h100-sxm", "h100-sxm-2026-11-26", 1.031), ("h200", "h200-2026-11-27", 1.030)],
+)
+def test_split_accumulation_ratio_is_the_committed_measurement(
+    chip: str, folder: str, expected: float
+) -> None:
+    """``training_kernels.yaml``'s Hopper FP8 backward slowdown is, per measured chip, the
+    median split / fast accumulation ratio of its committed run (100 shapes), to 3 digits."""
     from rackmath.catalog import training_frameworks as tf
 
-    acc = pd.read_csv(HERE / "fp8-accumulation" / "fp8_accumulation.csv")
+    acc = pd.read_csv(DATA / folder / "fp8-accumulation" / "fp8_accumulation.csv")
     wide = acc.pivot_table(index=["m", "n", "k"], columns="mode", values="latency")
     assert len(wide) == 100
     median = float((wide["fp8-split-accum"] / wide["fp8-fast-accum"]).median())
-    r = tf.split_accumulation("h100-sxm", "fp8-current")
-    assert r is not None and r.value == round(median, 3) == 1.031 and not r.transferred
-    assert tf.split_accumulation("h200", "fp8").transferred  # same SM90 cores, measured on the H100
+    r = tf.split_accumulation(chip, "fp8-current")
+    assert r is not None and r.value == round(median, 3) == expected and not r.transferred
+    assert folder in r.source
+
+
+def test_split_accumulation_elsewhere() -> None:
+    from rackmath.catalog import training_frameworks as tf
+
+    h800 = tf.split_accumulation("h800", "fp8")
+    assert h800 is not None and h800.transferred and h800.value == 1.031  # the H100's, same SM90 cores
     assert tf.split_accumulation("h100-sxm", "bf16") is None  # no FP8: nothing split
     assert tf.split_accumulation("b200", "fp8-current") is None  # Blackwell: not measured, not charged
     assert tf.split_accumulation("h100-sxm", "fp8-block") is None  # DeepGEMM promotes in its kernel

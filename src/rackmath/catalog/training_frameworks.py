@@ -90,7 +90,9 @@ def split_accumulation(chip_id: str, recipe: str) -> BackwardRatio | None:
     entry = read_data("training_kernels.yaml")["fp8_split_accumulation"]
     if chip_id not in entry["chips"] or recipe not in entry["recipes"]:
         return None
-    return BackwardRatio(float(entry["slowdown"]), str(entry["source"]), chip_id != entry["measured_on"])
+    own = chip_id in entry["measured"]
+    m = entry["measured"][chip_id if own else entry["transferred_from"]]
+    return BackwardRatio(float(m["slowdown"]), str(entry["source"]).format(table=m["table"]), not own)
 
 
 class KernelRatio(NamedTuple):
