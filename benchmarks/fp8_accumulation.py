@@ -27,11 +27,11 @@ def main(out: Path) -> None:
     import pandas as pd
     import torch
 
-    from rackmath.measure.kernels import _Timer
+    from rackmath.measure.kernels import KernelTimer
 
     assert torch.cuda.is_available(), "needs a CUDA GPU"
     torch.manual_seed(0)
-    timer = _Timer(torch, True, repeats=5)
+    timer = KernelTimer(torch, True, repeats=5)
     one = torch.ones((), device="cuda")
     rows = []
     for m in MS:

@@ -92,11 +92,11 @@ def main(out: Path) -> None:
     import pandas as pd
     import torch
 
-    from rackmath.measure.kernels import _Timer
+    from rackmath.measure.kernels import KernelTimer
 
     assert torch.cuda.is_available(), "needs a CUDA GPU"
     torch.manual_seed(0)
-    timer = _Timer(torch, True, repeats=5)
+    timer = KernelTimer(torch, True, repeats=5)
     out.mkdir(parents=True, exist_ok=True)
     d = pd.DataFrame(dense(torch, timer))
     d.to_csv(out / "dense_layouts.csv", index=False)

@@ -78,7 +78,7 @@ class KernelSweep:
 
 
 def default_sweep(quick: bool, cuda: bool, fp8: bool = False) -> KernelSweep:
-    """The sweep for this machine: ``quick`` the CI one (CPU, float32, tiny), else the CUDA one
+    """The sweep for this machine: ``quick`` the CI one (float32, tiny), else the CUDA one
     (bf16 and, with ``fp8`` tensor cores, FP8) or a small float32 one on a CPU."""
     if quick:
         return KernelSweep(
@@ -135,7 +135,7 @@ def default_sweep(quick: bool, cuda: bool, fp8: bool = False) -> KernelSweep:
     )
 
 
-class _Timer:
+class KernelTimer:
     """Seconds of one call of a kernel (module docstring: how a point is timed)."""
 
     def __init__(self, torch: Any, cuda: bool, repeats: int) -> None:
@@ -220,12 +220,12 @@ def run(quick: bool = False) -> dict[str, Any]:
         import torch
     except ImportError as exc:
         raise InputError("torch", "not installed", "pip install rackmath[torch]") from exc
-    cuda = bool(torch.cuda.is_available()) and not quick
+    cuda = bool(torch.cuda.is_available())
     device_name = torch.cuda.get_device_name(0) if cuda else "cpu"
     fp8 = cuda and torch.cuda.get_device_capability(0) >= (8, 9) and hasattr(torch, "_scaled_mm")
     sw = default_sweep(quick, cuda, fp8)
     torch.manual_seed(0)
-    timer = _Timer(torch, cuda, sw.repeats)
+    timer = KernelTimer(torch, cuda, sw.repeats)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     with progress("Timing kernels", total=sw.shapes) as advance:
         sweep = _Sweep(torch, "cuda" if cuda else "cpu", device_name, sw, timer, advance)
@@ -251,7 +251,7 @@ class _Sweep:
     """Each table's shapes, timed into row dicts (one ``advance`` per shape, skipped or not)."""
 
     def __init__(
-        self, torch: Any, dev: str, device_name: str, sw: KernelSweep, timer: _Timer, advance: Any
+        self, torch: Any, dev: str, device_name: str, sw: KernelSweep, timer: KernelTimer, advance: Any
     ) -> None:
         self.torch, self.dev, self.device_name, self.sw, self.timer = torch, dev, device_name, sw, timer
         self.advance = advance
