@@ -206,3 +206,23 @@ def test_the_h200_tables_tell_the_same_story() -> None:
     h200 = pd.read_csv(DATA / "h200-2026-11-27" / "gemm_perf.csv")
     big = (h100.m >= 4096) & (h100.n >= 4096) & (h100.k >= 4096)  # compute-bound: same silicon
     assert np.median(h200.latency[big] / h100.latency[big]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_calibrate_from_prints_the_comparison_and_names_its_tables(cli) -> None:
+    """``calibrate kernels --from DIR --chips h100-sxm --json``: the fitted document (its meta
+    names the measured tables, not the package) plus ``against_shipped``, one row per curve."""
+    code, stdout, err = cli("calibrate", "kernels", "--from", str(HERE), "--chips", "h100-sxm", "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["meta"]["tables"] == (
+        "context_attention_perf.csv, gemm_perf.csv, generation_attention_perf.csv, memcpy_perf.csv"
+    )
+    assert "package" not in doc["meta"]
+    rows = {(r["op_class"], r["format"]): r for r in doc["against_shipped"]}
+    assert set(rows) == {
+        ("attention_decode", "bfloat16"), ("attention_prefill", "bfloat16"), ("elementwise", "bfloat16"),
+        ("gemm", "bfloat16"), ("gemm", "fp8"),
+    }  # fmt: skip
+    assert rows[("gemm", "fp8")]["shipped"]["fitted_on"] == "h100-sxm"
+    code, stdout, _ = cli("calibrate", "kernels", "--from", str(HERE), "--chips", "h100-sxm")
+    assert code == 0 and "on the shipped h100-sxm curves" in " ".join(stdout.split())
