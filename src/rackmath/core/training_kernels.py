@@ -37,6 +37,11 @@ activations, casts  input and the output gradient,
   TFLOP/s at 4 groups of 4096 and 8192 tokens) against its m-grouped forward on the same
   matrices (README: 1346 and 1214 TFLOP/s): 0.698, 0.741, 0.776 and 0.851, mean 0.77. The pure
   roofline takes 1.
+* Split accumulation (:func:`slower`): on Hopper, the per-tensor FP8 recipes run dgrad and
+  wgrad with full-precision (split) accumulation where the forward, and the curve, accumulate
+  fast; every backward GEMM, dense and grouped, takes the chip's measured split / fast ratio
+  (``catalog/data/training_kernels.yaml`` ``fp8_split_accumulation``: 1.031 on an H100 SXM,
+  1.030 on an H200, medians over 100 training-size GEMMs). The pure roofline takes 1.
 
 Worked numbers (tests recompute them): a GEMM of 4096 x 14336 x 4096 runs its wgrad as a
 14336 x 4096 x 4096 GEMM (rows 14336, depth 4096 tokens); attention with ``d_qk = d_v =
