@@ -38,8 +38,11 @@ in the tables are ms):
 * Collectives (NCCL all-reduce, all-gather, reduce-scatter and all-to-all; TensorRT-LLM's
   custom all-reduce; DeepEP low-latency and normal dispatch and combine): each row's wire
   bytes per chip from the step's own work functions (:mod:`rackmath.core.work`) over the
-  chip's scale-up link -> ``latency_s``, ``hop_latency_s``, ``bandwidth_frac``
-  (:func:`comm_rows` says how each table reads).
+  chip's scale-up link -> ``latency_s``, ``hop_latency_s``, ``bandwidth_frac``, the pipelined
+  collectives' ``pipeline_latency_s`` and, on the PCIe hosts (``kernel_tables.PCIE_HOSTS``),
+  ``group_bandwidth_power`` (:class:`~rackmath.specs.efficiency.CollectiveEfficiency`, timed by
+  :func:`rackmath.core.efficiency.collective_timing`; :func:`comm_rows` says how each table
+  reads).
 
 Rows that are not the operator's timing are recognised by physics and kept out of the fit (the
 fit scores them apart, :class:`rackmath.analyses.kernels.fit.ChipData`): a call faster than its
