@@ -138,12 +138,13 @@ class MeasuredFit:
     data: ChipData
     fit: ChipFit
     peaks: ChipPeaks
-    held: kb.HeldOutValues
+    #: the curves' held-out-value bands (None when not asked for: :func:`fit_measured`)
+    held: kb.HeldOutValues | None
 
 
-def fit_measured(chip_id: str, from_files: list[Path]) -> MeasuredFit:
-    """Fit the rows of ``from_files`` (tables, or folders of ``*.csv`` / ``*.parquet``) as
-    catalog chip ``chip_id``'s, with their held-out-value bands."""
+def measured_rows(chip_id: str, from_files: list[Path]) -> ChipData:
+    """The rows of ``from_files`` (tables, or folders of ``*.csv`` / ``*.parquet``, each
+    folder's files in name order) as catalog chip ``chip_id``'s operator rows, unfitted."""
     from rackmath.catalog.loader import chips as catalog_chips
 
     data = ChipData(chip_id)
@@ -156,9 +157,19 @@ def fit_measured(chip_id: str, from_files: list[Path]) -> MeasuredFit:
         for p in paths:
             data.add(kt.read_table(p), p.name)
     _ = catalog_chips()
+    return data
+
+
+def fit_measured(chip_id: str, from_files: list[Path], bands: bool = True) -> MeasuredFit:
+    """Fit the rows of ``from_files`` (tables, or folders of ``*.csv`` / ``*.parquet``) as
+    catalog chip ``chip_id``'s, with their held-out-value bands unless ``bands`` is False (a
+    comparison with the shipped curves needs the fit alone; the bands refit each curve once
+    per held-out value, about as long again)."""
+    data = measured_rows(chip_id, from_files)
     peaks = ChipPeaks.of(chip_id)
     with deterministic_threads():
-        held, fit = kb.held_out_value_bands(data, peaks), fit_chip(data, peaks)
+        held = kb.held_out_value_bands(data, peaks) if bands else None
+        fit = fit_chip(data, peaks)
     return MeasuredFit(data, fit, peaks, held)
 
 
@@ -180,7 +191,10 @@ def document(
 
 
 def measured_document(m: MeasuredFit, chip_id: str, date: str) -> dict[str, Any]:
-    """The YAML document of a ``--from`` fit: the chip's entry, ``meta.tables`` its tables."""
+    """The YAML document of a ``--from`` fit (with its bands): the chip's entry, ``meta.tables``
+    its tables."""
+    if m.held is None:
+        raise ValueError("a --from document carries its curves' bands: fit_measured(..., bands=True)")
     tables = sorted(set(m.data.sources.values()))
     return document({chip_id: fit_to_dict(m.fit, date, m.held)}, date, tables=tables)
 
