@@ -102,15 +102,20 @@ def test_decode_sweep_skips_what_does_not_fit() -> None:
     weights (1.70 GB), a 68.7 GB KV cache and one layer's KV expanded to 16 heads (2 x 17.2 GB)
     = 104.8 GB, over 0.7 of 85.0 GB: skipped (it ran out of memory there before); 4,096 x 256
     (53.3 GB) is timed. The committed run skipped exactly that point."""
+    from rackmath.analyses.reality.measure import MEMORY_SHARE, decode_memory_bytes
     from rackmath.measure import torch_bench as tb
 
-    cfg = tb.CUDA_CONFIG
-    weights = (2 * 32000 * 2048 + 16 * (2048 * 24 * 128 + 2048**2 + 3 * 2048 * 5632)) * 2
+    config = tb.CUDA_CONFIG.hf_config()
+    # untied embedding and head, 16 layers of attention (q 16 x 128, k and v 4 x 128, out) and
+    # a gated MLP of 5,632, two norms a layer and a final one: 852,559,872 parameters
+    params = 2 * 32000 * 2048 + 16 * (2048 * 24 * 128 + 2048**2 + 3 * 2048 * 5632 + 2 * 2048) + 2048
+    assert params == 852_559_872  # what the committed run's JSON reports
     tokens = 4097 * 512
-    by_hand = weights + 2 * 16 * 4 * 128 * tokens * 2 + 2 * 2 * 16 * 128 * tokens * 2
-    assert tb.decode_bytes(cfg, 4096, 512) == pytest.approx(by_hand) == pytest.approx(104.809e9, rel=1e-4)
-    budget = tb.MEMORY_SHARE * 85_017_493_504
-    assert tb.decode_bytes(cfg, 4096, 512) > budget > tb.decode_bytes(cfg, 4096, 256)
+    by_hand = params * 2 + 2 * 16 * 4 * 128 * tokens * 2 + 2 * 2 * 16 * 128 * tokens * 2
+    point = decode_memory_bytes(config, "bf16", 4096, 512)
+    assert point == pytest.approx(by_hand) == pytest.approx(104.809e9, rel=1e-4)
+    budget = MEMORY_SHARE * 85_017_493_504
+    assert point > budget > decode_memory_bytes(config, "bf16", 4096, 256)
     run = json.loads((HERE / "decode-measure.json").read_text())
     assert run["skipped"] == [{"context": 4096, "batch": 512}] and len(run["points"]) == 29
 

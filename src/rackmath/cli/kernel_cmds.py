@@ -62,7 +62,7 @@ def calibrate_kernels_command(
     comparison = None
     if from_file and chip_list and len(chip_list) == 1:
         measured = fit_measured(chip_list[0], list(from_file))
-        doc = measured_document(measured, chip_list[0], date or _today())
+        doc = measured_document(measured, chip_list[0], date)
         comparison = against_shipped(measured.data, measured.fit, measured.peaks)
     else:
         doc = calibrate_kernels(chip_list, list(from_file) or None, date=date)
@@ -95,12 +95,6 @@ def calibrate_kernels_command(
     render_fit(doc, path, cli_console())
     if comparison is not None:
         render_comparison(comparison, chip_list[0] if chip_list else "", cli_console())
-
-
-def _today() -> str:
-    import datetime
-
-    return datetime.date.today().isoformat()
 
 
 def render_comparison(rows: list[dict[str, Any]], chip_id: str, console: Console) -> None:

@@ -101,8 +101,8 @@ def default_sweep(quick: bool, cuda: bool, fp8: bool = False) -> KernelSweep:
     if not cuda:
         return KernelSweep(
             ms=(1, 64, 512),
-            ns=(256, 1024, 512),
-            ks=(256, 1024, 512),
+            ns=(256, 512, 1024),
+            ks=(256, 512, 1024),
             gemm_formats=("float32",),
             attention_dtype="float32",
             batches=(1, 8),

@@ -18,7 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rackmath.analyses.reality.measure import Ceilings, DecodePoint, MeasuredRun
+from rackmath.analyses.reality.measure import (
+    MEMORY_SHARE,
+    Ceilings,
+    DecodePoint,
+    MeasuredRun,
+    decode_memory_bytes,
+)
 from rackmath.errors import InputError, RackmathError
 from rackmath.progress import progress
 from rackmath.specs import checks
@@ -213,32 +219,11 @@ def measure_ceilings(cfg: BenchConfig, precisions: tuple[str, ...] = ("fp32", "b
     )
 
 
-#: A point is timed only if its estimated memory (:func:`decode_bytes`) is at most this share
-#: of the device's: the allocator's fragmentation and the framework's own buffers take the rest.
-MEMORY_SHARE = 0.7
-
-
-def decode_bytes(cfg: BenchConfig, context: int, batch: int) -> float:
-    """Bytes one decode step of ``cfg`` at ``context`` x ``batch`` holds, estimated: the weights,
-    the static KV cache (``2 layers kv_heads head_dim (context + 1) batch`` values) and, twice,
-    one layer's K and V expanded to every query head (transformers' SDPA path repeats the KV
-    heads before the kernel: on an H100 the CUDA sweep's 4,096 x 512 point ran out of 80 GB
-    on that copy)."""
-    elt = FORMATS[_TORCH_DTYPES[cfg.dtype]].activation_bytes
-    head_dim = cfg.hidden // cfg.heads
-    per_layer = cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * head_dim + cfg.hidden**2
-    mlp = 3 * cfg.hidden * cfg.intermediate
-    weights = (2 * cfg.vocab * cfg.hidden + cfg.layers * (per_layer + mlp)) * elt
-    tokens = (context + 1) * batch
-    cache = 2 * cfg.layers * cfg.kv_heads * head_dim * tokens * elt
-    expanded = 2 * (2 * cfg.heads * head_dim * tokens * elt)
-    return float(weights + cache + expanded)
-
-
 def measure_decode(cfg: BenchConfig) -> tuple[tuple[DecodePoint, ...], tuple[tuple[int, int], ...]]:
     """Median decode-step time for every (context, batch) of the sweep that fits this device's
     memory; returns the points and the (context, batch) pairs skipped (estimated above
-    :data:`MEMORY_SHARE` of the memory, or out of memory when run)."""
+    :data:`~rackmath.analyses.reality.measure.MEMORY_SHARE` of the memory,
+    :func:`~rackmath.analyses.reality.measure.decode_memory_bytes`, or out of memory when run)."""
     torch, transformers = _imports()
     from transformers.cache_utils import StaticCache
 
@@ -250,7 +235,7 @@ def measure_decode(cfg: BenchConfig) -> tuple[tuple[DecodePoint, ...], tuple[tup
     timer = _timer(torch, device)
     budget = MEMORY_SHARE * _memory_bytes(torch, device)
     every = [(context, batch) for context in cfg.contexts for batch in cfg.batches]
-    grid = [key for key in every if decode_bytes(cfg, *key) <= budget]
+    grid = [key for key in every if decode_memory_bytes(cfg.hf_config(), cfg.dtype, *key) <= budget]
     skipped = [key for key in every if key not in grid]
 
     def time_one(context: int, batch: int, warmup: int) -> tuple[float, float]:

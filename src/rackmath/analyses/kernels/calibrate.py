@@ -190,9 +190,10 @@ def document(
     }
 
 
-def measured_document(m: MeasuredFit, chip_id: str, date: str) -> dict[str, Any]:
+def measured_document(m: MeasuredFit, chip_id: str, date: str | None = None) -> dict[str, Any]:
     """The YAML document of a ``--from`` fit (with its bands): the chip's entry, ``meta.tables``
-    its tables."""
+    its tables; ``date`` default today."""
+    date = date or _dt.date.today().isoformat()
     if m.held is None:
         raise ValueError("a --from document carries its curves' bands: fit_measured(..., bands=True)")
     tables = sorted(set(m.data.sources.values()))
@@ -214,8 +215,7 @@ def calibrate_kernels(
     if from_files:
         if not chips or len(chips) != 1:
             raise InputError("--chips", chips, "exactly one catalog chip id for the rows of --from FILE")
-        m = fit_measured(chips[0], from_files)
-        return measured_document(m, chips[0], date)
+        return measured_document(fit_measured(chips[0], from_files), chips[0], date)
     out: dict[str, Any] = {}
     refs = kt.discover()
     committed = kt.committed_chips()

@@ -116,6 +116,30 @@ def model_spec(config: Mapping[str, Any]) -> ModelSpec:
     return model_from_config(config, model_id="measure-model", name="random-weight benchmark model")
 
 
+#: A decode point is timed only if its estimated memory (:func:`decode_memory_bytes`) is at
+#: most this share of the device's: the allocator's fragmentation and the framework's own
+#: buffers take the rest.
+MEMORY_SHARE = 0.7
+
+
+def decode_memory_bytes(config: Mapping[str, Any], dtype: str, context: int, batch: int) -> float:
+    """Bytes one decode step of the benchmark model ``config`` in ``dtype`` holds at ``context``
+    x ``batch``, estimated: its weights (:func:`rackmath.core.architecture.param_counts`), the
+    static cache of ``context + 1`` tokens a sequence
+    (:func:`~rackmath.core.architecture.kv_bytes_per_sequence`) and, twice, one layer's K and V
+    expanded to every query head (transformers' SDPA path repeats the KV heads before the
+    kernel: on an H100 the CUDA sweep's 4,096 x 512 point ran out of its 80 GB on that copy).
+    Worked number (``tests/test_measured_hopper.py``): that point, 104.8 GB."""
+    model = model_spec(config)
+    a = model.attention
+    if a is None:
+        raise InputError("model config", "no attention", "a decoder with attention layers")
+    elt = Precision.parse(dtype).bytes_per_element
+    cache = batch * float(arch.kv_bytes_per_sequence(model, context + 1, elt))
+    expanded = 2.0 * cache / model.num_layers * a.num_heads / a.num_kv_heads
+    return float(arch.param_counts(model).total * elt + cache + expanded)
+
+
 @dataclass(frozen=True)
 class MeasureResult:
     run: MeasuredRun
