@@ -15,6 +15,15 @@ settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_size_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test sees output as a file or pipe gets it, whatever the runner exports: a
+    terminal's ``COLUMNS`` (or pytest-xdist's workers') would otherwise rewrap the text tests read.
+    Tests that need a width set ``COLUMNS`` themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def cli(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
