@@ -301,13 +301,14 @@ def test_bad_training_input_is_one_line_naming_the_field():
 # ---------------------------------------------------------------------------- validation gate
 def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
-    of 2026-11-27 with Hopper's per-tensor FP8 backward GEMMs at their measured split
-    accumulation under the frameworks that ask for it (all 14.7% / 60%, dense 11.9%, MoE 19.4%,
-    8-bit 8.6%; before, 15.4% / 60%, 12.3%, 19.4%, 9.3% with Megatron's and Bridge's attention
+    of 2026-11-27 with the compute slowed beside hidden DP traffic (all 13.9% / 58%, dense
+    11.5%, MoE 19.7%, 8-bit 8.6%); before, with Hopper's per-tensor FP8 backward GEMMs at their
+    measured split accumulation under the frameworks that ask for it, 14.7% / 60%, 11.9%, 19.4%,
+    8.6%; before that 15.4% / 60%, 12.3%, 19.4%, 9.3% with Megatron's and Bridge's attention
     on cuDNN's measured training tables; on the fitted context-attention curve, 1.3-1.9x slower
     than cuDNN's at these shapes: 13.9% / 60%, 10.0%, 19.5%, 9.3%; 18.1% / 66%, 13.9%, 46.3%
     and 17.9% at a099cde). Issue 23's 12% target is not met: the Megatron/Bridge dense rows
-    stay optimistic (Llama 3 70B on GB200 +19%, Llama 3.1 405B on H100 +15%), a cost the model
+    stay optimistic (Llama 3 70B on GB200 +14%, Llama 3.1 405B on H100 +15%), a cost the model
     still lacks. The p90 rose with gpt-oss on the B200 running HybridEP, as its recipe states.
     Lower them when the model improves."""
     import numpy as np
@@ -326,7 +327,7 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
         return float(np.median(a)), float(np.percentile(a, 90))
 
     median, p90 = stats(scores)
-    assert median <= 0.15 and p90 <= 0.62
+    assert median <= 0.14 and p90 <= 0.60
     dense_median, _ = stats([r for r in scores if not r.moe])
     assert dense_median <= 0.12
     moe_median, _ = stats([r for r in scores if r.moe])
@@ -488,7 +489,7 @@ def test_fp8_attention_under_16_bit_gemms_is_refused_in_one_line():
 
 
 # ---------------------------------------------------------------------------- TP overlap's SMs
-def _llama70b_tp8(system="h100-hgx", **kw):
+def _llama70b_tp8(system="h100-hgx", efficiency="pure", **kw):
     return setup.make_training(
         rm.model("llama-3.1-70b"),
         rm.system(system),
@@ -497,7 +498,7 @@ def _llama70b_tp8(system="h100-hgx", **kw):
         seq_len=4096,
         global_batch=16,
         recompute="none",
-        efficiency="pure",
+        efficiency=efficiency,
         **kw,
     )
 
@@ -559,6 +560,47 @@ def test_overlapped_tp_collectives_keep_their_sms_from_the_gemms_by_hand():
 
 
 # ---------------------------------------------------------------------------- fused grouped MLP
+def test_hidden_dp_traffic_slows_the_compute_beside_it_by_hand():
+    """NCCL's thread blocks share the SMs with the compute a framework hides DP traffic under:
+    Lee et al. 2025 measured that compute 18.9% slower on average (training_kernels.yaml). While
+    ``h`` seconds of traffic hide, compute finishes ``h / 1.189`` of its work: the step grows by
+    ``h (1 - 1/1.189)``; 10 ms hidden cost 1.590 ms. ZeRO-1 pays it once a step, ZeRO-3 every
+    micro-batch; the pure roofline and a TPU pay nothing."""
+    assert float(tk.overlap_interference_s(0.010, 1.189)) == pytest.approx(0.0015896, abs=1e-7)
+    h100 = tf.overlap_compute_slowdown("h100-sxm", "NVIDIA")
+    b200 = tf.overlap_compute_slowdown("b200", "NVIDIA")
+    assert h100 is not None and h100.value == 1.189 and not h100.transferred and "2507.03114" in h100.source
+    assert b200 is not None and b200.transferred
+    assert tf.overlap_compute_slowdown("tpu-v5p", "Google") is None
+    keep = 1.0 - 1.0 / 1.189
+    for zero in (1, 3):
+        kernel = T.estimate(_llama70b_tp8(framework="megatron-bridge", zero=zero, efficiency="kernel")).step
+        assert kernel.dp_hidden_s > 0.0, zero
+        charged = kernel.dp_interference_s + kernel.microbatches * kernel.fsdp_interference_mb_s
+        assert charged == pytest.approx(kernel.dp_hidden_s * keep, rel=1e-9), zero
+        if zero == 1:  # once a step, after the pipeline
+            assert kernel.fsdp_interference_mb_s == 0.0
+            assert kernel.step_s == pytest.approx(
+                kernel.pipeline_s + kernel.dp_exposed_s + kernel.dp_interference_s + kernel.optimizer_s
+            )
+        else:  # inside each micro-batch
+            assert kernel.dp_interference_s == 0.0 and kernel.fsdp_interference_mb_s > 0.0
+        pure = T.estimate(_llama70b_tp8(framework="megatron-bridge", zero=zero)).step
+        assert pure.dp_interference_s == pure.fsdp_interference_mb_s == 0.0
+    plan = ParallelPlan.parse("dp=16")
+    job = setup.make_training(
+        rm.model("llama-3.1-8b"),
+        rm.system("tpu-v5p-pod"),
+        plan,
+        tokens=1e9,
+        seq_len=4096,
+        global_batch=32,
+        zero=3,
+    )
+    tpu = T.estimate(job).step
+    assert tpu.dp_hidden_s > 0.0 and tpu.fsdp_interference_mb_s == 0.0
+
+
 def test_fused_grouped_mlp_leaves_no_activation_pass_for_the_routed_experts_by_hand():
     """Transformer Engine's fused grouped MLP (CuTe DSL, SM100, MXFP8/NVFP4) runs the routed
     experts' SwiGLU in FC1's grouped-GEMM epilogue: the activations pass keeps the residual adds

@@ -95,6 +95,18 @@ def split_accumulation(chip_id: str, recipe: str) -> BackwardRatio | None:
     return BackwardRatio(float(m["slowdown"]), str(entry["source"]).format(table=m["table"]), not own)
 
 
+@cache
+def overlap_compute_slowdown(chip_id: str, vendor: str) -> BackwardRatio | None:
+    """How much longer compute runs while a collective the framework hides shares the chip's
+    SMs with it (``data/training_kernels.yaml`` ``overlap_compute_slowdown``: 1.189, measured
+    on A100, H100 and two AMD GPUs), None for a vendor whose collectives run on their own
+    engines (TPU, Trainium). Transferred on a chip other than those measured."""
+    entry = read_data("training_kernels.yaml")["overlap_compute_slowdown"]
+    if vendor not in entry["vendors"]:
+        return None
+    return BackwardRatio(float(entry["slowdown"]), str(entry["source"]), chip_id not in entry["measured_on"])
+
+
 class KernelRatio(NamedTuple):
     """How much longer a framework's attention kernel takes than the chip's fitted curve,
     forward and backward, and where the figures come from."""

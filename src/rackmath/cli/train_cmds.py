@@ -197,8 +197,10 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         f"{fmt.seconds(st.pipeline_s)}; per micro-batch TP {fmt.seconds(st.tp_mb_s)}, CP "
         f"{fmt.seconds(st.cp_mb_s)}, EP {fmt.seconds(st.ep_mb_s)}, PP {fmt.seconds(st.pp_mb_s)}"
     )
+    slowed = st.dp_interference_s + st.microbatches * st.fsdp_interference_mb_s
+    beside = f", compute beside the hidden part {fmt.seconds(slowed)} slower" if slowed else ""
     out(
-        f"  DP {fmt.seconds(st.dp_s)} ({fmt.seconds(st.dp_exposed_s)} exposed), optimizer "
+        f"  DP {fmt.seconds(st.dp_s)} ({fmt.seconds(st.dp_exposed_s)} exposed{beside}), optimizer "
         f"{fmt.seconds(st.optimizer_s)}  => step {fmt.seconds(st.step_s)} "
         f"(bounds {fmt.seconds(st.lower_bound_s)} .. {fmt.seconds(st.upper_bound_s)})"
     )

@@ -42,6 +42,10 @@ activations, casts  input and the output gradient,
   fast; every backward GEMM, dense and grouped, takes the chip's measured split / fast ratio
   (``catalog/data/training_kernels.yaml`` ``fp8_split_accumulation``: 1.031 on an H100 SXM,
   1.030 on an H200, medians over 100 training-size GEMMs). The pure roofline takes 1.
+* Compute beside hidden traffic (:func:`overlap_interference_s`): a GPU's collectives run on
+  its SMs, so compute overlapped with them runs 1.189x slower (Lee et al. 2025, arXiv
+  2507.03114v1: the average over A100, H100, MI250 and MI210; ``training_kernels.yaml``
+  ``overlap_compute_slowdown``); ``h`` hidden seconds cost ``h (1 - 1/1.189)``.
 
 Worked numbers (tests recompute them): a GEMM of 4096 x 14336 x 4096 runs its wgrad as a
 14336 x 4096 x 4096 GEMM (rows 14336, depth 4096 tokens); attention with ``d_qk = d_v =
@@ -291,6 +295,15 @@ def sm_margin_slowdown(sms: ArrayLike, margin_sms: ArrayLike) -> FloatArray:
     132: 132 / 116 = 1.138."""
     n, m = num(sms), num(margin_sms)
     return np.asarray(n / (n - m), float)[()]
+
+
+def overlap_interference_s(hidden_comm_s: ArrayLike, slowdown: ArrayLike) -> FloatArray:
+    """Time a step loses to the compute slowed under a collective it hides. While ``h``
+    seconds of communication run beside compute, the compute runs ``slowdown`` times slower
+    (the collective's thread blocks hold part of the SMs), so it completes ``h / slowdown`` of
+    its work in that window and the rest, ``h (1 - 1 / slowdown)``, is added after it. Worked
+    number: 10 ms of hidden DP traffic at 1.189 (Lee et al. 2025's average) costs 1.590 ms."""
+    return np.asarray(num(hidden_comm_s) * (1.0 - 1.0 / num(slowdown)), float)[()]
 
 
 def tp_overlap_shares(matrices: float) -> dict[str, dict[str, float]]:

@@ -27,7 +27,9 @@ framework profile's settings (:class:`rackmath.specs.training_framework.Training
   ZeRO-3 gathers each bucket's parameters in the forward and the backward and
   reduce-scatters its gradients every micro-batch; each overlapped bucket by bucket
   (``fsdp_exposed_s``) where the framework overlaps it (``dp_grad_overlap``,
-  ``dp_param_gather_overlap``), exposed whole where it does not.
+  ``dp_param_gather_overlap``), exposed whole where it does not. Kernel-grounded on a GPU, the
+  compute beside the hidden part runs slower while the collective holds some of its SMs
+  (:func:`overlap_slowdown`, :func:`rackmath.core.training_kernels.overlap_interference_s`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import math
 from typing import NamedTuple
 
 from rackmath.analyses.training.setup import TrainingSetup
+from rackmath.catalog import training_frameworks as tf
 from rackmath.core import collective_ops as cops
 from rackmath.core import network as net
 from rackmath.core import operators as ops
@@ -43,7 +46,7 @@ from rackmath.core import training as tr
 from rackmath.core import training_comm as tcomm
 from rackmath.core import training_kernels as tk
 from rackmath.core import training_step as ts
-from rackmath.specs.efficiency import Kernel
+from rackmath.specs.efficiency import EfficiencyMode, Kernel
 
 
 def links(s: TrainingSetup) -> dict[str, net.Group]:
@@ -177,6 +180,21 @@ class DataParallel(NamedTuple):
     exposed_s: float  # exposed once per step (ZeRO 0-2)
     exposed_mb_s: float  # exposed per micro-batch (ZeRO-3)
     buckets: int
+    #: compute lost to the SMs the hidden traffic holds (``overlap_interference_s``), once per
+    #: step (ZeRO 0-2) and per micro-batch (ZeRO-3)
+    interference_s: float = 0.0
+    interference_mb_s: float = 0.0
+
+
+def overlap_slowdown(s: TrainingSetup) -> float:
+    """How much slower compute runs beside a collective the framework hides: the catalog's
+    measured figure (:func:`rackmath.catalog.training_frameworks.overlap_compute_slowdown`) on a
+    GPU, kernel-grounded; 1 on the pure roofline and where collectives have their own engines."""
+    if s.efficiency.mode is not EfficiencyMode.KERNEL:
+        return 1.0
+    chip = s.system.chip
+    ratio = tf.overlap_compute_slowdown(chip.id, chip.vendor)
+    return 1.0 if ratio is None else ratio.value
 
 
 def dp_traffic(
@@ -196,18 +214,30 @@ def dp_traffic(
     per = held / buckets
     grads = per * opt.grads / opt.weights
 
-    def exposed(one: float, compute: float, overlapped: bool) -> float:
-        return ts.fsdp_exposed_s(one, compute / buckets, buckets) if overlapped else buckets * one
+    slowdown = overlap_slowdown(s)
+
+    def exposed(one: float, compute: float, overlapped: bool) -> tuple[float, float]:
+        """(exposed, interference) of ``buckets`` collectives of ``one`` second each."""
+        if not overlapped:
+            return buckets * one, 0.0
+        shown = ts.fsdp_exposed_s(one, compute / buckets, buckets)
+        return shown, float(tk.overlap_interference_s(buckets * one - shown, slowdown))
 
     if s.zero >= tr.ZeroStage.WEIGHTS:
         gather, scatter = tcomm.dp_operators(grads, per, group["dp"], s.zero, s.table)
         g = float(gather.time_s) / 2.0  # one bucket's all-gather (the operator holds two)
         r = float(scatter.time_s)
-        fsdp_mb = exposed(g, t_f, profile.dp_param_gather_overlap) + exposed(
-            g + r, t_bw, profile.dp_grad_overlap
-        )
+        forward = exposed(g, t_f, profile.dp_param_gather_overlap)
+        backward = exposed(g + r, t_bw, profile.dp_grad_overlap)
         collectives = tuple(scaled_collective(o, m * buckets) for o in (gather, scatter))
-        return DataParallel(collectives, m * buckets * (2 * g + r), 0.0, fsdp_mb, buckets)
+        return DataParallel(
+            collectives,
+            m * buckets * (2 * g + r),
+            0.0,
+            forward[0] + backward[0],
+            buckets,
+            interference_mb_s=forward[1] + backward[1],
+        )
     dense, expert = grads * dense_share, grads * (1.0 - dense_share)
     if s.zero == tr.ZeroStage.NONE:
         ars = (
@@ -218,12 +248,9 @@ def dp_traffic(
             ),
         )
         r = seconds(ars)
+        shown, slowed = exposed(r, t_bw, profile.dp_grad_overlap)
         return DataParallel(
-            tuple(scaled_collective(o, buckets) for o in ars),
-            buckets * r,
-            exposed(r, t_bw, profile.dp_grad_overlap),
-            0.0,
-            buckets,
+            tuple(scaled_collective(o, buckets) for o in ars), buckets * r, shown, 0.0, buckets, slowed
         )
     # the distributed optimizer: reduce-scatter the gradients, all-gather the updated weights
     weights_dense, weights_expert = per * dense_share, per * (1.0 - dense_share)
@@ -240,6 +267,14 @@ def dp_traffic(
             cops.gather_operator(f"{prefix}dp_all_gather", "all_gather", link, w_bytes, 1.0, s.table)
         )
     rs, ag = seconds(scatters), seconds(gathers)
-    exposed_s = exposed(rs, t_bw, profile.dp_grad_overlap) + exposed(ag, t_f, profile.dp_param_gather_overlap)
+    grads_part = exposed(rs, t_bw, profile.dp_grad_overlap)
+    params_part = exposed(ag, t_f, profile.dp_param_gather_overlap)
     collectives = tuple(scaled_collective(o, buckets) for o in (*scatters, *gathers))
-    return DataParallel(collectives, buckets * (rs + ag), exposed_s, 0.0, buckets)
+    return DataParallel(
+        collectives,
+        buckets * (rs + ag),
+        grads_part[0] + params_part[0],
+        0.0,
+        buckets,
+        grads_part[1] + params_part[1],
+    )

@@ -157,10 +157,15 @@ class StepBreakdown:
     tp_exposed_mb_s: float = 0.0
     cp_exposed_mb_s: float = 0.0
     pp_exposed_mb_s: float = 0.0
+    #: compute lost beside the DP traffic it hides (the collective's SMs,
+    #: :func:`rackmath.core.training_kernels.overlap_interference_s`): once per step (ZeRO
+    #: 0-2), and per micro-batch inside the pipeline (ZeRO-3)
+    dp_interference_s: float = 0.0
+    fsdp_interference_mb_s: float = 0.0
 
     @property
     def step_s(self) -> float:
-        return self.pipeline_s + self.dp_exposed_s + self.optimizer_s
+        return self.pipeline_s + self.dp_exposed_s + self.dp_interference_s + self.optimizer_s
 
     @property
     def compute_s(self) -> float:
@@ -244,6 +249,8 @@ class StepBreakdown:
             "dp_s": self.dp_s,
             "dp_exposed_s": self.dp_exposed_s,
             "dp_hidden_s": self.dp_hidden_s,
+            "dp_interference_s": self.dp_interference_s,
+            "fsdp_interference_per_microbatch_s": self.fsdp_interference_mb_s,
             "optimizer_s": self.optimizer_s,
             "lower_bound_s": self.lower_bound_s,
             "upper_bound_s": self.upper_bound_s,
@@ -528,7 +535,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         *(comm.scaled_collective(o, m) for o in (*tp.collectives, *cp.collectives, *ep_ops, *pp.collectives)),
         *dp.collectives,
     )
-    exposed = tp.exposed_s + cp.exposed_s + ep_exposed + pp.exposed_s + dp.exposed_mb_s
+    exposed = tp.exposed_s + cp.exposed_s + ep_exposed + pp.exposed_s + dp.exposed_mb_s + dp.interference_mb_s
     scale = (busy + exposed) / busy
     bubble = pl.bubble_fraction(
         s.schedule,
@@ -566,4 +573,6 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         tp_exposed_mb_s=tp.exposed_s,
         cp_exposed_mb_s=cp.exposed_s,
         pp_exposed_mb_s=pp.exposed_s,
+        dp_interference_s=dp.interference_s,
+        fsdp_interference_mb_s=dp.interference_mb_s,
     )
