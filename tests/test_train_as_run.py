@@ -301,16 +301,17 @@ def test_bad_training_input_is_one_line_naming_the_field():
 # ---------------------------------------------------------------------------- validation gate
 def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
-    of 2026-11-27 with the compute slowed beside hidden DP traffic (all 13.9% / 58%, dense
-    11.5%, MoE 19.7%, 8-bit 8.6%); before, with Hopper's per-tensor FP8 backward GEMMs at their
-    measured split accumulation under the frameworks that ask for it, 14.7% / 60%, 11.9%, 19.4%,
-    8.6%; before that 15.4% / 60%, 12.3%, 19.4%, 9.3% with Megatron's and Bridge's attention
-    on cuDNN's measured training tables; on the fitted context-attention curve, 1.3-1.9x slower
-    than cuDNN's at these shapes: 13.9% / 60%, 10.0%, 19.5%, 9.3%; 18.1% / 66%, 13.9%, 46.3%
-    and 17.9% at a099cde). Issue 23's 12% target is not met: the Megatron/Bridge dense rows
-    stay optimistic (Llama 3 70B on GB200 +14%, Llama 3.1 405B on H100 +15%), a cost the model
-    still lacks. The p90 rose with gpt-oss on the B200 running HybridEP, as its recipe states.
-    Lower them when the model improves."""
+    of 2026-11-27 with the compute slowed beside hidden DP and EP traffic (all 13.1% / 58%,
+    dense 11.5%, MoE 13.1%, 8-bit 8.6%; beside DP's alone 13.9%, MoE 19.7%); before, with
+    Hopper's per-tensor FP8 backward GEMMs at their measured split accumulation under the
+    frameworks that ask for it, 14.7% / 60%, 11.9%, 19.4%, 8.6%; before that 15.4% / 60%,
+    12.3%, 19.4%, 9.3% with Megatron's and Bridge's attention on cuDNN's measured training
+    tables; on the fitted context-attention curve, 1.3-1.9x slower than cuDNN's at these
+    shapes: 13.9% / 60%, 10.0%, 19.5%, 9.3%; 18.1% / 66%, 13.9%, 46.3% and 17.9% at a099cde).
+    Issue 23's 12% target is not met: DeepSeek-V3 (13% optimistic) and the Megatron/Bridge
+    dense rows (Llama 3 70B on GB200 +14%, Llama 3.1 405B on H100 +15%) stay optimistic, a
+    cost the model still lacks. The p90 rose with gpt-oss on the B200 running HybridEP, as its
+    recipe states. Lower them when the model improves."""
     import numpy as np
 
     from rackmath.analyses.training.runs import score_runs
@@ -331,7 +332,7 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     dense_median, _ = stats([r for r in scores if not r.moe])
     assert dense_median <= 0.12
     moe_median, _ = stats([r for r in scores if r.moe])
-    assert moe_median <= 0.20
+    assert moe_median <= 0.14
     low_median, _ = stats([r for r in scores if r.precision_group == "8-bit or less"])
     assert low_median <= 0.09
 
@@ -560,12 +561,13 @@ def test_overlapped_tp_collectives_keep_their_sms_from_the_gemms_by_hand():
 
 
 # ---------------------------------------------------------------------------- fused grouped MLP
-def test_hidden_dp_traffic_slows_the_compute_beside_it_by_hand():
-    """NCCL's thread blocks share the SMs with the compute a framework hides DP traffic under:
+def test_hidden_traffic_slows_the_compute_beside_it_by_hand():
+    """NCCL's thread blocks share the SMs with the compute a framework hides traffic under:
     Lee et al. 2025 measured that compute 18.9% slower on average (training_kernels.yaml). While
     ``h`` seconds of traffic hide, compute finishes ``h / 1.189`` of its work: the step grows by
-    ``h (1 - 1/1.189)``; 10 ms hidden cost 1.590 ms. ZeRO-1 pays it once a step, ZeRO-3 every
-    micro-batch; the pure roofline and a TPU pay nothing."""
+    ``h (1 - 1/1.189)``; 10 ms hidden cost 1.590 ms. DP under ZeRO-1 pays it once a step, under
+    ZeRO-3 every micro-batch, hidden expert all-to-alls every micro-batch; the pure roofline and
+    a TPU pay nothing."""
     assert float(tk.overlap_interference_s(0.010, 1.189)) == pytest.approx(0.0015896, abs=1e-7)
     h100 = tf.overlap_compute_slowdown("h100-sxm", "NVIDIA")
     b200 = tf.overlap_compute_slowdown("b200", "NVIDIA")
@@ -599,6 +601,12 @@ def test_hidden_dp_traffic_slows_the_compute_beside_it_by_hand():
     )
     tpu = T.estimate(job).step
     assert tpu.dp_hidden_s > 0.0 and tpu.fsdp_interference_mb_s == 0.0
+    # the expert all-to-alls a schedule hides (here all of them, as DualPipe does) slow the
+    # compute beside them the same way, every micro-batch
+    moe = T.estimate(_qwen(efficiency="kernel", ep_overlap_frac=1.0)).step
+    hidden = moe.ep_mb_s - moe.ep_exposed_mb_s
+    assert hidden > 0.0 and moe.ep_interference_mb_s == pytest.approx(hidden * keep, rel=1e-9)
+    assert T.estimate(_qwen(ep_overlap_frac=1.0)).step.ep_interference_mb_s == 0.0  # pure
 
 
 def test_fused_grouped_mlp_leaves_no_activation_pass_for_the_routed_experts_by_hand():

@@ -216,9 +216,11 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         )
     out(rate + ("" if mem.fits else " if it fit"))
     if st.ep_mb_s or st.fsdp_exposed_mb_s:
+        ep_slowed = st.ep_interference_mb_s
+        ep_beside = f"; compute beside the hidden part {fmt.seconds(ep_slowed)} slower" if ep_slowed else ""
         out(
             f"  EP all-to-all exposed {fmt.seconds(st.ep_exposed_mb_s)} of {fmt.seconds(st.ep_mb_s)} per "
-            f"micro-batch (overlap {_ep_overlap(s)}, skew {s.routing_skew:g}); FSDP exposed "
+            f"micro-batch (overlap {_ep_overlap(s)}, skew {s.routing_skew:g}{ep_beside}); FSDP exposed "
             f"{fmt.seconds(st.fsdp_exposed_mb_s)} per micro-batch over {st.dp_buckets} buckets; "
             f"prefetch hides {fmt.seconds(st.dp_hidden_s)} of DP traffic per step"
         )
