@@ -576,7 +576,9 @@ def test_hidden_traffic_slows_the_compute_beside_it_by_hand():
     assert tf.overlap_compute_slowdown("tpu-v5p", "Google") is None
     keep = 1.0 - 1.0 / 1.189
     for zero in (1, 3):
-        kernel = T.estimate(_llama70b_tp8(framework="megatron-bridge", zero=zero, efficiency="kernel")).step
+        run = T.estimate(_llama70b_tp8(framework="megatron-bridge", zero=zero, efficiency="kernel"))
+        assert run.to_dict()["overlap_compute_slowdown"]["value"] == 1.189
+        kernel = run.step
         assert kernel.dp_hidden_s > 0.0, zero
         charged = kernel.dp_interference_s + kernel.microbatches * kernel.fsdp_interference_mb_s
         assert charged == pytest.approx(kernel.dp_hidden_s * keep, rel=1e-9), zero
@@ -587,8 +589,9 @@ def test_hidden_traffic_slows_the_compute_beside_it_by_hand():
             )
         else:  # inside each micro-batch
             assert kernel.dp_interference_s == 0.0 and kernel.fsdp_interference_mb_s > 0.0
-        pure = T.estimate(_llama70b_tp8(framework="megatron-bridge", zero=zero)).step
-        assert pure.dp_interference_s == pure.fsdp_interference_mb_s == 0.0
+        pure = T.estimate(_llama70b_tp8(framework="megatron-bridge", zero=zero))
+        assert pure.step.dp_interference_s == pure.step.fsdp_interference_mb_s == 0.0
+        assert pure.to_dict()["overlap_compute_slowdown"] is None  # and the JSON says so
     plan = ParallelPlan.parse("dp=16")
     job = setup.make_training(
         rm.model("llama-3.1-8b"),

@@ -51,7 +51,9 @@ def framework(framework_id: str | None) -> TrainingFramework:
 
 
 class BackwardRatio(NamedTuple):
-    """The attention backward's FLOP/s over its forward's on a chip, and where it comes from."""
+    """A measured ratio of a training kernel on a chip (the attention backward's FLOP/s over its
+    forward's, a split-accumulation slowdown, compute slowed beside overlapped traffic), where
+    it comes from, and whether it was measured on another chip."""
 
     value: float
     source: str

@@ -186,14 +186,19 @@ class DataParallel(NamedTuple):
     interference_mb_s: float = 0.0
 
 
-def overlap_slowdown(s: TrainingSetup) -> float:
-    """How much slower compute runs beside a collective the framework hides: the catalog's
-    measured figure (:func:`rackmath.catalog.training_frameworks.overlap_compute_slowdown`) on a
-    GPU, kernel-grounded; 1 on the pure roofline and where collectives have their own engines."""
+def overlap_ratio(s: TrainingSetup) -> tf.BackwardRatio | None:
+    """How much slower compute runs beside a collective the framework hides, with its source:
+    the catalog's measured figure (:func:`rackmath.catalog.training_frameworks.
+    overlap_compute_slowdown`) on a GPU, kernel-grounded; None on the pure roofline and where
+    collectives have their own engines."""
     if s.efficiency.mode is not EfficiencyMode.KERNEL:
-        return 1.0
-    chip = s.system.chip
-    ratio = tf.overlap_compute_slowdown(chip.id, chip.vendor)
+        return None
+    return tf.overlap_compute_slowdown(s.system.chip.id, s.system.chip.vendor)
+
+
+def overlap_slowdown(s: TrainingSetup) -> float:
+    """:func:`overlap_ratio`'s value, 1 where there is none."""
+    ratio = overlap_ratio(s)
     return 1.0 if ratio is None else ratio.value
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from rackmath.analyses.kernels.tables import describe as describe_efficiency
 from rackmath.analyses.serving.parts import MemoryPerChip
+from rackmath.analyses.training.comm import overlap_ratio
 from rackmath.analyses.training.setup import TrainingSetup
 from rackmath.analyses.training.step import StepBreakdown, memory_per_chip, step_breakdown
 from rackmath.core import roofline as rl
@@ -222,6 +223,7 @@ class TrainingEstimate(Tabular):
 
     def to_dict(self) -> dict[str, Any]:
         s = self.setup
+        overlap = overlap_ratio(s)
         return {
             "model": s.model.id,
             "system": s.system.id,
@@ -242,6 +244,8 @@ class TrainingEstimate(Tabular):
             "ep_overlap_frac": s.ep_overlap_frac,
             "ep_overlap_paired": s.ep_overlap_paired,
             "routing_skew": s.routing_skew,
+            # compute beside hidden DP and EP traffic (None: not charged)
+            "overlap_compute_slowdown": None if overlap is None else overlap._asdict(),
             "seq_len_tokens": s.seq_len,
             "global_batch_sequences": s.global_batch,
             "microbatch_sequences": s.microbatch,
