@@ -301,8 +301,8 @@ def test_bad_training_input_is_one_line_naming_the_field():
 # ---------------------------------------------------------------------------- validation gate
 def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
-    of 2026-11-27 with the compute slowed beside hidden DP and EP traffic (all 13.1% / 58%,
-    dense 11.5%, MoE 13.1%, 8-bit 8.6%; beside DP's alone 13.9%, MoE 19.7%); before, with
+    of 2026-11-27 with the compute slowed beside hidden DP, EP, CP and PP traffic (all 13.1% /
+    58%, dense 11.5%, MoE 13.1%, 8-bit 7.3%; beside DP's alone 13.9%, MoE 19.7%); before, with
     Hopper's per-tensor FP8 backward GEMMs at their measured split accumulation under the
     frameworks that ask for it, 14.7% / 60%, 11.9%, 19.4%, 8.6%; before that 15.4% / 60%,
     12.3%, 19.4%, 9.3% with Megatron's and Bridge's attention on cuDNN's measured training
@@ -334,7 +334,7 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     moe_median, _ = stats([r for r in scores if r.moe])
     assert moe_median <= 0.14
     low_median, _ = stats([r for r in scores if r.precision_group == "8-bit or less"])
-    assert low_median <= 0.09
+    assert low_median <= 0.08
 
 
 # ---------------------------------------------------------------------------- the CLI
@@ -566,8 +566,8 @@ def test_hidden_traffic_slows_the_compute_beside_it_by_hand():
     Lee et al. 2025 measured that compute 18.9% slower on average (training_kernels.yaml). While
     ``h`` seconds of traffic hide, compute finishes ``h / 1.189`` of its work: the step grows by
     ``h (1 - 1/1.189)``; 10 ms hidden cost 1.590 ms. DP under ZeRO-1 pays it once a step, under
-    ZeRO-3 every micro-batch, hidden expert all-to-alls every micro-batch; the pure roofline and
-    a TPU pay nothing."""
+    ZeRO-3 every micro-batch, hidden expert all-to-alls, CP ring and PP sends every
+    micro-batch; the pure roofline and a TPU pay nothing."""
     assert float(tk.overlap_interference_s(0.010, 1.189)) == pytest.approx(0.0015896, abs=1e-7)
     h100 = tf.overlap_compute_slowdown("h100-sxm", "NVIDIA")
     b200 = tf.overlap_compute_slowdown("b200", "NVIDIA")
@@ -610,6 +610,15 @@ def test_hidden_traffic_slows_the_compute_beside_it_by_hand():
     hidden = moe.ep_mb_s - moe.ep_exposed_mb_s
     assert hidden > 0.0 and moe.ep_interference_mb_s == pytest.approx(hidden * keep, rel=1e-9)
     assert T.estimate(_qwen(ep_overlap_frac=1.0)).step.ep_interference_mb_s == 0.0  # pure
+    # and beside the CP ring's sends and the PP sends a framework hides, every micro-batch
+    ring = T.estimate(_llama8b_cp("megatron-core", efficiency="kernel")).step
+    cp_hidden = ring.cp_mb_s - ring.cp_exposed_mb_s
+    assert cp_hidden > 0.0 and ring.cp_interference_mb_s == pytest.approx(cp_hidden * keep, rel=1e-9)
+    staged = T.estimate(
+        _llama8b_pp4("kernel", framework="megatron-core", schedule="interleaved", virtual_stages=2)
+    ).step
+    pp_hidden = staged.pp_mb_s - staged.pp_exposed_mb_s
+    assert pp_hidden > 0.0 and staged.pp_interference_mb_s == pytest.approx(pp_hidden * keep, rel=1e-9)
 
 
 def test_fused_grouped_mlp_leaves_no_activation_pass_for_the_routed_experts_by_hand():

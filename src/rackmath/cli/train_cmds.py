@@ -197,13 +197,21 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         f"{fmt.seconds(st.pipeline_s)}; per micro-batch TP {fmt.seconds(st.tp_mb_s)}, CP "
         f"{fmt.seconds(st.cp_mb_s)}, EP {fmt.seconds(st.ep_mb_s)}, PP {fmt.seconds(st.pp_mb_s)}"
     )
-    slowed = st.dp_interference_s + st.microbatches * st.fsdp_interference_mb_s
-    beside = f", compute beside the hidden part {fmt.seconds(slowed)} slower" if slowed else ""
     out(
-        f"  DP {fmt.seconds(st.dp_s)} ({fmt.seconds(st.dp_exposed_s)} exposed{beside}), optimizer "
+        f"  DP {fmt.seconds(st.dp_s)} ({fmt.seconds(st.dp_exposed_s)} exposed), optimizer "
         f"{fmt.seconds(st.optimizer_s)}  => step {fmt.seconds(st.step_s)} "
         f"(bounds {fmt.seconds(st.lower_bound_s)} .. {fmt.seconds(st.upper_bound_s)})"
     )
+    if st.dp_interference_s or st.interference_mb_s:
+        parts = [
+            f"{fmt.seconds(t)} {where}"
+            for t, where in (
+                (st.dp_interference_s, "a step beside DP"),
+                (st.interference_mb_s, "a micro-batch beside EP, CP, PP and FSDP traffic"),
+            )
+            if t
+        ]
+        out(f"  compute slowed by the SMs hidden traffic holds: {', '.join(parts)}")
     rate = (
         f"  {r.tokens_per_s:,.0f} tokens/s, MFU {fmt.pct(r.mfu)}, HFU {fmt.pct(r.hfu)} "
         f"(vs the {s.compute.value} peak)"
@@ -216,11 +224,9 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
         )
     out(rate + ("" if mem.fits else " if it fit"))
     if st.ep_mb_s or st.fsdp_exposed_mb_s:
-        ep_slowed = st.ep_interference_mb_s
-        ep_beside = f"; compute beside the hidden part {fmt.seconds(ep_slowed)} slower" if ep_slowed else ""
         out(
             f"  EP all-to-all exposed {fmt.seconds(st.ep_exposed_mb_s)} of {fmt.seconds(st.ep_mb_s)} per "
-            f"micro-batch (overlap {_ep_overlap(s)}, skew {s.routing_skew:g}{ep_beside}); FSDP exposed "
+            f"micro-batch (overlap {_ep_overlap(s)}, skew {s.routing_skew:g}); FSDP exposed "
             f"{fmt.seconds(st.fsdp_exposed_mb_s)} per micro-batch over {st.dp_buckets} buckets; "
             f"prefetch hides {fmt.seconds(st.dp_hidden_s)} of DP traffic per step"
         )

@@ -42,8 +42,8 @@ activations, casts  input and the output gradient,
   fast; every backward GEMM, dense and grouped, takes the chip's measured split / fast ratio
   (``catalog/data/training_kernels.yaml`` ``fp8_split_accumulation``: 1.031 on an H100 SXM,
   1.030 on an H200, medians over 100 training-size GEMMs). The pure roofline takes 1.
-* Compute beside hidden traffic (:func:`overlap_interference_s`): a GPU's collectives run on
-  its SMs, so compute overlapped with them runs 1.189x slower (Lee et al. 2025, arXiv
+* Compute beside hidden traffic (:func:`overlap_interference_s`): a GPU's collectives and
+  sends run on its SMs, so compute overlapped with them runs 1.189x slower (Lee et al. 2025, arXiv
   2507.03114v1: the average over A100, H100, MI250 and MI210; ``training_kernels.yaml``
   ``overlap_compute_slowdown``); ``h`` hidden seconds cost ``h (1 - 1/1.189)``.
 

@@ -27,9 +27,12 @@ framework profile's settings (:class:`rackmath.specs.training_framework.Training
   ZeRO-3 gathers each bucket's parameters in the forward and the backward and
   reduce-scatters its gradients every micro-batch; each overlapped bucket by bucket
   (``fsdp_exposed_s``) where the framework overlaps it (``dp_grad_overlap``,
-  ``dp_param_gather_overlap``), exposed whole where it does not. Kernel-grounded on a GPU, the
-  compute beside the hidden part runs slower while the collective holds some of its SMs
-  (:func:`overlap_slowdown`, :func:`rackmath.core.training_kernels.overlap_interference_s`).
+  ``dp_param_gather_overlap``), exposed whole where it does not.
+
+Kernel-grounded on a GPU, the compute beside the hidden part of the CP, PP, EP and DP traffic
+runs slower while the transfers hold some of its SMs (:func:`overlap_slowdown`,
+:func:`rackmath.core.training_kernels.overlap_interference_s`); overlapped TP collectives state
+their SM margins instead (:func:`rackmath.core.training_kernels.sm_margin_slowdown`).
 """
 
 from __future__ import annotations
@@ -83,11 +86,23 @@ def scaled_collective(o: ops.Operator, k: float) -> ops.Operator:
 
 class Traffic(NamedTuple):
     """One kind of traffic per micro-batch: its collectives (one micro-batch's), all their
-    seconds, and the seconds left on the critical path."""
+    seconds, the seconds left on the critical path, and the compute lost beside the hidden
+    rest (:func:`hidden_under`)."""
 
     collectives: tuple[ops.Operator, ...]
     total_s: float
     exposed_s: float
+    interference_s: float = 0.0
+
+
+def hidden_under(
+    s: TrainingSetup, collectives: tuple[ops.Operator, ...], total: float, exposed: float
+) -> Traffic:
+    """Traffic of which ``total - exposed`` seconds hide under compute, that compute slowed by
+    the SMs the transfers hold (:func:`overlap_slowdown`,
+    :func:`rackmath.core.training_kernels.overlap_interference_s`)."""
+    slowed = float(tk.overlap_interference_s(max(total - exposed, 0.0), overlap_slowdown(s)))
+    return Traffic(collectives, total, exposed, slowed)
 
 
 def tp_traffic(
@@ -140,7 +155,7 @@ def cp_traffic(s: TrainingSetup, attention_fwd_s: float, attention_bwd_s: float)
         total = layers * steps * (fwd_send + bwd_send)
         latency = layers * steps * 2 * tcomm.pp_send_s(0.0, group)
         op = cops.send_operator("cp_ring_send", total, latency, group.topology, s.table)
-        return Traffic((op,), total, exposed)
+        return hidden_under(s, (op,), total, exposed)
     # a2a (Ulysses): Q, K, V in and O out over the heads, forward and backward
     q_width = model.attention.num_heads * model.attention.head_dim
     values = s.microbatch * s.seq_len / plan.cp * (2 * q_width + 2 * shape.kv_width) / plan.tp
@@ -171,7 +186,7 @@ def pp_traffic(s: TrainingSetup, busy_s: float) -> Traffic:
     if not overlapped:
         return Traffic((op,), total, total)
     exposed = sends * latency + tk.ring_exposed_s(one - latency, busy_s / sends, sends)
-    return Traffic((op,), total, exposed)
+    return hidden_under(s, (op,), total, exposed)
 
 
 class DataParallel(NamedTuple):

@@ -10,13 +10,12 @@ The step (every formula lives in :mod:`rackmath.core.training_step` (operators),
                 stage, or the last one with the whole LM head)
     t_mb      = t_f + t_b + t_w + TP + CP traffic + exposed EP all-to-all + PP sends
                 (+ ZeRO-3's exposed parameter gathers and gradient reduce-scatters)
-                + interference of the hidden EP (and ZeRO-3) traffic
+                + interference of the hidden EP, CP, PP (and ZeRO-3) traffic
     t_pipe    = m t_mb / (1 - bubble(schedule, P, m, v, t_f, t_b, t_w))
     t_step    = t_pipe + exposed gradient all-reduce (ZeRO 0-2) + its interference + t_optimizer
 
-where the interference of ``h`` hidden seconds is ``h (1 - 1/1.189)`` kernel-grounded on a GPU
-(the compute beside a collective runs on fewer SMs:
-:func:`rackmath.core.training_kernels.overlap_interference_s`).
+where the interference of ``h`` hidden seconds is ``h (1 - 1/1.189)``, kernel-grounded on a GPU
+(:func:`rackmath.core.training_kernels.overlap_interference_s`: compute beside it has fewer SMs).
 
 Assumptions: work splits evenly over the chips of a stage (layers over stages rounded up);
 TP and CP traffic sit on the critical path; the EP all-to-all hides under compute by the
@@ -162,13 +161,19 @@ class StepBreakdown:
     tp_exposed_mb_s: float = 0.0
     cp_exposed_mb_s: float = 0.0
     pp_exposed_mb_s: float = 0.0
-    #: compute lost beside the DP traffic it hides (the collective's SMs,
-    #: :func:`rackmath.core.training_kernels.overlap_interference_s`): once per step (ZeRO
-    #: 0-2), and per micro-batch inside the pipeline (ZeRO-3)
+    #: compute slowed beside hidden traffic (``overlap_interference_s``): DP's once per step
+    #: (ZeRO 0-2); FSDP's, EP's, CP's and PP's per micro-batch, inside the pipeline
     dp_interference_s: float = 0.0
     fsdp_interference_mb_s: float = 0.0
-    #: the same beside the hidden part of the expert all-to-alls, per micro-batch
     ep_interference_mb_s: float = 0.0
+    cp_interference_mb_s: float = 0.0
+    pp_interference_mb_s: float = 0.0
+
+    @property
+    def interference_mb_s(self) -> float:
+        """Compute lost per micro-batch beside hidden EP, CP, PP and (ZeRO-3) DP traffic."""
+        hidden = (self.ep_interference_mb_s, self.cp_interference_mb_s, self.pp_interference_mb_s)
+        return sum(hidden) + self.fsdp_interference_mb_s
 
     @property
     def step_s(self) -> float:
@@ -259,6 +264,8 @@ class StepBreakdown:
             "dp_interference_s": self.dp_interference_s,
             "fsdp_interference_per_microbatch_s": self.fsdp_interference_mb_s,
             "ep_interference_per_microbatch_s": self.ep_interference_mb_s,
+            "cp_interference_per_microbatch_s": self.cp_interference_mb_s,
+            "pp_interference_per_microbatch_s": self.pp_interference_mb_s,
             "optimizer_s": self.optimizer_s,
             "lower_bound_s": self.lower_bound_s,
             "upper_bound_s": self.upper_bound_s,
@@ -529,8 +536,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         ep_exposed = ts.combined_1f1b_exposed_s(
             train_ops, by_kind["dispatch"], by_kind["combine"], moe_layers, u
         )
-    # the compute beside the hidden part of the all-to-alls runs on fewer SMs (as beside DP's)
-    ep_interference = float(tk.overlap_interference_s(max(ep_s - ep_exposed, 0.0), comm.overlap_slowdown(s)))
+    ep_interference = comm.hidden_under(s, ep_ops, ep_s, ep_exposed).interference_s
     pp = comm.pp_traffic(s, busy)
     dense, experts = params_per_chip(s)
     dp = comm.dp_traffic(
@@ -547,7 +553,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
     )
     exposed = (
         tp.exposed_s + cp.exposed_s + ep_exposed + pp.exposed_s + dp.exposed_mb_s
-        + dp.interference_mb_s + ep_interference
+        + dp.interference_mb_s + ep_interference + cp.interference_s + pp.interference_s
     )  # fmt: skip
     scale = (busy + exposed) / busy
     bubble = pl.bubble_fraction(
@@ -589,4 +595,6 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         dp_interference_s=dp.interference_s,
         fsdp_interference_mb_s=dp.interference_mb_s,
         ep_interference_mb_s=ep_interference,
+        cp_interference_mb_s=cp.interference_s,
+        pp_interference_mb_s=pp.interference_s,
     )
