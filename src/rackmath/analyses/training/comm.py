@@ -98,11 +98,15 @@ class Traffic(NamedTuple):
 def hidden_under(
     s: TrainingSetup, collectives: tuple[ops.Operator, ...], total: float, exposed: float
 ) -> Traffic:
-    """Traffic of which ``total - exposed`` seconds hide under compute, that compute slowed by
-    the SMs the transfers hold (:func:`overlap_slowdown`,
+    """Traffic of which ``total - exposed`` seconds hide under compute (:func:`interference_s`)."""
+    return Traffic(collectives, total, exposed, interference_s(s, total - exposed))
+
+
+def interference_s(s: TrainingSetup, hidden_s: float) -> float:
+    """Compute lost beside ``hidden_s`` seconds of traffic hidden under it, slowed by the SMs the
+    transfers hold (:func:`overlap_slowdown`,
     :func:`rackmath.core.training_kernels.overlap_interference_s`)."""
-    slowed = float(tk.overlap_interference_s(max(total - exposed, 0.0), overlap_slowdown(s)))
-    return Traffic(collectives, total, exposed, slowed)
+    return float(tk.overlap_interference_s(max(hidden_s, 0.0), overlap_slowdown(s)))
 
 
 def tp_traffic(
@@ -234,14 +238,12 @@ def dp_traffic(
     per = held / buckets
     grads = per * opt.grads / opt.weights
 
-    slowdown = overlap_slowdown(s)
-
     def exposed(one: float, compute: float, overlapped: bool) -> tuple[float, float]:
         """(exposed, interference) of ``buckets`` collectives of ``one`` second each."""
         if not overlapped:
             return buckets * one, 0.0
         shown = ts.fsdp_exposed_s(one, compute / buckets, buckets)
-        return shown, float(tk.overlap_interference_s(buckets * one - shown, slowdown))
+        return shown, interference_s(s, buckets * one - shown)
 
     if s.zero >= tr.ZeroStage.WEIGHTS:
         gather, scatter = tcomm.dp_operators(grads, per, group["dp"], s.zero, s.table)

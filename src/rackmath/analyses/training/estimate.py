@@ -244,7 +244,7 @@ class TrainingEstimate(Tabular):
             "ep_overlap_frac": s.ep_overlap_frac,
             "ep_overlap_paired": s.ep_overlap_paired,
             "routing_skew": s.routing_skew,
-            # compute beside hidden DP and EP traffic (None: not charged)
+            # compute slowed beside hidden DP, EP, CP and PP traffic (None: not charged)
             "overlap_compute_slowdown": None if overlap is None else overlap._asdict(),
             "seq_len_tokens": s.seq_len,
             "global_batch_sequences": s.global_batch,

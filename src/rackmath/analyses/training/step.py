@@ -536,7 +536,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
         ep_exposed = ts.combined_1f1b_exposed_s(
             train_ops, by_kind["dispatch"], by_kind["combine"], moe_layers, u
         )
-    ep_interference = comm.hidden_under(s, ep_ops, ep_s, ep_exposed).interference_s
+    ep_interference = comm.interference_s(s, ep_s - ep_exposed)
     pp = comm.pp_traffic(s, busy)
     dense, experts = params_per_chip(s)
     dp = comm.dp_traffic(
