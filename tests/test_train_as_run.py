@@ -201,6 +201,79 @@ def test_balanced_stages_count_the_embedding_and_head():
     assert stg.stage_layout(32, 4, last=5) == (9, 9, 9, 5)
 
 
+# ---------------------------------------------------------------------------- MTP modules
+def test_an_mtp_module_runs_on_the_last_stage_by_hand():
+    """DeepSeek-V3 pre-training as laid out (4 | 4 x 14 | 1, the MTP module with the loss on
+    the last stage), pure roofline: the last stage runs its one layer, one MoE layer more
+    (attention on 2 of its 61 layers' share, the routed experts on 1/61 + 1/58, no dense MLP),
+    the projection 2h -> h and the LM head and loss twice; it outweighs a 4-layer stage."""
+    from rackmath.catalog.training_runs import training_runs
+    from rackmath.core import roofline as rl
+    from rackmath.specs.precision import Precision
+
+    run = next(r for r in training_runs() if r.id == "deepseek-v3-pretraining")
+    s = R.run_setup(run, rl.Efficiency.parse("pure"))
+    assert s.mtp_layers == 1 and s.stage_layers == (*[4] * 15, 1)
+    last, middle = _ops(T.estimate(s)), _ops(T.estimate(replace(s, mtp_layers=0)))
+    for name, share in (
+        ("attention_qkv", 2 / 4),
+        ("routed_experts", (1 / 61 + 1 / 58) / (4 / 61)),
+        ("dense_mlp", 1 / 4),
+    ):
+        assert float(last[name].forward_s) == pytest.approx(share * float(middle[name].forward_s), rel=1e-9)
+    t, h, vocab = 4096, 7168, 129280
+    bf16, fp8 = (s.system.chip.peak_flops(p) for p in (Precision.BF16, Precision.FP8))
+    assert float(last["lm_head"].forward_s) == pytest.approx(2 * (2 * t * h * vocab) / bf16, rel=1e-9)
+    assert float(last["mtp_projection"].forward_s) == pytest.approx(2 * t * (2 * h) * h / fp8, rel=1e-9)
+    assert "mtp_projection" not in middle and float(middle["lm_head"].forward_s) == 0.0
+
+
+def test_mtp_flops_per_token_by_hand():
+    """One MTP module of DeepSeek-V3 at 4,096 tokens: 6 x (an MLA + MoE layer's 585.3 M
+    multiplied parameters, the 2h x h projection and the h x V head) + 3 x one layer's
+    causal attention core: 10.19 GFLOP, 4.1 % of the model's."""
+    from rackmath.core import training as tr
+
+    m, n, h = rm.model("deepseek-v3"), 4096, 7168
+    # MLA: q down 7168 x 1536, q up 1536 x 128 x 192, kv down 7168 x 576, kv up 512 x 128 x 256,
+    # out 128 x 128 x 7168, and its q and kv norms (1536 + 512, counted with the attention);
+    # 8 routed + 1 shared expert of 3 x 7168 x 2048; router 7168 x 256 and its 256 biases
+    mla = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168 + 1536 + 512
+    layer = mla + 9 * 3 * 7168 * 2048 + 7168 * 256 + 256
+    core = 2 * 128 * (192 + 128) * (n + 1) / 2  # causal pairs per token
+    by_hand = 6 * (layer + 2 * h * h + h * 129280) + 3 * core
+    added = float(tr.model_flops_per_token(m, n, 1) - tr.model_flops_per_token(m, n))
+    assert added == pytest.approx(by_hand, rel=1e-6)
+    assert added == pytest.approx(10.19e9, rel=1e-3)
+    assert added / float(tr.model_flops_per_token(m, n)) == pytest.approx(0.0407, abs=5e-4)
+
+
+def test_mtp_layers_out_of_range_is_one_line():
+    with pytest.raises(InputError, match=r"mtp layers: got -1; allowed: 0 \(none\) to 8 MTP modules"):
+        _llama8b_pp4(mtp_layers=-1)
+    code, _, err = _cli(
+        "train", "deepseek-v3", "--on", "h800-hgx", "--plan", "pp=16,dp=8,ep=8", "--tokens", "1e12",
+        "--mtp-layers", "9",
+    )  # fmt: skip
+    assert code == 1 and err.strip() == "error: --mtp-layers: got '9'; allowed: a whole number from 0 to 8"
+
+
+def test_the_cli_trains_an_mtp_module_and_says_so():
+    import json
+
+    job = ("train", "deepseek-v3", "--on", "h800-hgx", "--plan", "pp=16,dp=8,ep=8", "--tokens", "1e12")
+    job += ("--seq-len", "4096", "--batch", "256", "--compute", "fp8-block")
+    code, out, err = _cli(*job, "--mtp-layers", "1")
+    assert code in (0, 1) and "Traceback" not in err  # 1: a job that does not fit says so and exits 1
+    assert "(6N + attention, + 1 MTP module on the last stage)" in " ".join(out.split())
+    _, with_mtp, _ = _cli(*job, "--mtp-layers", "1", "--json")
+    _, without, _ = _cli(*job, "--json")
+    d, d0 = json.loads(with_mtp), json.loads(without)
+    assert (d["mtp_layers"], d0["mtp_layers"]) == (1, 0)
+    assert d["model_flops_per_token"] / d0["model_flops_per_token"] == pytest.approx(1.0407, abs=5e-4)
+    assert d["step_s"] > d0["step_s"]
+
+
 # ---------------------------------------------------------------------------- 32K with CP
 def _llama8b_cp(framework, efficiency="pure", **kw):
     return setup.make_training(
@@ -301,17 +374,19 @@ def test_bad_training_input_is_one_line_naming_the_field():
 # ---------------------------------------------------------------------------- validation gate
 def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
     """The 27 training rows kernel-grounded (docs/training.md §8): gates just above the figures
-    of 2026-11-27 with the compute slowed beside hidden DP, EP, CP and PP traffic (all 13.1% /
-    58%, dense 11.5%, MoE 13.1%, 8-bit 7.3%; beside DP's alone 13.9%, MoE 19.7%); before, with
+    of 2026-11-27 with DeepSeek-V3's MTP module on its last stage (all 11.5% / 58%, dense
+    11.5%, MoE 11.5%, 8-bit 7.3%: issue 23's 12% target met); before, 13.1% / 58%, MoE 13.1%
+    with the compute slowed beside hidden DP, EP, CP and PP traffic (beside DP's alone 13.9%,
+    MoE 19.7%); before, with
     Hopper's per-tensor FP8 backward GEMMs at their measured split accumulation under the
     frameworks that ask for it, 14.7% / 60%, 11.9%, 19.4%, 8.6%; before that 15.4% / 60%,
     12.3%, 19.4%, 9.3% with Megatron's and Bridge's attention on cuDNN's measured training
     tables; on the fitted context-attention curve, 1.3-1.9x slower than cuDNN's at these
     shapes: 13.9% / 60%, 10.0%, 19.5%, 9.3%; 18.1% / 66%, 13.9%, 46.3% and 17.9% at a099cde).
-    Issue 23's 12% target is not met: DeepSeek-V3 (13% optimistic) and the Megatron/Bridge
-    dense rows (Llama 3 70B on GB200 +14%, Llama 3.1 405B on H100 +15%) stay optimistic, a
-    cost the model still lacks. The p90 rose with gpt-oss on the B200 running HybridEP, as its
-    recipe states. Lower them when the model improves."""
+    The median row is now DeepSeek-V3 (11.5% too few chip-hours); the Megatron/Bridge dense
+    rows (Llama 3 70B on GB200 +14%, Llama 3.1 405B on H100 +14%) stay optimistic, a cost the
+    model still lacks. The p90 rose with gpt-oss on the B200 running HybridEP, as its recipe
+    states. Lower them when the model improves."""
     import numpy as np
 
     from rackmath.analyses.training.runs import score_runs
@@ -328,11 +403,11 @@ def test_runs_by_framework_are_scored_without_a_fit_within_the_gates():
         return float(np.median(a)), float(np.percentile(a, 90))
 
     median, p90 = stats(scores)
-    assert median <= 0.14 and p90 <= 0.60
+    assert median <= 0.12 and p90 <= 0.60
     dense_median, _ = stats([r for r in scores if not r.moe])
     assert dense_median <= 0.12
     moe_median, _ = stats([r for r in scores if r.moe])
-    assert moe_median <= 0.14
+    assert moe_median <= 0.12
     low_median, _ = stats([r for r in scores if r.precision_group == "8-bit or less"])
     assert low_median <= 0.08
 

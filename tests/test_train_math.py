@@ -339,7 +339,9 @@ def test_calibrated_constant_is_the_one_global_fit_and_improves_error():
     assert max(dense) < 0.35  # GPT-3 175B on 4,608 H100s (its plan not stated): -31%
     assert errors[len(errors) // 2] < 0.25
     v3 = next(p for p in calibrated if p.run_id == "deepseek-v3-pretraining")
-    assert -0.45 < v3.error_frac < -0.35  # -40.5% at 0.67 (-44.7% at 0.73; -51% before issue 23)
+    # -28.7% at 0.67 with its MTP module and LM head run twice on the last stage (-40.5% before;
+    # -44.7% at 0.73; -51% before issue 23)
+    assert -0.35 < v3.error_frac < -0.22
 
 
 def test_efficiency_hook_scales_compute_only():

@@ -98,6 +98,8 @@ class TrainingRun:
     last_stage_layers: int | None = None
     balance_stages: bool = False
     stage_layers: tuple[int, ...] | None = None
+    #: multi-token-prediction modules the run trains beside the model (DeepSeek-V3: 1)
+    mtp_layers: int = 0
     #: precision as the source names it (e.g. "FP8-CS", "MXFP8"), for tables
     precision_label: str = ""
     #: the source's release or publication date, and what it states beyond the plan
@@ -183,6 +185,7 @@ def _run(raw: dict[str, Any], held_out: bool = False) -> TrainingRun:
         last_stage_layers=raw.get("last_stage_layers"),
         balance_stages=bool(raw.get("balance_stages", False)),
         stage_layers=None if raw.get("stage_layers") is None else tuple(int(n) for n in raw["stage_layers"]),
+        mtp_layers=int(raw.get("mtp_layers", 0)),
         precision_label=str(raw.get("precision", raw.get("compute", "bf16"))),
         date=str(raw.get("date", "")),
         stated=tuple(raw.get("stated") or ()),

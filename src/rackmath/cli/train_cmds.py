@@ -10,7 +10,7 @@ from rich.console import Console
 
 from rackmath.analyses.training.estimate import TrainingEstimate
 from rackmath.analyses.training.pipeline import PipelineResult, schedule_drawing
-from rackmath.analyses.training.setup import CALIBRATED_TRAINING, TrainingSetup
+from rackmath.analyses.training.setup import CALIBRATED_TRAINING, MAX_MTP_LAYERS, TrainingSetup
 from rackmath.api import pipeline, train
 from rackmath.catalog.training_frameworks import CUDNN_ATTENTION, FITTED_ATTENTION
 from rackmath.cli.main import app
@@ -96,6 +96,13 @@ def train_command(
         maximum=1e6,
         positive=True,
     ),
+    mtp_layers: int = count(
+        0,
+        "--mtp-layers",
+        help="Multi-token-prediction modules trained with the model, on the last stage (DeepSeek-V3: 1).",
+        minimum=0,
+        maximum=MAX_MTP_LAYERS,
+    ),
     efficiency: str = efficiency_option(),
     price: float | None = number(
         None, "--price-per-chip-hour", help="USD per chip-hour.", maximum=MAX_USD_PER_CHIP_HOUR, positive=True
@@ -133,6 +140,7 @@ def train_command(
         ep_dispatch=ep_dispatch,
         bucket_bytes=None if bucket_mb is None else bucket_mb * 1e6,
         framework=framework,
+        mtp_layers=mtp_layers,
     )
     if plot is not None:
         from rackmath.plots.training import save_training_plot
@@ -162,6 +170,13 @@ def attention_kernel_text(k: Kernel, kernel_name: str) -> str:
     return f"{kernel_name}: the {k.chip} prefill-attention curve ({k.fmt}) at its published rate ratio"
 
 
+def mtp_text(modules: int) -> str:
+    """The MTP modules in the FLOPs line: each a layer, a projection and the head again."""
+    if not modules:
+        return ""
+    return f", + {modules} MTP module{'s' if modules > 1 else ''} on the last stage"
+
+
 def render_train(r: TrainingEstimate, console: Console) -> None:
     s, st, mem = r.setup, r.step, r.memory
     out = console.print
@@ -184,7 +199,8 @@ def render_train(r: TrainingEstimate, console: Console) -> None:
     out(f"  framework {s.profile.label} ({s.profile.name})")
     out(
         f"  FLOPs per token: model {fmt.si(r.model_flops_per_token, 'FLOP')} "
-        f"(6N + attention) + recompute {fmt.si(r.recompute_flops_per_token, 'FLOP')}; "
+        f"(6N + attention{mtp_text(s.mtp_layers)}) "
+        f"+ recompute {fmt.si(r.recompute_flops_per_token, 'FLOP')}; "
         f"GEMMs {s.recipe.value}, attention {s.attention_precision.value}"
     )
     out(f"  efficiency: {s.efficiency_label}")

@@ -45,7 +45,7 @@ class RecomputeOption(Record):
 def recompute_options(s: TrainingSetup, budget_bytes: float | None = None) -> list[RecomputeOption]:
     """Every recomputation mode for this job: memory per chip, extra FLOPs, step time."""
     budget = memory_per_chip(s).usable_bytes if budget_bytes is None else budget_bytes
-    model_flops = float(tr.model_flops_per_token(s.model, s.seq_len))
+    model_flops = float(tr.model_flops_per_token(s.model, s.seq_len, s.mtp_layers))
     out = []
     for mode in tr.Recompute:
         mem = memory_per_chip(s, mode)
@@ -54,7 +54,8 @@ def recompute_options(s: TrainingSetup, budget_bytes: float | None = None) -> li
                 mode=mode,
                 activations_bytes=mem.activation_bytes,
                 total_bytes=mem.total_bytes,
-                extra_flops_frac=float(tr.recompute_flops_per_token(s.model, s.seq_len, mode)) / model_flops,
+                extra_flops_frac=float(tr.recompute_flops_per_token(s.model, s.seq_len, mode, s.mtp_layers))
+                / model_flops,
                 step_s=step_breakdown(s, mode).step_s,
                 fits=mem.total_bytes <= budget,
             )
@@ -101,11 +102,11 @@ def flops_per_token(s: TrainingSetup, flops: str, attention: bool) -> float:
     """Training FLOPs per token under a convention (see :class:`MfuConvention`):
     model with attention ``6 N + 3 A_f``; without, ``6 N``; hardware adds the recomputed
     forward (selective: ``A_f``; full: ``2 N + A_f``), without attention ``A_f`` dropped."""
-    with_attn = float(tr.model_flops_per_token(s.model, s.seq_len))
-    attn_fwd = float(tr.forward_attention_flops_per_token(s.model, s.seq_len))
+    with_attn = float(tr.model_flops_per_token(s.model, s.seq_len, s.mtp_layers))
+    attn_fwd = float(tr.forward_attention_flops_per_token(s.model, s.seq_len, s.mtp_layers))
     total = with_attn if attention else with_attn - tr.FORWARD_BACKWARD_PASSES * attn_fwd
     if flops == "hardware":
-        extra = float(tr.recompute_flops_per_token(s.model, s.seq_len, s.recompute))
+        extra = float(tr.recompute_flops_per_token(s.model, s.seq_len, s.recompute, s.mtp_layers))
         if not attention and s.recompute is not tr.Recompute.NONE:
             extra -= attn_fwd
         total += extra
@@ -236,6 +237,7 @@ class TrainingEstimate(Tabular):
             "framework": s.profile.to_dict(),
             "recompute_policy": None if s.recompute_policy is None else s.recompute_policy.name,
             "stage_layers": None if s.stage_layers is None else list(s.stage_layers),
+            "mtp_layers": s.mtp_layers,  # MTP modules trained on the last stage (in the FLOPs too)
             "optimizer": s.optimizer.value,
             "zero_stage": int(s.zero),
             "compute_precision": s.compute.value,
@@ -282,8 +284,10 @@ def estimate(s: TrainingSetup) -> TrainingEstimate:
         setup=s,
         step=step_breakdown(s),
         memory=memory_per_chip(s),
-        model_flops_per_token=float(tr.model_flops_per_token(s.model, s.seq_len)),
-        recompute_flops_per_token=float(tr.recompute_flops_per_token(s.model, s.seq_len, s.recompute)),
+        model_flops_per_token=float(tr.model_flops_per_token(s.model, s.seq_len, s.mtp_layers)),
+        recompute_flops_per_token=float(
+            tr.recompute_flops_per_token(s.model, s.seq_len, s.recompute, s.mtp_layers)
+        ),
         options=tuple(recompute_options(s)),
     )
 

@@ -76,6 +76,7 @@ def run_setup(
         last_stage_layers=run.last_stage_layers,
         balance_stages=run.balance_stages,
         stage_layers=run.stage_layers,
+        mtp_layers=run.mtp_layers,
     )
 
 

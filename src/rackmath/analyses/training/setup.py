@@ -42,11 +42,15 @@ from rackmath.specs.training_framework import RecomputePolicy, TrainingFramework
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 2**20
 #: Default sequence length when the model's own is longer (Llama 3 pre-trains at 8K).
 DEFAULT_SEQ_LEN = 8192
+#: MTP modules a run may state: a bound on the work asked for, not a published limit
+#: (DeepSeek-V3 trains 1; its checkpoint ships ``num_nextn_predict_layers: 1``).
+MAX_MTP_LAYERS = 8
 
 #: One achievable-matmul fraction on the pure roofline for every training row, fitted once
 #: (geometric mean of measured / pure-roofline throughput over the seven training rows of
 #: shared/reference/measurements.csv plus DeepSeek-V3; see docs/training.md). Never per row.
-#: 0.671 with the SMs TP overlap keeps from its GEMMs; 0.662 since the Llama 3 rows run the
+#: 0.679 with DeepSeek-V3's MTP module on its last stage; 0.671 with the SMs TP overlap keeps
+#: from its GEMMs; 0.662 since the Llama 3 rows run the
 #: interleaved schedule their paper states (0.728 with
 #: the training kernels of issue 23; 0.747 before, with DeepSeek-V3 run as run; 0.807 and
 #: 0.77 earlier).
@@ -96,6 +100,8 @@ class TrainingSetup:
     recompute_policy: RecomputePolicy | None = None
     #: transformer layers on each pipeline stage (None: ``ceil(L/P)`` on the fullest, as before)
     stage_layers: tuple[int, ...] | None = None
+    #: multi-token-prediction modules trained with the model (DeepSeek-V3: 1), on the last stage
+    mtp_layers: int = 0
     #: the attention backward's FLOP/s over its forward's on this chip, and its source
     attention_backward: tf.BackwardRatio | None = None
     #: the framework's attention kernel against the chip's fitted curve (None: the curve)
@@ -235,6 +241,7 @@ def make_training(
     last_stage_layers: int | None = None,
     balance_stages: bool = False,
     stage_layers: tuple[int, ...] | list[int] | None = None,
+    mtp_layers: int = 0,
 ) -> TrainingSetup:
     """Check the plan against the model and system once; fill defaults; explain refusals.
 
@@ -245,6 +252,8 @@ def make_training(
     ``first_stage_layers`` / ``last_stage_layers``
     (Megatron's ``--decoder-first/last-pipeline-num-layers``) or ``balance_stages`` lay the
     layers out over the pipeline stages (:func:`rackmath.analyses.training.stages.stage_layout`).
+    ``mtp_layers``: multi-token-prediction modules trained beside the model (Megatron's
+    ``--mtp-num-layers``; DeepSeek-V3 trains one), each a layer, a projection and the head again.
     """
     profile = (
         framework if isinstance(framework, TrainingFramework) else tf.framework(framework)
@@ -310,6 +319,10 @@ def make_training(
         balance=balance_stages,
         stated=stage_layers,
     )
+    checks.whole(
+        "mtp layers", mtp_layers, minimum=0, maximum=MAX_MTP_LAYERS,
+        allowed=f"0 (none) to {MAX_MTP_LAYERS} MTP modules, e.g. 1 as DeepSeek-V3 trains",
+    )  # fmt: skip
     if ep_max_domains is not None:
         checks.whole(
             "ep max nodes",
@@ -367,6 +380,7 @@ def make_training(
         framework=profile,
         recompute_policy=policy,
         stage_layers=stage_layers,
+        mtp_layers=int(mtp_layers),
         attention_backward=tf.attention_backward_efficiency(
             system.chip.id, fp8_attention_format(profile, recipe) or "bf16"
         ),

@@ -13,6 +13,13 @@ The stage time (:func:`busiest_stage`): every per-layer operator scales with the
 layers; the embedding runs on the first stage only, the LM head and the loss on the last
 only. The slowest stage sets the pipeline's pace; virtual stages keep each physical stage's
 layers and add their own sends (:mod:`rackmath.analyses.training.comm`).
+
+Multi-token prediction (DeepSeek-V3 §2.2): each MTP module is one more transformer layer (of
+the kind of the model's last layer, as Megatron-LM's FLOP count takes it), a projection of the
+normed hidden state and next-token embedding (``2h -> h``) and the shared LM head and loss run
+again. Megatron places the modules with the loss on the last stage
+(``pipeline_model_parallel_layout``; Megatron-Bridge's DeepSeek-V3 layouts end in
+``["decoder", "mtp", "loss"]``), and so does :func:`stage_operators`.
 """
 
 from __future__ import annotations
@@ -30,6 +37,12 @@ from rackmath.errors import InputError
 #: LM head and the loss); every other operator runs on every layer.
 FIRST_STAGE_OPERATORS = ("embedding",)
 LAST_STAGE_OPERATORS = ("lm_head", "loss")
+#: The MTP modules' own projections (``2h -> h``), built for all of them, last stage only.
+MTP_OPERATORS = ("mtp_projection",)
+#: The per-layer operators of MoE layers only and of dense-MLP layers only (the rest run in
+#: every layer): an MTP module's layer adds one of its own kind's.
+MOE_LAYER_OPERATORS = ("router", "router_aux", "shared_experts", "routed_experts", "permute", "unpermute")
+DENSE_LAYER_OPERATORS = ("dense_mlp",)
 
 #: The LM head and loss, in layers, when the tool balances the stages without the model's
 #: costs: Megatron's ``account_for_loss_in_pipeline_split`` and
@@ -139,48 +152,76 @@ def _scaled(o: ts.TrainingOperator, k: float) -> ts.TrainingOperator:
 
 
 def stage_operators(
-    ops_avg: tuple[ts.TrainingOperator, ...], layers: int, pp: int, n_layers: int, *, first: bool, last: bool
+    ops_avg: tuple[ts.TrainingOperator, ...],
+    layers: int,
+    pp: int,
+    n_layers: int,
+    *,
+    first: bool,
+    last: bool,
+    mtp: int = 0,
+    moe_layers: int = 0,
 ) -> tuple[ts.TrainingOperator, ...]:
     """One stage's operators from the stage-average ones (``1/P`` of everything): per-layer
     operators scale by ``n P / L`` for ``n`` layers, the embedding by ``P`` on the first stage
-    and the head and loss by ``P`` on the last (0 elsewhere)."""
+    and the head and loss by ``P`` on the last (0 elsewhere). ``mtp`` modules (of a model with
+    ``moe_layers`` MoE layers) add to the last stage one layer each, of the last layer's kind
+    (MoE when the model has MoE layers: its MoE operators by ``P / L_moe``, its shared ones by
+    ``P / L``), their projections, and the head and loss once more each: ``P (1 + mtp)``."""
+    mtp = mtp if last else 0
+    mtp_kind = MOE_LAYER_OPERATORS if moe_layers else DENSE_LAYER_OPERATORS
+    own_layers = {name: moe_layers for name in MOE_LAYER_OPERATORS}
+    own_layers.update({name: layers - moe_layers for name in DENSE_LAYER_OPERATORS})
 
     def k(name: str) -> float:
         if name in FIRST_STAGE_OPERATORS:
             return float(pp) if first else 0.0
         if name in LAST_STAGE_OPERATORS:
+            return float(pp) * (1 + mtp) if last else 0.0
+        if name in MTP_OPERATORS:
             return float(pp) if last else 0.0
-        return n_layers * pp / layers
+        per_layer = n_layers * pp / layers
+        if mtp and (name in mtp_kind or name not in own_layers):
+            per_layer += mtp * pp / own_layers.get(name, layers)
+        return per_layer
 
     return tuple(_scaled(o, k(o.name)) for o in ops_avg)
 
 
 def busiest_stage(
-    ops_avg: tuple[ts.TrainingOperator, ...], layers: int, pp: int, layout: tuple[int, ...] | None = None
+    ops_avg: tuple[ts.TrainingOperator, ...],
+    layers: int,
+    pp: int,
+    layout: tuple[int, ...] | None = None,
+    *,
+    mtp: int = 0,
+    moe_layers: int = 0,
 ) -> tuple[ts.TrainingOperator, ...]:
     """The operators of the slowest stage.
 
     Stated layers per stage (``layout``): the first stage with the embedding, the last with
-    the head and the loss, the fullest middle stage; the slowest of them. Without a layout
+    the head and the loss (and ``mtp`` modules, :func:`stage_operators`), the fullest middle
+    stage; the slowest of them. Without a layout
     (the even split), the slower of (a) a middle stage with ``ceil(L/P)`` layers and (b) the
     end stage running the embedding, the head and the loss with ``floor(L/P)`` layers (an
     uneven split puts the spare layers elsewhere, as Llama 3 trims a layer from its first and
     last stages, §3.3.2). ``P = 1``: everything. Megatron GPT 462B (112 layers, P = 16,
     vocabulary 131,072, h 18,432): 7 layers + a head of 0.59 layers' FLOPs on the last stage.
     """
+    extra = {"mtp": mtp, "moe_layers": moe_layers}
     if pp == 1:
-        return ops_avg
+        return stage_operators(ops_avg, layers, 1, layers, first=True, last=True, **extra) if mtp else ops_avg
 
     def total(st: tuple[ts.TrainingOperator, ...]) -> float:
         return sum(float(o.time_s) for o in st)
 
     if layout is None:
         middle = stage_operators(ops_avg, layers, pp, math.ceil(layers / pp), first=False, last=False)
-        end = stage_operators(ops_avg, layers, pp, layers // pp, first=True, last=True)
+        end = stage_operators(ops_avg, layers, pp, layers // pp, first=True, last=True, **extra)
         return max((end, middle), key=total)
     candidates = [
         stage_operators(ops_avg, layers, pp, layout[0], first=True, last=False),
-        stage_operators(ops_avg, layers, pp, layout[-1], first=False, last=True),
+        stage_operators(ops_avg, layers, pp, layout[-1], first=False, last=True, **extra),
     ]
     if pp > 2:
         candidates.append(stage_operators(ops_avg, layers, pp, max(layout[1:-1]), first=False, last=False))

@@ -7,7 +7,7 @@ The step (every formula lives in :mod:`rackmath.core.training_step` (operators),
     ops       = pass_operators(one micro-batch, prefill-shaped: b sequences of s/cp tokens)
     t_f, t_b, t_w = sums over the operators of forward, input gradient (+ recompute) and
                 weight gradient, on the slowest stage (:func:`busiest_stage`: the fullest
-                stage, or the last one with the whole LM head)
+                stage, or the last one with the LM head, the loss and any MTP modules)
     t_mb      = t_f + t_b + t_w + TP + CP traffic + exposed EP all-to-all + PP sends
                 (+ ZeRO-3's exposed parameter gathers and gradient reduce-scatters)
                 + interference of the hidden EP, CP, PP (and ZeRO-3) traffic
@@ -367,6 +367,9 @@ def training_passes(
     vocab = m_ops.params["lm_head"] / model.hidden_size / plan.tp
     loss, _ = tk.loss_operator(tokens / plan.pp, vocab, s.profile.fused_cross_entropy, rates)
     out.append(loss)
+    if s.mtp_layers:  # the MTP modules' projections (their layers and heads: stages.stage_operators)
+        qkv = m_ops.weight_precision["attention_qkv"], m_ops.bytes_per_param["attention_qkv"]
+        out.append(tk.mtp_projection(tokens, model.hidden_size, plan.tp, s.mtp_layers / plan.pp, rates, *qkv))
     return tuple(out)
 
 
@@ -407,7 +410,8 @@ def microbatch_operators(
     )
     train_ops = tp_overlap_margins(s, train_ops, m_ops.dense_matrices)
     train_ops = attn.attention_kernel(s, train_ops, m_ops.prefill_dims[:2])
-    return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers)
+    mtp = {"mtp": s.mtp_layers, "moe_layers": model.num_moe_layers}
+    return stg.busiest_stage(train_ops, model.num_layers, plan.pp, s.stage_layers, **mtp)
 
 
 def tp_overlap_margins(
@@ -428,22 +432,17 @@ def tp_overlap_margins(
     def factor(name: str, gemms: tuple[str, ...]) -> float:
         return tk.tp_overlap_slowdown(shares.get(name, {}), dict(margins), sms, gemms)
 
-    out = []
-    for o in train_ops:
-        if o.name not in shares:
-            out.append(o)
-            continue
+    def slowed(o: ts.TrainingOperator) -> ts.TrainingOperator:
         fwd = factor(o.name, ("proj_fprop", "fc2_fprop"))
-        out.append(
-            replace(
-                o,
-                forward_s=o.forward_s * fwd,
-                recompute_s=o.recompute_s * fwd,
-                input_grad_s=o.input_grad_s * factor(o.name, ("qkv_dgrad", "fc1_dgrad")),
-                weight_grad_s=o.weight_grad_s * factor(o.name, ("qkv_wgrad", "fc1_wgrad")),
-            )
+        return replace(
+            o,
+            forward_s=o.forward_s * fwd,
+            recompute_s=o.recompute_s * fwd,
+            input_grad_s=o.input_grad_s * factor(o.name, ("qkv_dgrad", "fc1_dgrad")),
+            weight_grad_s=o.weight_grad_s * factor(o.name, ("qkv_wgrad", "fc1_wgrad")),
         )
-    return tuple(out)
+
+    return tuple(slowed(o) if o.name in shares else o for o in train_ops)
 
 
 def dispatcher_operators(
