@@ -176,7 +176,9 @@ def test_calibrate_refuses_a_chip_without_tables_in_one_line(cli) -> None:
 
 def test_a_partial_check_compares_only_the_named_chips(cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """`calibrate kernels --chips ... --check` refits those chips with the shipped date and
-    compares their entries alone (a stand-in replaces the minute-long fit)."""
+    compares their entries alone (a stand-in replaces the minute-long fit): each entry keeps
+    the date it carries (a chip refitted alone is dated apart; the fit never reads the date),
+    and a drifted parameter is a difference."""
     from rackmath.analyses.kernels import calibrate as kernel_calibrate
 
     shipped = ke.document()
@@ -192,8 +194,17 @@ def test_a_partial_check_compares_only_the_named_chips(cli, monkeypatch: pytest.
     assert "refit reproduces l40s, rtx-pro-6000 in kernel_efficiency.yaml" in out
     assert seen == {"chips": ["l40s", "rtx-pro-6000"], "date": shipped["meta"]["date"]}
 
+    def redated(chips, from_files=None, date=None):
+        return {"chips": {c: dict(shipped["chips"][c], date="1999-01-01") for c in chips}, "meta": {}}
+
+    monkeypatch.setattr(kernel_calibrate, "calibrate_kernels", redated)
+    code, out, _err = cli("calibrate", "kernels", "--chips", "l40s", "--check")
+    assert code == 0 and "refit reproduces l40s in" in out
+
     def drifted(chips, from_files=None, date=None):
-        entry = dict(shipped["chips"][chips[0]], date="1999-01-01")
+        entry = dict(shipped["chips"][chips[0]])
+        first = dict(entry["ops"][0], compute_frac=entry["ops"][0]["compute_frac"] * 0.9)
+        entry["ops"] = [first, *entry["ops"][1:]]
         return {"chips": {chips[0]: entry}, "transferred": {}, "meta": {}}
 
     monkeypatch.setattr(kernel_calibrate, "calibrate_kernels", drifted)
