@@ -98,6 +98,19 @@ def test_each_thread_block_adds_its_fixed_work_at_the_chips_bandwidth() -> None:
     assert operator_time_s(e, 0.0, 0.0, 1e15, 1e12, 8.0) == 0.0  # no work, no blocks
 
 
+def test_a_ragged_width_slows_the_kernel_by_its_fitted_share() -> None:
+    """1 ms of work at 116 columns on a curve with ``unaligned_slowdown`` 0.4: 1.4 ms; at 128
+    columns (a whole number of 16) 1 ms; over a grid of widths only the ragged ones slow; a
+    curve without the term ignores the width."""
+    e = OpEfficiency(unaligned_slowdown=0.4)
+    assert operator_time_s(e, 1e12, 0.0, 1e15, 1e12, 1e6, cols=116.0) == pytest.approx(1.4e-3)
+    assert operator_time_s(e, 1e12, 0.0, 1e15, 1e12, 1e6, cols=128.0) == pytest.approx(1e-3)
+    widths = np.array([48.0, 58.0, 84.0, 96.0, 168.0, 232.0, 464.0])
+    t = operator_time_s(e, 1e12, 0.0, 1e15, 1e12, 1e6, cols=widths)
+    assert list(np.round(t * 1e3, 9)) == [1.0, 1.4, 1.4, 1.0, 1.4, 1.4, 1.0]
+    assert operator_time_s(OpEfficiency(), 1e12, 0.0, 1e15, 1e12, 1e6, cols=116.0) == pytest.approx(1e-3)
+
+
 def test_a_prefill_runs_a_block_per_query_tile_of_each_sequence_and_head() -> None:
     """2 prompts x 64 heads of 1,000 queries in tiles of 128: 8 tiles each, 1,024 blocks; no
     tile: 128 blocks. The work says how many (sequence, head) runs it has."""

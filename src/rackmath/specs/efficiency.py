@@ -57,6 +57,14 @@ class OpClass(StrEnum):
     COLLECTIVE = "collective"  # all-reduce, all-gather, reduce-scatter, all-to-all, send/recv
 
 
+#: The column count a kernel's loads are vectorized at: Triton specializes an integer
+#: argument (a size, a stride) as divisible by 16 only when it is (``get_int_specialization``,
+#: triton-lang/triton python/triton/backends/compiler.py @0009f6bf), and SGLang's fused MoE
+#: kernel takes its widths and strides as such arguments (``fused_moe_kernel``, sgl-project/
+#: sglang python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_kernels.py @018e2ed1).
+ALIGNED_COLUMNS = 16
+
+
 @dataclass(frozen=True)
 class OpEfficiency:
     """Achievable fractions of peak for one operator class on one chip and precision.
@@ -98,6 +106,10 @@ class OpEfficiency:
     sequence and head) the query rows a prefill block takes. The blocks are a decode call's rows
     times its split-KV splits, a prefill call's sequences x query heads times its query tiles
     (:func:`rackmath.core.efficiency.blocks_of`).
+    ``unaligned_slowdown`` (0: none) is the share a kernel's time grows by when its columns (a
+    grouped expert GEMM's width) are not a whole number of :data:`ALIGNED_COLUMNS`: a Triton
+    kernel's loads are vectorized only on strides it can prove divisible by 16
+    (:func:`rackmath.core.efficiency.timing_of`).
     """
 
     compute_frac: float = 1.0
@@ -121,6 +133,7 @@ class OpEfficiency:
     compute_tile_cols: float = 0.0
     block_bytes: float = 0.0
     block_tile_rows: float = 0.0
+    unaligned_slowdown: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
@@ -140,6 +153,7 @@ class OpEfficiency:
             "compute_tile_cols",
             "block_bytes",
             "block_tile_rows",
+            "unaligned_slowdown",
         ):
             checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not self.max_tokens > 0.0:  # inf allowed: no bound

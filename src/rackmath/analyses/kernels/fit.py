@@ -105,10 +105,10 @@ class ChipPeaks:
 # split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context),
 # split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context) and
 # block_bytes (attention: what a thread block adds, as bytes at HBM speed: 1e-2 to 1e7; below
-# NO_BLOCK_BYTES it is none).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3])
+# NO_BLOCK_BYTES it is none) and unaligned_slowdown (grouped experts on ragged widths: 1e-4-10).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3])
 #: A fitted split above this is no split at any context the tables hold (128K tokens).
 NO_SPLIT_TOKENS = 1e6
 #: A fitted thread block cost below this many bytes is none (a microsecond per 300,000 blocks
@@ -129,8 +129,9 @@ def _eff(
     col_tile: float = 0.0,
     with_blocks: bool = False,
     block_tile: float = 0.0,
+    with_unaligned: bool = False,
 ) -> OpEfficiency:
-    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block = np.exp(p)
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned = np.exp(p)
     splitting = with_split and split < NO_SPLIT_TOKENS
     split = float(split) if splitting else 0.0
     split_max = float(split_max) if splitting and split_max < NO_SPLIT_MAX else 0.0
@@ -152,6 +153,7 @@ def _eff(
         compute_tile_cols=float(col_tile),
         block_bytes=float(block) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
         block_tile_rows=float(block_tile) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
+        unaligned_slowdown=float(unaligned) if with_unaligned else 0.0,
     )
 
 
@@ -162,20 +164,9 @@ def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
     with it on their own curves (``r.fixed_s``, :func:`with_companions`)."""
     w = r.work
     t = operator_time_s(
-        e,
-        w.flops,
-        w.bytes,
-        peak,
-        bw,
-        w.rows,
-        w.cols,
-        w.depth,
-        w.calls,
-        routed=w.routed,
-        tokens=w.tokens,
-        ep=w.ep,
-        sequence_heads=w.sequence_heads,
-    )
+        e, w.flops, w.bytes, peak, bw, w.rows, w.cols, w.depth, w.calls, routed=w.routed, tokens=w.tokens,
+        ep=w.ep, sequence_heads=w.sequence_heads,
+    )  # fmt: skip
     return t if r.fixed_s is None else t + r.fixed_s
 
 
@@ -277,9 +268,9 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     with_routing = r.routed is not None
     with_split = r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None
     with_blocks = with_split or r.work.sequence_heads is not None
-    free = np.array(
-        [True] * 5 + [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks]
-    )
+    with_unaligned = r.op_class is OpClass.MOE and r.ragged_cols
+    shaped = [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks, with_unaligned]
+    free = np.array([True] * 5 + shaped)
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
@@ -307,6 +298,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             e = _eff(
                 p, with_cols, shape[0], shape[1], shape[2], with_routing=with_routing, with_split=with_split,
                 col_tile=shape[3], with_blocks=with_blocks, block_tile=shape[4],
+                with_unaligned=with_unaligned,
             )  # fmt: skip
             return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
@@ -327,6 +319,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     return _eff(
         best[1], with_cols, chosen[0], chosen[1], chosen[2], with_routing=with_routing, with_split=with_split,
         col_tile=chosen[3], with_blocks=with_blocks, block_tile=chosen[4],
+        with_unaligned=with_unaligned,
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rackmath.core import work as wk
-from rackmath.specs.efficiency import OpClass
+from rackmath.specs.efficiency import ALIGNED_COLUMNS, OpClass
 
 
 class Companion(NamedTuple):
@@ -111,6 +111,12 @@ class OpRows:
     @property
     def cols(self) -> np.ndarray | None:
         return self.work.cols
+
+    @property
+    def ragged_cols(self) -> bool:
+        """Whether any call's columns are not a whole number of :data:`ALIGNED_COLUMNS` (a
+        Triton kernel's loads on them are narrower: ``OpEfficiency.unaligned_slowdown``)."""
+        return self.cols is not None and bool(np.any(np.fmod(self.cols, ALIGNED_COLUMNS) != 0.0))
 
     @property
     def depth(self) -> np.ndarray | None:
