@@ -376,12 +376,19 @@ def with_mtp_layers(model: ModelSpec, modules: int) -> ModelSpec:
     return replace(model, layers=model.layers + (model.layers[-1],) * modules)
 
 
-def mtp_matmul_params(model: ModelSpec, modules: int) -> int:
+def mtp_projection_params(hidden: float) -> float:
+    """One MTP module's projection of the normed hidden state and the next token's normed
+    embedding, concatenated, to the hidden state (DeepSeek-V3 §2.2, ``M_k``): ``2h x h``."""
+    return 2.0 * hidden * hidden
+
+
+def mtp_matmul_params(model: ModelSpec, modules: int) -> float:
     """Parameters each token multiplies through in ``modules`` MTP modules beyond their layers:
-    the projection of ``[h; embedding]`` to ``h`` (``2 h^2``) and the shared LM head run again
-    (``h V``). DeepSeek-V3 (h 7,168, V 129,280), one module: 102.76 M + 926.68 M = 1.029 B."""
-    h = model.hidden_size
-    return modules * (2 * h * h + h * model.vocab_size)
+    the projection (:func:`mtp_projection_params`) and the shared LM head run again (the
+    embedding where tied). DeepSeek-V3 (h 7,168, V 129,280), one module: 102.76 M + 926.68 M =
+    1.029 B."""
+    p = arch.param_counts(model)
+    return modules * (mtp_projection_params(model.hidden_size) + (p.lm_head or p.embedding))
 
 
 def forward_attention_flops_per_token(

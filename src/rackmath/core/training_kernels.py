@@ -61,6 +61,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import operators as ops
+from rackmath.core import training as tr
 from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates
 from rackmath.core.numeric import maximum, num
@@ -261,7 +262,7 @@ def mtp_projection(
     formats, activation_bytes = rates.gemm(precision)
     work = wk.gemm(
         tokens,
-        num(modules) * 2.0 * h * h / t,
+        num(modules) * tr.mtp_projection_params(h) / t,
         h / t,
         2.0 * h,
         weight_bytes_per_param=weight_bytes_per_param,

@@ -164,9 +164,20 @@ def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
     with it on their own curves (``r.fixed_s``, :func:`with_companions`)."""
     w = r.work
     t = operator_time_s(
-        e, w.flops, w.bytes, peak, bw, w.rows, w.cols, w.depth, w.calls, routed=w.routed, tokens=w.tokens,
-        ep=w.ep, sequence_heads=w.sequence_heads,
-    )  # fmt: skip
+        e,
+        w.flops,
+        w.bytes,
+        peak,
+        bw,
+        w.rows,
+        w.cols,
+        w.depth,
+        w.calls,
+        routed=w.routed,
+        tokens=w.tokens,
+        ep=w.ep,
+        sequence_heads=w.sequence_heads,
+    )
     return t if r.fixed_s is None else t + r.fixed_s
 
 
