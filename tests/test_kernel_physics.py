@@ -15,6 +15,7 @@ from rackmath.core import work as wk
 from rackmath.core.efficiency import (
     achieved_bandwidth_frac,
     blocks_of,
+    chain_s,
     operator_time_s,
     operator_timing,
     overlapped_s,
@@ -125,6 +126,36 @@ def test_a_prefill_runs_a_block_per_query_tile_of_each_sequence_and_head() -> No
         w.rows, w.cols, w.depth, sequence_heads=w.sequence_heads,
     )  # fmt: skip
     assert with_blocks == pytest.approx(alone + 1024 * 1e6 / 1e12)
+
+
+def test_a_causal_prefill_lasts_at_least_its_longest_query_tile() -> None:
+    """The docstring's worked number: 1 TFLOP over 2 sequence-heads of 4,095 queries, tiles of
+    128, 1 PFLOP/s, chain_frac 0.004: the last tile is 2 x 128 / 4,096 = 1/16 of a
+    sequence-head's 0.5 TFLOP, at 4 TFLOP/s -> 7.8125 ms, and it is the compute time when the
+    rest would take 1 ms. With 64 sequence-heads of the same FLOPs the chain is 0.24 ms and the
+    curve's 1 ms stands; a prompt no longer than twice a tile is one block's whole run."""
+    e = OpEfficiency(chain_frac=0.004, block_tile_rows=128.0)
+    one = np.float64(1e12)
+    assert chain_s(e, one, 1e15, 2.0, 4095.0) == pytest.approx(0.5e12 / 16 / 4e12)
+    assert operator_time_s(
+        e, 1e12, 0.0, 1e15, 1e12, 8190.0, depth=4095.0, sequence_heads=2.0
+    ) == pytest.approx(7.8125e-3)
+    assert operator_time_s(
+        e, 1e12, 0.0, 1e15, 1e12, 8190.0, depth=4095.0, sequence_heads=64.0
+    ) == pytest.approx(1e-3)
+    assert chain_s(e, one, 1e15, 2.0, 200.0) == pytest.approx(0.5e12 / 4e12)
+    # no sequence-heads known (a GEMM, a decode call): no chain
+    assert operator_time_s(e, 1e12, 0.0, 1e15, 1e12, 8190.0, depth=4095.0) == pytest.approx(1e-3)
+
+
+@given(heads=st.floats(1.0, 4096.0), depth=st.floats(1.0, 131072.0))
+def test_more_sequence_heads_never_lengthen_the_chain(heads: float, depth: float) -> None:
+    """At equal FLOPs, spreading a prefill over more sequence-heads, or the same heads over a
+    longer prompt, never makes its longest block longer."""
+    e = OpEfficiency(chain_frac=0.003, block_tile_rows=64.0)
+    f = np.float64(1e12)
+    assert chain_s(e, f, 1e15, heads * 2.0, depth) <= chain_s(e, f, 1e15, heads, depth)
+    assert chain_s(e, f, 1e15, heads, depth * 2.0) <= chain_s(e, f, 1e15, heads, depth)
 
 
 @pytest.mark.parametrize("power", [0.5, 25.0, float("nan")])

@@ -80,6 +80,21 @@ to 2,048 sequences (65,536 blocks more) while their cache needs 40 us at 3.35 TB
 or 34 kB, a block. Worked number: 65,536 blocks of 30 kB at 3 TB/s -> 0.655 ms; a prompt of
 1,000 tokens in tiles of 128 is 8 blocks per head.
 
+A causal prefill cannot end before its longest thread block does: the last query tile of
+``block_tile_rows`` rows attends to all ``depth`` keys of its prompt, ``2 T / (depth + 1)`` of
+one sequence-head's FLOPs, and runs on one SM. With ``chain_frac`` set (the share of the chip's
+peak one block reaches, about the compute fraction over the SM count), the compute time is at
+least
+
+    chain_s = flops / sequence_heads * min(1, 2 T / (depth + 1)) / (peak * chain_frac)
+
+(:func:`chain_s`): a prompt of few sequences x heads leaves most SMs idle while its last tiles
+run. Measured: on the GB200's TensorRT-LLM MLA prefill table, the 54 calls of one or two
+sequence-heads at 2,048 tokens or more run 2.27x the shipped curve with the term taken out
+(median), 0.97x with it; fitted, 0.00278 at tiles of 128 (``tests/test_kernel_fit.py``).
+Worked number: 1 TFLOP over 2 sequence-heads of 4,095 queries, tiles of 128, 1 PFLOP/s,
+chain_frac 0.004 -> 7.8 ms.
+
 A kernel whose columns are not a whole number of :data:`ALIGNED_COLUMNS` (16) runs its loads
 narrower: Triton vectorizes a load only on sizes and strides it can prove divisible by 16, so
 SGLang's fused MoE kernel on an expert width of 58, 84, 116, 168 or 232 reads its operands in
@@ -285,6 +300,21 @@ def blocks_of(
     return _split_rows(e, maximum(rows, 1.0), depth)
 
 
+def chain_s(
+    e: OpEfficiency, f: FloatArray, peak_flops_per_s: float, sequence_heads: ArrayLike, depth: ArrayLike
+) -> FloatArray:
+    """The compute time of a causal prefill's longest thread block: the last query tile of
+    ``block_tile_rows`` rows against all ``depth`` keys, ``min(1, 2 T / (depth + 1))`` of one
+    sequence-head's FLOPs (its ``depth (depth + 1) / 2`` causal pairs), at ``chain_frac`` of
+    the chip's peak (what one block's SM reaches). Worked number: 1 TFLOP over 2 sequence-heads
+    of 4,095 queries, tiles of 128, 1 PFLOP/s, chain_frac 0.004 -> 0.5 TFLOP x 1/16 / 4 TFLOP/s
+    = 7.8 ms. A sliding window's last tile reads ``window`` keys, not ``depth``: the work does
+    not carry the window, so on a prompt much longer than its window this chain is up to
+    twice the kernel's."""
+    share = minimum(2.0 * e.block_tile_rows / (maximum(num(depth), 1.0) + 1.0), 1.0)
+    return f / maximum(num(sequence_heads), 1.0) * share / (peak_flops_per_s * e.chain_frac)
+
+
 def _saturating(frac: float, half_rows: float, r: FloatArray) -> FloatArray:
     """``frac * r / (r + half_rows)``, shaped like ``r`` (``frac`` itself when ``half_rows`` is 0)."""
     if half_rows == 0.0:
@@ -377,6 +407,8 @@ def timing_of(
         terms = shape_terms(e, cols, depth)
     bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols, split, terms)
     compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth, split, terms))
+    if e.chain_frac and sequence_heads is not None and depth is not None:  # the longest query tile
+        compute_s = maximum(compute_s, chain_s(e, f, peak_flops_per_s, sequence_heads, depth))
     memory_s = moved / (bandwidth_bytes_per_s * bandwidth_frac)
     time_s = maximum(compute_s, memory_s)
     if e.overlap_power:

@@ -110,6 +110,9 @@ class OpEfficiency:
     grouped expert GEMM's width) are not a whole number of :data:`ALIGNED_COLUMNS`: a Triton
     kernel's loads are vectorized only on strides it can prove divisible by 16
     (:func:`rackmath.core.efficiency.timing_of`).
+    ``chain_frac`` (0: none) is the share of the chip's peak one thread block of a causal prefill
+    reaches: the compute time is at least its last query tile's (``block_tile_rows`` rows against
+    the whole prompt) at that rate (:func:`rackmath.core.efficiency.chain_s`).
     """
 
     compute_frac: float = 1.0
@@ -134,10 +137,12 @@ class OpEfficiency:
     block_bytes: float = 0.0
     block_tile_rows: float = 0.0
     unaligned_slowdown: float = 0.0
+    chain_frac: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("compute_frac", "bandwidth_frac"):
             checks.fraction(name, getattr(self, name), zero=False)
+        checks.fraction("chain_frac", self.chain_frac)
         for name in (
             "compute_half_rows",
             "bandwidth_half_rows",

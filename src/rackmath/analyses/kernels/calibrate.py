@@ -54,6 +54,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         **({"block_bytes": round(e.block_bytes, 1)} if e.block_bytes else {}),
         **({"block_tile_rows": e.block_tile_rows} if e.block_tile_rows else {}),
         **({"unaligned_slowdown": round(e.unaligned_slowdown, 4)} if e.unaligned_slowdown else {}),
+        **({"chain_frac": float(f"{e.chain_frac:.4g}")} if e.chain_frac else {}),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),

@@ -13,6 +13,7 @@ How each table row becomes an operator row (FLOPs, bytes, shape) is in
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -105,10 +106,11 @@ class ChipPeaks:
 # split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context),
 # split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context) and
 # block_bytes (attention: what a thread block adds, as bytes at HBM speed: 1e-2 to 1e7; below
-# NO_BLOCK_BYTES it is none) and unaligned_slowdown (grouped experts on ragged widths: 1e-4-10).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3])
+# NO_BLOCK_BYTES it is none), unaligned_slowdown (grouped experts on ragged widths: 1e-4-10) and
+# chain_frac (prefill attention: the peak share of its longest block, 1e-6-1; none at compute_frac).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0, 1.0])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2])
 #: A fitted split above this is no split at any context the tables hold (128K tokens).
 NO_SPLIT_TOKENS = 1e6
 #: A fitted thread block cost below this many bytes is none (a microsecond per 300,000 blocks
@@ -118,21 +120,17 @@ NO_BLOCK_BYTES = 10.0
 NO_SPLIT_MAX = 5e3
 
 
+# fmt: off
 def _eff(
-    p: np.ndarray,
-    with_cols: bool,
-    tile: float = 0.0,
-    row_tile: float = 0.0,
-    bandwidth_tile: float = 0.0,
-    with_routing: bool = False,
-    with_split: bool = False,
-    col_tile: float = 0.0,
-    with_blocks: bool = False,
-    block_tile: float = 0.0,
-    with_unaligned: bool = False,
+    p: np.ndarray, with_cols: bool, tile: float = 0.0, row_tile: float = 0.0, bandwidth_tile: float = 0.0,
+    with_routing: bool = False, with_split: bool = False, col_tile: float = 0.0, with_blocks: bool = False,
+    block_tile: float = 0.0, with_unaligned: bool = False, with_chain: bool = False,
 ) -> OpEfficiency:
-    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned = np.exp(p)
+    # fmt: on
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned, chain = np.exp(p)
     splitting = with_split and split < NO_SPLIT_TOKENS
+    chain = float(chain) if with_chain and chain < min(c, 1.0) else 0.0  # else it never binds
+    tiled = with_blocks and (block > NO_BLOCK_BYTES or chain > 0.0)
     split = float(split) if splitting else 0.0
     split_max = float(split_max) if splitting and split_max < NO_SPLIT_MAX else 0.0
     return OpEfficiency(
@@ -152,8 +150,9 @@ def _eff(
         split_max=split_max,
         compute_tile_cols=float(col_tile),
         block_bytes=float(block) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
-        block_tile_rows=float(block_tile) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
+        block_tile_rows=float(block_tile) if tiled else 0.0,
         unaligned_slowdown=float(unaligned) if with_unaligned else 0.0,
+        chain_frac=chain,
     )
 
 
@@ -265,12 +264,12 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a
     shape also the column and depth half counts, MoE the routing bytes per element, decode
     attention the context a split-KV thread block takes (``split_tokens``), attention the cost
-    of a thread block (``block_bytes``). Discrete choices are
-    tried and the lowest loss wins: the KV tile of decode attention (:data:`DECODE_TILES`), the
-    row tile of the grouped expert GEMM (:data:`MOE_ROW_TILES`), a dense GEMM's output tile
-    (:data:`GEMM_BANDWIDTH_TILES`) and prefill attention's query tile
-    (:data:`PREFILL_BLOCK_TILES`). The residual times each row through
-    :func:`operator_time_s`, the function the cost model uses.
+    of a thread block (``block_bytes``), causal prefill attention its longest block's share of
+    the peak (``chain_frac``). Discrete choices are tried and the lowest loss wins: the KV tile
+    of decode attention (:data:`DECODE_TILES`), the row tile of the grouped expert GEMM
+    (:data:`MOE_ROW_TILES`), a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`) and
+    prefill attention's query tile (:data:`PREFILL_BLOCK_TILES`). The residual times each row
+    through :func:`operator_time_s`, the function the cost model uses.
     """
     from scipy.optimize import least_squares
 
@@ -280,23 +279,19 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     with_split = r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None
     with_blocks = with_split or r.work.sequence_heads is not None
     with_unaligned = r.op_class is OpClass.MOE and r.ragged_cols
-    shaped = [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks, with_unaligned]
+    module = len(r.kind) > 0 and bool(np.isin(r.kind, MODULE_KINDS).all())
+    # causal prefill only: a sparse module's queries each read their top-k, not a causal span
+    with_chain = r.op_class is OpClass.ATTENTION_PREFILL and r.work.sequence_heads is not None and not module
+    shaped = [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks]
+    shaped += [with_unaligned, with_chain]
     free = np.array([True] * 5 + shaped)
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
     bw_tiles = GEMM_BANDWIDTH_TILES if (r.op_class is OpClass.GEMM and with_cols) else (0.0,)
-    module = len(r.kind) > 0 and bool(np.isin(r.kind, MODULE_KINDS).all())
     col_tiles = MODULE_COL_TILES if (module and with_cols) else (0.0,)
     block_tiles = PREFILL_BLOCK_TILES if r.work.sequence_heads is not None else (0.0,)
-    shapes: list[_Shape] = [
-        (t, rt, bt, ct, kt)
-        for t in tiles
-        for rt in row_tiles
-        for bt in bw_tiles
-        for ct in col_tiles
-        for kt in block_tiles
-    ]
+    shapes: list[_Shape] = list(itertools.product(tiles, row_tiles, bw_tiles, col_tiles, block_tiles))
     best: tuple[float, np.ndarray, _Shape] | None = None
     for shape in shapes:
         start = _START.copy()
@@ -309,7 +304,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             e = _eff(
                 p, with_cols, shape[0], shape[1], shape[2], with_routing=with_routing, with_split=with_split,
                 col_tile=shape[3], with_blocks=with_blocks, block_tile=shape[4],
-                with_unaligned=with_unaligned,
+                with_unaligned=with_unaligned, with_chain=with_chain,
             )  # fmt: skip
             return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
@@ -330,7 +325,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     return _eff(
         best[1], with_cols, chosen[0], chosen[1], chosen[2], with_routing=with_routing, with_split=with_split,
         col_tile=chosen[3], with_blocks=with_blocks, block_tile=chosen[4],
-        with_unaligned=with_unaligned,
+        with_unaligned=with_unaligned, with_chain=with_chain,
     )  # fmt: skip
 
 

@@ -79,6 +79,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         block_bytes=entry.get("block_bytes", 0.0),
         block_tile_rows=entry.get("block_tile_rows", 0.0),
         unaligned_slowdown=entry.get("unaligned_slowdown", 0.0),
+        chain_frac=entry.get("chain_frac", 0.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 
