@@ -422,6 +422,46 @@ def test_a_causal_prefill_of_few_sequence_heads_runs_its_longest_tile() -> None:
     assert np.median(np.abs(with_chain - 1)) < np.median(np.abs(without - 1))
 
 
+def test_trtllm_decodes_a_shared_kv_head_with_another_kernel_than_an_unshared_one() -> None:
+    """The data fact behind the ``mha`` decode curves, on the installed H200 TensorRT-LLM
+    table: 1,024 sequences of 2 tokens on one KV head of width 64, bf16, where the blocks' fixed
+    work is the whole time. One query head on it (masked MHA) takes 13.8 us; 2, 4, 8 or 16 query
+    heads (XQA, the group one tile of rows) take 40-43 us, at least 2.5x and within 10% of each
+    other. On the shipped bf16 curves each family's calls are timed better on their own curve
+    than on the other family's (median error, 2026-11-27: grouped 10.6% against 24.6%, MHA
+    10.0% against 35.3%)."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (the `kernels` extra)")
+    import pandas as pd
+
+    from rackmath.analyses.kernels import fit as kf
+    from rackmath.analyses.kernels.tables import efficiency_table
+    from rackmath.specs.efficiency import OpClass
+
+    df = pd.read_parquet(kt.primary(kt.discover(), "h200", "generation_attention").path)
+    one = df[
+        (df.batch_size == 1024) & (df.isl == 1) & (df.step == 1) & (df.window_size == 0) & (df.head_dim == 64)
+        & (df.num_key_value_heads == 1) & (df.kv_cache_dtype == "bfloat16")
+    ].set_index("num_heads").latency * 1e3  # fmt: skip
+    assert one[1] == pytest.approx(13.8, abs=0.1)
+    grouped = one[[2, 4, 8, 16]]
+    assert grouped.min() >= 2.5 * one[1] and grouped.max() <= 1.1 * grouped.min()
+
+    peaks = kf.ChipPeaks.of("h200")
+    rows = kf.load_package_chip("h200", kinds=("generation_attention",)).ops[OpClass.ATTENTION_DECODE]
+    rows = rows.take(rows.dtype == "bfloat16")
+    decode = (k for k in efficiency_table("h200").curves if k[0].op_class is OpClass.ATTENTION_DECODE)
+    curves = {k.kind: c for k, c in decode if k.fmt == "bfloat16"}
+    bf16 = peaks.peak_flops_per_s[curves["gqa"].precision]
+
+    def error(kind: str, on: str) -> float:
+        mine = rows.take(rows.kind == kind)
+        predicted = kf.predict(curves[on].efficiency, mine, bf16, peaks.hbm_bytes_per_s)
+        return float(np.median(np.abs(mine.latency_s / predicted - 1)))
+
+    assert error("mha", "mha") < error("mha", "gqa") and error("gqa", "gqa") < error("gqa", "mha")
+
+
 def test_trtllm_decode_attention_shares_a_kv_head_over_at_most_32_query_heads() -> None:
     """The data fact behind ``kernel_attention_rows.unshared_group``, on the installed tables (head dim
     128, bf16 KV, no window, >= 8 sequences at >= 1,023 tokens, where the cache read dominates):

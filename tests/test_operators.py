@@ -245,6 +245,35 @@ def test_a_mixed_step_runs_two_attention_kernels_each_at_its_own_efficiency() ->
     assert "attention_prefill" not in {op.name for op in dep.step(decode).operators}
 
 
+def test_a_model_whose_query_heads_each_read_their_own_kv_head_decodes_on_the_mha_curve() -> None:
+    """Llama-2-7B (32 query heads on 32 KV heads) decodes on the chip's masked-MHA curve and
+    Llama-3.1-70B (64 on 8) on the grouped one, each without a fallback, also under TP 8
+    (8 query heads on 1 KV head a chip stays grouped). A table without an MHA curve falls back
+    visibly to the GQA curve of the same format, not to another family's."""
+    from rackmath.core import work as wk
+
+    assert wk.decode_family("gqa", 1.0) == "mha" and wk.decode_family("gqa", 8.0) == "gqa"
+    assert wk.decode_family("mla", 1.0) == "mla"
+    assert wk.decode_family("gqa", np.array([1.0, 2.0])).tolist() == ["mha", "gqa"]
+    cases = (("llama-2-7b", 1, "mha"), ("llama-3.1-70b", 8, "gqa"), ("llama-3.1-70b", 1, "gqa"))
+    for model, chips, kind in cases:
+        dep = rm.deployment(model, "h100-hgx", chips=chips)
+        att = next(o for o in dep.decode([64], [4096]).step.operators if o.name == "attention")
+        assert (att.kernel.kind, att.kernel.fallback) == (kind, ""), model
+    gqa = Curve(OpEfficiency(compute_frac=0.5), "bf16", "table")
+    dsa = Curve(OpEfficiency(compute_frac=0.2), "bf16", "table")
+    table = EfficiencyTable(
+        curves=(
+            (CurveKey(OpClass.ATTENTION_DECODE, "bfloat16", "dsa"), dsa),
+            (CurveKey(OpClass.ATTENTION_DECODE, "bfloat16", "gqa"), gqa),
+        ),
+        chip="x",
+    )
+    e, _, kernel = table.curve(OpClass.ATTENTION_DECODE, ("bfloat16",), "mha")
+    assert e.compute_frac == 0.5 and kernel.kind == "gqa"
+    assert "no attention_decode curve for mha" in kernel.fallback
+
+
 def test_mla_decode_attention_runs_on_the_mla_curve_with_every_head_a_row() -> None:
     """DeepSeek-V3's absorbed MLA decode: 128 query heads meet one cached latent (a dense
     product, FlashMLA / TensorRT-LLM's MLA kernel), timed in the ``generation_mla`` tables.

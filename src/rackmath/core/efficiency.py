@@ -276,12 +276,17 @@ def bandwidth_frac_of(
 def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> FloatArray:
     """The parallel work a decode kernel spreads: ``rows x max(1, depth / split_tokens)`` when it
     splits the context over thread blocks (split-KV, flash-decoding) about every
-    ``split_tokens`` tokens, at most ``split_max`` splits a row when that is set; ``rows``
-    otherwise (a smooth form of the kernels' whole splits, so the fit can place it). Worked
-    number: 8 rows, 131,072 tokens, split 16,384 -> 64; with at most 4 splits a row -> 32."""
+    ``split_tokens`` tokens, at most ``split_max`` splits a row when that is set, and no more
+    than fill ``split_fill`` blocks when that is set (a call whose rows already fill the chip is
+    not split: TensorRT-LLM sizes its multi-block mode by the SMs the grid leaves idle);
+    ``rows`` otherwise (a smooth form of the kernels' whole splits, so the fit can place it).
+    Worked number: 8 rows, 131,072 tokens, split 16,384 -> 64; with at most 4 splits a row ->
+    32; with a fill of 16 blocks -> 16; 64 rows at a fill of 16 are not split -> 64."""
     if e.split_tokens <= 0.0 or depth is None:
         return rows
     splits = maximum(num(depth) / e.split_tokens, 1.0)
+    if e.split_fill > 0.0:  # no more splits than fill the chip: rows that do are not split
+        splits = minimum(splits, maximum(e.split_fill / maximum(rows, 1.0), 1.0))
     return rows * (minimum(splits, e.split_max) if e.split_max > 0.0 else splits)
 
 

@@ -332,7 +332,13 @@ def pass_operators(
             )
         attention.append(
             timed_on(
-                "attention", OpClass.ATTENTION_DECODE, plan.decode_curve, bandwidth, work, att_formats, kind
+                "attention",
+                OpClass.ATTENTION_DECODE,
+                plan.decode_curve,
+                bandwidth,
+                work,
+                att_formats,
+                plan.decode_kind,
             )
         )
     if prefill:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rackmath.core import work as wk
 from rackmath.core.chip_rates import ChipRates, CurveChoice
 from rackmath.core.efficiency import ShapeTerms, shape_terms
 from rackmath.core.numeric import maximum, minimum, num
@@ -91,6 +92,7 @@ class PassPlan(NamedTuple):
     kv_local: FloatArray
     attention_formats: tuple[str, ...]
     decode_curve: CurveChoice
+    decode_kind: str
     prefill_curve: CurveChoice
     elementwise_curve: CurveChoice
     embedding_bytes: float
@@ -176,6 +178,9 @@ def _pass_plan(
 
     kv_split = minimum(t, float(m.kv_heads))
     att_formats = rates.attention_formats
+    # the model's group, not a rank's: one kernel for every plan of a search (a GQA model whose
+    # TP gives each rank one query head on one KV head stays on the grouped curve)
+    decode_kind = wk.decode_family(m.attention_kind, m.heads / m.kv_heads)
     dense = None
     if m.num_dense_layers:
         di = m.mlp_widths[0] / t  # the dense MLP's intermediate width on one chip
@@ -195,7 +200,8 @@ def _pass_plan(
         heads=m.heads / t,  # query heads on one chip
         kv_local=float(m.kv_heads) / kv_split,  # KV heads on one chip (replicated once tp exceeds them)
         attention_formats=att_formats,
-        decode_curve=rates.curve(OpClass.ATTENTION_DECODE, att_formats, m.attention_kind),
+        decode_curve=rates.curve(OpClass.ATTENTION_DECODE, att_formats, decode_kind),
+        decode_kind=decode_kind,
         prefill_curve=rates.curve(OpClass.ATTENTION_PREFILL, att_formats, m.attention_kind),
         elementwise_curve=rates.curve(OpClass.ELEMENTWISE, ELEMENTWISE_FORMATS),
         embedding_bytes=m.bytes_per_param["embedding"],

@@ -29,12 +29,13 @@ Arrays broadcast; single values give NumPy scalars (:mod:`rackmath.core.numeric`
 
 from __future__ import annotations
 
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core.numeric import maximum, num
+from rackmath.specs.efficiency import MHA_KIND
 from rackmath.specs.precision import FP8_BLOCK_ACTIVATION_BYTES
 
 FloatArray = NDArray[np.float64]
@@ -205,6 +206,18 @@ def decode_attention(
         depth=num(context),
         calls=c,
     )
+
+
+def decode_family(kind: str, group: ArrayLike) -> Any:
+    """The kernel family a decode call of a ``kind`` model runs: :data:`MHA_KIND` where
+    ``group`` (query heads per KV head read, the work's cols) is 1 and the model is ``gqa``,
+    else ``kind``; an array ``group`` gives an array of names. Worked numbers: Llama-3.1-70B (64
+    query heads on 8 KV heads) -> ``gqa``; 32 heads on 32 -> ``mha``; MLA stays ``mla``."""
+    if kind != "gqa":
+        return kind
+    if np.ndim(group):
+        return np.where(np.asarray(group) == 1.0, MHA_KIND, kind)
+    return MHA_KIND if float(group) == 1.0 else kind  # type: ignore[arg-type]
 
 
 def prefill_attention(

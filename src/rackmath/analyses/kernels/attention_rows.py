@@ -54,7 +54,8 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
         )
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
         shape = {"context": isl + (floats(df, "step") if "step" in df else 0.0), "batch": b}  # as timed
-        return op_rows_of(cls, dt, "gqa", work, df, shape_hash(df, [*cols, "step"]), shape)
+        family = wk.decode_family("gqa", heads / read_heads)  # masked MHA where no KV head is shared
+        return op_rows_of(cls, dt, family, work, df, shape_hash(df, [*cols, "step"]), shape)
     # causal pairs: sum_{i=1..isl} min(i, w)
     w = np.where(win > 0, np.minimum(win, isl), isl)
     pairs = w * (w + 1) / 2 + (isl - w) * w

@@ -107,10 +107,11 @@ class ChipPeaks:
 # split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context) and
 # block_bytes (attention: what a thread block adds, as bytes at HBM speed: 1e-2 to 1e7; below
 # NO_BLOCK_BYTES it is none), unaligned_slowdown (grouped experts on ragged widths: 1e-4-10) and
-# chain_frac (prefill attention: the peak share of its longest block, 1e-6-1; none at compute_frac).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0, 1.0])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2])
+# chain_frac (prefill attention: the peak share of its longest block, 1e-6-1; none at compute_frac)
+# and split_fill (decode: the blocks a call fills before it stops splitting, 1-1e7).
+_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6, 1.0])
+_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0, 1.0, 1e7])
+_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2, 1e3])
 #: A fitted split above this is no split at any context the tables hold (128K tokens).
 NO_SPLIT_TOKENS = 1e6
 #: A fitted thread block cost below this many bytes is none (a microsecond per 300,000 blocks
@@ -118,6 +119,9 @@ NO_SPLIT_TOKENS = 1e6
 NO_BLOCK_BYTES = 10.0
 #: A fitted cap above this many splits a row is no cap at any context the tables hold.
 NO_SPLIT_MAX = 5e3
+#: A fitted fill above this many blocks a call caps no split in the tables (a row splits at most
+#: 128K / 64 = 2,048 times).
+NO_SPLIT_FILL = 1e6
 
 
 # fmt: off
@@ -127,7 +131,7 @@ def _eff(
     block_tile: float = 0.0, with_unaligned: bool = False, with_chain: bool = False,
 ) -> OpEfficiency:
     # fmt: on
-    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned, chain = np.exp(p)
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned, chain, fill = np.exp(p)
     splitting = with_split and split < NO_SPLIT_TOKENS
     chain = float(chain) if with_chain and chain < min(c, 1.0) else 0.0  # else it never binds
     tiled = with_blocks and (block > NO_BLOCK_BYTES or chain > 0.0)
@@ -153,6 +157,7 @@ def _eff(
         block_tile_rows=float(block_tile) if tiled else 0.0,
         unaligned_slowdown=float(unaligned) if with_unaligned else 0.0,
         chain_frac=chain,
+        split_fill=float(fill) if splitting and fill < NO_SPLIT_FILL else 0.0,
     )
 
 
@@ -283,7 +288,7 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     # causal prefill only: a sparse module's queries each read their top-k, not a causal span
     with_chain = r.op_class is OpClass.ATTENTION_PREFILL and r.work.sequence_heads is not None and not module
     shaped = [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks]
-    shaped += [with_unaligned, with_chain]
+    shaped += [with_unaligned, with_chain, with_split]
     free = np.array([True] * 5 + shaped)
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)

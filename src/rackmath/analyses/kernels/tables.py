@@ -75,6 +75,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         min_ep=entry.get("min_ep", 1.0),
         split_tokens=entry.get("split_tokens", 0.0),
         split_max=entry.get("split_max", 0.0),
+        split_fill=entry.get("split_fill", 0.0),
         compute_tile_cols=entry.get("compute_tile_cols", 0.0),
         block_bytes=entry.get("block_bytes", 0.0),
         block_tile_rows=entry.get("block_tile_rows", 0.0),
