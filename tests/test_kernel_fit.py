@@ -239,17 +239,22 @@ def _same_curve(loaded: OpEfficiency, fitted: OpEfficiency) -> None:
 def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
     """The YAML holds every OpEfficiency field the fit sets (rounded to 4 significant digits),
     the B200 NVFP4 MoE's second kernel (its own curve, nested) and the non-gated curves too.
-    One format per class is fitted (every class and kernel family, every collective: each
-    field the fit sets appears; 5 s instead of the whole chip's 19 s)."""
+    One format per class is fitted, on every third shape but MoE's (every class and kernel
+    family, every collective: each field the fit sets appears; 15 s instead of 38 s)."""
     if kt.package_data_dir() is None:
         pytest.skip("aiconfigurator-core is not installed")
     data = kf.load_package_chip("b200")
     fmt = {OpClass.GEMM: "nvfp4", OpClass.MOE: "nvfp4"}
-    mask = {cls.value: r.dtype == fmt.get(cls, "bfloat16") for cls, r in data.ops.items()}
+    # every third shape (by its hash) of each class but MoE, whose two kernels' regions need all
+    # their rows: each field still set, a third of the fitting time
+    thinned = {cls: (r.key % np.uint64(3) == 0) | (cls is OpClass.MOE) for cls, r in data.ops.items()}
+    mask = {cls.value: (r.dtype == fmt.get(cls, "bfloat16")) & thinned[cls] for cls, r in data.ops.items()}
     mask |= {name: np.ones(len(c.latency_s), bool) for name, c in data.comm.items()}
     fit = kf.fit_chip(data, kf.ChipPeaks.of("b200"), mask)
     assert {f.op_class for f in fit.ops} == set(data.ops) and fit.comm.keys() == data.comm.keys()
     doc = kc.fit_to_dict(fit, "2026-01-01")
+    for name in ("chain_frac", "split_fill", "block_bytes", "split_tokens", "routing_bytes_per_element"):
+        assert any(getattr(f.efficiency, name) for f in fit.ops), name  # the thinned rows still set it
     for f, entry in zip(fit.ops, doc["ops"], strict=True):
         _same_curve(et.op_from_entry(entry), f.efficiency)
         assert entry.get("kind", "") == f.kind
