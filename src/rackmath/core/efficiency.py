@@ -276,9 +276,10 @@ def bandwidth_frac_of(
 def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> FloatArray:
     """The parallel work a decode kernel spreads: ``rows x max(1, depth / split_tokens)`` when it
     splits the context over thread blocks (split-KV, flash-decoding) about every
-    ``split_tokens`` tokens, at most ``split_max`` splits a row when that is set, and no more
-    than fill ``split_fill`` blocks when that is set (a call whose rows already fill the chip is
-    not split: TensorRT-LLM sizes its multi-block mode by the SMs the grid leaves idle);
+    ``split_tokens`` tokens, at most ``split_max`` splits a row when that is set, and only as
+    many splits as bring the call to ``split_fill`` blocks when that is set (a call whose rows
+    already fill the chip is not split: TensorRT-LLM sizes its multi-block mode by the SMs the
+    grid leaves idle);
     ``rows`` otherwise (a smooth form of the kernels' whole splits, so the fit can place it).
     Worked number: 8 rows, 131,072 tokens, split 16,384 -> 64; with at most 4 splits a row ->
     32; with a fill of 16 blocks -> 16; 64 rows at a fill of 16 are not split -> 64."""
