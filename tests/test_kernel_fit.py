@@ -467,6 +467,42 @@ def test_trtllm_decodes_a_shared_kv_head_with_another_kernel_than_an_unshared_on
     assert error("mha", "mha") < error("mha", "gqa") and error("gqa", "gqa") < error("gqa", "mha")
 
 
+def test_a_sliding_window_bounds_the_keys_a_decode_reads_not_the_grid_it_splits() -> None:
+    """The data fact behind the decode rows' depth (``kernel_attention_rows``): a windowed
+    decode call's kernel splits the whole cache, as the step's work says (depth = the context,
+    FLOPs and bytes on the window). On the installed H200 table, the 1,125 grouped bf16 calls
+    with a window (128 or 8,192) at >= 4,096 tokens run 0.96x the shipped curve (median) at
+    the context's depth, and 2.0x with the window as the depth (2026-11-27)."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (the `kernels` extra)")
+    import dataclasses
+
+    from rackmath.analyses.kernels import fit as kf
+    from rackmath.analyses.kernels.attention_rows import attention_rows
+    from rackmath.analyses.kernels.tables import efficiency_table
+    from rackmath.specs.efficiency import OpClass
+
+    df = kt.read_table(kt.primary(kt.discover(), "h200", "generation_attention").path, "generation_attention")
+    df = df[
+        (df.window_size > 0) & (df.isl + df.step >= 4096) & (df.kv_cache_dtype == "bfloat16")
+        & (df.num_heads > df.num_key_value_heads)
+    ]  # fmt: skip
+    rows = attention_rows(df, OpClass.ATTENTION_DECODE)
+    assert len(df) >= 1000 and np.array_equal(rows.work.depth, (df.isl + df.step).to_numpy(float))
+    peaks = kf.ChipPeaks.of("h200")
+    decode = (k for k in efficiency_table("h200").curves if k[0].op_class is OpClass.ATTENTION_DECODE)
+    curve = next(c for k, c in decode if k.fmt == "bfloat16" and k.kind == "gqa")
+    bf16 = peaks.peak_flops_per_s[curve.precision]
+
+    def median_ratio(r: object) -> float:
+        return float(np.median(rows.latency_s / kf.predict(curve.efficiency, r, bf16, peaks.hbm_bytes_per_s)))
+
+    window = np.minimum(rows.work.depth, df.window_size.to_numpy(float))
+    windowed = dataclasses.replace(rows, work=rows.work._replace(depth=window))
+    assert 0.85 <= median_ratio(rows) <= 1.15
+    assert median_ratio(windowed) >= 1.6
+
+
 def test_trtllm_decode_attention_shares_a_kv_head_over_at_most_32_query_heads() -> None:
     """The data fact behind ``kernel_attention_rows.unshared_group``, on the installed tables (head dim
     128, bf16 KV, no window, >= 8 sequences at >= 1,023 tokens, where the cache read dominates):

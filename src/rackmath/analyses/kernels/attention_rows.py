@@ -40,8 +40,10 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
     read_heads = np.where(unshared_group(df, heads / kvh), heads, kvh) if decode else kvh
     per_key_flops, per_key_values = _per_key(heads, read_heads, hd, decode)
     if decode:
+        # a sliding window bounds the keys read, not the kernel's grid: it splits the whole
+        # cache as the step's work does (depth = the context, FLOPs and bytes on the window)
         ctx = isl + (floats(df, "step") if "step" in df else 0.0)
-        ctx = np.where(win > 0, np.minimum(ctx, win), ctx)
+        seen = np.where(win > 0, np.minimum(ctx, win), ctx)
         work = wk.decode_attention(
             b,
             heads,
@@ -49,11 +51,11 @@ def attention_rows(df: Any, cls: OpClass) -> OpRows:
             hd,
             hd,
             ctx,
-            flops=b * ctx * per_key_flops,
-            kv_read_bytes=b * ctx * per_key_values * kv_bytes,
+            flops=b * seen * per_key_flops,
+            kv_read_bytes=b * seen * per_key_values * kv_bytes,
         )
         dt = df["kv_cache_dtype"].astype(str).to_numpy()
-        shape = {"context": isl + (floats(df, "step") if "step" in df else 0.0), "batch": b}  # as timed
+        shape = {"context": ctx, "batch": b}  # as timed
         family = wk.decode_family("gqa", heads / read_heads)  # masked MHA where no KV head is shared
         return op_rows_of(cls, dt, family, work, df, shape_hash(df, [*cols, "step"]), shape)
     # causal pairs: sum_{i=1..isl} min(i, w)

@@ -49,7 +49,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         "routing_bytes_per_element": round(e.routing_bytes_per_element, 4),
         "floor_s": float(f"{e.floor_s:.4g}"),
         **({"split_tokens": round(e.split_tokens, 1)} if e.split_tokens else {}),
-        **({"split_max": round(e.split_max, 2)} if e.split_max else {}),
+        **({"split_max": float(f"{e.split_max:.4g}")} if e.split_max else {}),
         **({"split_fill": round(e.split_fill, 1)} if e.split_fill else {}),
         **({"compute_tile_cols": e.compute_tile_cols} if e.compute_tile_cols else {}),
         **({"block_bytes": round(e.block_bytes, 1)} if e.block_bytes else {}),

@@ -24,9 +24,11 @@ in the tables are ms):
   only the fastest is kept (what the framework dispatches).
 * Decode attention, GQA (``generation_attention``) and MLA (``generation_mla``, DeepSeek's
   latent of 512 + 64 read by every head): ``batch`` queries of ``num_heads`` local heads
-  against ``L = isl + step`` cached tokens (or the window), through
+  against ``L = isl + step`` cached tokens, through
   :func:`~rackmath.core.work.decode_attention`; rows = batch x KV heads (MLA: 1), cols = query
-  heads per KV head, depth = L. The dtype key is the KV-cache dtype.
+  heads per KV head, depth = L. A sliding window ``w`` bounds the keys read (FLOPs and bytes on
+  ``min(L, w)``), not the depth: the kernel splits the whole cache, as the step's work does.
+  The dtype key is the KV-cache dtype.
 * Prefill attention, GQA (``context_attention``) and MLA (``context_mla``, decompressed:
   192-wide queries and keys, 128-wide values, a KV head per head): causal over ``isl`` tokens
   through :func:`~rackmath.core.work.prefill_attention`; rows = batch x isl, cols = the query
