@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 
+from rackmath.analyses.kernels import comm_fit as cf
 from rackmath.analyses.kernels import fit as kf
 from rackmath.analyses.kernels.rows import comm_rows
 from rackmath.analyses.kernels.tables import efficiency_table
@@ -293,7 +294,7 @@ def test_a_pcie_host_s_rank_bandwidth_falls_with_the_group() -> None:
         by_hand = e.latency_s + (ni - 1) * e.hop_latency_s + x + 2 * math.sqrt(e.pipeline_latency_s * x)
         assert by_hand == pytest.approx(ti, rel=0.10)
     h100 = kf.load_package_chip("h100-sxm", kinds=kf.COMM_KINDS).comm["all_gather:nccl"]
-    assert kf.fit_comm(h100, pipeline=True, group_power=True)[4] < 1e-6
+    assert cf.fit_comm(h100, pipeline=True, group_power=True)[4] < 1e-6
 
 
 def test_each_collective_predicts_its_held_out_shapes_within_20_percent() -> None:
@@ -311,7 +312,9 @@ def test_each_collective_predicts_its_held_out_shapes_within_20_percent() -> Non
         held = hash_split(data, held_out=True)
         for name, e in comm.items():
             c = data.comm[name].take(held[name])
-            predicted = collective_time_s(e, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
+            predicted = collective_time_s(
+                e, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips, sm_tokens=c.sm_tokens
+            )
             err = np.abs(predicted / c.latency_s - 1)
             seen.add(name)
             if not len(err):
