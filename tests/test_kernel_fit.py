@@ -21,6 +21,7 @@ pytest.importorskip("scipy")
 import pandas as pd
 
 from rackmath.analyses.kernels import calibrate as kc
+from rackmath.analyses.kernels import comm_fit as cf
 from rackmath.analyses.kernels import fit as kf
 from rackmath.analyses.kernels import tables as et
 from rackmath.analyses.kernels.rows import CommRows
@@ -160,12 +161,12 @@ def test_fit_recovers_a_group_power_and_fits_none_without_one() -> None:
         )  # fmt: skip
         t = collective_time_s(true, wire, link, chips=n)
         rows = CommRows("all_gather:nccl", wire, t, np.arange(len(n), dtype=np.uint64), n, s)
-        fitted = kf.comm_efficiency(rows, link, group_power=True)
+        fitted = cf.comm_efficiency(rows, link, group_power=True)
         assert fitted.group_bandwidth_power == pytest.approx(power, abs=1e-3)
         assert fitted.bandwidth_frac == pytest.approx(0.6, rel=0.01)
         assert fitted.latency_s == pytest.approx(4e-6, rel=0.05)
     # without ``group_power`` (every chip not on a PCIe host) the term stays 0
-    assert kf.comm_efficiency(rows, link).group_bandwidth_power == 0.0
+    assert cf.comm_efficiency(rows, link).group_bandwidth_power == 0.0
 
 
 @pytest.mark.parametrize(

@@ -18,13 +18,15 @@ from rackmath.core.efficiency import (
     achieved_bandwidth_frac,
     blocks_of,
     chain_s,
+    collective_time_s,
+    collective_timing,
     operator_time_s,
     operator_timing,
     overlapped_s,
 )
 from rackmath.errors import InputError
 from rackmath.specs import efficiency as seff
-from rackmath.specs.efficiency import OpEfficiency
+from rackmath.specs.efficiency import CollectiveEfficiency, OpEfficiency
 
 
 def test_power_mean_overlap_worked_numbers() -> None:
@@ -181,6 +183,48 @@ def test_more_sequence_heads_never_lengthen_the_chain(heads: float, depth: float
 def test_an_overlap_power_outside_its_range_is_refused(power: float) -> None:
     with pytest.raises(InputError, match="overlap_power"):
         OpEfficiency(overlap_power=power)
+
+
+def test_deepep_low_latency_takes_its_busiest_sm_s_turns() -> None:
+    """``core.work.sm_tokens``' worked numbers: 1,024 tokens over Mixtral's 8 experts -> 128 turns
+    of one SM; DeepSeek-V3's 256 experts, 128 tokens -> 1. An expert exchange given its experts
+    carries them; without, 0 and the rest unchanged. ``collective_time_s``' worked number: 128
+    turns at 2.5 us add 320 us to the line."""
+    assert wk.sm_tokens(1024.0, 8.0) == 128.0
+    assert wk.sm_tokens(128.0, 256.0) == 1.0
+    assert wk.sm_tokens(0.0, 8.0) == 0.0
+    assert wk.sm_tokens(np.array([1.0, 8.0, 9.0]), 8.0).tolist() == [1.0, 1.0, 2.0]
+    plain = wk.expert_exchange(1024.0, 2.0, 4096.0, wk.FP8_DISPATCH_BYTES, 4.0)
+    ll = wk.expert_exchange(1024.0, 2.0, 4096.0, wk.FP8_DISPATCH_BYTES, 4.0, experts=8.0)
+    assert plain.sm_tokens == 0.0 and ll.sm_tokens == 128.0
+    assert ll[:4] == plain[:4]
+    c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9, sm_token_s=2.5e-6)
+    assert collective_time_s(c, 450e6, 450e9, sm_tokens=128.0) == pytest.approx(10e-6 + 1e-3 / 0.9 + 320e-6)
+    assert collective_time_s(c, 450e6, 450e9) == pytest.approx(10e-6 + 1e-3 / 0.9)  # no count: no term
+    # the turns are not the call's fixed part (0 tokens, 0 turns)
+    assert collective_timing(c, 450e6, 450e9, sm_tokens=128.0)[1] == pytest.approx(10e-6)
+
+
+def test_a_curve_without_the_sm_term_times_as_before_bit_for_bit() -> None:
+    """``sm_token_s = 0`` (every curve but DeepEP low-latency's) leaves a collective's time as it
+    was, to the bit, whatever count the caller passes."""
+    wire = np.logspace(3, 9, 25)
+    chips = np.repeat([2.0, 4.0, 8.0, 16.0, 32.0], 5)
+    turns = np.arange(25.0)
+    for c in (
+        CollectiveEfficiency(latency_s=7e-6, bandwidth_frac=0.8, hop_latency_s=1e-6, pipeline_latency_s=2e-6),
+        CollectiveEfficiency(latency_s=None, bandwidth_frac=0.5, group_bandwidth_power=2.0),
+    ):
+        before = collective_timing(c, wire, 450e9, 3e-6, chips)
+        after = collective_timing(c, wire, 450e9, 3e-6, chips, turns)
+        assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+
+
+@pytest.mark.parametrize("value", [-1e-6, float("nan"), float("inf"), True, "1e-6"])
+def test_a_negative_or_nan_sm_token_time_is_refused_by_name(value: object) -> None:
+    with pytest.raises(InputError, match="sm_token_s"):
+        CollectiveEfficiency(latency_s=1e-5, bandwidth_frac=0.5, sm_token_s=value)  # type: ignore[arg-type]
+    assert CollectiveEfficiency(sm_token_s=2.4e-6).sm_token_s == 2.4e-6
 
 
 def _moe_table(rows: list[tuple[int, int, int, float]]) -> pd.DataFrame:

@@ -97,8 +97,10 @@ def test_held_out_fp8_moe_rows_are_scored_not_fitted():
     # -1.0% and +19.6% before the training kernels of issue 23 (attention backward 2.89x its
     # forward on an H100, k-grouped expert wgrad, permute, activations and loss as operators);
     # -1.5% and +17.9% before attention paid per thread block and the casts' transposed FP8
-    # copies on Hopper
-    expected = {"llama4-scout-pretraining": -0.001, "llama4-maverick-pretraining": 0.194}
+    # copies on Hopper; -0.1% and +19.4% before DeepEP low-latency took its busiest SM's turns
+    # (Scout: 1,024 tokens a rank over 16 experts, 64 turns of 2.0 us a call, the H100 table's
+    # own shape; Maverick's 128 experts, 8)
+    expected = {"llama4-scout-pretraining": 0.036, "llama4-maverick-pretraining": 0.198}
     for run_id, err in expected.items():
         run = held[run_id]
         assert run.model.is_moe and run.compute == "fp8" and run.value in (5.0e6, 2.38e6)

@@ -91,7 +91,12 @@ def collective_operator(
 def _fitted(curve: CollectiveCurve, work: wk.CommWork, topo: Topology) -> tuple[FloatArray, FloatArray]:
     """``(time, latency)`` of one in-domain call on a fitted curve over the scale-up link."""
     return collective_timing(
-        curve.efficiency, work.wire_bytes, topo.scale_up_bytes_per_s, topo.scale_up_latency_s, work.ranks
+        curve.efficiency,
+        work.wire_bytes,
+        topo.scale_up_bytes_per_s,
+        topo.scale_up_latency_s,
+        work.ranks,
+        work.sm_tokens,
     )
 
 
@@ -263,6 +268,7 @@ def expert_operators(
     names: tuple[str, str] = ("ep_dispatch", "ep_combine"),
     value_bytes: tuple[ArrayLike, ArrayLike] | None = None,
     destination_domains: ArrayLike | None = None,
+    experts: ArrayLike | None = None,
 ) -> tuple[Operator, Operator]:
     """``calls`` expert dispatches and as many combines of ``tokens_per_chip`` tokens of
     ``hidden`` values over the EP ``group``: two operators (``names``).
@@ -279,7 +285,10 @@ def expert_operators(
     ``(R-1)/R M / B_out + a_out`` (:func:`rackmath.core.collectives.hierarchical_all_to_all_s`);
     with ``destination_domains`` ``N`` (DeepEP's node-deduplicated path) the whole ``M`` is
     forwarded inside the domain and ``N (R-1)/R`` copies a token cross
-    (:func:`expert_all_to_all_s`).
+    (:func:`expert_all_to_all_s`). With ``experts`` (the model's routed experts ``E``), DeepEP
+    low-latency also takes the turns of its busiest SM, which walks every token of the rank
+    whatever domain its copies go to: ``ceil(tokens_per_chip / E)`` tokens
+    (:func:`rackmath.core.work.sm_tokens`) at its curve's ``sm_token_s``.
     """
     topo, c = group.topology, num(calls)
     tokens, d = num(tokens_per_chip), num(destination_ranks)
@@ -306,7 +315,10 @@ def expert_operators(
     on = True if type(n) is not np.ndarray and n > 1 else n > 1
 
     def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, b: ArrayLike) -> _Leg:
-        w = wk.expert_exchange(share, copies, hidden, b, inside)
+        per_sm = experts if label == "deepep_ll" else None  # one SM per expert (core.work.sm_tokens)
+        w = wk.expert_exchange(share, copies, hidden, b, inside, experts=per_sm)
+        if per_sm is not None and not one_domain:  # the SM walks the rank's every token, not M/R
+            w = w._replace(sm_tokens=wk.sm_tokens(tokens, per_sm))
         if curve is None:
             t = coll.all_to_all_s(w.message_bytes, inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
             a = num(topo.scale_up_latency_s * (inside > 1))
@@ -449,7 +461,7 @@ def step_collectives(
             _masked(op, ep_on)
             for op in expert_operators(
                 group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
-                activation_bytes,
+                activation_bytes, experts=m.experts,
             )
         )  # fmt: skip
     return tuple(out)

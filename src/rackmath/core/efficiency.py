@@ -490,6 +490,7 @@ def collective_timing(
     link_bytes_per_s: float,
     link_latency_s: float = 0.0,
     chips: ArrayLike | None = None,
+    sm_tokens: ArrayLike | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """``(time_s, latency_s)`` of one collective call: the whole time and its fixed part,
     ``latency_s + (chips - 1) hop_latency_s`` (what :attr:`rackmath.core.operators.Operator.
@@ -503,6 +504,8 @@ def collective_timing(
     time = latency_s + x
     if c.pipeline_latency_s:
         time = time + 2.0 * (c.pipeline_latency_s * x) ** 0.5
+    if sm_tokens is not None and c.sm_token_s:
+        time = time + num(sm_tokens) * c.sm_token_s
     return time, latency_s
 
 
@@ -512,9 +515,11 @@ def collective_time_s(
     link_bytes_per_s: float,
     link_latency_s: float = 0.0,
     chips: ArrayLike | None = None,
+    sm_tokens: ArrayLike | None = None,
 ) -> FloatArray:
     """One collective call:
-    ``latency_s + (chips - 1) hop_latency_s + x + 2 sqrt(pipeline_latency_s x)``, where
+    ``latency_s + (chips - 1) hop_latency_s + x + 2 sqrt(pipeline_latency_s x)
+    + sm_tokens sm_token_s``, where
     ``x = wire_bytes / (link_bytes_per_s * bandwidth_frac) * (max(chips, 2) / 2)^g``
     (``g = group_bandwidth_power``: a rank's bandwidth falls with the group on a PCIe host;
     :class:`CollectiveEfficiency`).
@@ -523,12 +528,18 @@ def collective_time_s(
     chips sends 2 (n-1)/n S; :mod:`rackmath.core.work`). ``link_latency_s`` is used when
     ``c.latency_s`` is None; the hop term only when ``chips`` is given; the pipeline term
     (chunks streamed through a ring, :class:`CollectiveEfficiency`) only where fitted.
+    ``sm_tokens`` (DeepEP's low-latency kernels: the tokens the busiest SM handles in turn,
+    :func:`rackmath.core.work.sm_tokens`) adds ``sm_token_s`` a token where the curve has it:
+    added to the wire's time, not the larger of the two, as an SM sends each token's copies
+    before it casts the next, and the held-out fit says so too (GB200 dispatch p90 28% added,
+    32% as a max; ``docs/calibration.md``, "DeepEP low-latency: one SM per expert").
     Worked number: 10 us latency, 450 MB over 450 GB/s at fraction 0.9 -> 10 us + 1.111 ms;
     with 1 us per hop on 8 chips, 7 us more; with a 4 us pipeline latency,
     ``2 sqrt(4 us x 1.111 ms)`` = 133 us more; with a group power of 2 on 8 chips (and no
-    pipeline term) the 1.111 ms is 16 times as long, 17.78 ms. Single values give NumPy scalars.
+    pipeline term) the 1.111 ms is 16 times as long, 17.78 ms; with 128 tokens an SM at 2.5 us
+    a token (and none of the three), 320 us more. Single values give NumPy scalars.
     """
-    return collective_timing(c, wire_bytes, link_bytes_per_s, link_latency_s, chips)[0]
+    return collective_timing(c, wire_bytes, link_bytes_per_s, link_latency_s, chips, sm_tokens)[0]
 
 
 def table_from_fractions(

@@ -143,6 +143,7 @@ def ep_operators(
     combine_bytes: float = net.DEFAULT_ACTIVATION_BYTES,
     destination_domains: float | None = None,
     table: EfficiencyTable = PURE_TABLE,
+    experts: float | None = None,
 ) -> tuple[Operator, Operator]:
     """Expert-parallel traffic of one micro-batch on one stage: four all-to-alls per MoE
     layer (:func:`rackmath.core.network.expert_operators`). Two run in the dispatch direction
@@ -153,7 +154,7 @@ def ep_operators(
     (:data:`rackmath.core.work.FP8_DISPATCH_BYTES`) and keeps the combines in BF16:
     ``(1.03 + 2) / 4 = 0.76`` of an all-BF16 exchange. ``destination_domains``: node-limited
     routing's domains per token (:func:`rackmath.core.network.expert_destination_domains`);
-    None: free routing.
+    None: free routing. ``experts``: the routed experts (DeepEP low-latency's SM per expert).
     Kernel-grounded, training-sized calls run DeepEP's normal kernels (beyond the
     low-latency table's tokens) at these payloads."""
     return cops.expert_operators(
@@ -166,6 +167,7 @@ def ep_operators(
         table,
         value_bytes=(dispatch_bytes, combine_bytes),
         destination_domains=destination_domains,
+        experts=experts,
     )
 
 
@@ -181,6 +183,7 @@ def ep_traffic_s(
     destination_domains: float | None = None,
     table: EfficiencyTable = PURE_TABLE,
     experts_per_token: float = 1.0,
+    experts: float | None = None,
 ) -> float:
     """Seconds of :func:`ep_operators` (dispatch and combine together)."""
     ops_ = ep_operators(
@@ -194,6 +197,7 @@ def ep_traffic_s(
         combine_bytes=combine_bytes,
         destination_domains=destination_domains,
         table=table,
+        experts=experts,
     )
     return float(ops_[0].time_s + ops_[1].time_s)
 

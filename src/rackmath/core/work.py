@@ -34,7 +34,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core.numeric import maximum, num
+from rackmath.core.numeric import ceil, maximum, num
 from rackmath.specs.efficiency import MHA_KIND
 from rackmath.specs.precision import FP8_BLOCK_ACTIVATION_BYTES
 
@@ -309,7 +309,9 @@ def elementwise(
 # expert dispatch or    ``tokens x copies x h x b``        ``(n-1)/n M``: DeepEP low-latency sends
 # combine                                                  ``k`` copies a token (one per expert),
 #                                                          DeepEP normal and NCCL one per
-#                                                          destination rank
+#                                                          destination rank; low-latency also
+#                                                          ``ceil(tokens / E)`` tokens an SM
+#                                                          handles in turn (:func:`sm_tokens`)
 # send / receive        the activation ``M``               ``M``
 # ====================  =================================  ======================================
 
@@ -323,12 +325,14 @@ FP8_DISPATCH_BYTES = FP8_BLOCK_ACTIVATION_BYTES
 class CommWork(NamedTuple):
     """One collective's work per chip: the bytes each chip puts on its link per call
     (``wire_bytes``), the message each rank contributes (``message_bytes``), the group size
-    and the number of calls."""
+    and the number of calls; for DeepEP's low-latency kernels also the tokens the busiest SM
+    handles one after another per call (``sm_tokens``, :func:`sm_tokens`; 0 elsewhere)."""
 
     wire_bytes: FloatArray
     message_bytes: FloatArray
     ranks: FloatArray
     calls: FloatArray
+    sm_tokens: FloatArray = _ZERO
 
 
 def all_reduce(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
@@ -373,6 +377,28 @@ def all_to_all(bytes_per_chip: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1
     return CommWork((n - 1.0) / maximum(n, 1.0) * m, m, n, num(calls))
 
 
+def sm_tokens(tokens: ArrayLike, experts: ArrayLike) -> FloatArray:
+    """The tokens of one rank that the busiest SM of a DeepEP low-latency dispatch handles one
+    after another: ``ceil(tokens / E)`` for ``E`` routed experts.
+
+    The low-latency dispatch launches one SM per expert (``num_sms = ceil(E / ceil(E / SMs))``,
+    ``E`` when ``E`` is at most the chip's SMs) and each SM walks the rank's tokens in turn,
+    token ``sm_id``, then ``sm_id + num_sms``, ...: it casts a token to fp8 with the whole block
+    and sends its ``k`` copies before taking the next (deepseek-ai/DeepEP 79bbb54
+    ``csrc/kernels/internode_ll.cu`` lines 203 and 495-501). So however wide the link, a call
+    takes at least its busiest SM's ``ceil(tokens / num_sms)`` turns
+    (:attr:`rackmath.specs.efficiency.CollectiveEfficiency.sm_token_s`). The combine's serial
+    part is its send, one warp group per expert and peer rank (lines 791-837), ``tokens k / E``
+    copies each; its curve fits its own time a turn of this count, which its held-out figures
+    do not tell from that one (``docs/calibration.md``, "DeepEP low-latency: one SM per
+    expert"). Assumed: ``E`` at most the SMs (132 on an H100, 148 on a B200); above, an SM runs
+    ``ceil(E / SMs)`` experts' warp groups and walks ``tokens / num_sms`` tokens, which the
+    tables (E of 160 to 512) do not tell from ``tokens / E``: the term is a few microseconds
+    there. Worked number: 1,024 tokens over Mixtral's 8 experts -> 128 turns; DeepSeek-V3's
+    256 experts, 128 tokens -> 1."""
+    return ceil(num(tokens) / num(experts))
+
+
 def expert_exchange(
     tokens: ArrayLike,
     copies: ArrayLike,
@@ -380,18 +406,22 @@ def expert_exchange(
     value_bytes: ArrayLike,
     ranks: ArrayLike,
     calls: ArrayLike = 1.0,
+    experts: ArrayLike | None = None,
 ) -> CommWork:
     """One expert dispatch (or combine) on one rank: ``tokens`` tokens of ``hidden`` values of
     ``value_bytes`` bytes, ``copies`` copies each, spread over ``ranks`` EP ranks
-    (:func:`all_to_all` of ``M = tokens x copies x hidden x value_bytes``).
+    (:func:`all_to_all` of ``M = tokens x copies x hidden x value_bytes``); with ``experts``
+    (DeepEP's low-latency kernels: the routed experts ``E``), the tokens its busiest SM handles
+    in turn, :func:`sm_tokens`.
 
     ``copies``: DeepEP's low-latency kernels send one copy per selected expert (``k``); its
     normal kernels and an NCCL all-to-all one per destination rank
     (:func:`rackmath.core.collectives.expected_destination_ranks`, ``D``). Worked number
     (DeepSeek-V3, one token, ``k = 8``, h = 7,168, an fp8 dispatch of 1 + 4/128 bytes a value
-    over 8 ranks): ``M = 59.1 kB``, 51.7 kB on the wire."""
+    over 8 ranks): ``M = 59.1 kB``, 51.7 kB on the wire; 1 token a turn for its 256 experts."""
     m = num(tokens) * num(copies) * num(hidden) * num(value_bytes)
-    return all_to_all(m, ranks, calls)
+    w = all_to_all(m, ranks, calls)
+    return w if experts is None else w._replace(sm_tokens=sm_tokens(tokens, experts))
 
 
 def send(message_bytes: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:

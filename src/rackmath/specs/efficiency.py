@@ -228,8 +228,9 @@ PURE = OpEfficiency()
 @dataclass(frozen=True)
 class CollectiveEfficiency:
     """One collective implementation as it reaches a link:
-    ``t = latency_s + (chips - 1) hop_latency_s + x + 2 sqrt(pipeline_latency_s x)`` with
-    ``x = wire_bytes / (bw * frac)`` (:func:`rackmath.core.efficiency.collective_time_s`).
+    ``t = latency_s + (chips - 1) hop_latency_s + x + 2 sqrt(pipeline_latency_s x)
+    + sm_tokens sm_token_s`` with ``x = wire_bytes / (bw * frac)``
+    (:func:`rackmath.core.efficiency.collective_time_s`).
 
     ``latency_s`` is the fixed cost of one collective call (NCCL measures 7-28 us on
     NVLink, far above the wire's ~1 us); ``None`` keeps the system catalog's link latency.
@@ -254,19 +255,35 @@ class CollectiveEfficiency:
     flow shares the CPU and the socket link. The L40S's NCCL all-gather of 128 MiB runs at
     19.3, 4.7 and 1.18 GB/s a rank on 2, 4 and 8 GPUs: ``g = 2``
     (:func:`rackmath.core.efficiency.collective_timing`; ``docs/calibration.md``, "PCIe hosts").
-    """
+
+    ``sm_token_s`` (0: none) is what each token adds that the busiest SM of a DeepEP
+    low-latency kernel handles in turn (:func:`rackmath.core.work.sm_tokens`: ``ceil(tokens /
+    E)`` for ``E`` experts): ``t`` grows by ``sm_tokens x sm_token_s`` (only when the caller
+    passes the count). The dispatch runs one SM per expert and each SM casts and sends one token
+    after another, so with few experts a call is that SM's turns, not the link's bytes: on the
+    GB200 table the alpha-beta curve alone ran the 8-expert rows at up to 11.8x its time (p90 of
+    |measured / predicted - 1| 6.98; over every row, 5.2 at 512 tokens, 7.75 at 1,024, 0.29 at
+    one), while 128 to 512 experts fit within 8-45% (p90). 1,024 tokens of 2 copies over 8
+    experts and of 1 copy over 16 take 363 and 181 us (4,096 and 5,120 values a token): one
+    SM's 128 and 64 turns of 2.7 us. The bytes an expert receives do not say it (3.2x as many
+    in the first), nor the width (1.5x from 4,096 to 6,144 values, 1.09x the time). Fitted on
+    the low-latency curves only: 1.9-2.5 us a token for the dispatch on the six chips with
+    tables (GB200 2.42 us; its 8-expert rows at 256 tokens or more then run 1.03-1.17x the
+    curve), 0.14-0.23 us for the combine (``docs/calibration.md``, "DeepEP low-latency: one SM
+    per expert")."""
 
     latency_s: float | None = None
     bandwidth_frac: float = 1.0
     hop_latency_s: float = 0.0
     pipeline_latency_s: float = 0.0
     group_bandwidth_power: float = 0.0
+    sm_token_s: float = 0.0
 
     def __post_init__(self) -> None:
         checks.fraction("bandwidth_frac", self.bandwidth_frac, zero=False)
         if self.latency_s is not None:
             checks.at_least("latency_s", self.latency_s, 0.0, allowed="seconds >= 0")
-        for name in ("hop_latency_s", "pipeline_latency_s"):
+        for name in ("hop_latency_s", "pipeline_latency_s", "sm_token_s"):
             checks.at_least(name, getattr(self, name), 0.0, allowed="seconds >= 0")
         checks.at_least(
             "group_bandwidth_power", self.group_bandwidth_power, 0.0, allowed="a power >= 0 (0: none)"

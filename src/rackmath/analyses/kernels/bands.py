@@ -163,7 +163,9 @@ def curve_ratios(
         eff = fit.comm.get(name)
         if eff is None or not len(c.latency_s):
             continue
-        pred = collective_time_s(eff, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips)
+        pred = collective_time_s(
+            eff, c.wire_bytes, peaks.scale_up_bytes_per_s, chips=c.chips, sm_tokens=c.sm_tokens
+        )
         comm[name] = c.latency_s / pred
     return ops, comm
 

@@ -106,6 +106,8 @@ def collectives_to_dict(fit: ChipFit, bands: dict[str, kb.Band] | None = None) -
                 if c.group_bandwidth_power
                 else {}
             ),
+            # only where fitted (DeepEP low-latency): every other entry stays as it was
+            **({"sm_token_s": float(f"{c.sm_token_s:.4g}")} if c.sm_token_s else {}),
             "rows_used": fit.comm_rows[name],
             "max_ranks": ranks,
             "min_message_bytes": low,

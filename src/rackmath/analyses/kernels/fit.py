@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rackmath.analyses.kernels.comm_fit import comm_efficiency, pipelined
 from rackmath.analyses.kernels.op_rows import MODULE_KINDS, OpRows, take_work
 from rackmath.analyses.kernels.rows import (
     DEEPEP_EP,
@@ -34,7 +35,7 @@ from rackmath.analyses.kernels.rows import (
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import operators as ops
 from rackmath.core.chip_rates import ChipRates
-from rackmath.core.efficiency import collective_time_s, operator_time_s
+from rackmath.core.efficiency import operator_time_s
 from rackmath.errors import PrecisionUnavailableError
 from rackmath.specs.efficiency import (
     MAX_OVERLAP_POWER,
@@ -334,54 +335,6 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     )  # fmt: skip
 
 
-def pipelined(name: str) -> bool:
-    """Whether a collective implementation streams chunks through a pipeline (NCCL's ring and
-    tree algorithms), so its curve fits ``pipeline_latency_s``. The custom one-shot all-reduce
-    is one step and DeepEP sends per-token messages: their tables fit the plain line (with the
-    term, held-out medians do not fall: B200 custom 3% -> 14%, H100 DeepEP 5-8% unchanged)."""
-    return name.endswith(":nccl")
-
-
-def fit_comm(
-    r: CommRows, pipeline: bool = False, group_power: bool = False
-) -> tuple[float, float, float, float, float]:
-    """Fit :func:`rackmath.core.efficiency.collective_time_s` (the step's curve: each row's
-    residual is timed through it) on the log of the latency (soft-L1 loss, fixed start).
-    Returns (latency_s, hop_latency_s, seconds per byte, pipeline_latency_s, group power); the
-    hop term and the group power (0 to 4, with ``group_power``) only with more than one group
-    size, the pipeline term only with ``pipeline``."""
-    from scipy.optimize import least_squares
-
-    log_t = np.log(r.latency_s)
-    with_hop = np.unique(r.chips).size > 1
-    free = np.array([True, True, with_hop, pipeline, group_power and with_hop])
-    # the first four in log space, the power as itself
-    x0 = np.array([np.log(5e-6), np.log(1e-11), np.log(1e-6), np.log(1e-7), 1.0])[free]
-    lo = np.array([np.log(1e-8), np.log(1e-15), np.log(1e-10), np.log(1e-12), 0.0])[free]
-    hi = np.array([np.log(1e-2), np.log(1e-6), np.log(1e-3), np.log(1e-3), 4.0])[free]
-
-    def params(q: np.ndarray) -> tuple[float, float, float, float, float]:
-        p = np.zeros(5)
-        p[free] = q
-        lat, spb, hop, pipe = np.where(free[:4], np.exp(p[:4]), 0.0)
-        return float(lat), float(hop), float(spb), float(pipe), float(p[4])
-
-    def resid(q: np.ndarray) -> np.ndarray:
-        lat, hop, spb, pipe, power = params(q)
-        c = CollectiveEfficiency(lat, 1.0, hop, pipe, power)  # x = wire_bytes * spb
-        t = collective_time_s(c, r.wire_bytes, 1.0 / spb, chips=r.chips)
-        return np.asarray(np.log(t) - log_t)
-
-    sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1)
-    return params(sol.x)
-
-
-def comm_efficiency(r: CommRows, link_bytes_per_s: float, group_power: bool = False) -> CollectiveEfficiency:
-    """One collective's curve (:func:`fit_comm`; a pipeline where NCCL runs, :func:`pipelined`)."""
-    lat, hop, spb, pipe, power = fit_comm(r, pipelined(r.name), group_power)
-    return CollectiveEfficiency(lat, float(min(1.0, 1.0 / (spb * link_bytes_per_s))), hop, pipe, power)
-
-
 # ------------------------------------------------------------------ per-chip fit
 
 
@@ -581,7 +534,9 @@ def fit_collectives(
     ``mask``): its efficiency, the rows it used, and the group sizes and messages they cover.
     NCCL's curves on a PCIe host (:data:`rackmath.catalog.kernel_tables.PCIE_HOSTS`) also fit
     the group power (a rank's bandwidth falling with the group,
-    :class:`~rackmath.specs.efficiency.CollectiveEfficiency`); every other curve keeps 0."""
+    :class:`~rackmath.specs.efficiency.CollectiveEfficiency`); every other curve keeps 0. DeepEP's
+    low-latency curves also fit their busiest SM's turns (``sm_token_s``,
+    :func:`rackmath.analyses.kernels.comm_fit.per_sm_tokens`)."""
     comm: dict[str, CollectiveEfficiency] = {}
     counts: dict[str, int] = {}
     ranges: dict[str, tuple[float, float, float]] = {}

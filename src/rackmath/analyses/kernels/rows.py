@@ -41,10 +41,11 @@ in the tables are ms):
   custom all-reduce; DeepEP low-latency and normal dispatch and combine): each row's wire
   bytes per chip from the step's own work functions (:mod:`rackmath.core.work`) over the
   chip's scale-up link -> ``latency_s``, ``hop_latency_s``, ``bandwidth_frac``, the pipelined
-  collectives' ``pipeline_latency_s`` and, on the PCIe hosts (``kernel_tables.PCIE_HOSTS``),
-  ``group_bandwidth_power`` (:class:`~rackmath.specs.efficiency.CollectiveEfficiency`, timed by
-  :func:`rackmath.core.efficiency.collective_timing`; :func:`comm_rows` says how each table
-  reads).
+  collectives' ``pipeline_latency_s``, on the PCIe hosts (``kernel_tables.PCIE_HOSTS``)
+  ``group_bandwidth_power`` and on DeepEP's low-latency kernels ``sm_token_s`` (one SM per
+  expert walks the rank's tokens in turn) (:class:`~rackmath.specs.efficiency.CollectiveEfficiency`,
+  timed by :func:`rackmath.core.efficiency.collective_timing`; fitted by
+  :mod:`rackmath.analyses.kernels.comm_fit`; :func:`comm_rows` says how each table reads).
 
 Rows that are not the operator's timing are recognised by physics and kept out of the fit (the
 fit scores them apart, :class:`rackmath.analyses.kernels.fit.ChipData`): a call faster than its
@@ -370,7 +371,9 @@ def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]
 class CommRows:
     """Measured calls of one collective implementation (``"<collective>:<implementation>"``):
     the bytes each chip puts on its link, the message each rank contributes, the group size
-    and the latency (SI), one row per measured shape (repeated shapes as their median)."""
+    and the latency (SI), one row per measured shape (repeated shapes as their median). Expert
+    exchanges also carry their routed experts (``experts``; 0 elsewhere) and the tokens the
+    busiest SM handles in turn (``sm_tokens``, DeepEP low-latency only; 0 elsewhere)."""
 
     name: str
     wire_bytes: np.ndarray
@@ -378,6 +381,13 @@ class CommRows:
     key: np.ndarray
     chips: np.ndarray
     message_bytes: np.ndarray
+    experts: np.ndarray | None = None
+    sm_tokens: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        zero = np.zeros(len(self.latency_s))
+        self.experts = zero if self.experts is None else self.experts
+        self.sm_tokens = zero if self.sm_tokens is None else self.sm_tokens
 
     def take(self, mask: np.ndarray) -> CommRows:
         return CommRows(
@@ -387,6 +397,8 @@ class CommRows:
             self.key[mask],
             self.chips[mask],
             self.message_bytes[mask],
+            np.asarray(self.experts)[mask],
+            np.asarray(self.sm_tokens)[mask],
         )
 
 
@@ -422,14 +434,19 @@ def _median_shapes(df: Any, shape: list[str], latency: list[str]) -> Any:
     return df.groupby(shape, sort=True, observed=True, as_index=False)[latency].median()
 
 
-def _comm(name: str, w: wk.CommWork, latency_s: np.ndarray, key: np.ndarray) -> CommRows:
+def _comm(
+    name: str, w: wk.CommWork, latency_s: np.ndarray, key: np.ndarray, experts: np.ndarray | None = None
+) -> CommRows:
+    zero = np.zeros(len(latency_s))
     return CommRows(
         name,
         np.asarray(w.wire_bytes, float),
         latency_s,
         key,
-        np.asarray(w.ranks, float) + np.zeros(len(latency_s)),
+        np.asarray(w.ranks, float) + zero,
         np.asarray(w.message_bytes, float),
+        experts,
+        np.asarray(w.sm_tokens, float) + zero,
     )
 
 
@@ -479,7 +496,8 @@ def comm_rows(df: Any, deepep_ranks: float = DEEPEP_EP, nccl: Any | None = None)
       on one-shot bytes (:func:`rackmath.core.work.one_shot_all_reduce`): ``all_reduce:custom``.
     * DeepEP low-latency, one node of ``deepep_ranks`` GPUs (:data:`DEEPEP_RANKS`): ``num_token``
       tokens per rank, ``k`` copies each, an fp8 dispatch
-      (:data:`~rackmath.core.work.FP8_DISPATCH_BYTES`) and a bf16 combine (times in us):
+      (:data:`~rackmath.core.work.FP8_DISPATCH_BYTES`) and a bf16 combine (times in us), the
+      busiest SM's ``ceil(num_token / num_experts)`` tokens (:func:`~rackmath.core.work.sm_tokens`):
       ``dispatch:deepep_ll``, ``combine:deepep_ll``.
     * DeepEP normal, the same node: one copy per destination rank (``D`` of
       :func:`rackmath.core.collectives.expected_destination_ranks`), fp8 dispatch and bf16
@@ -526,11 +544,13 @@ def comm_rows(df: Any, deepep_ranks: float = DEEPEP_EP, nccl: Any | None = None)
             copies = _destination_ranks(deepep_ranks, floats(rows, "num_experts"), floats(rows, "num_topk"))
         key = shape_hash(rows, shape)
         tokens, hidden = floats(rows, "num_token"), floats(rows, "hidden_size")
+        experts = floats(rows, "num_experts")
+        per_sm = experts if kind == "deepep_ll" else None  # the low-latency kernels' SM per expert
         for phase, col, value_bytes in (
             ("dispatch", cols[0], wk.FP8_DISPATCH_BYTES),
             ("combine", cols[1], 2.0),
         ):
-            w = wk.expert_exchange(tokens, copies, hidden, value_bytes, deepep_ranks)
+            w = wk.expert_exchange(tokens, copies, hidden, value_bytes, deepep_ranks, experts=per_sm)
             name = f"{phase}:{impl}"
-            out[name] = _comm(name, w, floats(rows, col) * 1e-6, key)
+            out[name] = _comm(name, w, floats(rows, col) * 1e-6, key, experts)
     return out

@@ -133,6 +133,7 @@ def collective_from_entry(entry: dict[str, Any]) -> CollectiveEfficiency:
         entry.get("hop_latency_s", 0.0),
         entry.get("pipeline_latency_s", 0.0),
         entry.get("group_bandwidth_power", 0.0),
+        entry.get("sm_token_s", 0.0),
     )
 
 

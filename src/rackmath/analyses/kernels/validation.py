@@ -273,10 +273,11 @@ def held_out_version(
 
 _SRC = Path(__file__).resolve().parents[2]  # src/rackmath
 #: The files a kernel validation's figures are a function of (with the table package's version
-#: and the catalog chips' peaks): how tables become rows (rows, attention_rows, op_rows), the fit,
-#: the bands (and the tables' class keys they use), this validation, and the core the rows and
-#: the fit time their work through. (The shipped catalog is not one: the validation refits from
-#: the tables; it is the same code's output.) Paths are relative to ``src/rackmath``.
+#: and the catalog chips' peaks): how tables become rows (rows, attention_rows, op_rows), the fit
+#: (the collectives' in comm_fit), the bands (and the tables' class keys they use), this
+#: validation, and the core the rows and the fit time their work through. (The shipped catalog
+#: is not one: the validation refits from the tables; it is the same code's output.) Paths are
+#: relative to ``src/rackmath``.
 INPUT_FILES = (
     "catalog/kernel_tables.py",
     "analyses/kernels/op_rows.py",
@@ -284,6 +285,7 @@ INPUT_FILES = (
     "analyses/kernels/dsa_rows.py",
     "analyses/kernels/rows.py",
     "analyses/kernels/fit.py",
+    "analyses/kernels/comm_fit.py",
     "analyses/kernels/tables.py",
     "analyses/kernels/bands.py",
     "analyses/kernels/validation.py",

@@ -525,6 +525,7 @@ def step_breakdown(s: TrainingSetup, recompute: tr.Recompute | None = None) -> S
                 dispatch_bytes=dispatch_bytes,
                 destination_domains=domains,
                 table=table,
+                experts=e,
             )
         )
     ep_s = comm.seconds(ep_ops)
