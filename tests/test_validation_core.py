@@ -50,6 +50,21 @@ def test_coordinate_search_finds_the_grid_minimum() -> None:
     assert best == pytest.approx({"a": 1.3, "b": -0.4})
 
 
+def test_diagonal_moves_leave_a_valley_one_axis_at_a_time_cannot() -> None:
+    """A valley along a + b = 1 with its floor at a = 0.8: one parameter at a time, from
+    (0.5, 0.5), neither move alone lowers the objective (it climbs the valley's wall); the
+    diagonal steps walk down it to the grid minimum."""
+    grids = {"a": tuple(np.round(np.linspace(0, 1, 11), 1)), "b": tuple(np.round(np.linspace(0, 1, 11), 1))}
+
+    def valley(p: dict[str, float]) -> float:
+        return 100 * (p["a"] + p["b"] - 1.0) ** 2 + (p["a"] - 0.8) ** 2
+
+    start = {"a": 0.5, "b": 0.5}
+    assert reality.coordinate_search(valley, start, grids) == start
+    best = reality.coordinate_search(valley, start, grids, sweeps=10, diagonal=True)
+    assert best == pytest.approx({"a": 0.8, "b": 0.2})
+
+
 def test_dequantization_costs_byte_equivalents_per_weight() -> None:
     # kappa = 0.25 byte-equivalents: int8 keeps 1 / 1.25 = 0.8, int4 keeps 0.5 / 0.75 = 2/3
     assert float(reality.dequant_weight_bandwidth_frac(1.0, 0.25)) == pytest.approx(0.8)

@@ -5,6 +5,7 @@ search calibration uses. Pure and vectorized; no catalog, no I/O.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -107,6 +108,7 @@ def coordinate_search(
     grids: Mapping[str, Sequence[float]],
     *,
     sweeps: int = 3,
+    diagonal: bool = False,
 ) -> dict[str, float]:
     """Minimize ``objective`` one parameter at a time over fixed grids.
 
@@ -114,6 +116,13 @@ def coordinate_search(
     that minimizes the objective with the others held; it stops after ``sweeps`` sweeps or
     when a sweep changes nothing. Deterministic (ties keep the earlier grid value); no
     gradients, so step functions and the roofline's ``max`` are fine.
+
+    With ``diagonal``, a sweep that changes nothing is followed by the moves one axis sweep
+    cannot make: two parameters one grid step each at once (``4 x pairs`` trials), the best
+    one taken if it lowers the objective, and the sweeps go on. One parameter at a time stalls
+    in a valley that runs across two axes; the end-to-end correction's host time a sequence
+    and scheduled concurrency trade off that way (one fewer sequence running, a little more
+    host time each: ``docs/validation.md``).
     """
     point = dict(start)
     best = objective(point)
@@ -127,9 +136,29 @@ def coordinate_search(
                 score = objective(trial)
                 if score < best - 1e-12:
                     best, point, changed = score, trial, True
+        if not changed and diagonal:
+            trials = [(objective(t), t) for t in _diagonal_moves(point, grids)]
+            score, trial = min(trials, key=lambda x: x[0], default=(best, point))
+            if score < best - 1e-12:
+                best, point, changed = score, trial, True
         if not changed:
             break
     return point
+
+
+def _diagonal_moves(
+    point: Mapping[str, float], grids: Mapping[str, Sequence[float]]
+) -> list[dict[str, float]]:
+    """Every point two grid steps from ``point``: two parameters, one step each (in grid
+    order, so ties go to the first); a parameter off its grid does not move."""
+    index = {n: list(g).index(point[n]) for n, g in grids.items() if point[n] in g}
+    moves = []
+    for a, b in itertools.combinations(index, 2):
+        for da, db in itertools.product((-1, 1), repeat=2):
+            i, j = index[a] + da, index[b] + db
+            if 0 <= i < len(grids[a]) and 0 <= j < len(grids[b]):
+                moves.append({**point, a: float(grids[a][i]), b: float(grids[b][j])})
+    return moves
 
 
 def knee_batch(batches: ArrayLike, step_s: ArrayLike) -> float:

@@ -269,7 +269,8 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
 
     Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a
     shape also the column and depth half counts, MoE the routing bytes per element, decode
-    attention the context a split-KV thread block takes (``split_tokens``), attention the cost
+    attention the context a split-KV thread block takes (``split_tokens``) and the blocks a
+    call fills before it stops splitting (``split_fill``), attention the cost
     of a thread block (``block_bytes``), causal prefill attention its longest block's share of
     the peak (``chain_frac``). Discrete choices are tried and the lowest loss wins: the KV tile
     of decode attention (:data:`DECODE_TILES`), the row tile of the grouped expert GEMM

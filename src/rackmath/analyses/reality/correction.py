@@ -17,8 +17,8 @@ correction names those costs, and nothing else (no per-chip or per-row scalar):
   (:func:`rackmath.core.reality.scheduled_concurrency`).
 
 Every parameter is shared by all chips and models: the correction may not learn a chip.
-Procedure (:func:`fit_correction`): coordinate search (:func:`rackmath.core.reality.coordinate_search`)
-over the fixed grids :data:`GRIDS` from the uncorrected kernel-grounded model, minimizing
+Procedure (:func:`fit_correction`): coordinate search with diagonal moves
+(:func:`rackmath.core.reality.coordinate_search`) over the fixed grids :data:`GRIDS` from the uncorrected kernel-grounded model, minimizing
 ``sum_rows ln(predicted / measured)^2`` (an unpredictable row costs
 :data:`~rackmath.analyses.reality.validation.INFEASIBLE_LOG_ERROR` squared).
 :func:`correction_loso` refits once per publishing document without its rows and predicts
@@ -75,7 +75,7 @@ def fit_correction(scenarios: Sequence[Scenario], note: str = "fitted on all exp
     def objective(point: dict[str, float]) -> float:
         return squared_log_errors(rows, corrected(point))
 
-    point = reality.coordinate_search(objective, START, GRIDS, sweeps=SWEEPS)
+    point = reality.coordinate_search(objective, START, GRIDS, sweeps=SWEEPS, diagonal=True)
     c = corrected(point, f"kernel-grounded + end-to-end correction, {note}")
     return Calibration(pooled=c.pooled, fitted_on=tuple(sorted(s.row_id for s in rows)), note=c.note)
 
