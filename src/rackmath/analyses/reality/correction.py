@@ -18,9 +18,10 @@ correction names those costs, and nothing else (no per-chip or per-row scalar):
 
 Every parameter is shared by all chips and models: the correction may not learn a chip.
 Procedure (:func:`fit_correction`): coordinate search with diagonal moves
-(:func:`rackmath.core.reality.coordinate_search`) over the fixed grids :data:`GRIDS` from the uncorrected kernel-grounded model, minimizing
-``sum_rows ln(predicted / measured)^2`` (an unpredictable row costs
-:data:`~rackmath.analyses.reality.validation.INFEASIBLE_LOG_ERROR` squared).
+(:func:`rackmath.core.reality.coordinate_search`) over the fixed grids :data:`GRIDS` from the
+uncorrected kernel-grounded model, minimizing ``sum_rows ln(predicted / measured)^2`` (an
+unpredictable row costs :data:`~rackmath.analyses.reality.validation.INFEASIBLE_LOG_ERROR`
+squared).
 :func:`correction_loso` refits once per publishing document without its rows and predicts
 only those rows, so no source is scored by a fit that saw it.
 """
