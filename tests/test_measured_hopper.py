@@ -1,5 +1,6 @@
-"""The Hopper GPUs this project measured (``docs/data/h100-sxm-2026-11-26``, its rerun a day later and
-``docs/data/h200-2026-11-27``, ``rackmath measure --kernels`` on a lent H100 SXM and H200):
+"""The Hopper GPUs this project measured (``docs/data/h100-sxm-2026-11-26``, its rerun a day
+later ``docs/data/h100-sxm-2026-11-27`` and ``docs/data/h200-2026-11-27``, ``rackmath measure
+--kernels`` on lent H100 SXMs and an H200):
 their own fits, the shipped curves on their rows, and the memory bound of ``rackmath
 measure``'s decode sweep, which ran out of memory on the H100 before."""
 
@@ -103,9 +104,9 @@ def test_repeat_run_reproduces_within_a_few_percent(again: Path) -> None:
 
 
 def test_a_small_fit_pins_its_predictions_not_its_parameters() -> None:
-    """The two days' 19 decode calls agree within 7% each (6.2% at most), yet their own fits' compute fraction
-    lands 0.75 on one and 1.00 on the other: on so few shapes the parameters trade off, while the
-    two curves predict day 1's calls within 16% of each other (median 1.7%)."""
+    """The two days' 19 decode calls agree within 7% each (6.2% at most), yet their own fits'
+    compute fraction lands 0.75 on one and 1.00 on the other: on so few shapes the parameters
+    trade off, while the two curves predict day 1's calls within 16% of each other (median 1.7%)."""
     from rackmath.analyses.kernels.calibrate import fit_measured
 
     fits = [fit_measured("h100-sxm", [d], bands=False) for d in (HERE, DATA / "h100-sxm-2026-11-27")]
