@@ -258,7 +258,10 @@ def test_catalog_round_trip_keeps_every_fitted_parameter() -> None:
         assert any(getattr(f.efficiency, name) for f in fit.ops), name  # the thinned rows still set it
     for f, entry in zip(fit.ops, doc["ops"], strict=True):
         _same_curve(et.op_from_entry(entry), f.efficiency)
-        assert entry.get("kind", "") == f.kind
+        assert entry.get("kind", "") == f.kind and entry.get("head_dim", 0) == f.head_dim
+    # GQA prefill per head size (the B200's tables time 64, 128, 256 and 512); nothing else
+    sized = sorted((f.op_class.value, f.kind, f.head_dim) for f in fit.ops if f.head_dim)
+    assert sized == [("attention_prefill", "gqa", d) for d in (64, 128, 256, 512)]
     moe_fp4 = [f for f in fit.ops if f.op_class is OpClass.MOE and f.dtype == "nvfp4"]
     assert sorted(f.kind for f in moe_fp4) == ["gated", "nongated"]
     chained = next(f.efficiency for f in moe_fp4 if f.kind == "gated")

@@ -360,7 +360,7 @@ def test_gated_and_non_gated_moe_rows_are_fitted_as_two_curves() -> None:
     gated_rows = r.kind == "gated"
     assert sorted(r.kind.tolist()) == ["gated", "nongated"]
     assert r.flops[~gated_rows][0] == pytest.approx(r.flops[gated_rows][0] * 2 / 3)
-    groups = [(dt, k, int(m.sum())) for dt, k, m in kr.fit_groups(r)]
+    groups = [(dt, k, int(m.sum())) for dt, k, _, m in kr.fit_groups(r)]
     assert groups == [("bfloat16", "gated", 1), ("bfloat16", "nongated", 1)]
 
 

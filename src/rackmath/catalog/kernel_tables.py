@@ -58,6 +58,19 @@ CHIP_DIRS: dict[str, str] = {
 #: :func:`rackmath.core.attention.top_k_gather` is the work such a kernel does.
 DSA_PREFILL_GATHERS_TOP_K = frozenset({"h100-sxm", "h200"})
 
+#: Chips on which TensorRT-LLM decodes MLA with its SM120 XQA kernel where the KV cache is
+#: :data:`XQA_MLA_FORMAT` and a rank holds :data:`XQA_MLA_HEADS` query heads (one query token
+#: each), and with a generic kernel at every other shape (``kSM120_MLA``, NVIDIA/TensorRT-LLM
+#: cpp/kernels/xqa/mla_sm120.cu: math in the cache's FP8; FlashInfer's wrapper of the same
+#: kernel refuses other head counts and formats). The RTX PRO 6000's table (1.3.0rc20, 16
+#: sequences at 131,072 tokens) takes 9.0-9.3 ms at 1-64 heads and 2.2 ms at 128 with an FP8
+#: cache, 11.9-12.0 ms at every head count with a bf16 one. The fit gives that kernel a curve of
+#: its own, dispatched at that shape only (``OpEfficiency.only_cols``).
+SM120_XQA_MLA = frozenset({"rtx-pro-6000"})
+XQA_MLA_FORMAT = "fp8"
+XQA_MLA_HEADS = 128.0
+XQA_MLA_KERNEL = "xqa_mla_sm120"
+
 #: Chips whose tables were measured on a PCIe host (8 GPUs a host, no NVLink:
 #: aiconfigurator-core 0.12.0 ``systems/l40s.yaml`` and ``systems/rtx_pro_6000_server.yaml``).
 #: There a rank's bandwidth falls with the group (a pair under one switch, a larger group's ring

@@ -233,7 +233,9 @@ def _render_operators(result: Explanation, out: Callable[..., None]) -> None:
         mark = marks.setdefault(k["fallback"], "*" * (len(marks) + 1)) if k["fallback"] else ""
         table.add_row(
             op["name"],
-            "/".join(x for x in (k["kind"], k["format"]) if x) + mark,
+            "/".join(x for x in (k["kind"], k["format"]) if x)
+            + (f" d{k['head_dim']}" if k.get("head_dim") else "")
+            + mark,
             fmt.seconds(op["time_s"]),
             fmt.pct(op["time_s"] / step),
             fmt.seconds(op["compute_s"]),

@@ -102,6 +102,14 @@ def calibrate_kernels_command(
         render_comparison(comparison, chip_list[0] if chip_list else "", cli_console())
 
 
+def _variant(curve: dict[str, Any]) -> str:
+    """What a curve adds to its format in a table: a kernel family other than its class's usual
+    one (``mla``, ``nongated``), and the head size of a curve fitted per head size (``d128``)."""
+    kind = curve.get("kind")
+    family = f" {kind}" if kind not in (None, "", "gqa", "gated") else ""
+    return family + (f" d{curve['head_dim']}" if curve.get("head_dim") else "")
+
+
 def render_comparison(rows: list[dict[str, Any]], chip_id: str, console: Console) -> None:
     """This machine's rows under its own fit (in-sample) and under the shipped curves of
     ``chip_id`` (analyses/kernels/compare.py), one row per curve."""
@@ -117,7 +125,7 @@ def render_comparison(rows: list[dict[str, Any]], chip_id: str, console: Console
         own, shipped = r["own"], r["shipped"]
         table.add_row(
             r["op_class"],
-            r["format"] + (f" {r['kind']}" if r["kind"] not in ("", "gqa", "gated") else ""),
+            r["format"] + _variant(r),
             str(r["rows"]),
             _pct(own),
             _pct(shipped) if shipped else "no curve",
@@ -143,9 +151,7 @@ def render_fit(doc: dict[str, Any], path: Path | None, console: Console) -> None
     )
     for chip_id, entry in doc["chips"].items():
         for o in entry["ops"]:
-            variant = (f" {o['kind']}" if o.get("kind") not in (None, "", "gqa", "gated") else "") + (
-                _second_kernel(o["alternative"]) if "alternative" in o else ""
-            )
+            variant = _variant(o) + (_second_kernel(o["alternative"]) if "alternative" in o else "")
             table.add_row(
                 chip_id,
                 o["op_class"],
@@ -168,6 +174,7 @@ def _second_kernel(alt: dict) -> str:
     """`` 2 kernels`` and the region the second runs in (``<= 128 tok, EP >= 2``)."""
     region = [f"<= {alt['max_tokens']:g} tok"] if "max_tokens" in alt else []
     region += [f"EP >= {alt['min_ep']:g}"] if "min_ep" in alt else []
+    region += [f"only at {alt['only_cols']:g} cols"] if "only_cols" in alt else []
     return " 2 kernels" + (f" (2nd: {', '.join(region)})" if region else "")
 
 

@@ -65,15 +65,18 @@ class ChipRates:
         cls = Precision(precision).compute_class.value
         return float(peaks.get(cls) or peaks.get("bf16") or max(peaks.values()))
 
-    def curve(self, op_class: OpClass, formats: tuple[str, ...], kind: str = "") -> CurveChoice:
-        """The curve an operator of ``op_class`` runs on (looked up once per chip and key)."""
-        cache: dict[tuple[OpClass, tuple[str, ...], str], CurveChoice] = self._curves  # type: ignore[attr-defined]
-        hit = cache.get((op_class, formats, kind))
+    def curve(
+        self, op_class: OpClass, formats: tuple[str, ...], kind: str = "", head_dim: float = 0.0
+    ) -> CurveChoice:
+        """The curve an operator of ``op_class`` runs on (looked up once per chip and key;
+        ``head_dim``: the head size, for the classes fitted per head size)."""
+        cache: dict[tuple[OpClass, tuple[str, ...], str, float], CurveChoice] = self._curves  # type: ignore[attr-defined]
+        hit = cache.get((op_class, formats, kind, head_dim))
         if hit is None:
             compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
-            e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute)
+            e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute, head_dim)
             hit = CurveChoice(e, eff.is_pure(e), self.peak(precision), kernel)
-            cache[(op_class, formats, kind)] = hit
+            cache[(op_class, formats, kind, head_dim)] = hit
         return hit
 
     def gemm_formats(self, weights: Precision) -> tuple[str, ...]:

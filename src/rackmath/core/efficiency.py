@@ -363,8 +363,9 @@ def operator_timing(
     on its own curve) every returned value is the faster kernel's, shape by shape, where the
     call's ``tokens`` (an EP group's) and ``ep`` lie in the alternative's region
     (``max_tokens``, ``min_ep``; a caller that passes neither gets the first kernel wherever
-    the region is bounded). Worked number: kernels of 0.30 and 0.12 ms at one shape -> 0.12 ms;
-    the same call of 256 tokens with the second kernel bounded at 128 -> 0.30 ms.
+    the region is bounded); an alternative with ``only_cols`` runs at exactly that many columns,
+    faster or not, and nowhere else. Worked number: kernels of 0.30 and 0.12 ms at one shape ->
+    0.12 ms; the same call of 256 tokens with the second kernel bounded at 128 -> 0.30 ms.
     ``sequence_heads`` (prefill attention's sequences x query heads per call) counts its
     thread blocks with the query tiles (:func:`blocks_of`), each adding ``block_bytes`` at the
     chip's bandwidth. Arrays in give arrays out; single values give NumPy scalars
@@ -441,7 +442,10 @@ def timing_of(
             rows, cols, depth, calls, False, routed, tokens, ep, sequence_heads,
         )  # fmt: skip
         faster = other[2] < time_s
-        if alt.max_tokens < np.inf or alt.min_ep > 1.0:
+        if alt.only_cols:  # dispatched by shape, not chosen by speed
+            at = np.equal(cols, alt.only_cols) if cols is not None else False
+            faster = np.broadcast_to(at, np.broadcast_shapes(np.shape(faster), np.shape(at)))
+        elif alt.max_tokens < np.inf or alt.min_ep > 1.0:
             if tokens is None or ep is None:
                 faster = np.zeros_like(faster)
             else:

@@ -202,7 +202,9 @@ def _pass_plan(
         attention_formats=att_formats,
         decode_curve=rates.curve(OpClass.ATTENTION_DECODE, att_formats, decode_kind),
         decode_kind=decode_kind,
-        prefill_curve=rates.curve(OpClass.ATTENTION_PREFILL, att_formats, m.attention_kind),
+        prefill_curve=rates.curve(
+            OpClass.ATTENTION_PREFILL, att_formats, m.attention_kind, float(m.prefill_dims[0])
+        ),
         elementwise_curve=rates.curve(OpClass.ELEMENTWISE, ELEMENTWISE_FORMATS),
         embedding_bytes=m.bytes_per_param["embedding"],
         embedding_calls=1.0 / p,

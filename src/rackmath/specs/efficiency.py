@@ -16,7 +16,7 @@ import numpy as np
 
 from rackmath.errors import InputError
 from rackmath.specs import checks
-from rackmath.specs.precision import FORMATS
+from rackmath.specs.curve_rank import format_compute, nearest_head, nearest_key
 
 #: Largest fitted ``overlap_power``: at 20 the combination is within 3.5% of ``max``
 #: (``2 ** (1 / 20) = 1.035`` where the two terms are equal), so larger values add nothing.
@@ -103,6 +103,12 @@ class OpEfficiency:
     (``DeepseekV3DecoderLayer._enable_min_latency_mode``, NVIDIA/TensorRT-LLM 2025), and its
     tables hold no EP-1 timing of that kernel
     (:func:`rackmath.analyses.kernels.rows._moe_ep1_not_scaling`).
+    ``only_cols`` (0: none) makes an alternative the kernel the framework dispatches at exactly
+    that many columns, and only there, whatever the other would take: TensorRT-LLM decodes MLA
+    on SM120 with its XQA kernel (``kSM120_MLA``, NVIDIA/TensorRT-LLM
+    cpp/kernels/xqa/mla_sm120.cu) where the KV cache is FP8 and a rank holds 128 query heads
+    (FlashInfer's wrapper of that kernel refuses any other head count), and with a generic
+    kernel elsewhere: :data:`rackmath.catalog.kernel_tables.SM120_XQA_MLA`.
     ``split_tokens`` (0: none) is the context a decode kernel gives each thread block when it
     splits a long context (split-KV, flash-decoding): the rows both saturations see become
     ``rows x max(1, depth / split_tokens)`` (a batch of one at 128K tokens is many blocks),
@@ -146,6 +152,7 @@ class OpEfficiency:
     alternative: OpEfficiency | None = None
     max_tokens: float = float("inf")
     min_ep: float = 1.0
+    only_cols: float = 0.0
     split_tokens: float = 0.0
     split_max: float = 0.0
     compute_tile_cols: float = 0.0
@@ -178,6 +185,7 @@ class OpEfficiency:
             "block_tile_rows",
             "unaligned_slowdown",
             "split_fill",
+            "only_cols",
         ):
             checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not (_is_real(self.max_tokens) and self.max_tokens > 0.0):  # inf allowed: no bound
@@ -200,7 +208,7 @@ class OpEfficiency:
             self.compute_half_rows, self.bandwidth_half_rows, self.floor_s, self.compute_half_cols,
             self.compute_half_depth, self.bandwidth_tile_depth, self.compute_tile_rows, self.bandwidth_tile,
             self.routing_bytes_per_element, self.split_tokens, self.split_max, self.compute_tile_cols,
-            self.block_bytes, self.block_tile_rows, self.unaligned_slowdown, self.split_fill,
+            self.block_bytes, self.block_tile_rows, self.unaligned_slowdown, self.split_fill, self.only_cols,
         )  # fmt: skip
         fractions = (self.compute_frac, self.bandwidth_frac)
         return (
@@ -298,14 +306,28 @@ class CurveKey:
     """Which fitted curve an operator runs on: its class, the kernel format (the measured
     tables' dtype name, :data:`rackmath.specs.precision.FORMATS`; for attention the KV cache's
     format) and the kernel family (attention: ``gqa``, ``mla``, ``dsa``; grouped experts:
-    ``gated``, ``nongated``; ``""`` where the class has one family)."""
+    ``gated``, ``nongated``; ``""`` where the class has one family). ``head_dim`` (0: every head
+    size) names a kernel built for one query/key head size: TensorRT-LLM compiles its context
+    attention per head size, and on SM89 and SM120 those kernels' rates differ by up to 2.8x at
+    one format (:data:`HEAD_SIZED`)."""
 
     op_class: OpClass
     fmt: str
     kind: str = ""
+    head_dim: int = 0
 
     def __str__(self) -> str:
-        return "/".join(x for x in (self.op_class.value, self.kind, self.fmt) if x)
+        name = "/".join(x for x in (self.op_class.value, self.kind, self.fmt) if x)
+        return f"{name}/head {self.head_dim}" if self.head_dim else name
+
+
+#: The classes and families whose curves are fitted per head size (:attr:`CurveKey.head_dim`):
+#: GQA/MHA causal prefill. On the L40S's FP8 tables the context kernel reaches 93, 197, 170 and
+#: 71 TFLOP/s at head sizes 64, 128, 192 and 256 (2,048-4,096-token prompts), and one curve for
+#: the four missed the head-128 calls by a median 87% (docs/validation.md). Decode attention's
+#: head sizes sit within 11% of one curve on every chip, and the MLA and DSA tables time one
+#: head shape, so neither is split.
+HEAD_SIZED: frozenset[tuple[OpClass, str]] = frozenset({(OpClass.ATTENTION_PREFILL, "gqa")})
 
 
 @dataclass(frozen=True)
@@ -348,7 +370,8 @@ class Kernel:
     ``table``: the measured table (or ``"pure roofline"``, ``"link model"``); ``fmt`` and
     ``kind``: the curve's format and family; ``chip``: the chip whose table it is (the donor
     when ``transferred``); ``fallback``: why a curve other than the one the operator asked
-    for was used ("" when it is that one); ``band``: the curve's held-out error.
+    for was used ("" when it is that one); ``band``: the curve's held-out error; ``head_dim``:
+    the head size the curve's kernel was timed at (0: every size, :attr:`CurveKey.head_dim`).
     """
 
     table: str
@@ -358,12 +381,14 @@ class Kernel:
     transferred: bool = False
     fallback: str = ""
     band: ErrorBand = NO_BAND
+    head_dim: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
             "table": self.table,
             "format": self.fmt,
             "kind": self.kind,
+            "head_dim": self.head_dim or None,
             "chip": self.chip,
             "transferred": self.transferred,
             "fallback": self.fallback or None,
@@ -437,9 +462,9 @@ class EfficiencyTable:
             object.__setattr__(self, "_by_key", cached)
         return cached
 
-    def of(self, op_class: OpClass, fmt: str, kind: str = "") -> OpEfficiency:
+    def of(self, op_class: OpClass, fmt: str, kind: str = "", head_dim: float = 0.0) -> OpEfficiency:
         """The efficiency an operator of ``op_class`` in format ``fmt`` runs at (:meth:`curve`)."""
-        return self.curve(op_class, (fmt,), kind)[0]
+        return self.curve(op_class, (fmt,), kind, head_dim=head_dim)[0]
 
     def collective(self, name: str) -> CollectiveCurve | None:
         """The fitted curve of ``"<collective>:<implementation>"``, or None (looked up once)."""
@@ -450,44 +475,54 @@ class EfficiencyTable:
         return cached.get(name)
 
     def curve(
-        self, op_class: OpClass, formats: tuple[str, ...], kind: str = "", compute: str = ""
+        self,
+        op_class: OpClass,
+        formats: tuple[str, ...],
+        kind: str = "",
+        compute: str = "",
+        head_dim: float = 0.0,
     ) -> tuple[OpEfficiency, str, Kernel]:
         """``(efficiency, peak precision, kernel)`` of an operator of ``op_class`` that runs in
-        the first of ``formats`` the chip has a curve for (``kind``: its kernel family).
+        the first of ``formats`` the chip has a curve for (``kind``: its kernel family;
+        ``head_dim``: its query/key head size, which picks among curves fitted per head size,
+        :data:`HEAD_SIZED`).
 
         Without such a curve the operator falls back, visibly (``kernel.fallback`` says why):
-        to a curve of the same family in a format computing at the same precision (fp8-block
-        on the per-tensor fp8 curve), then in bf16, then to a related family's curve
-        (:data:`RELATED_FAMILY`: MHA decode on the GQA curve), then to another family's curve of
-        the same class (MLA decode on the GQA curve), and to the pure roofline when the class has no
-        curve at all. ``compute`` is the peak the operator runs at on the pure roofline
-        (default: the first format's own).
+        to the curve of the nearest head size the chip's tables time (head 96 on head 128's, a
+        tie to the larger), to a curve of the same family in a format computing at the same
+        precision (fp8-block on the per-tensor fp8 curve), then in bf16, then to a related
+        family's curve (:data:`RELATED_FAMILY`: MHA decode on the GQA curve), then to another
+        family's curve of the same class (MLA decode on the GQA curve), and to the pure roofline
+        when the class has no curve at all. ``compute`` is the peak the operator runs at on the
+        pure roofline (default: the first format's own).
         """
         wanted = formats[0] if formats else ""
         by_key = self._lookup()
-        pure_peak = compute or _format_compute(wanted)
+        pure_peak = compute or format_compute(wanted)
         if not by_key:
             return PURE, pure_peak, Kernel("pure roofline", wanted, kind, self.chip)
         for fmt in formats:
-            hit = by_key.get(CurveKey(op_class, fmt, kind))
-            if hit is not None:
-                return hit.efficiency, hit.precision, self._kernel(hit, fmt, kind, "")
+            found = self._sized(op_class, fmt, kind, head_dim)
+            if found is not None:
+                key, why = found
+                hit = by_key[key]
+                return hit.efficiency, hit.precision, self._kernel(hit, key, why)
         flat = by_key.get(CurveKey(op_class, ANY, ANY))
         if flat is not None:
-            return flat.efficiency, pure_peak, self._kernel(flat, wanted, kind, "")
+            return flat.efficiency, pure_peak, self._kernel(flat, CurveKey(op_class, wanted, kind), "")
         same_kind = [k for k in by_key if k.op_class is op_class and k.kind == kind]
         related = [k for k in by_key if k.op_class is op_class and k.kind == RELATED_FAMILY.get(kind)]
         other_kind = [k for k in by_key if k.op_class is op_class and k.kind != kind]
         for pool, why in ((same_kind, ""), (related, "family"), (other_kind, "family")):
-            key = _nearest(pool, wanted)
-            if key is not None:
-                hit = by_key[key]
+            near = nearest_key(pool, wanted, head_dim)
+            if near is not None:
+                key, hit = near, by_key[near]
                 asked = f"{kind} {wanted}".strip() if why else (wanted or "any format")
                 reason = (
                     f"no {op_class.value} curve for {asked} on {self.chip or 'this chip'}: "
                     f"runs on the {key!s} curve"
                 )
-                return hit.efficiency, hit.precision, self._kernel(hit, key.fmt, key.kind, reason)
+                return hit.efficiency, hit.precision, self._kernel(hit, key, reason)
         return (
             PURE,
             pure_peak,
@@ -501,9 +536,40 @@ class EfficiencyTable:
             ),
         )
 
-    def _kernel(self, c: Curve, fmt: str, kind: str, fallback: str) -> Kernel:
+    def _sized(self, op_class: OpClass, fmt: str, kind: str, head_dim: float) -> tuple[CurveKey, str] | None:
+        """The curve of ``op_class`` / ``kind`` / ``fmt`` for head size ``head_dim``: its own,
+        else the nearest head size's (with why), else the one curve of every head size; None
+        when the chip has none of them."""
+        by_key = self._lookup()
+        own = CurveKey(op_class, fmt, kind, round(head_dim))
+        if own in by_key:
+            return own, ""
+        sizes = self._head_sizes().get((op_class, fmt, kind))
+        if sizes:
+            near = nearest_head(sizes, head_dim)
+            asked = f"head size {head_dim:g}" if head_dim > 0 else "an unstated head size"
+            why = (
+                f"no {op_class.value} curve for {asked} on {self.chip or 'this chip'}: "
+                f"runs on the head-{near} curve (the nearest its tables time)"
+            )
+            return CurveKey(op_class, fmt, kind, near), why
+        every = CurveKey(op_class, fmt, kind)
+        return (every, "") if every in by_key else None
+
+    def _head_sizes(self) -> dict[tuple[OpClass, str, str], tuple[int, ...]]:
+        cached: dict[tuple[OpClass, str, str], tuple[int, ...]] | None = self.__dict__.get("_sizes")
+        if cached is None:
+            sizes: dict[tuple[OpClass, str, str], list[int]] = {}
+            for k in self._lookup():
+                if k.head_dim:
+                    sizes.setdefault((k.op_class, k.fmt, k.kind), []).append(k.head_dim)
+            cached = {k: tuple(sorted(v)) for k, v in sizes.items()}
+            object.__setattr__(self, "_sizes", cached)
+        return cached
+
+    def _kernel(self, c: Curve, key: CurveKey, fallback: str) -> Kernel:
         chip, transferred = self.origin_of(c.chip)
-        return Kernel(c.source, fmt, kind, chip, transferred, fallback, c.band)
+        return Kernel(c.source, key.fmt, key.kind, chip, transferred, fallback, c.band, key.head_dim)
 
     def origin_of(self, curve_chip: str) -> tuple[str, bool]:
         """``(chip, transferred)`` a kernel on a curve fitted on ``curve_chip`` reports: a
@@ -511,28 +577,6 @@ class EfficiencyTable:
         if curve_chip and curve_chip != self.chip:
             return curve_chip, False
         return self.chip, self.transferred
-
-
-def _format_compute(fmt: str) -> str:
-    f = FORMATS.get(fmt)
-    return f.compute.value if f is not None else "bf16"
-
-
-def _nearest(keys: list[CurveKey], fmt: str) -> CurveKey | None:
-    """The key whose format computes at ``fmt``'s precision (bf16 next, then any), deterministic."""
-    if not keys:
-        return None
-    compute = _format_compute(fmt)
-    ranked = sorted(
-        keys,
-        key=lambda k: (
-            _format_compute(k.fmt) != compute,
-            k.fmt != "bfloat16",
-            k.fmt,
-            k.kind,
-        ),
-    )
-    return ranked[0]
 
 
 PURE_TABLE = EfficiencyTable()

@@ -38,11 +38,20 @@ from typing import Any
 import numpy as np
 
 from rackmath.analyses.kernels import tables as et
-from rackmath.analyses.kernels.fit import ChipData, ChipFit, ChipPeaks, fit_chip, predict, with_companions
+from rackmath.analyses.kernels.fit import (
+    ChipData,
+    ChipFit,
+    ChipPeaks,
+    OpFit,
+    fit_chip,
+    predict,
+    with_companions,
+)
 from rackmath.analyses.kernels.op_rows import HELD_OUT_DIMS, MODULE_KINDS
 from rackmath.analyses.kernels.rows import CommRows, fit_groups
 from rackmath.core.efficiency import collective_time_s
 from rackmath.frames import Record
+from rackmath.specs.curve_rank import nearest_head
 from rackmath.specs.efficiency import CurveKey, OpClass
 
 #: Every HOLD_OUT_EVERY-th distinct value of a dimension is held out ...
@@ -121,7 +130,7 @@ def comm_key(name: str) -> str:
     return f"collective/{name}"
 
 
-CurveId = tuple[OpClass, str, str]  # (class, format, family)
+CurveId = tuple[OpClass, str, str, int]  # (class, format, family, head size: 0 for every size)
 
 
 def curve_ratios(
@@ -132,31 +141,31 @@ def curve_ratios(
     own: bool = False,
 ) -> tuple[dict[CurveId, np.ndarray], dict[str, np.ndarray]]:
     """``measured / predicted`` of ``data``'s rows under ``fit`` (``mask``: which rows), per curve
-    (class, format, family) and per collective name. Rows of a curve the fit lacks are skipped.
+    (class, format, family, head size) and per collective name. Rows of a curve the fit lacks are skipped.
 
     A module table's row (DSA's) times its operator with companions (the projections, on
     ``fit``'s GEMM curves): its ratio is the module's, ``measured / (predicted + companions)``;
     with ``own``, the operator's own, ``(measured - companions) / predicted`` (what the curve's
     band is measured on: the band scales the operator's time alone; a row whose measured time
     the companions already exceed gives a ratio near 0)."""
-    by = {(f.op_class, f.dtype, f.kind): f for f in fit.ops}
+    by = {f.curve_id: f for f in fit.ops}
     ops: dict[CurveId, np.ndarray] = {}
     for cls, allr in data.ops.items():
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
         r_all = with_companions(r_all, fit.ops, peaks)
-        for dt, kind, rows in fit_groups(r_all):
-            f = by.get((cls, dt, kind))
+        for dt, kind, head, rows in fit_groups(r_all):
+            f = _curve_for(by, (cls, dt, kind, head))
             if f is None or f.precision not in peaks.peak_flops_per_s:
                 continue
             r = r_all.take(rows)
             pred = predict(f.efficiency, r, peaks.peak_flops_per_s[f.precision], peaks.hbm_bytes_per_s)
             if own and r.fixed_s is not None:
                 fixed = r.fixed_s
-                ops[(cls, dt, kind)] = np.maximum(r.latency_s - fixed, OWN_FLOOR * r.latency_s) / (
+                ops[(cls, dt, kind, head)] = np.maximum(r.latency_s - fixed, OWN_FLOOR * r.latency_s) / (
                     pred - fixed
                 )
             else:
-                ops[(cls, dt, kind)] = r.latency_s / pred
+                ops[(cls, dt, kind, head)] = r.latency_s / pred
     comm: dict[str, np.ndarray] = {}
     for name, c_all in data.comm.items():
         c = c_all.take(mask[name]) if mask is not None else c_all
@@ -170,10 +179,22 @@ def curve_ratios(
     return ops, comm
 
 
+def _curve_for(by: dict[CurveId, OpFit], curve: CurveId) -> OpFit | None:
+    """The fit's curve for rows of ``curve``, as a step picks it
+    (:meth:`rackmath.specs.efficiency.EfficiencyTable.curve`): that head size's own, else the
+    nearest head size's among the family's, else the family's curve of every size."""
+    f = by.get(curve)
+    cls, dt, kind, head = curve
+    if f is not None or not head:
+        return f
+    sizes = tuple(sorted(h for (c, d, k, h) in by if (c, d, k) == (cls, dt, kind) and h))
+    return by[(cls, dt, kind, nearest_head(sizes, head))] if sizes else by.get((cls, dt, kind, 0))
+
+
 def by_class(ops: dict[CurveId, np.ndarray], comm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The ratios pooled per report class (:func:`class_key`, :func:`comm_key`)."""
     out: dict[str, list[np.ndarray]] = {}
-    for (cls, _, kind), v in sorted(ops.items(), key=lambda kv: (kv[0][0].value, kv[0][1], kv[0][2])):
+    for (cls, _, kind, _), v in sorted(ops.items(), key=lambda kv: (kv[0][0].value, *kv[0][1:])):
         out.setdefault(class_key(cls, kind), []).append(v)
     for name, v in sorted(comm.items()):
         out.setdefault(comm_key(name), []).append(v)
@@ -234,21 +255,20 @@ def held_out_value_bands(data: ChipData, peaks: ChipPeaks) -> HeldOutValues:
     bands: dict[CurveId, Band] = {}
     for cls, r in data.ops.items():
         how = _how(", ".join(d for d in HELD_OUT_DIMS.get(cls, ()) if d in r.dims) or "no dimension")
-        for dt, kind, _ in fit_groups(r):
-            own = mine.get((cls, dt, kind))
+        for dt, kind, head, _ in fit_groups(r):
+            curve = (cls, dt, kind, head)
+            own = mine.get(curve)
             if own is not None and own.size >= MIN_BAND_ROWS:
-                bands[(cls, dt, kind)] = band_of(own, how)
+                bands[curve] = band_of(own, how)
                 continue
             n = 0 if own is None else own.size
             shared = pooled.get(class_key(cls, kind), np.zeros(0))
             if shared.size >= MIN_BAND_ROWS:
-                bands[(cls, dt, kind)] = band_of(
+                bands[curve] = band_of(
                     shared, f"{how} ({n} own rows: the chip's {class_key(cls, kind)} pooled)"
                 )
             elif everything.size >= MIN_BAND_ROWS:
-                bands[(cls, dt, kind)] = band_of(
-                    everything, f"{how} ({n} own rows: every class of the chip pooled)"
-                )
+                bands[curve] = band_of(everything, f"{how} ({n} own rows: every class of the chip pooled)")
     comm_bands = {
         name: band_of(v, _how("the message size")) for name, v in comm.items() if v.size >= MIN_BAND_ROWS
     }

@@ -58,6 +58,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         **({"chain_frac": float(f"{e.chain_frac:.4g}")} if e.chain_frac else {}),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
+        **({"only_cols": e.only_cols} if e.only_cols else {}),
         **({"alternative": _params(e.alternative)} if e.alternative is not None else {}),
     }
 
@@ -72,15 +73,12 @@ def fit_to_dict(fit: ChipFit, date: str, held: kb.HeldOutValues | None = None) -
             "op_class": f.op_class.value,
             "dtype": f.dtype,
             **({"kind": f.kind} if f.kind else {}),
+            **({"head_dim": f.head_dim} if f.head_dim else {}),
             "precision": f.precision.value,
             **_params(f.efficiency),
             "rows_used": f.rows_used,
             "source": f.source,
-            **(
-                {"band": bands[(f.op_class, f.dtype, f.kind)].to_dict()}
-                if (f.op_class, f.dtype, f.kind) in bands
-                else {}
-            ),
+            **({"band": bands[f.curve_id].to_dict()} if f.curve_id in bands else {}),
         }
         for f in fit.ops
     ]

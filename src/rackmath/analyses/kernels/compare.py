@@ -39,6 +39,7 @@ def shipped_fit(chip_id: str) -> ChipFit:
                 op_from_entry(entry),
                 int(entry.get("rows_used", 0)),
                 str(entry["chip"]),
+                key.head_dim,
             )
         )
     return ChipFit(chip_id, ops, {}, {}, {})
@@ -56,15 +57,16 @@ def against_shipped(data: ChipData, fit: ChipFit, peaks: ChipPeaks) -> list[dict
     shipped = shipped_fit(data.chip_id)
     own_ratios, _ = kb.curve_ratios(fit, data, peaks, None)
     shipped_ratios, _ = kb.curve_ratios(shipped, data, peaks, None)
-    by_shipped = {(f.op_class, f.dtype, f.kind): f for f in shipped.ops}
+    by_shipped = {f.curve_id: f for f in shipped.ops}
     out = []
     for f in fit.ops:
-        key = (f.op_class, f.dtype, f.kind)
+        key = f.curve_id
         own_med, own_p90, _ = _errors(own_ratios[key])
         row: dict[str, Any] = {
             "op_class": f.op_class.value,
             "format": f.dtype,
             "kind": f.kind,
+            **({"head_dim": f.head_dim} if f.head_dim else {}),
             "rows": int(own_ratios[key].size),
             "own": {
                 "median_abs_error": own_med,

@@ -190,7 +190,7 @@ def gemm_table(fits: list[OpFit], chip_id: str) -> EfficiencyTable:
     """The GEMM curves of a chip's fit as the table a step picks them from (with its
     fallbacks): what a module table's projections are timed on."""
     curves = tuple(
-        (CurveKey(f.op_class, f.dtype, f.kind), Curve(f.efficiency, f.precision.value, f.source))
+        (CurveKey(f.op_class, f.dtype, f.kind, f.head_dim), Curve(f.efficiency, f.precision.value, f.source))
         for f in fits
         if f.op_class is OpClass.GEMM
     )
@@ -441,7 +441,8 @@ def load_package_chip(
 
 @dataclass
 class OpFit:
-    """One fitted curve: class, format (``dtype``) and kernel family (``kind``), the precision
+    """One fitted curve: class, format (``dtype``), kernel family (``kind``) and head size
+    (``head_dim``, 0: every size; :data:`rackmath.specs.efficiency.HEAD_SIZED`), the precision
     whose peak its compute fraction is a fraction of, the rows it used and their source."""
 
     op_class: OpClass
@@ -451,6 +452,12 @@ class OpFit:
     efficiency: OpEfficiency
     rows_used: int
     source: str
+    head_dim: int = 0
+
+    @property
+    def curve_id(self) -> tuple[OpClass, str, str, int]:
+        """(class, format, family, head size): the curve's identity in a fit's tables."""
+        return (self.op_class, self.dtype, self.kind, self.head_dim)
 
 
 @dataclass
@@ -485,6 +492,30 @@ def _kernel_chain(
     return chain
 
 
+def _xqa_mla(chip_id: str, cls: OpClass, dtype: str, kind: str) -> bool:
+    """Whether the chip's MLA decode rows of ``dtype`` hold a second kernel the framework
+    dispatches by head count (:data:`rackmath.catalog.kernel_tables.SM120_XQA_MLA`)."""
+    return (
+        chip_id in kt.SM120_XQA_MLA
+        and cls is OpClass.ATTENTION_DECODE
+        and kind == "mla"
+        and dtype == kt.XQA_MLA_FORMAT
+    )
+
+
+def _dispatched(r: OpRows, cols: float, kernel: str, peak: float, bw: float) -> OpEfficiency | None:
+    """One curve for the rows of exactly ``cols`` columns (the kernel the framework dispatches
+    there, ``kernel``) as the alternative of one for the rest (``OpEfficiency.only_cols``); None
+    when either has too few rows (the caller then fits one curve)."""
+    if r.cols is None:
+        return None
+    at = np.broadcast_to(np.equal(r.cols, cols), r.latency_s.shape)
+    if min(int(at.sum()), int((~at).sum())) < MIN_FIT_ROWS:
+        return None
+    own = replace(fit_op(r.take(at), peak, bw), kernel=kernel, only_cols=cols)
+    return replace(fit_op(r.take(~at), peak, bw), alternative=own)
+
+
 def curve_precision(dtype: str, peaks: ChipPeaks) -> Precision | None:
     """The peak a curve of format ``dtype`` is a fraction of: the format's compute precision
     (:data:`rackmath.specs.precision.FORMATS`: an fp8 KV cache's attention runs fp8 math on
@@ -498,7 +529,7 @@ def curve_precision(dtype: str, peaks: ChipPeaks) -> Precision | None:
 
 
 def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | None = None) -> ChipFit:
-    """Fit every class x format x family of one chip (``mask`` keeps only some rows per
+    """Fit every class x format x family (x head size) of one chip (``mask`` keeps only some rows per
     class/comm name). The GEMM curves are fitted first: a module table's rows (DSA's) carry
     their projections, timed on those curves and added to the fitted operator's time. The
     curves are listed by class, then format and family."""
@@ -507,7 +538,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
     for cls, allr in sorted(data.ops.items(), key=lambda kv: (kv[0] is not OpClass.GEMM, kv[0].value)):
         r_all = allr.take(mask[cls.value]) if mask is not None else allr
         r_all = with_companions(r_all, fits, peaks)
-        for dt, kind, rows in fit_groups(r_all):
+        for dt, kind, head_dim, rows in fit_groups(r_all):
             prec = curve_precision(dt, peaks)
             if prec is None or (
                 cls is OpClass.GEMM and kernel_format(dt).compute not in peaks.peak_flops_per_s
@@ -520,9 +551,11 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             kernels = data.moe_kernels.get(dt, {}) if (cls is OpClass.MOE and kind == "gated") else {}
             # several kernels: one curve each, the operator runs the faster
             chain = _kernel_chain(kernels, r.key, peak, peaks.hbm_bytes_per_s) if kernels else None
+            if _xqa_mla(data.chip_id, cls, dt, kind):
+                chain = _dispatched(r, kt.XQA_MLA_HEADS, kt.XQA_MLA_KERNEL, peak, peaks.hbm_bytes_per_s)
             eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
             source = data.sources.get(source_key(cls, kind), "")
-            fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source))
+            fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source, head_dim))
     fits.sort(key=lambda f: f.op_class.value)  # stable: each class's formats and families in order
     comm, counts, ranges = fit_collectives(data, peaks, mask)
     return ChipFit(data.chip_id, fits, comm, counts, dict(data.sources), ranges)

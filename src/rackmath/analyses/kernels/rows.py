@@ -67,21 +67,30 @@ from rackmath.analyses.kernels.op_rows import OpRows, floats, op_rows_of, shape_
 from rackmath.catalog import kernel_tables as kt
 from rackmath.core import collectives as coll
 from rackmath.core import work as wk
-from rackmath.specs.efficiency import OpClass
+from rackmath.specs.efficiency import HEAD_SIZED, OpClass
 from rackmath.specs.precision import kernel_format
 
 
-def fit_groups(r: OpRows) -> list[tuple[str, str, np.ndarray]]:
-    """``(dtype, kind, mask)`` of each curve the rows are fitted as: one per format and kernel
-    family (GQA and MLA attention apart; gated and non-gated grouped expert GEMMs apart: a
-    non-gated table kernel, TensorRT-LLM's ``nongated`` MoE, fitted with the gated rows of its
-    dtype is 23% slower than that curve at the median on B200 NVFP4)."""
-    return [
-        (dt, k, m)
-        for dt in sorted(set(r.dtype.tolist()))
-        for k in sorted(set(r.kind.tolist()))
-        if (m := (r.dtype == dt) & (r.kind == k)).any()
-    ]
+def fit_groups(r: OpRows) -> list[tuple[str, str, int, np.ndarray]]:
+    """``(dtype, kind, head_dim, mask)`` of each curve the rows are fitted as: one per format
+    and kernel family (GQA and MLA attention apart; gated and non-gated grouped expert GEMMs
+    apart: a non-gated table kernel, TensorRT-LLM's ``nongated`` MoE, fitted with the gated rows
+    of its dtype is 23% slower than that curve at the median on B200 NVFP4), and for the
+    families fitted per head size (:data:`rackmath.specs.efficiency.HEAD_SIZED`: GQA prefill,
+    whose rows' columns are the head size) one per head size; ``head_dim`` 0 elsewhere."""
+    groups: list[tuple[str, str, int, np.ndarray]] = []
+    for dt in sorted(set(r.dtype.tolist())):
+        for k in sorted(set(r.kind.tolist())):
+            m = (r.dtype == dt) & (r.kind == k)
+            if not m.any():
+                continue
+            cols = r.cols
+            if (r.op_class, k) not in HEAD_SIZED or cols is None:
+                groups.append((dt, k, 0, m))
+                continue
+            for size in np.unique(cols[m]):
+                groups.append((dt, k, int(size), m & (cols == size)))
+    return groups
 
 
 MOE_SHAPE = [c for c in kt.REQUIRED["moe"] if c not in ("distribution", "latency")]  # one MoE call's shape

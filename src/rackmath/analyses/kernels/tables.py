@@ -73,6 +73,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         kernel=entry.get("kernel", ""),
         max_tokens=entry.get("max_tokens", float("inf")),
         min_ep=entry.get("min_ep", 1.0),
+        only_cols=entry.get("only_cols", 0.0),
         split_tokens=entry.get("split_tokens", 0.0),
         split_max=entry.get("split_max", 0.0),
         split_fill=entry.get("split_fill", 0.0),
@@ -86,8 +87,8 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
 
 
 def curve_key(entry: dict[str, Any]) -> CurveKey:
-    """The curve a catalog row fits: class, format and family (attention ``gqa`` and grouped
-    experts ``gated`` where a row names none)."""
+    """The curve a catalog row fits: class, format, family (attention ``gqa`` and grouped
+    experts ``gated`` where a row names none) and head size (0, every size, where it names none)."""
     cls = OpClass(entry["op_class"])
     kind = entry.get("kind")
     if kind is None:
@@ -97,7 +98,7 @@ def curve_key(entry: dict[str, Any]) -> CurveKey:
             kind = "gqa"
         else:
             kind = ""
-    return CurveKey(cls, entry["dtype"], kind)
+    return CurveKey(cls, entry["dtype"], kind, int(entry.get("head_dim", 0)))
 
 
 def band_from_entry(entry: dict[str, Any] | None) -> ErrorBand:

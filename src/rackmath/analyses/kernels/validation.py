@@ -293,6 +293,8 @@ INPUT_FILES = (
     "core/work.py",
     "core/attention.py",
     "specs/precision.py",
+    "specs/efficiency.py",
+    "specs/curve_rank.py",
 )
 
 
