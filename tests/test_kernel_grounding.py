@@ -27,12 +27,13 @@ FP8_BLOCK = 1.0 + 4.0 / (128 * 128)  # bytes per fp8-block weight (one fp32 scal
 FP8_BLOCK_ACT = 1.0 + 4.0 / 128  # bytes per fp8-block activation (one fp32 scale per 1 x 128)
 
 
-def _curve(chip_id: str, op_class: str, dtype: str, kind: str | None = None):
+def _curve(chip_id: str, op_class: str, dtype: str, kind: str | None = None, head_dim: int = 0):
     entry = next(
         o
         for o in ke.op_entries(chip_id)
         if o["op_class"] == op_class and o["dtype"] == dtype and (kind is None or o.get("kind") == kind)
-    )
+        and o.get("head_dim", 0) == head_dim
+    )  # fmt: skip
     return et.op_from_entry(entry), entry["precision"]
 
 
@@ -306,11 +307,11 @@ def test_a_sliding_window_prefill_costs_its_thread_blocks() -> None:
     table, one prompt, 64 query heads on 8 KV heads of width 64, a 128-token window, bf16: from
     8,192 to 16,384 tokens the time grows by 0.306 ms while the new queries' FLOPs (8,192 x 128
     keys x 64 heads x 4 x 64) take 17.4 us at the 989 TFLOP/s peak; the other 0.289 ms are 8,192
-    more blocks of 64 query rows, 35 ns (118 kB at HBM speed) each. The fitted curve (blocks of
-    64 rows) times the window rows within 11% (-10.5%, -8.1% and -4.4% at 1,024, 4,096 and 16,384
-    tokens on the curve of 2026-11-27; a 15 us floor is a quarter of the shortest), and misses
-    them by more than half without its blocks; a full causal prompt of 16,384 tokens, whose
-    FLOPs dominate, within 10%."""
+    more blocks of 64 query rows, 35 ns (118 kB at HBM speed) each. The fitted head-64 curve
+    (blocks of 64 rows) times the window rows within 11% (-8.3%, -4.7% and -0.4% at 1,024, 4,096
+    and 16,384 tokens on the curve of 2026-11-27; a 15 us floor is a quarter of the shortest),
+    and without its blocks gives 0.52, 0.43 and 0.41 of them; a full causal prompt of 16,384
+    tokens, whose FLOPs dominate, within 10% (-0.8%)."""
     from dataclasses import replace
 
     import pandas as pd
@@ -339,7 +340,7 @@ def test_a_sliding_window_prefill_costs_its_thread_blocks() -> None:
     assert per_block_s == pytest.approx(35.3e-9, rel=0.01)
     assert per_block_s * hbm == pytest.approx(118e3, rel=0.01)
 
-    e, _ = _curve("h100-sxm", "attention_prefill", "bfloat16", "gqa")
+    e, _ = _curve("h100-sxm", "attention_prefill", "bfloat16", "gqa", head_dim=64)
     assert e.block_tile_rows == 64.0 and 30e3 < e.block_bytes < 200e3
 
     def curve_s(eff, isl: int, window: int) -> float:
@@ -354,7 +355,7 @@ def test_a_sliding_window_prefill_costs_its_thread_blocks() -> None:
 
     for isl in (1024, 4096, 16384):
         assert curve_s(e, isl, 128) == pytest.approx(measured_s(isl, 128), rel=0.11)
-        assert curve_s(replace(e, block_bytes=0.0), isl, 128) < 0.5 * measured_s(isl, 128)
+        assert curve_s(replace(e, block_bytes=0.0), isl, 128) < 0.55 * measured_s(isl, 128)
     assert curve_s(e, 16384, 0) == pytest.approx(measured_s(16384, 0), rel=0.1)
 
 
