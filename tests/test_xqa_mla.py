@@ -3,7 +3,8 @@
 TensorRT-LLM decodes MLA on the RTX PRO 6000 with its XQA kernel where the KV cache is FP8 and a
 rank holds 128 query heads, and with a generic kernel everywhere else. The fit gives the XQA
 kernel a curve of its own, the alternative of the generic one, run at exactly 128 heads
-(``OpEfficiency.only_cols``) whichever is faster.
+(``OpEfficiency.only_cols``) whichever is faster. The generic kernel (here and on the L40S)
+computes a whole tile of heads however few a call has (``fit.MLA_DECODE_COL_TILES``).
 """
 
 from __future__ import annotations
@@ -111,3 +112,30 @@ def test_deepseek_on_rtx_pro_decodes_on_the_xqa_kernel_where_a_rank_holds_128_fp
         w.cols, w.depth, w.calls,
     )[2]  # fmt: skip
     assert float(np.ravel(att.time_s)[0]) == pytest.approx(float(np.ravel(alone)[0]), rel=1e-9)
+
+
+def test_the_generic_mla_decode_kernel_pays_a_tile_of_heads_where_its_time_is_flat_in_heads(
+    rtx_fp8_mla,
+) -> None:
+    """The generic kernel on SM89 and SM120 takes as long for one query head as for 128 (bf16,
+    16 sequences at 131,072 tokens: 11.9-12.0 ms at every head count); its fitted curve computes
+    a whole tile of heads (``compute_tile_cols``), so its time at 1 and at 128 heads is within
+    5% as measured, where Hopper's and Blackwell's kernels fit no tile."""
+    _, peaks = rtx_fp8_mla
+    rows = kf.load_package_chip("rtx-pro-6000", kinds=("generation_mla",)).ops[DECODE]
+    rows = rows.take(rows.dtype == "bfloat16")
+    heads = np.broadcast_to(rows.work.cols, rows.latency_s.shape)
+    long = (np.broadcast_to(rows.work.rows, heads.shape) == 16) & (
+        np.broadcast_to(rows.work.depth, heads.shape) == 131072
+    )
+    measured = {int(h): float(rows.latency_s[long & (heads == h)].min()) for h in (1, 128)}
+    assert 11.8e-3 < measured[1] < 12.1e-3 and 11.8e-3 < measured[128] < 12.1e-3
+    e = et.efficiency_table("rtx-pro-6000").of(DECODE, "bfloat16", "mla")
+    assert e.compute_tile_cols == 128.0
+    predicted = kf.predict(e, rows, peaks.peak_flops_per_s[Precision.BF16], peaks.hbm_bytes_per_s)
+    at1, at128 = (float(predicted[long & (heads == h)][0]) for h in (1, 128))
+    assert at128 == pytest.approx(at1, rel=0.05)
+    for chip in ("l40s", "a100-80gb"):
+        assert et.efficiency_table(chip).of(DECODE, "bfloat16", "mla").compute_tile_cols == 128.0
+    for chip in ("h100-sxm", "b200"):
+        assert et.efficiency_table(chip).of(DECODE, "bfloat16", "mla").compute_tile_cols == 0.0

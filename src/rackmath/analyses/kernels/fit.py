@@ -246,6 +246,12 @@ PREFILL_BLOCK_TILES = (64.0, 128.0)
 # Head tiles tried for a module table's absorbed attention (0 = none; Hopper's sparse MLA
 # runs heads in tiles of 64): the families of MODULE_KINDS, whose tables vary the local heads.
 MODULE_COL_TILES = (0.0, 64.0)
+# Head tiles tried for MLA decode (absorbed: a call's columns are its query heads). The generic
+# kernel TensorRT-LLM runs on the L40S and the RTX PRO 6000 takes as long for 1 query head as
+# for 128 (RTX PRO 6000, bf16, 16 sequences at 131,072 tokens: 11.9-12.0 ms at every head count
+# from 1 to 128), and fits a tile of 128 heads, as the A100's does; Hopper's and Blackwell's
+# kernels fit none (docs/calibration.md, "MLA decode on SM120").
+MLA_DECODE_COL_TILES = (0.0, 64.0, 128.0)
 
 
 @contextmanager
@@ -274,8 +280,9 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     of a thread block (``block_bytes``), causal prefill attention its longest block's share of
     the peak (``chain_frac``). Discrete choices are tried and the lowest loss wins: the KV tile
     of decode attention (:data:`DECODE_TILES`), the row tile of the grouped expert GEMM
-    (:data:`MOE_ROW_TILES`), a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`) and
-    prefill attention's query tile (:data:`PREFILL_BLOCK_TILES`). The residual times each row
+    (:data:`MOE_ROW_TILES`), a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`),
+    prefill attention's query tile (:data:`PREFILL_BLOCK_TILES`) and the head tile of absorbed
+    attention (:data:`MODULE_COL_TILES`, :data:`MLA_DECODE_COL_TILES`). The residual times each row
     through :func:`operator_time_s`, the function the cost model uses.
     """
     from scipy.optimize import least_squares
@@ -296,7 +303,10 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
     row_tiles = MOE_ROW_TILES if r.op_class is OpClass.MOE else (0.0,)
     bw_tiles = GEMM_BANDWIDTH_TILES if (r.op_class is OpClass.GEMM and with_cols) else (0.0,)
-    col_tiles = MODULE_COL_TILES if (module and with_cols) else (0.0,)
+    mla_decode = r.op_class is OpClass.ATTENTION_DECODE and len(r.kind) > 0 and bool((r.kind == "mla").all())
+    col_tiles: tuple[float, ...] = (0.0,)
+    if with_cols and (module or mla_decode):
+        col_tiles = MODULE_COL_TILES if module else MLA_DECODE_COL_TILES
     block_tiles = PREFILL_BLOCK_TILES if r.work.sequence_heads is not None else (0.0,)
     shapes: list[_Shape] = list(itertools.product(tiles, row_tiles, bw_tiles, col_tiles, block_tiles))
     best: tuple[float, np.ndarray, _Shape] | None = None
