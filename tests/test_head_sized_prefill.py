@@ -17,7 +17,7 @@ from rackmath.analyses.kernels import tables as et
 from rackmath.analyses.kernels.rows import fit_groups
 from rackmath.catalog import kernel_efficiency as ke
 from rackmath.catalog import kernel_tables as kt
-from rackmath.specs.curve_rank import nearest_head
+from rackmath.specs.curve_rank import head_curve, nearest_head
 from rackmath.specs.efficiency import (
     Curve,
     CurveKey,
@@ -39,6 +39,13 @@ def test_the_nearest_head_size_is_nearest_by_ratio(head_dim: float, nearest: int
 def test_a_tie_goes_to_the_larger_head_size() -> None:
     # 90.51 = sqrt(64 x 128): as far from each by ratio
     assert nearest_head((64, 128), float(np.sqrt(64 * 128))) == 128
+
+
+def test_an_operator_takes_its_own_size_else_the_nearest_else_the_curve_of_every_size() -> None:
+    """The rule the step's lookup and the fit's scoring share (``curve_rank.head_curve``)."""
+    assert head_curve((64, 128, 256), 128.0) == 128
+    assert head_curve((64, 128, 256), 96.0) == 128
+    assert head_curve((), 96.0) == 0  # a family fitted as one curve
 
 
 def _sized_table() -> EfficiencyTable:

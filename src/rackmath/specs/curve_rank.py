@@ -59,6 +59,16 @@ def _head_distance(size: int, head_dim: float) -> tuple[float, int]:
     return (abs(math.log2(size / head_dim)), -size)
 
 
+def head_curve(sizes: tuple[int, ...], head_dim: float) -> int:
+    """The head size whose curve serves an operator of ``head_dim`` among a family's curves
+    fitted per head size (``sizes``): its own when timed, else the nearest (:func:`nearest_head`),
+    and 0 (the one curve of every size) when the family has none. The one rule the step's
+    lookup and the fit's scoring share."""
+    if round(head_dim) in sizes:
+        return round(head_dim)
+    return nearest_head(sizes, head_dim) if sizes else 0
+
+
 def nearest_head(sizes: tuple[int, ...], head_dim: float) -> int:
     """The head size among ``sizes`` nearest ``head_dim`` (:func:`_head_distance`). Worked
     numbers (tests): 96 among 64, 128, 192, 256 is 128 (1.33x above beats 1.5x below); 160 is

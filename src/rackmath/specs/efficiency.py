@@ -16,7 +16,7 @@ import numpy as np
 
 from rackmath.errors import InputError
 from rackmath.specs import checks
-from rackmath.specs.curve_rank import format_compute, nearest_head, nearest_key
+from rackmath.specs.curve_rank import format_compute, head_curve, nearest_key
 
 #: Largest fitted ``overlap_power``: at 20 the combination is within 3.5% of ``max``
 #: (``2 ** (1 / 20) = 1.035`` where the two terms are equal), so larger values add nothing.
@@ -541,21 +541,18 @@ class EfficiencyTable:
         """The curve of ``op_class`` / ``kind`` / ``fmt`` for head size ``head_dim``: its own,
         else the nearest head size's (with why), else the one curve of every head size; None
         when the chip has none of them."""
-        by_key = self._lookup()
-        own = CurveKey(op_class, fmt, kind, round(head_dim))
-        if own in by_key:
-            return own, ""
-        sizes = self._head_sizes().get((op_class, fmt, kind))
-        if sizes:
-            near = nearest_head(sizes, head_dim)
-            asked = f"head size {head_dim:g}" if head_dim > 0 else "an unstated head size"
-            why = (
-                f"no {op_class.value} curve for {asked} on {self.chip or 'this chip'}: "
-                f"runs on the head-{near} curve (the nearest its tables time)"
-            )
-            return CurveKey(op_class, fmt, kind, near), why
-        every = CurveKey(op_class, fmt, kind)
-        return (every, "") if every in by_key else None
+        size = head_curve(self._head_sizes().get((op_class, fmt, kind), ()), head_dim)
+        key = CurveKey(op_class, fmt, kind, size)
+        if key not in self._lookup():
+            return None
+        if size in (0, round(head_dim)):
+            return key, ""
+        asked = f"head size {head_dim:g}" if head_dim > 0 else "an unstated head size"
+        why = (
+            f"no {op_class.value} curve for {asked} on {self.chip or 'this chip'}: "
+            f"runs on the head-{size} curve (the nearest its tables time)"
+        )
+        return key, why
 
     def _head_sizes(self) -> dict[tuple[OpClass, str, str], tuple[int, ...]]:
         cached: dict[tuple[OpClass, str, str], tuple[int, ...]] | None = self.__dict__.get("_sizes")

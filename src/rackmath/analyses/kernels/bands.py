@@ -51,7 +51,7 @@ from rackmath.analyses.kernels.op_rows import HELD_OUT_DIMS, MODULE_KINDS
 from rackmath.analyses.kernels.rows import CommRows, fit_groups
 from rackmath.core.efficiency import collective_time_s
 from rackmath.frames import Record
-from rackmath.specs.curve_rank import nearest_head
+from rackmath.specs.curve_rank import head_curve
 from rackmath.specs.efficiency import CurveKey, OpClass
 
 #: Every HOLD_OUT_EVERY-th distinct value of a dimension is held out ...
@@ -183,12 +183,9 @@ def _curve_for(by: dict[CurveId, OpFit], curve: CurveId) -> OpFit | None:
     """The fit's curve for rows of ``curve``, as a step picks it
     (:meth:`rackmath.specs.efficiency.EfficiencyTable.curve`): that head size's own, else the
     nearest head size's among the family's, else the family's curve of every size."""
-    f = by.get(curve)
     cls, dt, kind, head = curve
-    if f is not None or not head:
-        return f
     sizes = tuple(sorted(h for (c, d, k, h) in by if (c, d, k) == (cls, dt, kind) and h))
-    return by[(cls, dt, kind, nearest_head(sizes, head))] if sizes else by.get((cls, dt, kind, 0))
+    return by.get((cls, dt, kind, head_curve(sizes, head)))
 
 
 def by_class(ops: dict[CurveId, np.ndarray], comm: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
