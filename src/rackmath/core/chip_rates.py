@@ -10,7 +10,7 @@ looked up: the peak its curve was fitted against.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from rackmath.core import efficiency as eff
@@ -39,6 +39,9 @@ class ChipRates:
     efficiency: EfficiencyTable = PURE_TABLE
     compute: Precision = Precision.BF16
     kv: Precision = Precision.BF16
+    #: chips pooled: a pool holds that many L2s, so a curve's spill threshold (``spill_bytes``,
+    #: one chip's L2) counts them all
+    chips: float = 1.0
 
     def __post_init__(self) -> None:
         # lookups made once per chip and key (a pass asks for a dozen curves)
@@ -75,6 +78,8 @@ class ChipRates:
         if hit is None:
             compute = FORMATS[formats[0]].compute.value if formats and formats[0] in FORMATS else ""
             e, precision, kernel = self.efficiency.curve(op_class, formats, kind, compute, head_dim)
+            if self.chips != 1.0:
+                e = pooled_caches(e, self.chips)
             hit = CurveChoice(e, eff.is_pure(e), self.peak(precision), kernel)
             cache[(op_class, formats, kind, head_dim)] = hit
         return hit
@@ -98,3 +103,12 @@ class ChipRates:
     @property
     def attention_formats(self) -> tuple[str, ...]:
         return attention_format(self.kv) or ("bfloat16",)
+
+
+def pooled_caches(e: OpEfficiency, chips: float) -> OpEfficiency:
+    """Curve ``e`` on ``chips`` chips pooled: the L2 a call spills beyond (``spill_bytes``) is
+    every chip's (the pool's bytes are its chips' together), on ``e`` and on its alternative."""
+    alternative = None if e.alternative is None else pooled_caches(e.alternative, chips)
+    if not e.spill_bytes and alternative is e.alternative:
+        return e
+    return replace(e, spill_bytes=e.spill_bytes * chips, alternative=alternative)

@@ -95,6 +95,18 @@ sequence-heads at 2,048 tokens or more run 2.27x the shipped curve with the term
 Worked number: 1 TFLOP over 2 sequence-heads of 4,095 queries, tiles of 128, 1 PFLOP/s,
 chain_frac 0.004 -> 7.8 ms.
 
+A causal prefill's query tiles re-read the keys and values before them: from the L2 while a
+call's operands fit there, partly from DRAM past it. With ``spill_bytes`` (the chip's L2) and
+``spill_passes`` set, the bytes a call holds beyond the L2 are read that many more times:
+
+    memory_s = (moved + spill_passes * max(0, moved - calls * spill_bytes)) / bandwidth
+
+Measured (L40S TensorRT-LLM context attention, bf16, head 64; L2 96 MiB): calls of 67 MB or
+less ran 0.93x a curve fitted without the term, calls of 190 MB or more 1.46x (medians), at
+every head count and prompt length; with it 0.99x and 0.98x (docs/calibration.md). Fitted where
+the chip catalog states the L2 (L40S, RTX PRO 6000: 0.07-2.6 passes). Worked number: 200 MB in
+one call, an L2 of 100 MB, 1.5 passes -> 150 MB more; a call of 80 MB -> none.
+
 A kernel whose columns are not a whole number of :data:`ALIGNED_COLUMNS` (16) runs its loads
 narrower: Triton vectorizes a load only on sizes and strides it can prove divisible by 16, so
 SGLang's fused MoE kernel on an expert width of 58, 84, 116, 168 or 232 reads its operands in
@@ -321,6 +333,12 @@ def chain_s(
     return f / maximum(num(sequence_heads), 1.0) * share / (peak_flops_per_s * e.chain_frac)
 
 
+def spill_bytes_of(e: OpEfficiency, moved: FloatArray, calls: FloatArray) -> FloatArray:
+    """``spill_passes * max(0, moved - calls * spill_bytes)``: the DRAM traffic a call adds once
+    its operands outgrow the chip's L2 (the module docstring's worked number)."""
+    return e.spill_passes * maximum(moved - calls * e.spill_bytes, 0.0)
+
+
 def _saturating(frac: float, half_rows: float, r: FloatArray) -> FloatArray:
     """``frac * r / (r + half_rows)``, shaped like ``r`` (``frac`` itself when ``half_rows`` is 0)."""
     if half_rows == 0.0:
@@ -416,7 +434,9 @@ def timing_of(
     compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth, split, terms))
     if e.chain_frac and sequence_heads is not None and depth is not None:  # the longest query tile
         compute_s = maximum(compute_s, chain_s(e, f, peak_flops_per_s, sequence_heads, depth))
-    memory_s = moved / (bandwidth_bytes_per_s * bandwidth_frac)
+    # a call past the L2 re-reads the bytes it holds beyond it from DRAM
+    streamed = moved + spill_bytes_of(e, moved, calls) if e.spill_passes else moved
+    memory_s = streamed / (bandwidth_bytes_per_s * bandwidth_frac)
     time_s = maximum(compute_s, memory_s)
     if e.overlap_power:
         time_s = overlapped_s(compute_s, memory_s, time_s, e.overlap_power)

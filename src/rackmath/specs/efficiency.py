@@ -134,6 +134,10 @@ class OpEfficiency:
     ``chain_frac`` (0: none) is the share of the chip's peak one thread block of a causal prefill
     reaches: the compute time is at least its last query tile's (``block_tile_rows`` rows against
     the whole prompt) at that rate (:func:`rackmath.core.efficiency.chain_s`).
+    ``spill_bytes`` (0: none) is the chip's L2 and ``spill_passes`` how many more times a call
+    reads the bytes it holds beyond it: a causal prefill's query tiles re-read keys and values
+    that hit the L2 while the call fits there, and come from DRAM beyond
+    (:func:`rackmath.core.efficiency.spill_bytes_of`).
     """
 
     compute_frac: float = 1.0
@@ -161,6 +165,8 @@ class OpEfficiency:
     unaligned_slowdown: float = 0.0
     chain_frac: float = 0.0
     split_fill: float = 0.0
+    spill_bytes: float = 0.0
+    spill_passes: float = 0.0
 
     def __post_init__(self) -> None:
         if self._plainly_valid():
@@ -186,6 +192,8 @@ class OpEfficiency:
             "unaligned_slowdown",
             "split_fill",
             "only_cols",
+            "spill_bytes",
+            "spill_passes",
         ):
             checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not (_is_real(self.max_tokens) and self.max_tokens > 0.0):  # inf allowed: no bound
@@ -209,6 +217,7 @@ class OpEfficiency:
             self.compute_half_depth, self.bandwidth_tile_depth, self.compute_tile_rows, self.bandwidth_tile,
             self.routing_bytes_per_element, self.split_tokens, self.split_max, self.compute_tile_cols,
             self.block_bytes, self.block_tile_rows, self.unaligned_slowdown, self.split_fill, self.only_cols,
+            self.spill_bytes, self.spill_passes,
         )  # fmt: skip
         fractions = (self.compute_frac, self.bandwidth_frac)
         return (

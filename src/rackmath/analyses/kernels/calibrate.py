@@ -56,6 +56,9 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         **({"block_tile_rows": e.block_tile_rows} if e.block_tile_rows else {}),
         **({"unaligned_slowdown": round(e.unaligned_slowdown, 4)} if e.unaligned_slowdown else {}),
         **({"chain_frac": float(f"{e.chain_frac:.4g}")} if e.chain_frac else {}),
+        **(
+            {"spill_bytes": e.spill_bytes, "spill_passes": round(e.spill_passes, 4)} if e.spill_passes else {}
+        ),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"only_cols": e.only_cols} if e.only_cols else {}),

@@ -23,6 +23,7 @@ import numpy as np
 
 from rackmath.analyses.kernels.comm_fit import comm_efficiency, pipelined
 from rackmath.analyses.kernels.op_rows import MODULE_KINDS, OpRows, take_work
+from rackmath.analyses.kernels.params import LOG_HI, LOG_LO, START, curve_of
 from rackmath.analyses.kernels.rows import (
     DEEPEP_EP,
     DEEPEP_RANKS,
@@ -38,7 +39,6 @@ from rackmath.core.chip_rates import ChipRates
 from rackmath.core.efficiency import operator_time_s
 from rackmath.errors import PrecisionUnavailableError
 from rackmath.specs.efficiency import (
-    MAX_OVERLAP_POWER,
     CollectiveEfficiency,
     Curve,
     CurveKey,
@@ -81,6 +81,7 @@ class ChipPeaks:
     peak_flops_per_s: dict[Precision, float]
     hbm_bytes_per_s: float
     scale_up_bytes_per_s: float  # 0 when the chip has no scale-up link: collectives are not fitted
+    cache_bytes: float = 0.0  # the chip's L2 (0: unstated): where a causal prefill spills
 
     @classmethod
     def of(cls, chip_id: str) -> ChipPeaks:
@@ -94,72 +95,15 @@ class ChipPeaks:
             except PrecisionUnavailableError:
                 continue
         return cls(
-            chip_id, peaks, c.hbm_bandwidth_bytes_per_s, c.scale_up_bandwidth_bytes_per_s_per_direction or 0.0
+            chip_id,
+            peaks,
+            c.hbm_bandwidth_bytes_per_s,
+            c.scale_up_bandwidth_bytes_per_s_per_direction or 0.0,
+            c.l2_cache_bytes or 0.0,
         )
 
 
 # ------------------------------------------------------------------ fitting
-
-
-# Fitted parameters (log space): compute_frac, compute_half_rows, bandwidth_frac,
-# bandwidth_half_rows, floor_s, compute_half_cols, compute_half_depth, overlap_power,
-# routing_bytes_per_element (MoE: 1e-4 to 1e3 bytes per routed element at full HBM speed),
-# split_tokens (decode attention: 64 tokens to 1e7, which is no split at any context),
-# split_max (the most splits a row takes: 1 to 1e4, the top being no cap at any context) and
-# block_bytes (attention: what a thread block adds, as bytes at HBM speed: 1e-2 to 1e7; below
-# NO_BLOCK_BYTES it is none), unaligned_slowdown (grouped experts on ragged widths: 1e-4-10) and
-# chain_frac (prefill attention: the peak share of its longest block, 1e-6-1; none at compute_frac)
-# and split_fill (decode: the blocks a call fills before it stops splitting, 1-1e7).
-_LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6, 1.0])
-_LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0, 1.0, 1e7])
-_START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2, 1e3])
-#: A fitted split above this is no split at any context the tables hold (128K tokens).
-NO_SPLIT_TOKENS = 1e6
-#: A fitted thread block cost below this many bytes is none (a microsecond per 300,000 blocks
-#: at 3 TB/s).
-NO_BLOCK_BYTES = 10.0
-#: A fitted cap above this many splits a row is no cap at any context the tables hold.
-NO_SPLIT_MAX = 5e3
-#: A fitted fill above this many blocks a call caps no split in the tables (a row splits at most
-#: 128K / 64 = 2,048 times).
-NO_SPLIT_FILL = 1e6
-
-
-# fmt: off
-def _eff(
-    p: np.ndarray, with_cols: bool, tile: float = 0.0, row_tile: float = 0.0, bandwidth_tile: float = 0.0,
-    with_routing: bool = False, with_split: bool = False, col_tile: float = 0.0, with_blocks: bool = False,
-    block_tile: float = 0.0, with_unaligned: bool = False, with_chain: bool = False,
-) -> OpEfficiency:
-    # fmt: on
-    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned, chain, fill = np.exp(p)
-    splitting = with_split and split < NO_SPLIT_TOKENS
-    chain = float(chain) if with_chain and chain < min(c, 1.0) else 0.0  # else it never binds
-    tiled = with_blocks and (block > NO_BLOCK_BYTES or chain > 0.0)
-    split = float(split) if splitting else 0.0
-    split_max = float(split_max) if splitting and split_max < NO_SPLIT_MAX else 0.0
-    return OpEfficiency(
-        compute_frac=float(min(c, 1.0)),
-        compute_half_rows=float(h),
-        bandwidth_frac=float(min(b, 1.0)),
-        bandwidth_half_rows=float(hb),
-        floor_s=float(fl),
-        compute_half_cols=float(hn) if with_cols else 0.0,
-        compute_half_depth=float(hk) if with_cols else 0.0,
-        bandwidth_tile_depth=float(tile),
-        compute_tile_rows=float(row_tile),
-        bandwidth_tile=float(bandwidth_tile),
-        overlap_power=float(min(max(power, 1.0), MAX_OVERLAP_POWER)),
-        routing_bytes_per_element=float(routing) if with_routing else 0.0,
-        split_tokens=split,
-        split_max=split_max,
-        compute_tile_cols=float(col_tile),
-        block_bytes=float(block) if with_blocks and block > NO_BLOCK_BYTES else 0.0,
-        block_tile_rows=float(block_tile) if tiled else 0.0,
-        unaligned_slowdown=float(unaligned) if with_unaligned else 0.0,
-        chain_frac=chain,
-        split_fill=float(fill) if splitting and fill < NO_SPLIT_FILL else 0.0,
-    )
 
 
 def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
@@ -270,20 +214,21 @@ def deterministic_threads() -> Iterator[None]:
         yield
 
 
-def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
+def fit_op(r: OpRows, peak: float, bw: float, cache_bytes: float = 0.0) -> OpEfficiency:
     """Least-squares fit of one operator class and dtype on one chip (deterministic).
 
-    Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a
-    shape also the column and depth half counts, MoE the routing bytes per element, decode
-    attention the context a split-KV thread block takes (``split_tokens``) and the blocks a
-    call fills before it stops splitting (``split_fill``), attention the cost
-    of a thread block (``block_bytes``), causal prefill attention its longest block's share of
-    the peak (``chain_frac``). Discrete choices are tried and the lowest loss wins: the KV tile
+    Every class fits the fractions, half counts, floor and ``overlap_power``; classes with a shape
+    also the column and depth half counts, MoE the routing bytes per element, decode attention the
+    context a split-KV thread block takes (``split_tokens``) and the blocks a call fills before it
+    stops splitting (``split_fill``), attention the cost of a thread block (``block_bytes``), causal
+    prefill attention its longest block's share of the peak (``chain_frac``) and, on a chip whose L2
+    the catalog states (``cache_bytes``), the passes it reads again over the bytes a call holds
+    beyond it (``spill_passes``). Discrete choices are tried and the lowest loss wins: the KV tile
     of decode attention (:data:`DECODE_TILES`), the row tile of the grouped expert GEMM
-    (:data:`MOE_ROW_TILES`), a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`),
-    prefill attention's query tile (:data:`PREFILL_BLOCK_TILES`) and the head tile of absorbed
-    attention (:data:`MODULE_COL_TILES`, :data:`MLA_DECODE_COL_TILES`). The residual times each row
-    through :func:`operator_time_s`, the function the cost model uses.
+    (:data:`MOE_ROW_TILES`), a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`), prefill
+    attention's query tile (:data:`PREFILL_BLOCK_TILES`) and the head tile of absorbed attention
+    (:data:`MODULE_COL_TILES`, :data:`MLA_DECODE_COL_TILES`). The residual times each row through
+    :func:`operator_time_s`, the function the cost model uses.
     """
     from scipy.optimize import least_squares
 
@@ -297,7 +242,9 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     # causal prefill only: a sparse module's queries each read their top-k, not a causal span
     with_chain = r.op_class is OpClass.ATTENTION_PREFILL and r.work.sequence_heads is not None and not module
     shaped = [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks]
-    shaped += [with_unaligned, with_chain, with_split]
+    # a causal prefill on a chip whose L2 is stated: the re-reads it spills beyond that
+    spill_cache = cache_bytes if with_chain else 0.0
+    shaped += [with_unaligned, with_chain, with_split, spill_cache > 0.0]
     free = np.array([True] * 5 + shaped)
     log_t = np.log(r.latency_s)
     tiles = DECODE_TILES if (r.op_class is OpClass.ATTENTION_DECODE and r.depth is not None) else (0.0,)
@@ -311,24 +258,24 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
     shapes: list[_Shape] = list(itertools.product(tiles, row_tiles, bw_tiles, col_tiles, block_tiles))
     best: tuple[float, np.ndarray, _Shape] | None = None
     for shape in shapes:
-        start = _START.copy()
+        start = START.copy()
         if shape[2] > 0:
             start[3] = np.log(16.0)  # the half count is in output tiles: of the order of the SMs
 
         def resid(q: np.ndarray, shape: _Shape = shape, start: np.ndarray = start) -> np.ndarray:
             p = start.copy()
             p[free] = q
-            e = _eff(
+            e = curve_of(
                 p, with_cols, shape[0], shape[1], shape[2], with_routing=with_routing, with_split=with_split,
                 col_tile=shape[3], with_blocks=with_blocks, block_tile=shape[4],
-                with_unaligned=with_unaligned, with_chain=with_chain,
+                with_unaligned=with_unaligned, with_chain=with_chain, cache_bytes=spill_cache,
             )  # fmt: skip
             return np.asarray(np.log(predict(e, r, peak, bw)) - log_t)
 
         sol = least_squares(
             resid,
             start[free],
-            bounds=(_LOG_LO[free], _LOG_HI[free]),
+            bounds=(LOG_LO[free], LOG_HI[free]),
             loss="soft_l1",
             f_scale=0.1,
             max_nfev=400,
@@ -339,10 +286,10 @@ def fit_op(r: OpRows, peak: float, bw: float) -> OpEfficiency:
             best = (float(sol.cost), p, shape)
     assert best is not None
     chosen = best[2]
-    return _eff(
+    return curve_of(
         best[1], with_cols, chosen[0], chosen[1], chosen[2], with_routing=with_routing, with_split=with_split,
         col_tile=chosen[3], with_blocks=with_blocks, block_tile=chosen[4],
-        with_unaligned=with_unaligned, with_chain=with_chain,
+        with_unaligned=with_unaligned, with_chain=with_chain, cache_bytes=spill_cache,
     )  # fmt: skip
 
 
@@ -563,7 +510,7 @@ def fit_chip(data: ChipData, peaks: ChipPeaks, mask: dict[str, np.ndarray] | Non
             chain = _kernel_chain(kernels, r.key, peak, peaks.hbm_bytes_per_s) if kernels else None
             if _xqa_mla(data.chip_id, cls, dt, kind):
                 chain = _dispatched(r, kt.XQA_MLA_HEADS, kt.XQA_MLA_KERNEL, peak, peaks.hbm_bytes_per_s)
-            eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s)
+            eff = chain if chain is not None else fit_op(r, peak, peaks.hbm_bytes_per_s, peaks.cache_bytes)
             source = data.sources.get(source_key(cls, kind), "")
             fits.append(OpFit(cls, dt, kind, prec, eff, len(r.latency_s), source, head_dim))
     fits.sort(key=lambda f: f.op_class.value)  # stable: each class's formats and families in order

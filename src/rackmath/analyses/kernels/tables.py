@@ -82,6 +82,8 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         block_tile_rows=entry.get("block_tile_rows", 0.0),
         unaligned_slowdown=entry.get("unaligned_slowdown", 0.0),
         chain_frac=entry.get("chain_frac", 0.0),
+        spill_bytes=entry.get("spill_bytes", 0.0),
+        spill_passes=entry.get("spill_passes", 0.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 

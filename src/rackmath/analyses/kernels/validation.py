@@ -273,11 +273,11 @@ def held_out_version(
 
 _SRC = Path(__file__).resolve().parents[2]  # src/rackmath
 #: The files a kernel validation's figures are a function of (with the table package's version
-#: and the catalog chips' peaks): how tables become rows (rows, attention_rows, op_rows), the fit
-#: (the collectives' in comm_fit), the bands (and the tables' class keys they use), this
-#: validation, and the core the rows and the fit time their work through. (The shipped catalog
-#: is not one: the validation refits from the tables; it is the same code's output.) Paths are
-#: relative to ``src/rackmath``.
+#: and the catalog chips' peaks and L2): how tables become rows (rows, attention_rows, op_rows),
+#: the fit (its parameters in params, the collectives' in comm_fit), the bands (and the tables'
+#: class keys they use), this validation, and the core the rows and the fit time their work
+#: through. (The shipped catalog is not one: the validation refits from the tables; it is the
+#: same code's output.) Paths are relative to ``src/rackmath``.
 INPUT_FILES = (
     "catalog/kernel_tables.py",
     "analyses/kernels/op_rows.py",
@@ -285,6 +285,7 @@ INPUT_FILES = (
     "analyses/kernels/dsa_rows.py",
     "analyses/kernels/rows.py",
     "analyses/kernels/fit.py",
+    "analyses/kernels/params.py",
     "analyses/kernels/comm_fit.py",
     "analyses/kernels/tables.py",
     "analyses/kernels/bands.py",
@@ -300,7 +301,7 @@ INPUT_FILES = (
 
 def input_hash() -> str:
     """SHA-256 over :data:`INPUT_FILES` (bytes, in order), the table package's name and version
-    and the peaks and bandwidths of the chips with tables: a report whose recorded hash differs
+    and the peaks, bandwidths and L2 of the chips with tables: a report whose recorded hash differs
     from this was computed on other inputs (``tests/test_kernel_targets.py``)."""
     h = hashlib.sha256()
     for name in INPUT_FILES:
@@ -310,5 +311,5 @@ def input_hash() -> str:
     for chip_id in sorted(set(kt.CHIP_DIRS.values())):
         p = ChipPeaks.of(chip_id)
         peaks = sorted((k.value, v) for k, v in p.peak_flops_per_s.items())
-        h.update(repr((chip_id, peaks, p.hbm_bytes_per_s, p.scale_up_bytes_per_s)).encode())
+        h.update(repr((chip_id, peaks, p.hbm_bytes_per_s, p.scale_up_bytes_per_s, p.cache_bytes)).encode())
     return h.hexdigest()

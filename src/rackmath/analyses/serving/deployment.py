@@ -213,8 +213,7 @@ class Deployment:
         return replace(self, efficiency=rl.PURE_ROOFLINE)
 
     def chip_rates(self, chips: float = 1.0) -> ChipRates:
-        """What ``chips`` chips pooled offer the operators (peaks, bandwidth, efficiency, and
-        the compute and KV precisions that pick each operator's kernel format)."""
+        """What ``chips`` chips pooled offer the operators: peaks, bandwidth, curves, precisions."""
         chip = self.system.chip
         return ChipRates(
             peak_flops_per_s={p.value: chips * f for p, f in chip.peak_flops_per_s.items()},
@@ -222,6 +221,7 @@ class Deployment:
             efficiency=self.efficiency_table,
             compute=self.precisions.compute,
             kv=self.precisions.kv,
+            chips=chips,  # a pool's chips' L2s (curve spill thresholds)
         )
 
     @cached_property
