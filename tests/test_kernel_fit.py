@@ -321,6 +321,46 @@ def test_the_shipped_h100_fit_is_physical() -> None:
     assert 0.5e-6 < ar["hop_latency_s"] < 5e-6  # 6.0 / 9.5 / 16.0 us on 2 / 4 / 8 GPUs (H200 table)
 
 
+def test_trtllm_triton_fp8_block_moe_runs_every_pair_on_the_rank() -> None:
+    """The data fact behind ``kernel_rows.EVERY_PAIR_KERNELS``, on the installed RTX PRO 6000
+    table: at >= 4,096 tokens (balanced, no MoE TP) the Triton FP8-block kernel's t(EP 1) /
+    t(EP max) is 0.95-1.1 at the median over its shapes, where the table's CUTLASS kernels fall
+    more than 10x; DeepSeek-V3's shape at one token still falls 4.6x (the local experts' weights). Its
+    rows count every pair on the rank: ``_pairs_factor`` is ``ep`` there and 1 elsewhere."""
+    if kt.package_data_dir() is None:
+        pytest.skip("aiconfigurator-core is not installed (the `kernels` extra)")
+    from rackmath.analyses.kernels import rows as kr
+
+    ref = kt.primary(kt.discover(), "rtx-pro-6000", "moe")
+    df = kt.read_table(ref.path, "moe")
+    df = df[(df["distribution"] == "balanced") & (df["moe_tp_size"] == 1)]
+    shape = ["moe_dtype", "hidden_size", "inter_size", "num_experts", "topk", "num_tokens"]
+
+    def ratios(kernel: str, tokens: slice) -> list[float]:
+        k = df[(df["kernel_source"] == kernel) & df["num_tokens"].between(tokens.start, tokens.stop)]
+        out = []
+        for _, g in k.groupby(shape):
+            t = g.groupby("moe_ep_size")["latency"].min()
+            if 1 in t.index and t.index.max() >= 8:
+                out.append(float(t.loc[1] / t.loc[t.index.max()]))
+        return out
+
+    triton = ratios("moe_torch_flow_triton_fp8_block", slice(4096, 10**9))
+    assert len(triton) >= 50 and 0.95 <= np.median(triton) <= 1.1
+    assert np.median(ratios("moe_torch_flow_cutlass", slice(4096, 10**9))) > 10
+    ds = df[(df["kernel_source"] == "moe_torch_flow_triton_fp8_block") & (df["hidden_size"] == 7168)]
+    ds = ds[(ds["inter_size"] == 2048) & (ds["num_experts"] == 256)].groupby(["num_tokens", "moe_ep_size"])
+    t_us = ds["latency"].min() * 1e3  # DeepSeek-V3's shape: the docstring's figures
+    assert t_us[(16384, 1)] == pytest.approx(60915, rel=0.01) and t_us[(16384, 256)] == pytest.approx(
+        59967, rel=0.01
+    )
+    assert t_us[(1, 1)] / t_us[(1, 256)] > 4  # 379 -> 83 us: one token reads the local experts alone
+    ep, topk = np.array([64.0, 64.0]), np.array([8.0, 8.0])
+    two = df[df["kernel_source"].isin(["moe_torch_flow_triton_fp8_block", "moe_torch_flow_cutlass"])]
+    two = two.groupby("kernel_source").head(1).sort_values("kernel_source")  # cutlass, then triton
+    np.testing.assert_array_equal(kr._pairs_factor(two, ep, topk), [1.0, 64.0])
+
+
 def test_sglang_0510_moe_tables_follow_the_min_ep_topk_law() -> None:
     """The data fact behind ``kernel_rows._pairs_factor``, on the installed A100 table: at >=
     4,096 tokens the median t(ep) / t(2 ep) of each (kernel, dtype, experts, top-k) group is
