@@ -138,6 +138,10 @@ class OpEfficiency:
     reads the bytes it holds beyond it: a causal prefill's query tiles re-read keys and values
     that hit the L2 while the call fits there, and come from DRAM beyond
     (:func:`rackmath.core.efficiency.spill_bytes_of`).
+    ``warm_speedup`` (0: none) describes how the curve's table was measured, not the step: a
+    call whose bytes fit in the L2 was replayed back to back with them resident there, and read
+    them this many times faster than from DRAM (:func:`rackmath.analyses.kernels.fit.table_bytes`).
+    The step never reads it: a serving step reads each layer's weights once, cold.
     """
 
     compute_frac: float = 1.0
@@ -167,6 +171,7 @@ class OpEfficiency:
     split_fill: float = 0.0
     spill_bytes: float = 0.0
     spill_passes: float = 0.0
+    warm_speedup: float = 0.0
 
     def __post_init__(self) -> None:
         if self._plainly_valid():
@@ -194,6 +199,7 @@ class OpEfficiency:
             "only_cols",
             "spill_bytes",
             "spill_passes",
+            "warm_speedup",
         ):
             checks.at_least(name, getattr(self, name), 0.0, allowed="a finite number >= 0")
         if not (_is_real(self.max_tokens) and self.max_tokens > 0.0):  # inf allowed: no bound
@@ -217,7 +223,7 @@ class OpEfficiency:
             self.compute_half_depth, self.bandwidth_tile_depth, self.compute_tile_rows, self.bandwidth_tile,
             self.routing_bytes_per_element, self.split_tokens, self.split_max, self.compute_tile_cols,
             self.block_bytes, self.block_tile_rows, self.unaligned_slowdown, self.split_fill, self.only_cols,
-            self.spill_bytes, self.spill_passes,
+            self.spill_bytes, self.spill_passes, self.warm_speedup,
         )  # fmt: skip
         fractions = (self.compute_frac, self.bandwidth_frac)
         return (

@@ -59,6 +59,7 @@ def _params(e: OpEfficiency) -> dict[str, Any]:
         **(
             {"spill_bytes": e.spill_bytes, "spill_passes": round(e.spill_passes, 4)} if e.spill_passes else {}
         ),
+        **({"warm_speedup": round(e.warm_speedup, 3)} if e.warm_speedup else {}),
         **({"max_tokens": e.max_tokens} if e.max_tokens < float("inf") else {}),
         **({"min_ep": e.min_ep} if e.min_ep > 1.0 else {}),
         **({"only_cols": e.only_cols} if e.only_cols else {}),

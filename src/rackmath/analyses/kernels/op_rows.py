@@ -61,6 +61,10 @@ class OpRows:
     #: their time per row on a given fit's curves (:func:`rackmath.analyses.kernels.fit.
     #: with_companions` sets it); None: the rows time this operator alone
     fixed_s: np.ndarray | None = None
+    #: per row, the L2 (bytes) a call of at most that many bytes stayed resident in while its
+    #: table replayed it back to back (:func:`rackmath.analyses.kernels.fit.table_bytes`); None:
+    #: timed cold
+    warm_bytes: np.ndarray | None = None
 
     def take(self, mask: np.ndarray) -> OpRows:
         return OpRows(
@@ -73,6 +77,7 @@ class OpRows:
             {k: v[mask] for k, v in self.dims.items()},
             tuple(c._replace(formats=c.formats[mask], work=take_work(c.work, mask)) for c in self.companions),
             None if self.fixed_s is None else self.fixed_s[mask],
+            None if self.warm_bytes is None else self.warm_bytes[mask],
         )
 
     @staticmethod
@@ -90,12 +95,18 @@ class OpRows:
             {k: np.concatenate([a.dims[k], b.dims[k]]) for k in a.dims if k in b.dims},
             _concat_companions(a, b),
             None if a.fixed_s is None and b.fixed_s is None else np.concatenate([a.fixed, b.fixed]),
+            None if a.warm_bytes is None and b.warm_bytes is None else np.concatenate([a.warm, b.warm]),
         )
 
     @property
     def fixed(self) -> np.ndarray:
         """:attr:`fixed_s`, zeros where unset."""
         return np.zeros(len(self)) if self.fixed_s is None else self.fixed_s
+
+    @property
+    def warm(self) -> np.ndarray:
+        """:attr:`warm_bytes`, zeros (cold) where unset."""
+        return np.zeros(len(self)) if self.warm_bytes is None else self.warm_bytes
 
     def with_fixed(self, fixed_s: np.ndarray | None) -> OpRows:
         return replace(self, fixed_s=fixed_s)

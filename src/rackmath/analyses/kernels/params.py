@@ -19,13 +19,16 @@ from rackmath.specs.efficiency import MAX_OVERLAP_POWER, OpEfficiency
 # chain_frac (prefill attention: the peak share of its longest block, 1e-6-1; none at compute_frac)
 # and split_fill (decode: the blocks a call fills before it stops splitting, 1-1e7) and
 # spill_passes (causal prefill on a chip whose L2 is stated: the more times a call reads its bytes
-# beyond the L2, 1e-4-100; below NO_SPILL_PASSES none).
+# beyond the L2, 1e-4-100; below NO_SPILL_PASSES none) and warm_speedup (GEMM and MoE rows of a
+# table that replayed its calls warm: how much faster a call that fits in the L2 read its bytes,
+# 1-100; below NO_WARM_SPEEDUP none).
 # fmt: off
 LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6, 1.0,
-                  1e-4])
+                  1e-4, 1.0])
 LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0, 1.0, 1e7,
-                  100.0])
-START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2, 1e3, 0.5])
+                  100.0, 100.0])
+START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2, 1e3, 0.5,
+                3.0])
 # fmt: on
 #: A fitted split above this is no split at any context the tables hold (128K tokens).
 NO_SPLIT_TOKENS = 1e6
@@ -39,6 +42,8 @@ NO_SPLIT_MAX = 5e3
 NO_SPLIT_FILL = 1e6
 #: A fitted spill below this many passes is none (1% of the bytes beyond the L2 read again).
 NO_SPILL_PASSES = 1e-2
+#: A fitted warm speedup below this is none (a call that fits in the L2 read 5% faster).
+NO_WARM_SPEEDUP = 1.05
 
 
 # fmt: off
@@ -46,12 +51,13 @@ def curve_of(
     p: np.ndarray, with_cols: bool, tile: float = 0.0, row_tile: float = 0.0, bandwidth_tile: float = 0.0,
     with_routing: bool = False, with_split: bool = False, col_tile: float = 0.0, with_blocks: bool = False,
     block_tile: float = 0.0, with_unaligned: bool = False, with_chain: bool = False, cache_bytes: float = 0.0,
+    with_warm: bool = False,
 ) -> OpEfficiency:
     # fmt: on
     """The curve the parameter vector ``p`` (log space, in the order above) stands for, with the
     fit's discrete choices (tiles) and which terms the class fits; a term fitted past its
     ``NO_*`` edge is none."""
-    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned, chain, fill, spill = (
+    c, h, b, hb, fl, hn, hk, power, routing, split, split_max, block, unaligned, chain, fill, spill, warm = (
         np.exp(p)
     )
     splitting = with_split and split < NO_SPLIT_TOKENS
@@ -83,4 +89,5 @@ def curve_of(
         split_fill=float(fill) if splitting and fill < NO_SPLIT_FILL else 0.0,
         spill_bytes=float(cache_bytes) if spill > 0.0 else 0.0,
         spill_passes=spill,
+        warm_speedup=float(warm) if with_warm and warm >= NO_WARM_SPEEDUP else 0.0,
     )

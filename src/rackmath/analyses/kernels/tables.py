@@ -84,6 +84,7 @@ def op_from_entry(entry: dict[str, Any]) -> OpEfficiency:
         chain_frac=entry.get("chain_frac", 0.0),
         spill_bytes=entry.get("spill_bytes", 0.0),
         spill_passes=entry.get("spill_passes", 0.0),
+        warm_speedup=entry.get("warm_speedup", 0.0),
         alternative=op_from_entry(entry["alternative"]) if "alternative" in entry else None,
     )
 
