@@ -53,9 +53,10 @@ class ChipSpec(_Frozen):
     #: streaming multiprocessors (NVIDIA): what a kernel sharing the chip takes its share of
     #: (Transformer Engine's overlapped collectives reserve SMs from their GEMM); None if unstated
     streaming_multiprocessors: PositiveInt | None = None
-    #: the last-level on-chip cache (NVIDIA's L2), bytes, as the device reports it; None if
-    #: unstated. A causal prefill whose operands outgrow it re-reads keys and values from DRAM
-    #: (:func:`rackmath.core.efficiency.spill_bytes_of`)
+    #: the last-level on-chip cache (NVIDIA's L2), bytes, with its source; None if unstated. A
+    #: causal prefill whose operands outgrow it re-reads keys and values from DRAM
+    #: (:func:`rackmath.core.efficiency.spill_bytes_of`), and a kernel table replayed warm read
+    #: the calls that fit in it from there (:func:`rackmath.analyses.kernels.fit.table_bytes`)
     l2_cache_bytes: PositiveFloat | None = None
     price_usd_per_chip_hour: DatedPrice
     confidence: Confidence
