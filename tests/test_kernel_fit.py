@@ -296,8 +296,11 @@ def test_measure_kernels_quick_on_cpu_then_fit(tmp_path: Path, cli) -> None:
     }
     assert report["meta"]["device"] == "cpu" and report["meta"]["quick"]
     gemm = pd.read_csv(out / "gemm_perf.csv")
-    assert list(gemm.columns[1:]) == ["gemm_dtype", "m", "n", "k", "latency", "timing"]
+    assert list(gemm.columns[1:]) == ["gemm_dtype", "m", "n", "k", "latency", kt.MEASURED_TIMING_COLUMN]
     assert (gemm["latency"] > 0).all() and set(gemm["timing"]) == {"wall-clock"}
+    cold = kf.ChipData("l40s")  # a chip whose L2 is stated: a measured table is still read cold
+    cold.add(kt.read_table(out / "gemm_perf.csv"), "gemm_perf.csv")
+    assert cold.ops[OpClass.GEMM].warm_bytes is None
     fitted = tmp_path / "fit.yaml"
     code, _, err = cli(
         "calibrate", "kernels", "--from", str(out), "--chips", "a100-80gb", "--out", str(fitted)

@@ -33,6 +33,12 @@ from rackmath.errors import RackmathError
 from rackmath.specs.precision import ALIASES, FORMATS
 
 PACKAGE = "aiconfigurator-core"
+#: The column ``rackmath measure --kernels`` writes (how a point was timed: ``cuda-graph``,
+#: ``eager`` or ``wall-clock``; measure/kernels.py spells it itself, since it runs on bare GPU
+#: images without the catalog). Such a table cycled its operands through copies larger than
+#: the L2, so its calls were timed cold; a table without it (the package's collector) replayed
+#: each call warm (:func:`rackmath.analyses.kernels.fit.table_bytes`).
+MEASURED_TIMING_COLUMN = "timing"
 PACKAGE_VERSION = "0.12.0"  # the version the shipped catalog was fitted on
 
 # Package directory -> catalog chip id (src/rackmath/catalog/data/chips.yaml).

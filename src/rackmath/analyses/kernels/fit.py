@@ -341,9 +341,8 @@ class ChipData:
     def add(self, df: Any, source: str) -> None:
         peaks = ChipPeaks.of(self.chip_id)
         bw = peaks.hbm_bytes_per_s
-        # a table `rackmath measure` wrote (its `timing` column) cycled its operands through
-        # copies larger than the L2; any other replayed each call warm (:func:`table_bytes`)
-        warm = peaks.cache_bytes if "timing" not in df.columns else 0.0
+        # a table `rackmath measure` wrote was timed cold; any other replayed each call warm
+        warm = peaks.cache_bytes if kt.MEASURED_TIMING_COLUMN not in df.columns else 0.0
 
         def timed_as(r: OpRows) -> OpRows:
             return replace(r, warm_bytes=np.full(len(r), warm)) if warm else r
