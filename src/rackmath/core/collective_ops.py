@@ -316,9 +316,8 @@ def expert_operators(
 
     def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, b: ArrayLike) -> _Leg:
         per_sm = experts if label == "deepep_ll" else None  # one SM per expert (core.work.sm_tokens)
-        w = wk.expert_exchange(share, copies, hidden, b, inside, experts=per_sm)
-        if per_sm is not None and not one_domain:  # the SM walks the rank's every token, not M/R
-            w = w._replace(sm_tokens=wk.sm_tokens(tokens, per_sm))
+        # an SM walks the rank's every token, not the in-domain share M/R
+        w = wk.expert_exchange(share, copies, hidden, b, inside, experts=per_sm, walked_tokens=tokens)
         if curve is None:
             t = coll.all_to_all_s(w.message_bytes, inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
             a = num(topo.scale_up_latency_s * (inside > 1))

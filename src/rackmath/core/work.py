@@ -370,11 +370,14 @@ def reduce_scatter(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike 
     return all_gather(message_bytes, ranks, calls)
 
 
-def all_to_all(bytes_per_chip: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
+def all_to_all(
+    bytes_per_chip: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0, sm_tokens: ArrayLike = _ZERO
+) -> CommWork:
     """Each chip spreads ``M`` bytes evenly over the group: ``(n - 1)/n M`` leave it (an EP
-    dispatch or combine of ``tokens x destinations x hidden`` values)."""
+    dispatch or combine of ``tokens x destinations x hidden`` values); ``sm_tokens`` as
+    :class:`CommWork` says."""
     m, n = num(bytes_per_chip), num(ranks)
-    return CommWork((n - 1.0) / maximum(n, 1.0) * m, m, n, num(calls))
+    return CommWork((n - 1.0) / maximum(n, 1.0) * m, m, n, num(calls), sm_tokens)  # type: ignore[arg-type]
 
 
 def sm_tokens(tokens: ArrayLike, experts: ArrayLike) -> FloatArray:
@@ -407,12 +410,14 @@ def expert_exchange(
     ranks: ArrayLike,
     calls: ArrayLike = 1.0,
     experts: ArrayLike | None = None,
+    walked_tokens: ArrayLike | None = None,
 ) -> CommWork:
     """One expert dispatch (or combine) on one rank: ``tokens`` tokens of ``hidden`` values of
     ``value_bytes`` bytes, ``copies`` copies each, spread over ``ranks`` EP ranks
     (:func:`all_to_all` of ``M = tokens x copies x hidden x value_bytes``); with ``experts``
     (DeepEP's low-latency kernels: the routed experts ``E``), the tokens its busiest SM handles
-    in turn, :func:`sm_tokens`.
+    in turn, :func:`sm_tokens` of ``walked_tokens`` (default ``tokens``: a rank whose every
+    token goes to this exchange).
 
     ``copies``: DeepEP's low-latency kernels send one copy per selected expert (``k``); its
     normal kernels and an NCCL all-to-all one per destination rank
@@ -420,8 +425,9 @@ def expert_exchange(
     (DeepSeek-V3, one token, ``k = 8``, h = 7,168, an fp8 dispatch of 1 + 4/128 bytes a value
     over 8 ranks): ``M = 59.1 kB``, 51.7 kB on the wire; 1 token a turn for its 256 experts."""
     m = num(tokens) * num(copies) * num(hidden) * num(value_bytes)
-    w = all_to_all(m, ranks, calls)
-    return w if experts is None else w._replace(sm_tokens=sm_tokens(tokens, experts))
+    if experts is None:
+        return all_to_all(m, ranks, calls)
+    return all_to_all(m, ranks, calls, sm_tokens(tokens if walked_tokens is None else walked_tokens, experts))
 
 
 def send(message_bytes: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
