@@ -8,6 +8,8 @@ term takes the step out (:func:`rackmath.core.efficiency.spill_bytes_of`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -102,10 +104,13 @@ def test_l40s_prefill_calls_past_the_l2_run_slower_and_the_term_takes_it_out() -
     """The data fact, on the installed L40S TensorRT-LLM context-attention table (bf16, head
     64): fitted without the term, the calls of 190 MB or more run at least 1.3x the curve
     (median) and those of 67 MB or less at most 0.97x; fitted with it, both within 7% of 1 and
-    the median error falls (docs/calibration.md prints the figures)."""
+    the median error falls (docs/calibration.md prints the figures). The rows are read cold here,
+    as the term was first fitted: read as replayed (``tests/test_warm_tables.py``) the table's
+    warm replays take part of the same step."""
     peaks = kf.ChipPeaks.of("l40s")
     every = kf.load_package_chip("l40s", kinds=("context_attention",)).ops[OpClass.ATTENTION_PREFILL]
     rows = every.take(next(m for d, k, h, m in fit_groups(every) if (d, k, h) == ("bfloat16", "gqa", 64)))
+    rows = dataclasses.replace(rows, warm_bytes=None)
     call_bytes = rows.work.bytes / rows.work.calls
     small, large = call_bytes <= 67e6, call_bytes >= 190e6
     assert small.sum() > 1000 and large.sum() > 1000

@@ -141,7 +141,8 @@ class OpEfficiency:
     ``warm_speedup`` (0: none) describes how the curve's table was measured, not the step: a
     call whose bytes fit in the L2 was replayed back to back with them resident there, and read
     them this many times faster than from DRAM (:func:`rackmath.analyses.kernels.fit.table_bytes`).
-    The step never reads it: a serving step reads each layer's weights once, cold.
+    The step never reads it: a serving step reads each layer's weights once, cold, and times a
+    prefill's queries, keys and values at the curve's DRAM rate.
     """
 
     compute_frac: float = 1.0

@@ -106,9 +106,12 @@ class ChipPeaks:
 # ------------------------------------------------------------------ fitting
 
 
-#: Classes whose calls a serving step runs cold (each layer's weights read once a step) and whose
-#: tables the package timed warm (:func:`table_bytes`): GEMM and the grouped expert GEMM.
-WARM_CLASSES = frozenset({OpClass.GEMM, OpClass.MOE})
+#: Classes whose tables the package timed warm (:func:`table_bytes`) and whose curves keep the
+#: DRAM rate: GEMM and the grouped expert GEMM (a serving step reads each layer's weights once,
+#: cold) and prefill attention (the context-attention and context-MLA collectors replay one CUDA
+#: graph of the call too, ai-dynamo/aiconfigurator ``collector/trtllm/collect_attn.py`` and
+#: ``collect_mla.py``; the step reads its queries, keys and values at the curve's DRAM rate).
+WARM_CLASSES = frozenset({OpClass.GEMM, OpClass.MOE, OpClass.ATTENTION_PREFILL})
 
 
 def table_bytes(e: OpEfficiency, r: OpRows) -> np.ndarray:
@@ -244,7 +247,9 @@ def fit_op(r: OpRows, peak: float, bw: float, cache_bytes: float = 0.0) -> OpEff
     stops splitting (``split_fill``), attention the cost of a thread block (``block_bytes``), causal
     prefill attention its longest block's share of the peak (``chain_frac``) and, on a chip whose L2
     the catalog states (``cache_bytes``), the passes it reads again over the bytes a call holds
-    beyond it (``spill_passes``). Discrete choices are tried and the lowest loss wins: the KV tile
+    beyond it (``spill_passes``) and, on GEMM, MoE and prefill rows of a table that replayed its calls
+    warm (:data:`WARM_CLASSES`), how much faster a call within the L2 read its bytes (``warm_speedup``).
+    Discrete choices are tried and the lowest loss wins: the KV tile
     of decode attention (:data:`DECODE_TILES`), the row tile of the grouped expert GEMM
     (:data:`MOE_ROW_TILES`), a dense GEMM's output tile (:data:`GEMM_BANDWIDTH_TILES`), prefill
     attention's query tile (:data:`PREFILL_BLOCK_TILES`) and the head tile of absorbed attention
@@ -265,7 +270,7 @@ def fit_op(r: OpRows, peak: float, bw: float, cache_bytes: float = 0.0) -> OpEff
     shaped = [with_cols, with_cols, True, with_routing, with_split, with_split, with_blocks]
     # a causal prefill on a chip whose L2 is stated: the re-reads it spills beyond that
     spill_cache = cache_bytes if with_chain else 0.0
-    # weights a table's replays kept in the L2 (a step reads them cold)
+    # operands a table's replays kept in the L2 (a step reads them at the curve's DRAM rate)
     with_warm = r.op_class in WARM_CLASSES and bool(np.any(r.warm > 0.0))
     shaped += [with_unaligned, with_chain, with_split, spill_cache > 0.0, with_warm]
     free = np.array([True] * 5 + shaped)

@@ -19,9 +19,9 @@ from rackmath.specs.efficiency import MAX_OVERLAP_POWER, OpEfficiency
 # chain_frac (prefill attention: the peak share of its longest block, 1e-6-1; none at compute_frac)
 # and split_fill (decode: the blocks a call fills before it stops splitting, 1-1e7) and
 # spill_passes (causal prefill on a chip whose L2 is stated: the more times a call reads its bytes
-# beyond the L2, 1e-4-100; below NO_SPILL_PASSES none) and warm_speedup (GEMM and MoE rows of a
-# table that replayed its calls warm: how much faster a call that fits in the L2 read its bytes,
-# 1-100; below NO_WARM_SPEEDUP none).
+# beyond the L2, 1e-4-100; below NO_SPILL_PASSES none) and warm_speedup (GEMM, MoE and prefill
+# attention rows of a table that replayed its calls warm: how much faster a call that fits in the
+# L2 read its bytes, 1-100; below NO_WARM_SPEEDUP none).
 # fmt: off
 LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6, 1.0,
                   1e-4, 1.0])
