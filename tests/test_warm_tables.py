@@ -48,6 +48,21 @@ def test_a_call_that_fits_in_the_l2_read_its_bytes_warm_speedup_times_faster() -
     np.testing.assert_allclose(kf.table_bytes(OpEfficiency(), _rows([60e6], L40S_L2)), [60e6])
 
 
+def test_a_row_may_run_faster_than_dram_only_from_the_l2() -> None:
+    """:meth:`OpRows.possible`'s worked number (L40S: 864 GB/s, an L2 of 96 MiB): 60 MB in 30 us
+    (2.3x DRAM) is possible replayed warm, not cold nor in a class the fit reads cold; in 0.5 us
+    (139x, past MAX_WARM_SPEEDUP) never; 200 MB in 150 us (1.5x, beyond the L2) never; 200 MB in
+    300 us (0.77x) always."""
+    bw = kf.ChipPeaks.of("l40s").hbm_bytes_per_s
+    assert bw == 864e9
+    r = dataclasses.replace(
+        _rows([60e6, 60e6, 200e6, 200e6], L40S_L2), latency_s=np.array([30e-6, 0.5e-6, 150e-6, 300e-6])
+    )
+    assert r.possible(bw).tolist() == [True, False, False, True]
+    assert r.possible(bw, from_l2=False).tolist() == [False, False, False, True]
+    assert dataclasses.replace(r, warm_bytes=None).possible(bw).tolist() == [False, False, False, True]
+
+
 def test_the_step_never_reads_the_tables_condition() -> None:
     """An operator's times on a curve with a warm speedup are those on the same curve without it:
     a serving step reads each layer's weights once, from DRAM."""

@@ -338,7 +338,8 @@ class ChipData:
     custom: Any = None  # (table, source) of a custom all-reduce read before the NCCL table
     # Rows that are not the operator's timing (kept out of the fit, scored apart):
     # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
-    # skipped work), or MoE rows slower than a superset of their work.
+    # skipped work) but for warm replays within the L2 (OpRows.possible), or MoE rows slower than a
+    # superset of their work.
     rejected: dict[OpClass, OpRows] = field(default_factory=dict)
     # MoE dtypes timed with several gated kernels: each kernel's own rows (dtype -> kernel -> rows)
     moe_kernels: dict[str, dict[str, OpRows]] = field(default_factory=dict)
@@ -352,14 +353,15 @@ class ChipData:
         def timed_as(r: OpRows) -> OpRows:
             return replace(r, warm_bytes=np.full(len(r), warm)) if warm else r
 
-        for dt, kernels in moe_kernels(df, bw).items():
+        for dt, kernels in moe_kernels(df, bw, warm).items():
             self.moe_kernels[dt] = {k: timed_as(r) for k, r in kernels.items()}
         gathers = self.chip_id in kt.DSA_PREFILL_GATHERS_TOP_K
-        kept = {c: timed_as(r) for c, r in table_rows(df, bw, dsa_gathers_top_k=gathers).items()}
+        physical = table_rows(df, bw, dsa_gathers_top_k=gathers, warm_bytes=warm)
+        kept = {c: timed_as(r) for c, r in physical.items()}
         for cls, every in table_rows(df, physical=False, dsa_gathers_top_k=gathers).items():
             every = timed_as(every)
             r = kept.get(cls, every.take(np.zeros(len(every.key), bool)))
-            possible = r.latency_s >= r.bytes / bw
+            possible = r.possible(bw, from_l2=cls in WARM_CLASSES)  # faster than DRAM only from the L2
             _append(self.ops, cls, r.take(possible))
             _append(self.rejected, cls, r.take(~possible))
             _append(self.rejected, cls, every.take(~np.isin(every.key, r.key)))

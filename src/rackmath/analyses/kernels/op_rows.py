@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rackmath.analyses.kernels.params import MAX_WARM_SPEEDUP
 from rackmath.core import work as wk
 from rackmath.specs.efficiency import ALIGNED_COLUMNS, OpClass
 
@@ -107,6 +108,23 @@ class OpRows:
     def warm(self) -> np.ndarray:
         """:attr:`warm_bytes`, zeros (cold) where unset."""
         return np.zeros(len(self)) if self.warm_bytes is None else self.warm_bytes
+
+    def possible(self, hbm_bytes_per_s: float, from_l2: bool = True) -> np.ndarray:
+        """Which calls ran as fast as physics allows: ``latency >= bytes / rate``, the rate the
+        chip's DRAM bandwidth, except that a call can outrun DRAM only from the L2: with
+        ``from_l2`` (a class whose warm replays the fit reads, ``fit.WARM_CLASSES``), a call
+        whose table replayed it warm and whose bytes fit in ``calls x warm_bytes`` (those
+        :func:`rackmath.analyses.kernels.fit.table_bytes` reads ``warm_speedup`` times faster)
+        may read them up to :data:`~rackmath.analyses.kernels.params.MAX_WARM_SPEEDUP` (100)
+        times faster than DRAM, the most the fit can read them. The rest keep the DRAM bound:
+        calls beyond the L2 (a cyclic replay evicts each line first), tables timed cold.
+        Worked number (L40S, 864 GB/s, an L2 of 96 MiB): 60 MB in 30 us (2.3x DRAM) is possible
+        replayed warm, not cold; in 0.5 us (139x) never; 200 MB in 150 us (1.5x, beyond the L2)
+        never."""
+        moved = self.work.bytes
+        warm = from_l2 & (self.warm > 0.0) & (moved <= self.work.calls * self.warm)
+        rate = np.where(warm, MAX_WARM_SPEEDUP * hbm_bytes_per_s, hbm_bytes_per_s)
+        return np.asarray(self.latency_s >= moved / rate)
 
     def with_fixed(self, fixed_s: np.ndarray | None) -> OpRows:
         return replace(self, fixed_s=fixed_s)

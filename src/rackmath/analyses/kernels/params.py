@@ -22,11 +22,15 @@ from rackmath.specs.efficiency import MAX_OVERLAP_POWER, OpEfficiency
 # beyond the L2, 1e-4-100; below NO_SPILL_PASSES none) and warm_speedup (GEMM, MoE and prefill
 # attention rows of a table that replayed its calls warm: how much faster a call that fits in the
 # L2 read its bytes, 1-100; below NO_WARM_SPEEDUP none).
+#: The most times faster than DRAM a warm-replayed call within the L2 reads its bytes: the top of
+#: ``warm_speedup``'s range, and what a table row within the L2 may run at before it is rejected as
+#: not the operator's timing (:meth:`rackmath.analyses.kernels.op_rows.OpRows.possible`).
+MAX_WARM_SPEEDUP = 100.0
 # fmt: off
 LOG_LO = np.log([1e-5, 1e-3, 1e-5, 1e-3, 1e-8, 1e-3, 1e-3, 1.0, 1e-4, 64.0, 1.0, 1e-2, 1e-4, 1e-6, 1.0,
                   1e-4, 1.0])
 LOG_HI = np.log([1.0, 1e5, 1.0, 1e5, 1e-3, 1e5, 1e5, MAX_OVERLAP_POWER, 1e3, 1e7, 1e4, 1e7, 10.0, 1.0, 1e7,
-                  100.0, 100.0])
+                  100.0, MAX_WARM_SPEEDUP])
 START = np.log([0.7, 16.0, 0.7, 1.0, 5e-6, 64.0, 64.0, 4.0, 2.0, 4096.0, 64.0, 1e3, 0.3, 1e-2, 1e3, 0.5,
                 3.0])
 # fmt: on

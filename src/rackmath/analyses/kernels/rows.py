@@ -50,14 +50,16 @@ in the tables are ms):
 Rows that are not the operator's timing are recognised by physics and kept out of the fit (the
 fit scores them apart, :class:`rackmath.analyses.kernels.fit.ChipData`): a call faster than its
 bytes at the chip's HBM bandwidth did not stream them from HBM (operands L2-resident, or a kernel
-that skipped work), a MoE call slower than a call doing a superset of its work is not the
-kernel's time (:func:`_moe_slower_than_superset`), and a kernel whose EP-1 rows take its EP-2
-time did not time EP-1 work (:func:`_moe_ep1_not_scaling`).
+that skipped work) unless its table replayed it warm within the L2, where the fit reads it so
+(GEMM, MoE and prefill attention: :meth:`~rackmath.analyses.kernels.op_rows.OpRows.possible`),
+a MoE call slower than a call doing a superset of its work is not the kernel's time
+(:func:`_moe_slower_than_superset`), and a kernel whose EP-1 rows take its EP-2 time did not
+time EP-1 work (:func:`_moe_ep1_not_scaling`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -225,16 +227,17 @@ EP_SCALING_MIN = 1.2
 EP_SCALING_TOKENS = 256.0
 
 
-def _moe_candidates(df: Any, hbm_bytes_per_s: float) -> Any:
+def _moe_candidates(df: Any, hbm_bytes_per_s: float, warm_bytes: float = 0.0) -> Any:
     """The balanced-routing rows a MoE timing may come from: without the EP-1 rows of a kernel
-    that timed EP-2 work, and (with a bandwidth) without calls faster than HBM allows, so that an
+    that timed EP-2 work, and (with a bandwidth) without calls faster than HBM allows (from the
+    L2 of ``warm_bytes`` where the table replayed them warm: :meth:`OpRows.possible`), so that an
     impossible timing never wins the fastest-kernel choice."""
     df = df[df["distribution"].astype(str) == "balanced"]
     df = df[~_moe_ep1_not_scaling(df)]
     df = df[_dispatched(df)]
     if hbm_bytes_per_s:
-        r = _moe_rows(df)
-        df = df[r.latency_s >= r.bytes / hbm_bytes_per_s]
+        r = replace(_moe_rows(df), warm_bytes=np.full(len(df), warm_bytes) if warm_bytes else None)
+        df = df[r.possible(hbm_bytes_per_s)]
     return df
 
 
@@ -289,15 +292,20 @@ def _moe_ep1_not_scaling(df: Any) -> np.ndarray:
 
 
 def table_rows(
-    df: Any, hbm_bytes_per_s: float = 0.0, physical: bool = True, dsa_gathers_top_k: bool = False
+    df: Any,
+    hbm_bytes_per_s: float = 0.0,
+    physical: bool = True,
+    dsa_gathers_top_k: bool = False,
+    warm_bytes: float = 0.0,
 ) -> dict[OpClass, OpRows]:
     """Turn a checked table (see :func:`kernel_tables.read_table`) into operator rows.
 
-    With ``hbm_bytes_per_s``, MoE timings faster than their bytes at that bandwidth are dropped
-    before the fastest kernel of each shape is chosen (:class:`ChipData` drops them for every
-    class); so are the EP-1 rows of a kernel that timed EP-2 work (:func:`_moe_ep1_not_scaling`)
-    and, after the choice, MoE timings slower than a superset of their work
-    (:func:`_moe_slower_than_superset`). ``physical=False`` keeps every row."""
+    With ``hbm_bytes_per_s``, MoE timings faster than their bytes at that bandwidth (a call within
+    an L2 of ``warm_bytes`` that the table replayed warm may be faster: :meth:`OpRows.possible`)
+    are dropped before the fastest kernel of each shape is chosen (:class:`ChipData` drops them
+    for every class); so are the EP-1 rows of a kernel that timed EP-2 work
+    (:func:`_moe_ep1_not_scaling`) and, after the choice, MoE timings slower than a superset of
+    their work (:func:`_moe_slower_than_superset`). ``physical=False`` keeps every row."""
     kind = df.attrs.get("kind")
     out: dict[OpClass, OpRows] = {}
     if kind == "gemm":
@@ -318,7 +326,7 @@ def table_rows(
         out[OpClass.GEMM] = op_rows_of(OpClass.GEMM, dt, "", work, df, key, {"m": m})
     elif kind == "moe":
         if physical:
-            df = _moe_candidates(df, hbm_bytes_per_s)
+            df = _moe_candidates(df, hbm_bytes_per_s, warm_bytes)
         else:
             df = df[df["distribution"].astype(str) == "balanced"]
         df = _fastest_kernel(df)
@@ -370,14 +378,14 @@ def table_rows(
     return out
 
 
-def moe_kernels(df: Any, hbm_bytes_per_s: float) -> dict[str, dict[str, OpRows]]:
+def moe_kernels(df: Any, hbm_bytes_per_s: float, warm_bytes: float = 0.0) -> dict[str, dict[str, OpRows]]:
     """Gated grouped-GEMM rows per kernel, for each MoE dtype timed with two or more gated
     kernels: ``{dtype: {kernel_source: rows}}``, each kernel's own physically possible rows (the
     rules of :func:`table_rows`, applied per kernel). The fit gives each kernel its curve and
     the operator runs the faster (:attr:`OpEfficiency.alternative`)."""
     if df.attrs.get("kind") != "moe" or "kernel_source" not in df:
         return {}
-    df = _moe_candidates(df, hbm_bytes_per_s)
+    df = _moe_candidates(df, hbm_bytes_per_s, warm_bytes)
     df = df[~df["kernel_source"].astype(str).str.contains("nongated")]
     out: dict[str, dict[str, OpRows]] = {}
     for dt, by_dtype in df.groupby("moe_dtype", sort=True, observed=True):
