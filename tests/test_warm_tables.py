@@ -130,8 +130,9 @@ def test_the_catalog_fits_a_warm_speedup_only_on_warm_classes_of_chips_with_a_st
 )
 def test_l40s_moe_calls_within_the_l2_ran_warm() -> None:
     """The data fact, on the installed L40S TensorRT-LLM MoE table (fp8, gated): fitted cold,
-    the calls that fit in the 96 MiB L2 run 0.89x the curve (median) and the rest 1.02x, with
-    a p90 error of 54%; fitted with the table's warm replays, both 1.00x and the p90 28%."""
+    the calls that fit in the 96 MiB L2 run 0.73x the curve (median) and the rest 1.05x, with
+    a p90 error of 112% (the calls within the L2 faster than DRAM kept, :meth:`OpRows.possible`);
+    fitted with the table's warm replays, both 1.00x and the p90 28%."""
     peaks = kf.ChipPeaks.of("l40s")
     every = kf.load_package_chip("l40s", kinds=("moe",)).ops[OpClass.MOE]
     rows = every.take(next(m for d, k, h, m in fit_groups(every) if (d, k) == ("fp8", "gated")))
@@ -143,12 +144,12 @@ def test_l40s_moe_calls_within_the_l2_ran_warm() -> None:
         e = kf.fit_op(r, peak, peaks.hbm_bytes_per_s)
         ratio = rows.latency_s / kf.predict(e, r, peak, peaks.hbm_bytes_per_s)
         if r.warm_bytes is None:
-            assert np.median(ratio[fits]) <= 0.92 and e.warm_speedup == 0.0
+            assert np.median(ratio[fits]) <= 0.8 and e.warm_speedup == 0.0
         else:
             assert abs(np.median(ratio[fits]) - 1) <= 0.03 and abs(np.median(ratio[~fits]) - 1) <= 0.03
             assert e.warm_speedup > 2
         p90.append(np.quantile(np.abs(1 / ratio - 1), 0.9))
-    assert p90[1] < 0.6 * p90[0]
+    assert p90[1] < 0.3 * p90[0]
 
 
 @pytest.mark.skipif(
@@ -157,15 +158,16 @@ def test_l40s_moe_calls_within_the_l2_ran_warm() -> None:
 def test_l40s_mla_prefill_held_out_prompts_meet_the_p90_target_read_as_replayed() -> None:
     """The data fact, on the installed L40S TensorRT-LLM 1.0.0 context-MLA table (bf16), scored as
     ``validate --kernels`` scores it: fitted without the held-out prompt lengths (32, 512, 3,072
-    and 10,240 tokens, :func:`rackmath.analyses.kernels.bands.value_split`), its 568 held-out
-    calls read cold miss by 9.1% / 38.6% (median / p90, over the 35% target); read as replayed,
-    7.3% / 22.2%, with the calls within the L2 reading their bytes more than 2x faster."""
+    and 10,240 tokens, :func:`rackmath.analyses.kernels.bands.value_split`), its 616 held-out
+    calls (48 of them faster than DRAM, kept as within the L2) read cold miss by 10.5% / 36.3%
+    (median / p90, over the 35% target); read as replayed, 6.0% / 18.7%, with the calls within the
+    L2 reading their bytes more than 2x faster."""
     peaks = kf.ChipPeaks.of("l40s")
     data = kf.load_package_chip("l40s", kinds=("context_attention", "context_mla"))
     every = data.ops[OpClass.ATTENTION_PREFILL]
     mla = every.kind == "mla"
     held, rows = value_split(data)[OpClass.ATTENTION_PREFILL.value][mla], every.take(mla)
-    assert held.sum() == 568
+    assert held.sum() == 616
     peak, bw = peaks.peak_flops_per_s[kf.curve_precision("bfloat16", peaks)], peaks.hbm_bytes_per_s
     figures = []
     for r in (dataclasses.replace(rows, warm_bytes=None), rows):
@@ -175,5 +177,35 @@ def test_l40s_mla_prefill_held_out_prompts_meet_the_p90_target_read_as_replayed(
         figures.append((float(np.median(err)), float(np.quantile(err, 0.9)), e.warm_speedup))
     (cold_median, cold_p90, cold_warm), (warm_median, warm_p90, speedup) = figures
     assert cold_warm == 0.0 and speedup > 2.0
-    assert cold_p90 == pytest.approx(0.386, abs=0.005) and warm_p90 == pytest.approx(0.222, abs=0.005)
-    assert cold_median == pytest.approx(0.091, abs=0.005) and warm_median == pytest.approx(0.073, abs=0.005)
+    assert cold_p90 == pytest.approx(0.363, abs=0.005) and warm_p90 == pytest.approx(0.187, abs=0.005)
+    assert cold_median == pytest.approx(0.105, abs=0.005) and warm_median == pytest.approx(0.060, abs=0.005)
+
+
+@pytest.mark.skipif(
+    kt.package_data_dir() is None, reason="aiconfigurator-core is not installed (the `kernels` extra)"
+)
+def test_l40s_moe_shows_the_l2_as_a_step_and_gemm_does_not() -> None:
+    """Why :data:`rackmath.analyses.kernels.fit.FASTER_FROM_L2_CLASSES` holds MoE and not GEMM,
+    on the installed L40S tables (every memory-bound row, kept and rejected): the grouped expert
+    GEMM reads faster than DRAM at 0.5-1 of the L2 (median 1.43-1.88x) and slower past it
+    (0.69-0.76x); a dense GEMM reads at 0.8x on both sides, and a quarter of its calls of 1-2
+    times the L2 still ran faster than DRAM, which the L2 cannot explain."""
+    peaks = kf.ChipPeaks.of("l40s")
+    bw, l2 = peaks.hbm_bytes_per_s, peaks.cache_bytes
+    ratio_limit = min(peaks.peak_flops_per_s.values()) / bw
+
+    def rates(kind: str, cls: OpClass) -> tuple[np.ndarray, np.ndarray]:
+        data = kf.load_package_chip("l40s", kinds=(kind,))
+        rows = [r for r in (data.ops[cls], data.rejected.get(cls)) if r is not None]
+        moved = np.concatenate([r.work.bytes for r in rows])
+        bound = np.concatenate([r.work.flops for r in rows]) / moved < ratio_limit
+        fill = moved / (np.concatenate([r.work.calls for r in rows]) * l2)
+        rate = moved / np.concatenate([r.latency_s for r in rows]) / bw
+        return rate[bound], fill[bound]
+
+    rate, fill = rates("moe", OpClass.MOE)
+    assert np.median(rate[(fill >= 0.5) & (fill < 1.0)]) > 1.4 and np.median(rate[fill >= 1.0]) < 0.8
+    rate, fill = rates("gemm", OpClass.GEMM)
+    within, past = rate[(fill >= 0.25) & (fill < 1.0)], rate[(fill >= 1.0) & (fill < 2.0)]
+    assert 0.7 < np.median(within) < 0.9 and 0.7 < np.median(past) < 0.9
+    assert np.mean(past > 1.0) > 0.2

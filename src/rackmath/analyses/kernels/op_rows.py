@@ -112,7 +112,7 @@ class OpRows:
     def possible(self, hbm_bytes_per_s: float, from_l2: bool = True) -> np.ndarray:
         """Which calls ran as fast as physics allows: ``latency >= bytes / rate``, the rate the
         chip's DRAM bandwidth, except that a call can outrun DRAM only from the L2: with
-        ``from_l2`` (a class whose warm replays the fit reads, ``fit.WARM_CLASSES``), a call
+        ``from_l2`` (a class whose tables show the L2 as a step, ``fit.FASTER_FROM_L2_CLASSES``), a call
         whose table replayed it warm and whose bytes fit in ``calls x warm_bytes`` (those
         :func:`rackmath.analyses.kernels.fit.table_bytes` reads ``warm_speedup`` times faster)
         may read them up to :data:`~rackmath.analyses.kernels.params.MAX_WARM_SPEEDUP` (100)
