@@ -61,6 +61,7 @@ time EP-1 work (:func:`_moe_ep1_not_scaling`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -451,7 +452,8 @@ NCCL_OPS: dict[str, str] = {
     "reduce_scatter": "reduce_scatter",
     "alltoall": "all_to_all",
 }
-_NCCL_WORK = {
+#: Each NCCL collective's work from its message and ranks (one description: ``core/work.py``).
+_NCCL_WORK: dict[str, Callable[[Any, Any], wk.CommWork]] = {
     "all_reduce": wk.all_reduce,
     "all_gather": wk.all_gather,
     "reduce_scatter": wk.reduce_scatter,
