@@ -185,11 +185,13 @@ def test_l40s_mla_prefill_held_out_prompts_meet_the_p90_target_read_as_replayed(
     kt.package_data_dir() is None, reason="aiconfigurator-core is not installed (the `kernels` extra)"
 )
 def test_l40s_moe_shows_the_l2_as_a_step_and_gemm_does_not() -> None:
-    """Why :data:`rackmath.analyses.kernels.fit.FASTER_FROM_L2_CLASSES` holds MoE and not GEMM,
-    on the installed L40S tables (every memory-bound row, kept and rejected): the grouped expert
-    GEMM reads faster than DRAM at 0.5-1 of the L2 (median 1.43-1.88x) and slower past it
-    (0.69-0.76x); a dense GEMM reads at 0.8x on both sides, and a quarter of its calls of 1-2
-    times the L2 still ran faster than DRAM, which the L2 cannot explain."""
+    """What :data:`rackmath.analyses.kernels.fit.FASTER_FROM_L2_CLASSES` rests on, on the installed
+    L40S tables (every memory-bound row, kept and rejected): the grouped expert GEMM reads faster
+    than DRAM at 0.5-1 of the L2 (median 1.43-1.88x) and slower past it (0.68-0.76x from 1.05
+    times it); a dense
+    GEMM reads 0.8x at the median within the L2, and its calls past the L2 that ran faster than
+    DRAM are almost all within 5% of its size (weights of exactly 96 MiB and their few
+    activations), the L2's doing too."""
     peaks = kf.ChipPeaks.of("l40s")
     bw, l2 = peaks.hbm_bytes_per_s, peaks.cache_bytes
     ratio_limit = min(peaks.peak_flops_per_s.values()) / bw
@@ -206,6 +208,6 @@ def test_l40s_moe_shows_the_l2_as_a_step_and_gemm_does_not() -> None:
     rate, fill = rates("moe", OpClass.MOE)
     assert np.median(rate[(fill >= 0.5) & (fill < 1.0)]) > 1.4 and np.median(rate[fill >= 1.0]) < 0.8
     rate, fill = rates("gemm", OpClass.GEMM)
-    within, past = rate[(fill >= 0.25) & (fill < 1.0)], rate[(fill >= 1.0) & (fill < 2.0)]
-    assert 0.7 < np.median(within) < 0.9 and 0.7 < np.median(past) < 0.9
-    assert np.mean(past > 1.0) > 0.2
+    assert 0.7 < np.median(rate[(fill >= 0.25) & (fill < 1.0)]) < 0.9
+    fast_past = (rate > 1.0) & (fill >= 1.0) & (fill < 2.0)
+    assert fast_past.sum() > 500 and np.mean(fill[fast_past] < 1.05) > 0.85

@@ -114,14 +114,14 @@ class ChipPeaks:
 WARM_CLASSES = frozenset({OpClass.GEMM, OpClass.MOE, OpClass.ATTENTION_PREFILL})
 
 #: Classes whose warm-replayed rows may run faster than DRAM where their calls fit in the L2
-#: (:meth:`rackmath.analyses.kernels.op_rows.OpRows.possible`): those whose tables show the L2 as a
-#: step. On the L40S (memory-bound calls of its tables, kept and rejected alike, by bytes over
-#: ``calls x L2``): the grouped expert GEMM reads 1.43-1.88x DRAM (median) at 0.5-1 of the L2 and
-#: 0.69-0.76x past it; the MLA prefill's calls of 22-86 MB 1.1-1.6 TB/s, of 170 MB and more
-#: 0.45-0.54 TB/s. Not GEMM: 0.76-1.03x at every fill within the L2 and 0.78x at 1-2 times it,
-#: where a quarter of its calls still ran faster than DRAM, so the L2 does not explain them (kept,
-#: they moved the L40S's held-out GEMM p90 from 26% to 34%); they stay rejected
-#: (docs/calibration.md, "Faster than DRAM only from the L2").
+#: (:meth:`rackmath.analyses.kernels.op_rows.OpRows.possible`): those whose fit describes such rows.
+#: On the L40S (memory-bound calls of its tables, kept and rejected alike, by bytes over
+#: ``calls x L2``) the grouped expert GEMM reads 1.43-1.88x DRAM (median) at 0.5-1 of the L2 and
+#: 0.68-0.76x from 1.05 times it; the MLA prefill's calls of 22-86 MB 1.1-1.6 TB/s, of 170 MB and more
+#: 0.45-0.54 TB/s. Not GEMM: its calls within the L2 read 0.76-1.03x DRAM (median; the smallest
+#: are held to their launch floors), and kept, its rows faster than DRAM moved the L40S's held-out
+#: GEMM p90 from 26% to 34% and stayed 23% / 71% off themselves: one ``warm_speedup`` does not
+#: describe them, so they stay rejected (docs/calibration.md, "Faster than DRAM only from the L2").
 FASTER_FROM_L2_CLASSES = frozenset({OpClass.MOE, OpClass.ATTENTION_PREFILL})
 
 
