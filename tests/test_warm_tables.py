@@ -29,12 +29,12 @@ from rackmath.specs.efficiency import OpClass, OpEfficiency
 L40S_L2 = 96 * 2**20
 
 
-def _rows(moved: list[float], warm: float | None) -> OpRows:
+def _rows(moved: list[float], warm: float | None, op_class: OpClass = OpClass.GEMM) -> OpRows:
     n = len(moved)
     one = np.ones(n)
     work = wk.Work(one, np.asarray(moved, float), 0 * one, 0 * one, 0 * one, one, one, one, one)
     return OpRows(
-        OpClass.GEMM, np.full(n, "bfloat16"), np.full(n, ""), work, one, np.arange(n, dtype=np.uint64),
+        op_class, np.full(n, "bfloat16"), np.full(n, ""), work, one, np.arange(n, dtype=np.uint64),
         warm_bytes=None if warm is None else np.full(n, warm),
     )  # fmt: skip
 
@@ -49,17 +49,19 @@ def test_a_call_that_fits_in_the_l2_read_its_bytes_warm_speedup_times_faster() -
 
 
 def test_a_row_may_run_faster_than_dram_only_from_the_l2() -> None:
-    """:meth:`OpRows.possible`'s worked number (L40S: 864 GB/s, an L2 of 96 MiB): 60 MB in 30 us
-    (2.3x DRAM) is possible replayed warm, not cold nor in a class the fit reads cold; in 0.5 us
-    (139x, past MAX_WARM_SPEEDUP) never; 200 MB in 150 us (1.5x, beyond the L2) never; 200 MB in
-    300 us (0.77x) always."""
+    """:meth:`OpRows.possible`'s worked number (L40S: 864 GB/s, an L2 of 96 MiB, MoE rows): 60 MB
+    in 30 us (2.3x DRAM) is possible replayed warm, not cold nor as a GEMM; in 0.5 us (139x, past
+    MAX_WARM_SPEEDUP) never; 200 MB in 150 us (1.5x, beyond the L2) never; 200 MB in 300 us
+    (0.77x) always."""
     bw = kf.ChipPeaks.of("l40s").hbm_bytes_per_s
     assert bw == 864e9
     r = dataclasses.replace(
-        _rows([60e6, 60e6, 200e6, 200e6], L40S_L2), latency_s=np.array([30e-6, 0.5e-6, 150e-6, 300e-6])
+        _rows([60e6, 60e6, 200e6, 200e6], L40S_L2, OpClass.MOE),
+        latency_s=np.array([30e-6, 0.5e-6, 150e-6, 300e-6]),
     )
+    assert r.within_warm_l2.tolist() == [True, True, False, False]
     assert r.possible(bw).tolist() == [True, False, False, True]
-    assert r.possible(bw, from_l2=False).tolist() == [False, False, False, True]
+    assert dataclasses.replace(r, op_class=OpClass.GEMM).possible(bw).tolist() == [False, False, False, True]
     assert dataclasses.replace(r, warm_bytes=None).possible(bw).tolist() == [False, False, False, True]
 
 
@@ -185,13 +187,12 @@ def test_l40s_mla_prefill_held_out_prompts_meet_the_p90_target_read_as_replayed(
     kt.package_data_dir() is None, reason="aiconfigurator-core is not installed (the `kernels` extra)"
 )
 def test_l40s_moe_shows_the_l2_as_a_step_and_gemm_does_not() -> None:
-    """What :data:`rackmath.analyses.kernels.fit.FASTER_FROM_L2_CLASSES` rests on, on the installed
-    L40S tables (every memory-bound row, kept and rejected): the grouped expert GEMM reads faster
-    than DRAM at 0.5-1 of the L2 (median 1.43-1.88x) and slower past it (0.68-0.76x from 1.05
-    times it); a dense
-    GEMM reads 0.8x at the median within the L2, and its calls past the L2 that ran faster than
-    DRAM are almost all within 5% of its size (weights of exactly 96 MiB and their few
-    activations), the L2's doing too."""
+    """What :data:`rackmath.analyses.kernels.op_rows.FASTER_FROM_L2_CLASSES` rests on, on the
+    installed L40S tables (every memory-bound row, kept and rejected): the grouped expert GEMM
+    reads faster than DRAM at 0.5-1 of the L2 (median 1.43-1.88x) and slower from 1.05 times it
+    (0.68-0.76x); a dense GEMM reads 0.8x at the median within the L2, and its calls past the L2
+    that ran faster than DRAM are almost all within 5% of its size (weights of exactly 96 MiB and
+    their few activations), the L2's doing too."""
     peaks = kf.ChipPeaks.of("l40s")
     bw, l2 = peaks.hbm_bytes_per_s, peaks.cache_bytes
     ratio_limit = min(peaks.peak_flops_per_s.values()) / bw

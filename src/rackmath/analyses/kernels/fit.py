@@ -113,17 +113,6 @@ class ChipPeaks:
 #: ``collect_mla.py``; the step reads its queries, keys and values at the curve's DRAM rate).
 WARM_CLASSES = frozenset({OpClass.GEMM, OpClass.MOE, OpClass.ATTENTION_PREFILL})
 
-#: Classes whose warm-replayed rows may run faster than DRAM where their calls fit in the L2
-#: (:meth:`rackmath.analyses.kernels.op_rows.OpRows.possible`): those whose fit describes such rows.
-#: On the L40S (memory-bound calls of its tables, kept and rejected alike, by bytes over
-#: ``calls x L2``) the grouped expert GEMM reads 1.43-1.88x DRAM (median) at 0.5-1 of the L2 and
-#: 0.68-0.76x from 1.05 times it; the MLA prefill's calls of 22-86 MB 1.1-1.6 TB/s, of 170 MB and more
-#: 0.45-0.54 TB/s. Not GEMM: its calls within the L2 read 0.76-1.03x DRAM (median; the smallest
-#: are held to their launch floors), and kept, its rows faster than DRAM moved the L40S's held-out
-#: GEMM p90 from 26% to 34% and stayed 23% / 71% off themselves: one ``warm_speedup`` does not
-#: describe them, so they stay rejected (docs/calibration.md, "Faster than DRAM only from the L2").
-FASTER_FROM_L2_CLASSES = frozenset({OpClass.MOE, OpClass.ATTENTION_PREFILL})
-
 
 def table_bytes(e: OpEfficiency, r: OpRows) -> np.ndarray:
     """The bytes each measured call read at the curve's DRAM rate: all of them, except that a
@@ -136,8 +125,7 @@ def table_bytes(e: OpEfficiency, r: OpRows) -> np.ndarray:
     moved = r.work.bytes
     if not e.warm_speedup or r.warm_bytes is None:
         return moved
-    fits = moved <= r.work.calls * r.warm_bytes
-    return np.where(fits, moved / e.warm_speedup, moved)
+    return np.where(r.within_warm_l2, moved / e.warm_speedup, moved)
 
 
 def predict(e: OpEfficiency, r: OpRows, peak: float, bw: float) -> np.ndarray:
@@ -349,8 +337,8 @@ class ChipData:
     custom: Any = None  # (table, source) of a custom all-reduce read before the NCCL table
     # Rows that are not the operator's timing (kept out of the fit, scored apart):
     # faster than their bytes at the chip's HBM bandwidth (operands L2-resident, or a kernel that
-    # skipped work) but for MoE and prefill replays within the L2 (OpRows.possible), or MoE rows slower than a
-    # superset of their work.
+    # skipped work) but for MoE and prefill replays within the L2 (OpRows.possible), or MoE rows
+    # slower than a superset of their work.
     rejected: dict[OpClass, OpRows] = field(default_factory=dict)
     # MoE dtypes timed with several gated kernels: each kernel's own rows (dtype -> kernel -> rows)
     moe_kernels: dict[str, dict[str, OpRows]] = field(default_factory=dict)
@@ -372,7 +360,7 @@ class ChipData:
         for cls, every in table_rows(df, physical=False, dsa_gathers_top_k=gathers).items():
             every = timed_as(every)
             r = kept.get(cls, every.take(np.zeros(len(every.key), bool)))
-            possible = r.possible(bw, from_l2=cls in FASTER_FROM_L2_CLASSES)  # past DRAM only from the L2
+            possible = r.possible(bw)  # faster than DRAM only from the L2
             _append(self.ops, cls, r.take(possible))
             _append(self.rejected, cls, r.take(~possible))
             _append(self.rejected, cls, every.take(~np.isin(every.key, r.key)))

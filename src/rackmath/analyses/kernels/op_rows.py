@@ -39,6 +39,18 @@ def _zero_work(like: wk.Work, n: int) -> wk.Work:
     return wk.Work(*(None if x is None else np.zeros(n) for x in like))  # type: ignore[arg-type]
 
 
+#: Classes whose warm-replayed rows may run faster than DRAM where their calls fit in the L2
+#: (:meth:`OpRows.possible`): those whose fit describes such rows.
+#: On the L40S (memory-bound calls of its tables, kept and rejected alike, by bytes over
+#: ``calls x L2``) the grouped expert GEMM reads 1.43-1.88x DRAM (median) at 0.5-1 of the L2 and
+#: 0.68-0.76x from 1.05 times it; the MLA prefill's calls of 22-86 MB 1.1-1.6 TB/s, of 170 MB and more
+#: 0.45-0.54 TB/s. Not GEMM: its calls within the L2 read 0.76-1.03x DRAM (median; the smallest
+#: are held to their launch floors), and kept, its rows faster than DRAM moved the L40S's held-out
+#: GEMM p90 from 26% to 34% and stayed 23% / 71% off themselves: one ``warm_speedup`` does not
+#: describe them, so they stay rejected (docs/calibration.md, "Faster than DRAM only from the L2").
+FASTER_FROM_L2_CLASSES = frozenset({OpClass.MOE, OpClass.ATTENTION_PREFILL})
+
+
 @dataclass
 class OpRows:
     """Measured kernel calls of one operator class: each call's work (every field an array over
@@ -109,21 +121,27 @@ class OpRows:
         """:attr:`warm_bytes`, zeros (cold) where unset."""
         return np.zeros(len(self)) if self.warm_bytes is None else self.warm_bytes
 
-    def possible(self, hbm_bytes_per_s: float, from_l2: bool = True) -> np.ndarray:
+    @property
+    def within_warm_l2(self) -> np.ndarray:
+        """Which calls a warm-replayed table found in the L2: its bytes at most ``calls x
+        warm_bytes`` (all false for a table timed cold)."""
+        return (self.warm > 0.0) & (self.work.bytes <= self.work.calls * self.warm)
+
+    def possible(self, hbm_bytes_per_s: float) -> np.ndarray:
         """Which calls ran as fast as physics allows: ``latency >= bytes / rate``, the rate the
-        chip's DRAM bandwidth, except that a call can outrun DRAM only from the L2: with
-        ``from_l2`` (a class whose tables show the L2 as a step, ``fit.FASTER_FROM_L2_CLASSES``), a call
-        whose table replayed it warm and whose bytes fit in ``calls x warm_bytes`` (those
+        chip's DRAM bandwidth, except that a call can outrun DRAM only from the L2: in a class of
+        :data:`FASTER_FROM_L2_CLASSES`, a call :attr:`within_warm_l2` (which
         :func:`rackmath.analyses.kernels.fit.table_bytes` reads ``warm_speedup`` times faster)
-        may read them up to :data:`~rackmath.analyses.kernels.params.MAX_WARM_SPEEDUP` (100)
-        times faster than DRAM, the most the fit can read them. The rest keep the DRAM bound:
-        calls beyond the L2 (a cyclic replay evicts each line first), tables timed cold.
-        Worked number (L40S, 864 GB/s, an L2 of 96 MiB): 60 MB in 30 us (2.3x DRAM) is possible
-        replayed warm, not cold; in 0.5 us (139x) never; 200 MB in 150 us (1.5x, beyond the L2)
-        never."""
+        may read its bytes up to :data:`~rackmath.analyses.kernels.params.MAX_WARM_SPEEDUP`
+        (100) times faster than DRAM, the most the fit can read them. The rest keep the DRAM
+        bound: calls beyond the L2 (a cyclic replay evicts each line first), tables timed cold,
+        GEMM. Worked number (L40S, 864 GB/s, an L2 of 96 MiB, MoE): 60 MB in 30 us (2.3x DRAM)
+        is possible replayed warm, not cold nor as a GEMM; in 0.5 us (139x) never; 200 MB in
+        150 us (1.5x, beyond the L2) never."""
         moved = self.work.bytes
-        warm = from_l2 & (self.warm > 0.0) & (moved <= self.work.calls * self.warm)
-        rate = np.where(warm, MAX_WARM_SPEEDUP * hbm_bytes_per_s, hbm_bytes_per_s)
+        if self.op_class not in FASTER_FROM_L2_CLASSES:
+            return np.asarray(self.latency_s >= moved / hbm_bytes_per_s)
+        rate = np.where(self.within_warm_l2, MAX_WARM_SPEEDUP * hbm_bytes_per_s, hbm_bytes_per_s)
         return np.asarray(self.latency_s >= moved / rate)
 
     def with_fixed(self, fixed_s: np.ndarray | None) -> OpRows:

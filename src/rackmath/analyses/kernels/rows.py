@@ -52,7 +52,7 @@ fit scores them apart, :class:`rackmath.analyses.kernels.fit.ChipData`): a call 
 bytes at the chip's HBM bandwidth did not stream them from HBM (operands L2-resident, or a kernel
 that skipped work) unless its table replayed it warm within the L2, on a class whose tables show
 the L2 as a step (MoE and prefill attention, not GEMM:
-:data:`rackmath.analyses.kernels.fit.FASTER_FROM_L2_CLASSES`,
+:data:`rackmath.analyses.kernels.op_rows.FASTER_FROM_L2_CLASSES`,
 :meth:`~rackmath.analyses.kernels.op_rows.OpRows.possible`),
 a MoE call slower than a call doing a superset of its work is not the kernel's time
 (:func:`_moe_slower_than_superset`), and a kernel whose EP-1 rows take its EP-2 time did not
