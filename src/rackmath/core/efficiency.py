@@ -423,6 +423,8 @@ def timing_of(
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
         return compute_s, memory_s, maximum(compute_s, memory_s), _ONE, _ZERO  # type: ignore[return-value]
+    if not (type(rows) is np.float64 and rows > 0.0):  # a call of no rows has no time, not 0 / 0
+        rows = maximum(rows, 1e-30)
     split = None
     # rows of one axis, all 1 or more: both fractions split the same rows (one grid-sized product)
     one_axis = e.split_tokens > 0.0 and depth is not None and type(rows) is np.ndarray and rows.size < f.size

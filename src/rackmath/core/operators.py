@@ -169,20 +169,19 @@ def timed_on(
     """:func:`timed` on a curve already chosen (a plan's passes choose each operator's once);
     ``terms``: the curve's :func:`rackmath.core.efficiency.shape_terms` at the work's columns
     and depth, where the plan keeps them."""
+    e, pure, peak = choice.efficiency, choice.pure, choice.peak_flops_per_s
     # a grid-sized operator (attention over batch x context) is timed in blocks of rows
     shape = numeric.grid_shape(work) if type(work.flops) is np.ndarray else None
-    if shape is None:
-        compute, memory, time, moving, latency = _timing(
-            choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, work, terms
-        )
+    if shape is None:  # the Work's fields are NumPy values already: no conversions
+        compute, memory, time, frac, latency = eff.timing_of(
+            e, work.flops, work.bytes, peak, bandwidth, work.rows, work.cols, work.depth,
+            work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads, terms,
+        )  # fmt: skip
     else:
-        compute, memory, time, moving, latency = numeric.by_rows(
-            lambda *f: _timing(
-                choice.efficiency, choice.pure, choice.peak_flops_per_s, bandwidth, wk.Work(*f)
-            ),
-            work,
-            shape,
+        compute, memory, time, frac, latency = numeric.by_rows(
+            lambda *f: _timing(e, pure, peak, bandwidth, wk.Work(*f)), work, shape
         )
+    moving = bandwidth * frac
     return Operator(
         name,
         op_class,
@@ -205,24 +204,13 @@ def timed_on(
 
 
 def _timing(
-    e: OpEfficiency,
-    pure: bool,
-    peak_flops_per_s: float,
-    bandwidth: float,
-    work: wk.Work,
-    terms: eff.ShapeTerms | None = None,
+    e: OpEfficiency, pure: bool, peak_flops_per_s: float, bandwidth: float, work: wk.Work
 ) -> tuple[FloatArray, ...]:
-    """``(compute_s, memory_s, time_s, bandwidth_bytes_per_s, latency_s)`` of ``work`` on the
-    curve ``e`` (``pure`` where it is the pure roofline) at its peak and the chip's bandwidth."""
-    r = work.rows
-    if not pure and not (type(r) is np.float64 and r > 0.0):  # the pure roofline ignores rows
-        r = maximum(r, 1e-30)
-    # a Work's fields are NumPy values already: the timing skips the conversions
-    compute, memory, time, bandwidth_frac, latency = eff.timing_of(
-        e, work.flops, work.bytes, peak_flops_per_s, bandwidth, r, work.cols,
-        work.depth, work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads, terms,
+    """:func:`rackmath.core.efficiency.timing_of` of ``work`` on the curve ``e``."""
+    return eff.timing_of(
+        e, work.flops, work.bytes, peak_flops_per_s, bandwidth, work.rows, work.cols, work.depth,
+        work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads,
     )  # fmt: skip
-    return compute, memory, time, bandwidth * bandwidth_frac, latency
 
 
 _ZERO = np.float64(0.0)
