@@ -371,7 +371,7 @@ def pass_operators(
         gemm_operator(plan.out, tokens, bandwidth),
     ]
     if plan.moe is not None:
-        table += _moe_operators(m, load, plan.moe, bandwidth, tokens, p, e=plan.ep)
+        table += _moe_operators(m, load, plan.moe, bandwidth, tokens, p)
     if plan.dense is not None:
         table.append(gemm_operator(plan.dense, tokens, bandwidth))
     table += [
@@ -400,17 +400,7 @@ def _activation_bytes(fmt: str) -> float:
 
 def gemm_operator(g: GemmPlan, rows: FloatArray, bandwidth: float) -> Operator:
     """The projection ``g`` of ``rows`` tokens (:func:`rackmath.core.work.gemm`), timed."""
-    work = wk.gemm(
-        rows,
-        g.params,
-        g.cols,
-        g.depth,
-        weight_bytes_per_param=g.weight_bytes_per_param,
-        activation_bytes=g.activation_bytes,
-        in_values=g.in_values,
-        out_values=g.out_values,
-        calls=g.calls,
-    )
+    work = wk.gemm_rows(rows, g.work)
     return timed_on(g.name, OpClass.GEMM, g.curve, bandwidth, work, g.formats, "", g.terms)
 
 
@@ -421,7 +411,6 @@ def _moe_operators(
     bandwidth: float,
     tokens: FloatArray,
     p: FloatArray,
-    e: FloatArray,
 ) -> list[Operator | None]:
     """The router, shared experts and routed experts of one pass (see :func:`pass_operators`)."""
     h = float(m.hidden)
@@ -435,22 +424,15 @@ def _moe_operators(
     if type(shards) is np.ndarray or shards > 1.0:
         hit = maximum(hit, minimum(routed_tokens, 1.0))
     rank_pairs = routed_tokens * expert_tp / shards  # the pairs this rank receives
-    work = wk.grouped_gemm(
+    work = wk.grouped_pairs(
         rank_pairs * moe_layers,
         hit * moe_layers,
-        h,
-        plan.expert_width,
-        matrices=m.expert_matrices,
-        weight_bytes_per_param=plan.weight_bytes_per_param,
-        activation_bytes=plan.activation_bytes,
-        tokens_per_expert=routed_tokens / m.experts,
+        routed_tokens / m.experts,
         # the permute and finalize passes over the pairs this rank receives (the all-to-all
         # dispatch the network model uses), at full hidden width
-        routed=rank_pairs * h * moe_layers,
-        group_tokens=group_tokens,
-        ep=e,
-        calls=moe_layers,
-        expert_params=plan.expert_params,
+        rank_pairs * h * moe_layers,
+        group_tokens,
+        plan.work,
     )
     router = gemm_operator(plan.router, tokens, bandwidth)
     shared = gemm_operator(plan.shared, tokens, bandwidth) if plan.shared is not None else None

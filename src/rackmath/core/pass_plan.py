@@ -31,22 +31,16 @@ ELEMENTWISE_FORMATS = ("bfloat16",)
 
 
 class GemmPlan(NamedTuple):
-    """A dense projection of a plan's pass, all but its rows: the parameters one chip holds
-    over the stage (``P / (pp split)``), its kernel shape's columns and depth, the values read
-    and written per token and call, its launches and the curve it runs on."""
+    """A dense projection of a plan's pass, all but its rows: its work's rows-free terms
+    (:func:`rackmath.core.work.gemm_shape`: the parameters one chip holds over the stage
+    (``P / (pp split)``), the kernel shape's columns and depth, the values read and written per
+    token and call, its launches) and the curve it runs on."""
 
     name: str
-    params: FloatArray
-    cols: ArrayLike
-    depth: ArrayLike
-    weight_bytes_per_param: float
-    activation_bytes: float
-    in_values: ArrayLike
-    out_values: ArrayLike
-    calls: FloatArray
+    work: wk.GemmShape
     formats: tuple[str, ...]
     curve: CurveChoice
-    #: the curve's terms at ``cols`` and ``depth`` (:func:`rackmath.core.efficiency.shape_terms`)
+    #: the curve's terms at the work's columns and depth (:func:`rackmath.core.efficiency.shape_terms`)
     terms: ShapeTerms
 
 
@@ -59,10 +53,8 @@ class MoePlan(NamedTuple):
     slots: FloatArray
     skew: FloatArray
     expert_tp: FloatArray
-    expert_width: FloatArray
-    expert_params: FloatArray
-    weight_bytes_per_param: float
-    activation_bytes: float
+    #: the grouped GEMM's load-free terms (:func:`rackmath.core.work.grouped_shape`)
+    work: wk.GroupedShape
     formats: tuple[str, ...]
     kind: str
     curve: CurveChoice
@@ -233,10 +225,11 @@ def _gemm_plan(
     formats: tuple[str, ...],
 ) -> GemmPlan:
     curve = rates.curve(OpClass.GEMM, formats)
-    return GemmPlan(
-        name, params, cols, depth, weight_bytes_per_param, activation_bytes, in_values, out_values, calls,
-        formats, curve, shape_terms(curve.efficiency, cols, depth),
+    work = wk.gemm_shape(
+        params, cols, depth, weight_bytes_per_param=weight_bytes_per_param, activation_bytes=activation_bytes,
+        in_values=in_values, out_values=out_values, calls=calls,
     )  # fmt: skip
+    return GemmPlan(name, work, formats, curve, shape_terms(curve.efficiency, cols, depth))
 
 
 def _moe_plan(
@@ -289,10 +282,16 @@ def _moe_plan(
         slots=expert_slot_factor(e, m.experts, redundant_experts),
         skew=num(skew),
         expert_tp=expert_tp,
-        expert_width=expert_width,
-        expert_params=P["routed_experts"] / m.num_moe_layers / expert_tp,  # biases included
-        weight_bytes_per_param=expert_precision.bytes_per_element,
-        activation_bytes=activation_bytes,
+        work=wk.grouped_shape(
+            h,
+            expert_width,
+            matrices=m.expert_matrices,
+            weight_bytes_per_param=expert_precision.bytes_per_element,
+            activation_bytes=activation_bytes,
+            ep=e,
+            calls=moe_layers,
+            expert_params=P["routed_experts"] / m.num_moe_layers / expert_tp,  # biases included
+        ),
         formats=formats,
         kind=kind,
         curve=curve,

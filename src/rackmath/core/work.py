@@ -80,6 +80,41 @@ class Work(NamedTuple):
         return self.weight_bytes + self.activation_bytes + self.kv_read_bytes + self.kv_write_bytes
 
 
+class GemmShape(NamedTuple):
+    """A GEMM's work all but its rows (:func:`gemm_shape`): what a plan's projection keeps
+    from point to point. ``flops_per_row = 2 params``; ``weight_bytes = params w``;
+    ``activation_bytes_per_row = in a + out o`` per row and call."""
+
+    flops_per_row: FloatArray
+    weight_bytes: FloatArray
+    activation_bytes_per_row: FloatArray
+    in_values: FloatArray
+    cols: FloatArray
+    depth: FloatArray
+    calls: FloatArray
+
+
+def gemm_shape(
+    params: ArrayLike,
+    cols: ArrayLike,
+    depth: ArrayLike,
+    *,
+    weight_bytes_per_param: ArrayLike,
+    activation_bytes: ArrayLike,
+    in_values: ArrayLike,
+    out_values: ArrayLike,
+    calls: ArrayLike = 1.0,
+) -> GemmShape:
+    """The rows-free terms of :func:`gemm` (its arguments but ``rows``)."""
+    # the arguments stay as given (Python floats or NumPy values): they multiply into the rows
+    return GemmShape(
+        2.0 * params,  # type: ignore[arg-type,operator]
+        params * weight_bytes_per_param,  # type: ignore[arg-type,operator]
+        in_values * activation_bytes + out_values * OUTPUT_BYTES,  # type: ignore[arg-type,operator]
+        in_values, cols, depth, num(calls),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
 def gemm(
     rows: ArrayLike,
     params: ArrayLike,
@@ -102,14 +137,22 @@ def gemm(
     Worked number: 16 x 7168 x 2048 in bf16 -> 0.470 GFLOP, 29.36 MB of weights, 0.295 MB of
     activations (16 (2048 x 2 + 7168 x 2) bytes).
     """
-    # only the rows and calls are made NumPy values: the rest multiply into them (a pass builds
-    # ten of these per point, so conversions and keyword construction are kept off this path)
-    m, c = num(rows), num(calls)
-    mc = m * c
-    activation = mc * (in_values * activation_bytes + out_values * OUTPUT_BYTES)  # type: ignore[operator]
+    shape = gemm_shape(
+        params, cols, depth, weight_bytes_per_param=weight_bytes_per_param, activation_bytes=activation_bytes,
+        in_values=in_values, out_values=out_values, calls=calls,
+    )  # fmt: skip
+    return gemm_rows(rows, shape)
+
+
+def gemm_rows(rows: ArrayLike, g: GemmShape) -> Work:
+    """:func:`gemm` of ``rows`` tokens through a shape kept from point to point (a plan's
+    projection, :class:`rackmath.core.pass_plan.GemmPlan`): the products with the rows only.
+    ``m (2 params)`` is ``2 m params`` to the bit (doubling is exact)."""
+    m = num(rows)
+    mc = m * g.calls
     return Work(
-        2.0 * m * params, params * weight_bytes_per_param, activation, _ZERO, _ZERO, m, cols,  # type: ignore[arg-type,operator]
-        depth, c, None, None, None, mc * in_values,  # type: ignore[arg-type,operator]
+        m * g.flops_per_row, g.weight_bytes, mc * g.activation_bytes_per_row, _ZERO, _ZERO, m, g.cols,
+        g.depth, g.calls, None, None, None, mc * g.in_values,
     )  # fmt: skip
 
 
@@ -147,23 +190,72 @@ def grouped_gemm(
     h = 7168, I = 2048, gated, fp8 (w = a = 1): 90.2 GFLOP, 352 MB of weights, 32.5 MB of
     activations (1,024 (9,216 x 1 + 11,264 x 2) bytes).
     """
-    q, w, h, mats = num(pairs), num(width), num(hidden), num(matrices)
+    shape = grouped_shape(
+        hidden, width, matrices=matrices, weight_bytes_per_param=weight_bytes_per_param,
+        activation_bytes=activation_bytes, ep=ep, calls=calls, expert_params=expert_params,
+    )  # fmt: skip
+    return grouped_pairs(pairs, experts_hit, tokens_per_expert, routed, group_tokens, shape)
+
+
+class GroupedShape(NamedTuple):
+    """A grouped expert GEMM's work all but its load (:func:`grouped_shape`): what a plan's
+    routed experts keep from point to point, per token-expert pair where it scales with them."""
+
+    params: FloatArray
+    flops_per_pair: FloatArray
+    weight_bytes_per_param: FloatArray
+    activation_bytes_per_pair: FloatArray
+    in_values_per_pair: FloatArray
+    cols: FloatArray
+    depth: FloatArray
+    calls: FloatArray
+    ep: FloatArray
+
+
+def grouped_shape(
+    hidden: ArrayLike,
+    width: ArrayLike,
+    *,
+    matrices: ArrayLike,
+    weight_bytes_per_param: ArrayLike,
+    activation_bytes: ArrayLike,
+    ep: ArrayLike,
+    calls: ArrayLike = 1.0,
+    expert_params: ArrayLike | None = None,
+) -> GroupedShape:
+    """The load-free terms of :func:`grouped_gemm` (its arguments but the pairs, the experts
+    hit, the tokens per expert, the routed elements and the group's tokens)."""
+    w, h, mats = num(width), num(hidden), num(matrices)
     params = mats * h * w if expert_params is None else num(expert_params)
-    return Work(
-        flops=2.0 * params * q,
-        weight_bytes=num(experts_hit) * params * num(weight_bytes_per_param),
-        activation_bytes=q * ((h + w) * num(activation_bytes) + ((mats - 1.0) * w + h) * OUTPUT_BYTES),
-        kv_read_bytes=_ZERO,
-        kv_write_bytes=_ZERO,
-        rows=num(tokens_per_expert),
-        cols=w,
-        depth=h,
-        calls=num(calls),
-        routed=num(routed),
-        tokens=num(group_tokens),
-        ep=num(ep),
-        input_values=q * (h + w),
+    return GroupedShape(
+        params,
+        2.0 * params,
+        num(weight_bytes_per_param),
+        (h + w) * num(activation_bytes) + ((mats - 1.0) * w + h) * OUTPUT_BYTES,
+        h + w,
+        w,
+        h,
+        num(calls),
+        num(ep),
     )
+
+
+def grouped_pairs(
+    pairs: ArrayLike,
+    experts_hit: ArrayLike,
+    tokens_per_expert: ArrayLike,
+    routed: ArrayLike,
+    group_tokens: ArrayLike,
+    g: GroupedShape,
+) -> Work:
+    """:func:`grouped_gemm` of a load through a shape kept from point to point (a plan's
+    routed experts, :class:`rackmath.core.pass_plan.MoePlan`)."""
+    q = num(pairs)
+    return Work(
+        g.flops_per_pair * q, num(experts_hit) * g.params * g.weight_bytes_per_param,
+        q * g.activation_bytes_per_pair, _ZERO, _ZERO, num(tokens_per_expert), g.cols, g.depth, g.calls,
+        num(routed), num(group_tokens), g.ep, q * g.in_values_per_pair,
+    )  # fmt: skip
 
 
 def decode_attention(
