@@ -490,7 +490,8 @@ def overlapped_s(
         if not longer > 0.0:
             return longer_s
         shorter = float(compute_s) + float(memory_s) - longer
-        return np.float64(longer * (1.0 + (shorter / longer) ** power) ** (1.0 / power))
+        # a NumPy scalar times a float is the floats' product, without building a scalar anew
+        return longer_s * (1.0 + (shorter / longer) ** power) ** (1.0 / power)
     # the longer time's ratio is 1 exactly (1^p = 1), so only the shorter one's power is taken:
     # the same numbers as summing both powers, at one power of the grid instead of two
     scale = longer_s if longer_s.size and longer_s.min() > 1e-300 else maximum(longer_s, 1e-300)

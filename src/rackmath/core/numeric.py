@@ -25,11 +25,10 @@ _F64 = np.float64  # bound once: ``num`` runs hundreds of times per plan point
 def num(x: ArrayLike) -> FloatArray:
     """``x`` as float64: an array stays an array, a single value becomes a NumPy scalar, so
     one copy of each formula serves a grid and a single point alike."""
-    t = type(x)
-    if t is _F64:
+    if type(x) is _F64:  # the common case first, in the fewest steps
         return x  # type: ignore[return-value]
-    if t is float or t is int:
-        return _F64(x)  # type: ignore[arg-type,return-value]
+    if type(x) is float or type(x) is int:
+        return _F64(x)
     a = np.asarray(x, float)
     return a[()] if a.ndim == 0 else a
 

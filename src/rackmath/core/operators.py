@@ -182,25 +182,12 @@ def timed_on(
             lambda *f: _timing(e, pure, peak, bandwidth, wk.Work(*f)), work, shape
         )
     moving = bandwidth * frac
-    return Operator(
-        name,
-        op_class,
-        work.flops,
-        work.weight_bytes,
-        work.activation_bytes,
-        work.kv_read_bytes,
-        work.kv_write_bytes,
-        compute,
-        memory,
-        time,
-        moving,
-        latency,
-        choice.peak_flops_per_s,
-        choice.kernel,
-        _ZERO_INPUTS if work.input_values is None else work.input_values,
-        work,
+    inputs = _ZERO_INPUTS if work.input_values is None else work.input_values
+    return wk.record(Operator, (
+        name, op_class, work.flops, work.weight_bytes, work.activation_bytes, work.kv_read_bytes,
+        work.kv_write_bytes, compute, memory, time, moving, latency, peak, choice.kernel, inputs, work,
         (formats, kind),
-    )
+    ))  # fmt: skip
 
 
 def _timing(

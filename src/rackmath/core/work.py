@@ -46,6 +46,11 @@ OUTPUT_BYTES = 2.0
 
 _ZERO = cast(FloatArray, np.float64(0.0))  # a term the operator lacks; broadcasts anywhere
 
+#: A record from all its fields in order: ``tuple.__new__(Work, fields)`` is what a NamedTuple's
+#: generated ``__new__`` does, without that Python-level call (0.2 us a record; a plan point's
+#: pass builds twenty of them, :class:`rackmath.core.operators.Operator` included).
+record = tuple.__new__
+
 
 class Work(NamedTuple):
     """One operator's work on one chip over ``calls`` kernel launches (see the module table).
@@ -150,10 +155,10 @@ def gemm_rows(rows: ArrayLike, g: GemmShape) -> Work:
     ``m (2 params)`` is ``2 m params`` to the bit (doubling is exact)."""
     m = num(rows)
     mc = m * g.calls
-    return Work(
+    return record(Work, (
         m * g.flops_per_row, g.weight_bytes, mc * g.activation_bytes_per_row, _ZERO, _ZERO, m, g.cols,
-        g.depth, g.calls, None, None, None, mc * g.in_values,
-    )  # fmt: skip
+        g.depth, g.calls, None, None, None, mc * g.in_values, None,
+    ))  # fmt: skip
 
 
 def grouped_gemm(
@@ -251,11 +256,11 @@ def grouped_pairs(
     """:func:`grouped_gemm` of a load through a shape kept from point to point (a plan's
     routed experts, :class:`rackmath.core.pass_plan.MoePlan`)."""
     q = num(pairs)
-    return Work(
+    return record(Work, (
         g.flops_per_pair * q, num(experts_hit) * g.params * g.weight_bytes_per_param,
         q * g.activation_bytes_per_pair, _ZERO, _ZERO, num(tokens_per_expert), g.cols, g.depth, g.calls,
-        num(routed), num(group_tokens), g.ep, q * g.in_values_per_pair,
-    )  # fmt: skip
+        num(routed), num(group_tokens), g.ep, q * g.in_values_per_pair, None,
+    ))  # fmt: skip
 
 
 def decode_attention(
@@ -287,17 +292,11 @@ def decode_attention(
     """
     n, hq, hk = num(sequences), num(query_heads), num(kv_heads)
     c = num(calls)
-    return Work(
-        flops=num(flops),
-        weight_bytes=_ZERO,
-        activation_bytes=n * hq * (num(query_width) + num(output_width)) * OUTPUT_BYTES * c,
-        kv_read_bytes=num(kv_read_bytes),
-        kv_write_bytes=num(kv_write_bytes),
-        rows=n * hk,
-        cols=hq / hk,
-        depth=num(context),
-        calls=c,
-    )
+    activation = n * hq * (num(query_width) + num(output_width)) * OUTPUT_BYTES * c
+    return record(Work, (
+        num(flops), _ZERO, activation, num(kv_read_bytes), num(kv_write_bytes), n * hk, hq / hk,
+        num(context), c, None, None, None, None, None,
+    ))  # fmt: skip
 
 
 def decode_family(kind: str, group: ArrayLike) -> Any:
@@ -369,17 +368,10 @@ def elementwise(
 ) -> Work:
     """A memory-bound pass (norms, casts, an embedding lookup): ``bytes_moved`` activation bytes
     read and written plus ``weight_bytes`` of parameters, no FLOPs counted."""
-    return Work(
-        flops=_ZERO,
-        weight_bytes=num(weight_bytes),
-        activation_bytes=num(bytes_moved),
-        kv_read_bytes=_ZERO,
-        kv_write_bytes=_ZERO,
-        rows=num(rows),
-        cols=None,
-        depth=None,
-        calls=num(calls),
-    )
+    return record(Work, (
+        _ZERO, num(weight_bytes), num(bytes_moved), _ZERO, _ZERO, num(rows), None, None, num(calls),
+        None, None, None, None, None,
+    ))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- collectives
