@@ -226,28 +226,9 @@ def compute_frac_of(
     split: FloatArray | None = None,
     terms: ShapeTerms | None = None,
 ) -> FloatArray:
-    """:func:`achieved_compute_frac` of rows already a NumPy value (an array or a NumPy scalar:
-    the one-point path converts once, in :func:`operator_timing`); ``split``: ``_split_rows``
-    of ``r`` where the caller has it; ``terms``: :func:`shape_terms` of ``e``, ``cols`` and
-    ``depth`` where the caller has them."""
-    if e.split_tokens > 0.0:
-        r = _split_rows(e, r, depth) if split is None else split
-    if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
-        rr = maximum(r, 1.0)
-        padded = ceil(rr / e.compute_tile_rows) * e.compute_tile_rows
-        frac = e.compute_frac * rr / (padded + e.compute_half_rows)
-    else:
-        frac = _saturating(e.compute_frac, e.compute_half_rows, r)
-    # an empty operator (0 columns or depth, e.g. a step with no prompt) keeps a positive
-    # fraction: its time is 0 FLOPs / rate, not 0 / 0
-    s = shape_terms(e, cols, depth) if terms is None else terms
-    if s.cols_half is not None:
-        frac = frac * s.cols / s.cols_half
-    if s.cols_tiles is not None:  # whole column tiles: the useful share
-        frac = frac * s.cols / s.cols_tiles
-    if s.depth_half is not None:
-        frac = frac * s.depth / s.depth_half
-    return frac
+    """:func:`achieved_compute_frac` of rows already a NumPy value (an array or a NumPy scalar):
+    the first of :func:`fractions_of`."""
+    return fractions_of(e, r, cols, depth, split, terms)[0]
 
 
 def achieved_bandwidth_frac(
@@ -268,21 +249,57 @@ def bandwidth_frac_of(
     split: FloatArray | None = None,
     terms: ShapeTerms | None = None,
 ) -> FloatArray:
-    """:func:`achieved_bandwidth_frac` of rows already a NumPy value; ``split``: ``_split_rows``
-    of ``max(rows, 1)`` where the caller has it; ``terms``: :func:`shape_terms` where the caller
-    has them."""
+    """:func:`achieved_bandwidth_frac` of rows already a NumPy value: the second of
+    :func:`fractions_of`."""
+    return fractions_of(e, rows, cols, depth, split, terms)[1]
+
+
+def fractions_of(
+    e: OpEfficiency,
+    rows: FloatArray,
+    cols: ArrayLike | None = None,
+    depth: ArrayLike | None = None,
+    split: FloatArray | None = None,
+    terms: ShapeTerms | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """``(compute_frac, bandwidth_frac)`` of a call of ``rows`` (NumPy values) at ``cols`` and
+    ``depth``: :func:`achieved_compute_frac` and :func:`achieved_bandwidth_frac`, one pass over
+    the rows both saturate in. ``split``: ``_split_rows`` of the rows where the caller has it and
+    every row is at least 1 (then both fractions read it); ``terms``: :func:`shape_terms` of
+    ``e``, ``cols`` and ``depth`` where the caller has them."""
+    s = shape_terms(e, cols, depth) if terms is None else terms
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
-    r = maximum(rows, 1.0)
+    r_bandwidth = maximum(rows, 1.0)
+    r = rows
     if e.split_tokens > 0.0:
-        r = _split_rows(e, r, depth) if split is None else split
-    s = shape_terms(e, cols, depth) if terms is None else terms
+        if split is None:
+            split = _split_rows(e, r_bandwidth, depth)
+            # one point of one row or more (``maximum`` gives the value itself): the same splits
+            r = split if r_bandwidth is rows else _split_rows(e, rows, depth)
+        else:
+            r = split
+        r_bandwidth = split
+    if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
+        rr = maximum(r, 1.0)
+        padded = ceil(rr / e.compute_tile_rows) * e.compute_tile_rows
+        compute = e.compute_frac * rr / (padded + e.compute_half_rows)
+    else:
+        compute = _saturating(e.compute_frac, e.compute_half_rows, r)
+    # an empty operator (0 columns or depth, e.g. a step with no prompt) keeps a positive
+    # fraction: its time is 0 FLOPs / rate, not 0 / 0
+    if s.cols_half is not None:
+        compute = compute * s.cols / s.cols_half
+    if s.cols_tiles is not None:  # whole column tiles: the useful share
+        compute = compute * s.cols / s.cols_tiles
+    if s.depth_half is not None:
+        compute = compute * s.depth / s.depth_half
     if s.bandwidth_col_tiles is not None:
-        r = ceil(r / e.bandwidth_tile) * s.bandwidth_col_tiles
-    frac = _saturating(e.bandwidth_frac, e.bandwidth_half_rows, r)
+        r_bandwidth = ceil(r_bandwidth / e.bandwidth_tile) * s.bandwidth_col_tiles
+    bandwidth = _saturating(e.bandwidth_frac, e.bandwidth_half_rows, r_bandwidth)
     if s.bandwidth_depth_tiles is not None:
-        frac = frac * s.depth / s.bandwidth_depth_tiles
-    return frac
+        bandwidth = bandwidth * s.depth / s.bandwidth_depth_tiles
+    return compute, bandwidth
 
 
 def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> FloatArray:
@@ -430,10 +447,8 @@ def timing_of(
     one_axis = e.split_tokens > 0.0 and depth is not None and type(rows) is np.ndarray and rows.size < f.size
     if one_axis and np.array_equal(maximum(rows, 1.0), rows):
         split = _split_rows(e, rows, depth)
-    if terms is None:
-        terms = shape_terms(e, cols, depth)
-    bandwidth_frac = bandwidth_frac_of(e, rows, depth, cols, split, terms)
-    compute_s = f / (peak_flops_per_s * compute_frac_of(e, rows, cols, depth, split, terms))
+    compute_frac, bandwidth_frac = fractions_of(e, rows, cols, depth, split, terms)
+    compute_s = f / (peak_flops_per_s * compute_frac)
     if e.chain_frac and sequence_heads is not None and depth is not None:  # the longest query tile
         compute_s = maximum(compute_s, chain_s(e, f, peak_flops_per_s, sequence_heads, depth))
     # a call past the L2 re-reads the bytes it holds beyond it from DRAM
@@ -452,7 +467,10 @@ def timing_of(
     latency_s: FloatArray = _ZERO  # type: ignore[assignment]
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
         latency_s = calls * e.floor_s
-        if type(time_s) is not np.ndarray or not (time_s.size and time_s.min() > 0.0):
+        if type(time_s) is not np.ndarray:  # one point: a floor times True is the floor itself
+            if not time_s > 0.0:
+                latency_s = latency_s * (time_s > 0)
+        elif not (time_s.size and time_s.min() > 0.0):
             latency_s = latency_s * (time_s > 0)
         else:  # work everywhere: the floors themselves (times True), at the time's shape
             latency_s = np.broadcast_to(latency_s, np.broadcast_shapes(np.shape(latency_s), time_s.shape))

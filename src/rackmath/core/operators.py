@@ -344,7 +344,7 @@ def pass_operators(
         attention.append(
             timed_on(name, OpClass.ATTENTION_PREFILL, plan.prefill_curve, bandwidth, work, att_formats, kind)
         )
-    table: list[Operator | None] = [
+    table: list[Operator] = [
         timed_on(
             "embedding",
             OpClass.ELEMENTWISE,
@@ -377,7 +377,7 @@ def pass_operators(
         ),
         gemm_operator(plan.lm_head, tokens, bandwidth),
     ]
-    return tuple(op for op in table if op is not None)
+    return tuple(table)
 
 
 def _activation_bytes(fmt: str) -> float:
@@ -398,8 +398,9 @@ def _moe_operators(
     bandwidth: float,
     tokens: FloatArray,
     p: FloatArray,
-) -> list[Operator | None]:
-    """The router, shared experts and routed experts of one pass (see :func:`pass_operators`)."""
+) -> list[Operator]:
+    """The router, shared experts (where the model has them) and routed experts of one pass
+    (see :func:`pass_operators`)."""
     h = float(m.hidden)
     moe_layers, shards, expert_tp = plan.moe_layers, plan.shards, plan.expert_tp
     group_tokens = microbatch_tokens(load, p) / plan.groups
@@ -426,4 +427,4 @@ def _moe_operators(
     routed = timed_on(
         "routed_experts", OpClass.MOE, plan.curve, bandwidth, work, plan.formats, plan.kind, plan.terms
     )
-    return [router, shared, routed]
+    return [router, routed] if shared is None else [router, shared, routed]

@@ -119,7 +119,7 @@ def pass_plan(
     deployment's points all run the same plan); a plan of arrays (a search) is computed each
     call."""
     key = (tp, pp, dp, ep, moe_tp, redundant_experts, skew, cp, cp_queries_everywhere)
-    if any(type(x) is np.ndarray for x in key):
+    if np.ndarray in map(type, key):  # a plan of arrays
         return _pass_plan(m, rates, *key)
     cache: dict[tuple[object, ...], tuple[OperatorModel, PassPlan]] = rates.__dict__.setdefault(
         "_pass_plans", {}
