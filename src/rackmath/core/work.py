@@ -146,14 +146,13 @@ def gemm(
         params, cols, depth, weight_bytes_per_param=weight_bytes_per_param, activation_bytes=activation_bytes,
         in_values=in_values, out_values=out_values, calls=calls,
     )  # fmt: skip
-    return gemm_rows(rows, shape)
+    return gemm_rows(num(rows), shape)
 
 
-def gemm_rows(rows: ArrayLike, g: GemmShape) -> Work:
-    """:func:`gemm` of ``rows`` tokens through a shape kept from point to point (a plan's
-    projection, :class:`rackmath.core.pass_plan.GemmPlan`): the products with the rows only.
-    ``m (2 params)`` is ``2 m params`` to the bit (doubling is exact)."""
-    m = num(rows)
+def gemm_rows(m: FloatArray, g: GemmShape) -> Work:
+    """:func:`gemm` of ``m`` tokens (a NumPy value) through a shape kept from point to point (a
+    plan's projection, :class:`rackmath.core.pass_plan.GemmPlan`): the products with the rows
+    only. ``m (2 params)`` is ``2 m params`` to the bit (doubling is exact)."""
     mc = m * g.calls
     return record(Work, (
         m * g.flops_per_row, g.weight_bytes, mc * g.activation_bytes_per_row, _ZERO, _ZERO, m, g.cols,
@@ -199,7 +198,9 @@ def grouped_gemm(
         hidden, width, matrices=matrices, weight_bytes_per_param=weight_bytes_per_param,
         activation_bytes=activation_bytes, ep=ep, calls=calls, expert_params=expert_params,
     )  # fmt: skip
-    return grouped_pairs(pairs, experts_hit, tokens_per_expert, routed, group_tokens, shape)
+    return grouped_pairs(
+        num(pairs), num(experts_hit), num(tokens_per_expert), num(routed), num(group_tokens), shape
+    )
 
 
 class GroupedShape(NamedTuple):
@@ -246,20 +247,19 @@ def grouped_shape(
 
 
 def grouped_pairs(
-    pairs: ArrayLike,
-    experts_hit: ArrayLike,
-    tokens_per_expert: ArrayLike,
-    routed: ArrayLike,
-    group_tokens: ArrayLike,
+    q: FloatArray,
+    experts_hit: FloatArray,
+    tokens_per_expert: FloatArray,
+    routed: FloatArray,
+    group_tokens: FloatArray,
     g: GroupedShape,
 ) -> Work:
-    """:func:`grouped_gemm` of a load through a shape kept from point to point (a plan's
-    routed experts, :class:`rackmath.core.pass_plan.MoePlan`)."""
-    q = num(pairs)
+    """:func:`grouped_gemm` of a load (NumPy values: ``q`` pairs, ...) through a shape kept from
+    point to point (a plan's routed experts, :class:`rackmath.core.pass_plan.MoePlan`)."""
     return record(Work, (
-        g.flops_per_pair * q, num(experts_hit) * g.params * g.weight_bytes_per_param,
-        q * g.activation_bytes_per_pair, _ZERO, _ZERO, num(tokens_per_expert), g.cols, g.depth, g.calls,
-        num(routed), num(group_tokens), g.ep, q * g.in_values_per_pair, None,
+        g.flops_per_pair * q, experts_hit * g.params * g.weight_bytes_per_param,
+        q * g.activation_bytes_per_pair, _ZERO, _ZERO, tokens_per_expert, g.cols, g.depth, g.calls,
+        routed, group_tokens, g.ep, q * g.in_values_per_pair, None,
     ))  # fmt: skip
 
 
