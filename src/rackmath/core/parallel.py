@@ -192,10 +192,10 @@ def plan_step(
             if on_cp
             else (zero, zero)
         )
-        hops = pipeline_hops(p, decode=decode) + zero
-        if p.ndim == 0 and p == 1:  # one stage: no hop to time
-            hops_s = zero
+        if p.ndim == 0 and p == 1:  # one stage: no hop (pipeline_hops' 0), none to time
+            hops = hops_s = zero
         else:
+            hops = pipeline_hops(p, decode=decode) + zero
             crossing = crossing_hops(p, chips_per_stage, topo.chips_per_domain, hops)
             message = mb_tokens * m.hidden * activation_bytes / chips_per_stage
             hop_out = pipeline_hop_s(message, True, topo, extra_hop_latency_s)

@@ -33,6 +33,7 @@ from rackmath.analyses.serving.parts import (
     MemoryPerChip,
     PlanDims,
     Precisions,
+    at_shape,
     broadcast_to_step,
     check_context_parallel,
     one_point,
@@ -514,9 +515,7 @@ class DecodeGrid(DecodeThroughput, Tabular):
     @property
     def kv_bytes_per_chip(self) -> FloatArray:
         """The batch's KV cache one chip holds (the pool's spread evenly over its chips)."""
-        return np.broadcast_to(
-            np.asarray(self.memory.kv_bytes) / self.deployment.rank_chips, self.step_s.shape
-        )
+        return at_shape(np.asarray(self.memory.kv_bytes) / self.deployment.rank_chips, self.step_s.shape)
 
     @property
     def weight_bytes_per_chip(self) -> float:
@@ -545,7 +544,7 @@ class DecodeGrid(DecodeThroughput, Tabular):
     @property
     def fits(self) -> NDArray[np.bool_]:
         """Weights, KV and activations fit (:meth:`Deployment.memory`)."""
-        return np.broadcast_to(self.memory.fits, self.step_s.shape)
+        return at_shape(self.memory.fits, self.step_s.shape)
 
 
 @dataclass(frozen=True)
@@ -597,4 +596,4 @@ class PrefillGrid(Tabular):
 
     @property
     def fits(self) -> NDArray[np.bool_]:
-        return np.broadcast_to(self.memory.fits, self.step_s.shape)
+        return at_shape(self.memory.fits, self.step_s.shape)

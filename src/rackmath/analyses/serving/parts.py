@@ -228,10 +228,13 @@ def one_point(b: FloatArray, c: FloatArray) -> tuple[Any, Any, tuple[int, ...] |
     return b, c, None
 
 
+def at_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` broadcast to ``shape``: itself where it has that shape already (``np.broadcast_to``
+    costs ~2 us even then, a read-only view of the same values), else a broadcast view."""
+    return x if type(x) is np.ndarray and x.shape == shape else np.broadcast_to(x, shape)
+
+
 def broadcast_to_step(b: FloatArray, c: FloatArray, step: PlanStep) -> tuple[FloatArray, FloatArray]:
     """The grid's axes broadcast to the step's shape."""
     shape = step.step_s.shape
-    return (
-        b if b.shape == shape else np.broadcast_to(b, shape),
-        c if c.shape == shape else np.broadcast_to(c, shape),
-    )
+    return at_shape(b, shape), at_shape(c, shape)
