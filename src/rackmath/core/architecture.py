@@ -180,8 +180,11 @@ def layer_params(model: ModelSpec) -> tuple[tuple[int, int, int], ...]:
 def kv_bytes_per_layer(model: ModelSpec, context: float, kv_bytes_per_element: float) -> tuple[float, ...]:
     """Bytes each layer holds for one sequence at ``context``, in layer order (for stage splits):
     the per-layer terms of :func:`kv_bytes_per_sequence`."""
-    c = np.asarray(float(context))
-    return tuple(float(_held_bytes(_layer_group(model, x), c, kv_bytes_per_element)) for x in model.layers)
+    c = num(float(context))
+    return tuple(
+        float(_held_bytes(_attention_terms(_layer_group(model, x)), c, kv_bytes_per_element))
+        for x in model.layers
+    )
 
 
 def _norms(model: ModelSpec, group: LayerGroup) -> int:
@@ -260,15 +263,61 @@ def kv_elements_per_token_per_layer(a: AttentionSpec) -> int:
     return attn.kv_elements_per_token_per_layer(a)
 
 
+@dataclass(frozen=True)
+class AttentionTerms:
+    """One attention group (:func:`attention_groups`) with the per-layer constants the sums over
+    layers read at every point: its kind's rule and each count the rule gives for it."""
+
+    count: int
+    attention: AttentionSpec
+    window: int | None
+    rule: attn.AttentionRule
+    #: :func:`rackmath.core.attention.kv_elements_per_token_per_layer`
+    kv_elements: int
+    #: :func:`rackmath.core.attention.indexer_elements_per_token_per_layer`
+    indexer_elements: int
+    #: :func:`rackmath.core.attention.state_elements_per_layer`
+    state_elements: int
+    #: :func:`rackmath.core.attention.flops_per_visible_token` in decode
+    decode_flops_per_key: int
+    #: :func:`rackmath.core.attention.indexer_flops_per_key`
+    indexer_flops_per_key: int
+    #: :func:`rackmath.core.attention.state_flops_per_token`
+    state_flops: int
+
+
+@lru_cache(maxsize=256)
+def attention_terms(model: ModelSpec) -> tuple[AttentionTerms, ...]:
+    """:func:`attention_groups` with their constants (:class:`AttentionTerms`), formed once per
+    model: a per-point sum then reads them instead of dispatching on the kind for each."""
+    return tuple(_attention_terms(g) for g in attention_groups(model))
+
+
+def _attention_terms(g: LayerGroup) -> AttentionTerms:
+    a = g.attention
+    return AttentionTerms(
+        g.count,
+        a,
+        g.window,
+        attn.rule(a),
+        attn.kv_elements_per_token_per_layer(a),
+        attn.indexer_elements_per_token_per_layer(a),
+        attn.state_elements_per_layer(a),
+        attn.flops_per_visible_token(a, decode=True),
+        attn.indexer_flops_per_key(a),
+        attn.state_flops_per_token(a),
+    )
+
+
 def _per_layer_sum(
-    model: ModelSpec, context: ArrayLike, term: Callable[[LayerGroup, FloatArray], ArrayLike]
+    model: ModelSpec, context: ArrayLike, term: Callable[..., ArrayLike], *args: float
 ) -> FloatArray:
-    """``sum over layers of term(layer, context)`` as a sum over :func:`attention_groups`
-    (``term`` reads only a group's attention and window), broadcast over ``context``."""
+    """``sum over layers of term(layer, context, *args)`` as a sum over :func:`attention_terms`
+    (``term`` reads only a group's attention, window and constants), broadcast over ``context``."""
     c = num(context)  # one value stays a NumPy scalar (rackmath.core.numeric)
     total = np.zeros_like(c) if type(c) is np.ndarray else np.float64(0.0)
-    for g in attention_groups(model):
-        total = total + g.count * num(term(g, c))
+    for g in attention_terms(model):
+        total = total + g.count * num(term(g, c, *args))
     return total  # type: ignore[return-value]
 
 
@@ -309,20 +358,19 @@ def read_tokens_per_layer_sum(model: ModelSpec, context: ArrayLike) -> FloatArra
     return _per_layer_sum(model, context, lambda g, c: attn.read_tokens(g.attention, g.window, c))
 
 
-def _held_bytes(g: LayerGroup, c: FloatArray, b: float) -> FloatArray:
-    a = g.attention
-    per_token = attn.kv_elements_per_token_per_layer(a) * b
-    per_token += attn.indexer_elements_per_token_per_layer(a) * attn.INDEXER_KEY_BYTES
-    return per_token * attn.held_tokens(a, g.window, c) + attn.state_elements_per_layer(a) * b
+def _held_bytes(g: AttentionTerms, c: FloatArray, b: float) -> FloatArray:
+    per_token = g.kv_elements * b
+    per_token += g.indexer_elements * attn.INDEXER_KEY_BYTES
+    return per_token * num(g.rule.held(g.attention, g.window, c)) + g.state_elements * b
 
 
-def _read_bytes(g: LayerGroup, c: FloatArray, b: float) -> FloatArray:
+def _read_bytes(g: AttentionTerms, c: FloatArray, b: float) -> FloatArray:
     a = g.attention
-    index = attn.indexer_elements_per_token_per_layer(a) * attn.INDEXER_KEY_BYTES
+    index = g.indexer_elements * attn.INDEXER_KEY_BYTES
     return (
-        attn.kv_elements_per_token_per_layer(a) * b * attn.read_tokens(a, g.window, c)
+        g.kv_elements * b * num(g.rule.read(a, g.window, c))
         + (index * attn.indexed_tokens(a, g.window, c) if index else 0.0)
-        + attn.state_elements_per_layer(a) * b
+        + g.state_elements * b
     )
 
 
@@ -335,7 +383,7 @@ def kv_bytes_per_sequence(model: ModelSpec, context: ArrayLike, kv_bytes_per_ele
     (stored, like the cache, at ``kv_bytes_per_element``). At ``context = 1`` this is also
     what one decode step writes (one token's entries plus the rewritten states).
     """
-    return _per_layer_sum(model, context, lambda g, c: _held_bytes(g, c, kv_bytes_per_element))
+    return _per_layer_sum(model, context, _held_bytes, kv_bytes_per_element)
 
 
 def kv_bytes_read_per_sequence(
@@ -349,7 +397,7 @@ def kv_bytes_read_per_sequence(
     (:func:`rackmath.core.attention.indexed_tokens`); a linear-attention layer reads its state
     whatever ``c``.
     """
-    return _per_layer_sum(model, context, lambda g, c: _read_bytes(g, c, kv_bytes_per_element))
+    return _per_layer_sum(model, context, _read_bytes, kv_bytes_per_element)
 
 
 def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
@@ -367,12 +415,12 @@ def decode_flops_per_token(model: ModelSpec, context: ArrayLike) -> FloatArray:
     return flops if c is context else np.broadcast_to(flops, np.shape(context))
 
 
-def _decode_attention(g: LayerGroup, c: FloatArray) -> FloatArray:
+def _decode_attention(g: AttentionTerms, c: FloatArray) -> FloatArray:
     a = g.attention
     return (
-        attn.flops_per_visible_token(a, decode=True) * attn.read_tokens(a, g.window, c)
-        + (attn.indexer_flops_per_key(a) * attn.indexed_tokens(a, g.window, c) if a.index_top_k else 0.0)
-        + attn.state_flops_per_token(a)
+        g.decode_flops_per_key * num(g.rule.read(a, g.window, c))
+        + (g.indexer_flops_per_key * attn.indexed_tokens(a, g.window, c) if a.index_top_k else 0.0)
+        + g.state_flops
     )
 
 
@@ -393,7 +441,7 @@ def causal_visible_pairs(model: ModelSpec, length: ArrayLike) -> FloatArray:
     return _per_layer_sum(model, length, lambda g, n: attn.prefill_pairs(g.attention, g.window, n))
 
 
-def _prefill_attention(g: LayerGroup, n: FloatArray) -> FloatArray:
+def _prefill_attention(g: AttentionTerms, n: FloatArray) -> FloatArray:
     a = g.attention
     return (
         attn.flops_per_visible_token(a, decode=False) * attn.prefill_pairs(a, g.window, n)

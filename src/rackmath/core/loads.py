@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import architecture as arch
-from rackmath.core.numeric import ceil, num
+from rackmath.core.numeric import ceil, frozen_record, num
 from rackmath.specs.model import ModelSpec
 
 FloatArray = NDArray[np.float64]
@@ -82,6 +82,7 @@ class StepLoad:
 
 
 _NONE = cast(FloatArray, np.float64(0.0))  # a term the load does not have; broadcasts against any grid
+_ONE = cast(FloatArray, np.float64(1.0))  # a factor of 1 (the cache read shared by one query)
 
 
 @lru_cache(maxsize=256)
@@ -113,10 +114,11 @@ def decode_load(
     b = num(batch)
     c = num(context)
     q = num(tokens_per_sequence)
-    rows, attention_context, read_share = b, c, num(1.0)
+    rows, attention_context, read_share = b, c, _ONE
     if (q != 1.0) if type(q) is not np.ndarray else (q != 1.0).any():  # a verify step
         rows, attention_context, read_share = b * q, c + (q - 1.0) / 2.0, 1.0 / q
-    return StepLoad(
+    return frozen_record(  # every field named: the prefill terms the load does not have are 0
+        StepLoad,
         decode_sequences=rows,
         decode_attention_flops=num(arch.decode_attention_flops_per_token(model, attention_context)),
         decode_kv_read_bytes=num(
@@ -127,8 +129,10 @@ def decode_load(
         prefill_length=_NONE,
         prefill_attention_flops=_NONE,
         prefill_kv_write_bytes=_NONE,
+        prefill_kv_read_bytes=_NONE,
         decode_context=c,
         decode_queries=q,
+        prefill_whole=False,
     )
 
 

@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import operator_model as opm
 from rackmath.core.network import DEFAULT_ACTIVATION_BYTES
-from rackmath.core.numeric import minimum, num
+from rackmath.core.numeric import frozen_record, minimum, num
 from rackmath.core.sharding import ShardableModel
 
 FloatArray = NDArray[np.float64]
@@ -196,7 +196,8 @@ def serving_memory_per_chip(
             moe_tp=moe_tp,
             redundant_experts=redundant_experts,
         )
-    return ChipMemory(
+    return frozen_record(
+        ChipMemory,
         weights=weights,
         kv_bytes=kv_bytes_per_chip(
             kv_bytes_per_sequence,

@@ -34,6 +34,8 @@ destination rank); Korthikanti et al. 2022, eq. 1 (activations per layer); the l
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -52,6 +54,7 @@ from rackmath.core.network import (
     pipeline_hops,
     two_batch_overlap_s,
 )
+from rackmath.core.numeric import frozen_record
 from rackmath.core.sharding import (
     ShardableModel,
 )
@@ -65,6 +68,8 @@ FloatArray = NDArray[np.float64]
 #: 10x)"; 4 stages take a 20 ms token to 30 ms, i.e. 2.5 ms for each of 4 hops (three
 #: activation hops and the sampled token's return to the first stage).
 LECTURE_HOP_LATENCY_S = 2.5e-3
+
+_TIME_S = attrgetter("time_s")  # an operator's time, read in C (sum_over calls it for each)
 
 
 def plan_step(
@@ -152,7 +157,7 @@ def plan_step(
         )
 
     operators = operators_of(load)
-    pass_s = sum_over(operators, lambda op: op.time_s)
+    pass_s = sum_over(operators, _TIME_S)
     summed = operators  # the operators pass_s adds up (two-batch overlap may replace them)
     collectives: tuple[ops.Operator, ...] = ()
     if communication:
@@ -180,7 +185,7 @@ def plan_step(
                 return total
             attention = sum_over(
                 tuple(op for op in operators if op.op_class is seff.OpClass.ATTENTION_PREFILL),
-                lambda op: op.time_s,
+                _TIME_S,
             )
             return total - ring + np.maximum(ring - attention, 0.0)
 
@@ -192,10 +197,10 @@ def plan_step(
             if on_cp
             else (zero, zero)
         )
-        hops = pipeline_hops(p, decode=decode) + zero
-        if p.ndim == 0 and p == 1:  # one stage: no hop to time
-            hops_s = zero
+        if p.ndim == 0 and p == 1:  # one stage: no hop (pipeline_hops' 0), none to time
+            hops = hops_s = zero
         else:
+            hops = pipeline_hops(p, decode=decode) + zero
             crossing = crossing_hops(p, chips_per_stage, topo.chips_per_domain, hops)
             message = mb_tokens * m.hidden * activation_bytes / chips_per_stage
             hop_out = pipeline_hop_s(message, True, topo, extra_hop_latency_s)
@@ -211,7 +216,7 @@ def plan_step(
             # other's operators
             half_load = load.halved()
             halves = operators_of(half_load)
-            tbo_pass = 2.0 * sum_over(halves, lambda op: op.time_s)
+            tbo_pass = 2.0 * sum_over(halves, _TIME_S)
             half_collectives = comms(mb_tokens / 2.0, half_load)
             tp_half, ep_half = cops.comm_pass_s(half_collectives, zero)
             cp_half, cp_half_wait = (
@@ -252,7 +257,9 @@ def plan_step(
         shape = np.broadcast_shapes(stage.shape, shape)
 
     fields = (tp_comm, ep_comm, stage, hops, hops_s, p, imbalance)
-    if all(type(x) is not np.ndarray or not x.ndim for x in fields):  # one point: seven views of one array
+    # one point (no array among them, one set of types: cheaper than seven checks): seven views of one array
+    scalar = np.ndarray not in set(map(type, fields))
+    if scalar or all(type(x) is not np.ndarray or not x.ndim for x in fields):
         tp_comm, ep_comm, stage, hops, hops_s, p, imbalance = np.array(fields).reshape(7, *shape)
     else:
         tp_comm, ep_comm, stage, hops, hops_s, p, imbalance = (
@@ -260,7 +267,8 @@ def plan_step(
         )
     if on_cp:
         cp_comm_s = np.broadcast_to(cp_comm_s, shape)
-    return PlanStep(
+    return frozen_record(
+        PlanStep,
         operators=operators,
         tp_comm_pass_s=tp_comm,
         ep_comm_pass_s=ep_comm,

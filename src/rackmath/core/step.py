@@ -38,9 +38,16 @@ def ordered(operators: tuple[ops.Operator, ...]) -> list[ops.Operator]:
 
 
 def sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator], Any]) -> FloatArray:
-    """``sum(term(op))`` in the order of :func:`ordered`."""
+    """``sum(term(op))`` in the order of :func:`ordered` (the attention core's terms set aside
+    in one pass, added last)."""
     out: Any = 0.0
-    for op in ordered(operators):
+    last = []
+    for op in operators:
+        if op.op_class in _ATTENTION:
+            last.append(op)
+        else:
+            out = out + term(op)
+    for op in last:
         out = out + term(op)
     return out
 

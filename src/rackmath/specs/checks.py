@@ -22,6 +22,8 @@ from rackmath.errors import InputError
 
 def _real(value: object) -> float | None:
     """``value`` as a float when it is a real number (bool, text and None are not), else None."""
+    if type(value) is float:  # the usual case, without the abstract-class check
+        return value
     if isinstance(value, bool) or not isinstance(value, Real):
         return None
     return float(value)
@@ -118,5 +120,14 @@ def fraction(
 ) -> float:
     """A share from 0 to 1 (``zero=False``: above 0; ``one=False``: below 1):
     ``fraction("hit rate", 0.25) == 0.25``."""
-    text = allowed or f"a fraction in {'[' if zero else '('}0, 1{']' if one else ')'}"
+    text = allowed or _FRACTION_TEXT[zero, one]
     return between(field, value, 0.0, 1.0, allowed=text, low_open=not zero, high_open=not one, given=given)
+
+
+#: What :func:`fraction` asks for, by whether 0 and 1 are allowed (formed once: a step checks its
+#: overlap fraction on every call)
+_FRACTION_TEXT = {
+    (zero, one): f"a fraction in {'[' if zero else '('}0, 1{']' if one else ')'}"
+    for zero in (True, False)
+    for one in (True, False)
+}

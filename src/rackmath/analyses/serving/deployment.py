@@ -33,6 +33,7 @@ from rackmath.analyses.serving.parts import (
     MemoryPerChip,
     PlanDims,
     Precisions,
+    at_shape,
     broadcast_to_step,
     check_context_parallel,
     one_point,
@@ -158,7 +159,7 @@ class Deployment:
         """Each weight class's storage format in this deployment (:data:`WEIGHT_CLASSES`)."""
         return {c: self.model.weight_precision(c, self.precisions.weights).value for c in WEIGHT_CLASSES}
 
-    @property
+    @cached_property
     def kv_bytes_per_element(self) -> float:
         return self.precisions.kv.bytes_per_element
 
@@ -345,15 +346,10 @@ class Deployment:
         kv, activations = held.kv_bytes, held.activation_bytes
         if shape is not None:  # one point (shape all 1s): two views of one small array
             kv, activations = np.array((kv, activations), dtype=float).reshape(2, *shape)
-        weights = held.weights.total
-        return MemoryPerChip(
-            weights_bytes=weights,
-            kv_bytes=kv,
-            activation_bytes=activations,
-            capacity_bytes=self.rank_chips * self.system.chip.hbm_capacity_bytes,
-            usable_bytes=self.usable_for(weights + activations, d),
-            weights=held.weights,
-        )
+        capacity = self.rank_chips * self.system.chip.hbm_capacity_bytes
+        # what the chip holds besides its cache is added only where a runtime's flag reads it
+        rest = None if self.runtime is None else held.weights.total + activations
+        return MemoryPerChip.serving(held.weights, kv, activations, capacity, self.usable_for(rest, d))
 
     def max_concurrency(self, context: ArrayLike, tokens_per_sequence: float = 1.0) -> FloatArray:
         """Most sequences of ``context`` tokens whose KV and activations fit beside the weights
@@ -421,8 +417,11 @@ class Deployment:
         b, c = batch_context_grid(batch, context)
         bs, cs, shape = one_point(b, c)
         step = self.step(loads.decode_load(self.model, bs, cs, self.kv_bytes_per_element), shape=shape)
+        b, c = broadcast_to_step(b, c, step)
         memory = self.memory(bs, cs, shape=shape)
-        return DecodeGrid(self, *broadcast_to_step(b, c, step), step=step, memory=memory)
+        return numeric.frozen_record(
+            DecodeGrid, deployment=self, batch=b, context=c, step=step, memory=memory
+        )
 
     def prefill(self, batch: ArrayLike, length: ArrayLike) -> PrefillGrid:
         """One prefill pass of ``batch`` prompts of ``length`` tokens (KV written, not read); on a
@@ -514,9 +513,7 @@ class DecodeGrid(DecodeThroughput, Tabular):
     @property
     def kv_bytes_per_chip(self) -> FloatArray:
         """The batch's KV cache one chip holds (the pool's spread evenly over its chips)."""
-        return np.broadcast_to(
-            np.asarray(self.memory.kv_bytes) / self.deployment.rank_chips, self.step_s.shape
-        )
+        return at_shape(np.asarray(self.memory.kv_bytes) / self.deployment.rank_chips, self.step_s.shape)
 
     @property
     def weight_bytes_per_chip(self) -> float:
@@ -545,7 +542,7 @@ class DecodeGrid(DecodeThroughput, Tabular):
     @property
     def fits(self) -> NDArray[np.bool_]:
         """Weights, KV and activations fit (:meth:`Deployment.memory`)."""
-        return np.broadcast_to(self.memory.fits, self.step_s.shape)
+        return at_shape(self.memory.fits, self.step_s.shape)
 
 
 @dataclass(frozen=True)
@@ -597,4 +594,4 @@ class PrefillGrid(Tabular):
 
     @property
     def fits(self) -> NDArray[np.bool_]:
-        return np.broadcast_to(self.memory.fits, self.step_s.shape)
+        return at_shape(self.memory.fits, self.step_s.shape)

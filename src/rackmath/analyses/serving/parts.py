@@ -133,6 +133,32 @@ class MemoryPerChip:
     #: training: micro-batches whose activations the busiest stage holds at its peak
     in_flight_microbatches: float | None = None
 
+    @classmethod
+    def serving(
+        cls,
+        weights: ChipWeightBytes,
+        kv_bytes: Any,
+        activation_bytes: Any,
+        capacity_bytes: float,
+        usable_bytes: Any,
+    ) -> MemoryPerChip:
+        """What a serving chip holds: weights by sharding rule, KV cache and activations (no
+        gradients, optimizer states or gathered buckets), built in one step
+        (:func:`rackmath.core.numeric.frozen_record`: a point builds one)."""
+        return numeric.frozen_record(
+            cls,
+            weights_bytes=weights.total,
+            kv_bytes=kv_bytes,
+            activation_bytes=activation_bytes,
+            capacity_bytes=capacity_bytes,
+            usable_bytes=usable_bytes,
+            grads_bytes=0.0,
+            optimizer_bytes=0.0,
+            gathered_bytes=0.0,
+            weights=weights,
+            in_flight_microbatches=None,
+        )
+
     @cached_property
     def total_bytes(self) -> Any:
         """What the chip holds: weights + KV + activations (+ gradients, optimizer, gathered)."""
@@ -228,10 +254,13 @@ def one_point(b: FloatArray, c: FloatArray) -> tuple[Any, Any, tuple[int, ...] |
     return b, c, None
 
 
+def at_shape(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` broadcast to ``shape``: itself where it has that shape already (``np.broadcast_to``
+    costs ~2 us even then, a read-only view of the same values), else a broadcast view."""
+    return x if type(x) is np.ndarray and x.shape == shape else np.broadcast_to(x, shape)
+
+
 def broadcast_to_step(b: FloatArray, c: FloatArray, step: PlanStep) -> tuple[FloatArray, FloatArray]:
     """The grid's axes broadcast to the step's shape."""
     shape = step.step_s.shape
-    return (
-        b if b.shape == shape else np.broadcast_to(b, shape),
-        c if c.shape == shape else np.broadcast_to(c, shape),
-    )
+    return at_shape(b, shape), at_shape(c, shape)
