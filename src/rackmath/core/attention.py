@@ -101,9 +101,13 @@ def top_k_gather(top_k: float, length: ArrayLike) -> tuple[FloatArray, FloatArra
 
 
 def _top_k(a: AttentionSpec, window: float | None) -> float | None:
-    """The tighter of the window and DSA's top-k (None: neither bounds)."""
-    bounds = [b for b in (window, a.index_top_k) if b]
-    return float(min(bounds)) if bounds else None
+    """The tighter of the window and DSA's top-k (None: neither bounds; a 0 or None bounds
+    nothing)."""
+    top_k = a.index_top_k
+    if window and top_k:
+        return float(min(window, top_k))
+    bound = window or top_k
+    return float(bound) if bound else None
 
 
 def _standard_params(a: AttentionSpec, hidden: int) -> int:
