@@ -147,14 +147,8 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.specs.efficiency import (
     ALIGNED_COLUMNS,
-    ANY,
     PURE,
-    PURE_TABLE,
     CollectiveEfficiency,
-    Curve,
-    CurveKey,
-    EfficiencyTable,
-    OpClass,
     OpEfficiency,
 )
 
@@ -585,37 +579,3 @@ def collective_time_s(
     a token (and none of the three), 320 us more. Single values give NumPy scalars.
     """
     return collective_timing(c, wire_bytes, link_bytes_per_s, link_latency_s, chips, sm_tokens)[0]
-
-
-def table_from_fractions(
-    *,
-    flops_frac: float = 1.0,
-    bandwidth_frac: float = 1.0,
-    overhead_s: float = 0.0,
-    weight_bandwidth_frac: float = 1.0,
-    kv_bandwidth_frac: float = 1.0,
-    source: str = "fitted fractions",
-    overhead_s_per_sequence: float = 0.0,
-) -> EfficiencyTable:
-    """A flat table: the same fraction of peak FLOP/s for every operator, HBM bandwidth at
-    ``bandwidth_frac`` (times ``weight_bandwidth_frac`` for GEMMs, ``kv_bandwidth_frac`` for
-    attention), no saturation in rows. The end-to-end calibration's few scalars in operator
-    form: one curve per class for every format and family (:data:`ANY`)."""
-    gemm = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * weight_bandwidth_frac)
-    attention = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * kv_bandwidth_frac)
-    flat = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac)
-    if gemm == PURE and attention == PURE and overhead_s == 0.0 and overhead_s_per_sequence == 0.0:
-        return PURE_TABLE
-    by_class = (
-        (OpClass.GEMM, gemm),
-        (OpClass.MOE, gemm),
-        (OpClass.ATTENTION_DECODE, attention),
-        (OpClass.ATTENTION_PREFILL, attention),
-        (OpClass.ELEMENTWISE, flat),
-    )
-    return EfficiencyTable(
-        curves=tuple((CurveKey(c, ANY, ANY), Curve(e, "", source)) for c, e in by_class),
-        overhead_s=overhead_s,
-        overhead_s_per_sequence=overhead_s_per_sequence,
-        source=source,
-    )

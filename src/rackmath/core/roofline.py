@@ -29,11 +29,20 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from rackmath.core.efficiency import table_from_fractions
 from rackmath.core.numeric import num
 from rackmath.errors import InputError
 from rackmath.specs import checks
-from rackmath.specs.efficiency import EfficiencyMode, EfficiencyTable
+from rackmath.specs.efficiency import (
+    ANY,
+    PURE,
+    PURE_TABLE,
+    Curve,
+    CurveKey,
+    EfficiencyMode,
+    EfficiencyTable,
+    OpClass,
+    OpEfficiency,
+)
 from rackmath.units import FLOPS_PER_MAC, SECONDS_PER_HOUR
 
 FloatArray = NDArray[np.float64]
@@ -108,7 +117,7 @@ class Efficiency:
         return ", ".join(parts) or "no scalars"
 
     def table(self) -> EfficiencyTable:
-        """These fractions as a per-operator table (``efficiency.table_from_fractions``)."""
+        """These fractions as a per-operator table (:func:`table_from_fractions`)."""
         return table_from_fractions(
             source="pure roofline" if not self.scaled else f"roofline x {self.scalars_text()}",
             flops_frac=self.flops_frac,
@@ -355,3 +364,37 @@ def usd_per_million_tokens(
 def utilization(work: ArrayLike, step_s: ArrayLike, rate: ArrayLike) -> FloatArray:
     """Achieved over peak: MFU with ``work`` in FLOPs and ``rate`` in FLOP/s, MBU with bytes."""
     return np.asarray(work, float) / (np.asarray(step_s, float) * np.asarray(rate, float))
+
+
+def table_from_fractions(
+    *,
+    flops_frac: float = 1.0,
+    bandwidth_frac: float = 1.0,
+    overhead_s: float = 0.0,
+    weight_bandwidth_frac: float = 1.0,
+    kv_bandwidth_frac: float = 1.0,
+    source: str = "fitted fractions",
+    overhead_s_per_sequence: float = 0.0,
+) -> EfficiencyTable:
+    """A flat table: the same fraction of peak FLOP/s for every operator, HBM bandwidth at
+    ``bandwidth_frac`` (times ``weight_bandwidth_frac`` for GEMMs, ``kv_bandwidth_frac`` for
+    attention), no saturation in rows. The end-to-end calibration's few scalars in operator
+    form: one curve per class for every format and family (:data:`ANY`)."""
+    gemm = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * weight_bandwidth_frac)
+    attention = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac * kv_bandwidth_frac)
+    flat = OpEfficiency(compute_frac=flops_frac, bandwidth_frac=bandwidth_frac)
+    if gemm == PURE and attention == PURE and overhead_s == 0.0 and overhead_s_per_sequence == 0.0:
+        return PURE_TABLE
+    by_class = (
+        (OpClass.GEMM, gemm),
+        (OpClass.MOE, gemm),
+        (OpClass.ATTENTION_DECODE, attention),
+        (OpClass.ATTENTION_PREFILL, attention),
+        (OpClass.ELEMENTWISE, flat),
+    )
+    return EfficiencyTable(
+        curves=tuple((CurveKey(c, ANY, ANY), Curve(e, "", source)) for c, e in by_class),
+        overhead_s=overhead_s,
+        overhead_s_per_sequence=overhead_s_per_sequence,
+        source=source,
+    )
