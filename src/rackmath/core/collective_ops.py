@@ -77,7 +77,7 @@ class _Leg(NamedTuple):
 
 
 def collective_operator(
-    name: str, time_s: ArrayLike, latency_s: ArrayLike, kernel: Kernel, link_bytes_per_s: float
+    name: str, time_s: ArrayLike, latency_s: ArrayLike, kernel: Kernel, link_bytes_per_s: ArrayLike
 ) -> Operator:
     """A collective as an operator of the step: ``time_s`` and its fixed part ``latency_s``
     (seconds, every call together), no FLOPs and no HBM bytes, and the kernel it ran on."""
@@ -119,9 +119,12 @@ def _choose(
     return time, latency, "/".join(labels), main
 
 
-def _kernel(table: EfficiencyTable, collective: str, label: str, leg: _Leg, group: Group) -> Kernel:
-    """The kernel a collective ran on, with how it was extrapolated (cached per table)."""
-    k, r = _largest(group.chips_per_domain), _largest(group.domains)
+def _kernel(
+    table: EfficiencyTable, collective: str, label: str, leg: _Leg, extent: tuple[float, float]
+) -> Kernel:
+    """The kernel a collective ran on, with how it was extrapolated (cached per table), on a
+    group of :func:`_extent` ``(k, R)``."""
+    k, r = extent
     key = (collective, label, leg.label, k, r)
     cache: dict[tuple[str, str, str, float, float], Kernel] = table.__dict__.setdefault(
         "_collective_kernels", {}
@@ -130,6 +133,11 @@ def _kernel(table: EfficiencyTable, collective: str, label: str, leg: _Leg, grou
     if hit is None:
         hit = cache[key] = _describe(table, collective, label, leg.curve, k, r)
     return hit
+
+
+def _extent(group: Group) -> tuple[float, float]:
+    """``(k, R)``: the group's most ranks in a domain and most domains over its points."""
+    return _largest(group.chips_per_domain), _largest(group.domains)
 
 
 def _largest(x: FloatArray) -> float:
@@ -194,7 +202,7 @@ def all_reduce_operator(
         t, a = _fitted(custom, wk.one_shot_all_reduce(s, k), topo)
         alternatives.append(_Leg(t, a, s <= custom.max_message_bytes, "custom", custom))
     time, latency, label, leg = _choose(primary, alternatives, fastest=True)
-    kernel = _kernel(table, "all_reduce", label, leg, group)
+    kernel = _kernel(table, "all_reduce", label, leg, _extent(group))
     return collective_operator(
         name, (time + outer) * on * c, (latency + outer_latency) * on * c, kernel, topo.scale_up_bytes_per_s
     )
@@ -223,7 +231,7 @@ def gather_operator(
     outer = coll.all_gather_s(s / k, r, topo.scale_out_bytes_per_s, topo.scale_out_latency_s)
     outer_latency = maximum(r - 1.0, 0.0) * topo.scale_out_latency_s
     on = group.size > 1
-    kernel = _kernel(table, collective, "nccl", _Leg(t, a, True, "nccl", curve), group)
+    kernel = _kernel(table, collective, "nccl", _Leg(t, a, True, "nccl", curve), _extent(group))
     return collective_operator(
         name, (t + outer) * on * c, (a + outer_latency) * on * c, kernel, topo.scale_up_bytes_per_s
     )
@@ -250,7 +258,7 @@ def all_to_all_operator(
     )
     across_latency = topo.scale_out_latency_s * (r > 1)
     on = group.size > 1
-    kernel = _kernel(table, "all_to_all", "nccl", _Leg(t, a, True, "nccl", curve), group)
+    kernel = _kernel(table, "all_to_all", "nccl", _Leg(t, a, True, "nccl", curve), _extent(group))
     return collective_operator(
         name, (t + across) * on * c, (a + across_latency) * on * c, kernel, topo.scale_up_bytes_per_s
     )
@@ -290,66 +298,144 @@ def expert_operators(
     whatever domain its copies go to: ``ceil(tokens_per_chip / E)`` tokens
     (:func:`rackmath.core.work.sm_tokens`) at its curve's ``sm_token_s``.
     """
-    topo, c = group.topology, num(calls)
+    c = num(calls)
     tokens, d = num(tokens_per_chip), num(destination_ranks)
-    curves = _expert_curves(table)
-    phases = ("dispatch", "combine")
-    if not any(c for phase in curves for c in phase):
+    limited = destination_domains is not None
+    route = _route(table, group, limited)
+    if not route.fitted:
         payload = value_bytes or (activation_bytes, activation_bytes)
         out = []
-        for name, phase, b in zip(names, phases, payload, strict=True):
+        for name, phase, b in zip(names, _PHASES, payload, strict=True):
             time = expert_all_to_all_s(group, tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
             latency = expert_all_to_all_s(group, 0.0 * tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
             kernel = _describe(table, phase, "", None, 0.0, 0.0)
-            out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
+            out.append(collective_operator(name, time * c, latency * c, kernel, route.bandwidth))
         return out[0], out[1]
-    n, r = group.size, maximum(group.domains, 1.0)
-    limited = destination_domains is not None
-    inside = group.chips_per_domain if limited else n / r
-    one_domain = type(r) is not np.ndarray and r == 1.0
     # the in-domain share: M/R over n/R ranks (node-limited: every copy, forwarded in the domain)
-    share = tokens if (one_domain or limited) else tokens / r
-    across = 0.0 if one_domain else coll.cross_domain_fraction(r) / topo.scale_out_bytes_per_s
-    across_latency = 0.0 if one_domain else topo.scale_out_latency_s * (r > 1)
-    crossing_copies = num(destination_domains) if destination_domains is not None else 0.0
-    on = True if type(n) is not np.ndarray and n > 1 else n > 1
-
-    def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, b: ArrayLike) -> _Leg:
-        per_sm = experts if label == "deepep_ll" else None  # one SM per expert (core.work.sm_tokens)
-        # an SM walks the rank's every token, not the in-domain share M/R
-        w = wk.expert_exchange(share, copies, hidden, b, inside, experts=per_sm, walked_tokens=tokens)
-        if curve is None:
-            t = coll.all_to_all_s(w.message_bytes, inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
-            a = num(topo.scale_up_latency_s * (inside > 1))
-        else:
-            t, a = _fitted(curve, w, topo)
-        m = w.message_bytes if (one_domain or limited) else w.message_bytes * r  # the rank's whole message
-        usable = True if curve is None or label != "deepep_ll" else m <= curve.max_message_bytes
-        if one_domain:
-            return _Leg(t, a, usable, label, curve)
-        crossing = m if not limited else tokens * crossing_copies * hidden * num(b)
-        return _Leg(t + across * crossing + across_latency, a + across_latency, usable, label, curve)
-
+    local = tokens if (route.one_domain or limited) else tokens / route.r
+    crossing = num(destination_domains) if destination_domains is not None else _ZERO
+    # one SM per expert (core.work.sm_tokens), walking the rank's every token, not the share M/R
+    turns = wk.sm_tokens(tokens, experts) if experts is not None and route.low_latency else _ZERO
     out = []
-    for i, (name, phase, (ll, normal, nccl)) in enumerate(zip(names, phases, curves, strict=True)):
+    for i, (name, phase, (ll, normal, nccl)) in enumerate(zip(names, _PHASES, route.curves, strict=True)):
         deepep = DEEPEP_VALUE_BYTES[phase] if value_bytes is None else value_bytes[i]
-        plain = activation_bytes if value_bytes is None else value_bytes[i]
-        low = leg(ll, "deepep_ll", experts_per_token, deepep) if ll is not None else None
+        low = None
+        if ll is not None:
+            low = _exchange(
+                route, ll, "deepep_ll", tokens, local, experts_per_token, hidden, deepep, turns, crossing
+            )
         if low is not None and type(low.usable) is not np.ndarray and low.usable:  # one decode-sized point
             time, latency, label, chosen = low.time, low.latency, low.label, low
         else:
+            plain = activation_bytes if value_bytes is None else value_bytes[i]
             if normal is not None:
-                primary = leg(normal, "deepep_normal", d, deepep)
+                primary = _exchange(
+                    route, normal, "deepep_normal", tokens, local, d, hidden, deepep, _ZERO, crossing
+                )
             elif nccl is not None:
-                primary = leg(nccl, "nccl", d, plain)
+                primary = _exchange(route, nccl, "nccl", tokens, local, d, hidden, plain, _ZERO, crossing)
             else:
-                primary = leg(None, LINK_MODEL, d, plain)
+                primary = _exchange(route, None, LINK_MODEL, tokens, local, d, hidden, plain, _ZERO, crossing)
             time, latency, label, chosen = _choose(primary, [low] if low is not None else [], fastest=False)
-        if on is not True:
-            time, latency = time * on, latency * on
-        kernel = _kernel(table, phase, label, chosen, group)
-        out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
+        if route.on is not True:
+            time, latency = time * route.on, latency * route.on
+        kernel = _kernel(table, phase, label, chosen, route.extent)
+        out.append(collective_operator(name, time * c, latency * c, kernel, route.bandwidth))
     return out[0], out[1]
+
+
+_PHASES = ("dispatch", "combine")
+
+
+class _Route(NamedTuple):
+    """An EP group's expert exchanges on one table, what does not vary with the load: built
+    once per group, table and routing (:func:`_route`, cached on the group)."""
+
+    #: per phase (dispatch, combine): DeepEP low-latency, DeepEP normal and NCCL's all-to-all
+    curves: tuple[tuple[CollectiveCurve | None, ...], ...]
+    topology: Topology
+    limited: bool  # node-limited routing (DeepEP's node-deduplicated path)
+    fitted: bool  # any of them (else the link model times both phases)
+    low_latency: bool  # a DeepEP low-latency curve among them
+    inside: FloatArray  # the ranks one exchange runs over in a domain: n/R (node-limited: k)
+    share: FloatArray  # wk.wire_share(inside): what of a rank's in-domain bytes leaves it
+    r: FloatArray  # max(R, 1) domains
+    one_domain: bool  # a single value R = 1 (no crossing leg)
+    across: FloatArray  # the crossing leg's seconds a byte, (R-1)/R / B_out (0 in one domain)
+    across_latency: FloatArray  # a_out where R > 1
+    link_latency: FloatArray  # the link model's in-domain fixed part, a_up where n/R > 1
+    on: Any  # True, or per point n > 1
+    extent: tuple[float, float]  # _extent(group)
+    bandwidth: FloatArray  # B_up, the operators' link
+
+
+def _route(table: EfficiencyTable, group: Group, limited: bool) -> _Route:
+    """The :class:`_Route` of ``group`` on ``table`` (``limited``: node-limited routing, where
+    an exchange runs over a domain's ``k`` ranks), cached on the group per table."""
+    routes: dict[tuple[int, bool], tuple[EfficiencyTable, _Route]] | None = group.__dict__.get("_routes")
+    if routes is None:
+        routes = group.__dict__["_routes"] = {}
+    hit = routes.get((id(table), limited))
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    topo, curves = group.topology, _expert_curves(table)
+    n, r = group.size, maximum(group.domains, 1.0)
+    inside = group.chips_per_domain if limited else n / r
+    one_domain = type(r) is not np.ndarray and r == 1.0
+    route = _Route(
+        curves,
+        topo,
+        limited,
+        any(c for phase in curves for c in phase),
+        any(phase[0] is not None for phase in curves),
+        inside,
+        wk.wire_share(inside),
+        r,
+        one_domain,
+        _ZERO if one_domain else coll.cross_domain_fraction(r) / topo.scale_out_bytes_per_s,
+        _ZERO if one_domain else num(topo.scale_out_latency_s * (r > 1)),
+        num(topo.scale_up_latency_s * (inside > 1)),
+        True if type(n) is not np.ndarray and n > 1 else n > 1,
+        _extent(group),
+        num(topo.scale_up_bytes_per_s),
+    )
+    routes[(id(table), limited)] = (table, route)  # the table kept: its id is not reused meanwhile
+    return route
+
+
+def _exchange(
+    route: _Route,
+    curve: CollectiveCurve | None,
+    label: str,
+    tokens: FloatArray,
+    local: FloatArray,
+    copies: ArrayLike,
+    hidden: float,
+    b: ArrayLike,
+    turns: FloatArray,
+    crossing: FloatArray,
+) -> _Leg:
+    """One implementation of an expert exchange (:func:`expert_operators`): ``local`` of the
+    rank's ``tokens`` in its domain, ``copies`` each of ``hidden`` values of ``b`` bytes, its
+    busiest SM's ``turns``, and (node-limited) ``crossing`` copies a token across domains."""
+    topo, limited = route.topology, route.limited
+    w = wk.expert_exchange(local, copies, hidden, b, route.inside, sm_tokens=turns, share=route.share)
+    if curve is None:
+        t = coll.all_to_all_s(
+            w.message_bytes, route.inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s
+        )
+        a = route.link_latency
+    else:
+        t, a = _fitted(curve, w, topo)
+    # the rank's whole message
+    m = w.message_bytes if (route.one_domain or limited) else w.message_bytes * route.r
+    usable = True if curve is None or label != "deepep_ll" else m <= curve.max_message_bytes
+    if route.one_domain:
+        return _Leg(t, a, usable, label, curve)
+    crossed = m if not limited else tokens * crossing * hidden * num(b)
+    return _Leg(
+        t + route.across * crossed + route.across_latency, a + route.across_latency, usable, label, curve
+    )
 
 
 def _expert_curves(table: EfficiencyTable) -> tuple[tuple[CollectiveCurve | None, ...], ...]:
@@ -359,7 +445,7 @@ def _expert_curves(table: EfficiencyTable) -> tuple[tuple[CollectiveCurve | None
     if hit is None:
         hit = tuple(
             tuple(table.collective(n) for n in (f"{p}:deepep_ll", f"{p}:deepep_normal", "all_to_all:nccl"))
-            for p in ("dispatch", "combine")
+            for p in _PHASES
         )
         object.__setattr__(table, "_expert_curves", hit)
     return hit
@@ -436,14 +522,13 @@ def step_collectives(
     1``) get no operator for it.
     """
     out: list[ops.Operator] = []
-    layers = m.num_layers / pp
     c = num(cp)
     if type(c) is np.ndarray or c != 1.0:
         dp = dp * c
     if tp.ndim or tp > 1:
         message = tokens / dp * m.hidden * activation_bytes
         group = place(topo, tp)
-        out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * layers, table))
+        out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * (m.num_layers / pp), table))
     moe_layers = m.num_moe_layers / pp
     chip_tokens = tokens / (dp * tp) * num(skew)
     mt = num(moe_tp)
@@ -456,13 +541,11 @@ def step_collectives(
     ep_on = (ep > 1) & moving
     if ep_on.any() if type(ep_on) is np.ndarray else ep_on:
         group = place(topo, ep, maximum(mt, 1.0))
-        out += tuple(
-            _masked(op, ep_on)
-            for op in expert_operators(
-                group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
-                activation_bytes, experts=m.experts,
-            )
+        dispatch, combine = expert_operators(
+            group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
+            activation_bytes, experts=m.experts,
         )  # fmt: skip
+        out += (_masked(dispatch, ep_on), _masked(combine, ep_on))
     return tuple(out)
 
 
@@ -575,11 +658,12 @@ def cp_pass_s(collectives: tuple[ops.Operator, ...], zero: FloatArray) -> tuple[
 
 @lru_cache(maxsize=1024)
 def _cached_ranks(ep: float, experts: int, per_token: int) -> FloatArray:
-    return coll.expected_destination_ranks(ep, experts, per_token)
+    return num(coll.expected_destination_ranks(ep, experts, per_token))
 
 
 def destination_ranks(ep: FloatArray, experts: int, per_token: int) -> FloatArray:
-    """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree."""
+    """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree
+    (a NumPy scalar there: a 0-d array costs ~1 us an operation)."""
     if isinstance(ep, float) or np.ndim(ep) == 0:
         return _cached_ranks(float(ep), experts, per_token)
     return coll.expected_destination_ranks(ep, experts, per_token)
