@@ -126,9 +126,9 @@ def _kernel(
     group of :func:`_extent` ``(k, R)``."""
     k, r = extent
     key = (collective, label, leg.label, k, r)
-    cache: dict[tuple[str, str, str, float, float], Kernel] = table.__dict__.setdefault(
-        "_collective_kernels", {}
-    )
+    cache: dict[tuple[str, str, str, float, float], Kernel] | None = table.__dict__.get("_collective_kernels")
+    if cache is None:  # not setdefault: that builds an empty dict every call
+        cache = table.__dict__["_collective_kernels"] = {}
     hit = cache.get(key)
     if hit is None:
         hit = cache[key] = _describe(table, collective, label, leg.curve, k, r)

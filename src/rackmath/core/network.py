@@ -100,7 +100,7 @@ def place(topo: Topology, size: ArrayLike, stride: ArrayLike = 1) -> Group:
     """Place ``size`` ranks spaced ``stride`` chips apart: ``k = clamp(S // stride, 1, n)``
     ranks per domain, ``R = ceil(n / k)`` domains. TP of 8 on an 8-GPU HGX: k = 8, R = 1;
     DP of 64 at stride 8 (TP fills each box): k = 1, R = 64."""
-    n, s = num(size), num(stride)
+    n, s = num(size), stride if type(stride) is float else num(stride)
     if isinstance(n, float) and isinstance(s, float):  # one group for every point: placed once
         placed: dict[tuple[float, float], Group] | None = topo.__dict__.get("_groups")
         if placed is None:  # kept on the topology (immutable): no hash of it per call
