@@ -187,7 +187,7 @@ def test_an_overlap_power_outside_its_range_is_refused(power: float) -> None:
 
 def test_deepep_low_latency_takes_its_busiest_sm_s_turns() -> None:
     """``core.work.sm_tokens``' worked numbers: 1,024 tokens over Mixtral's 8 experts -> 128 turns
-    of one SM; DeepSeek-V3's 256 experts, 128 tokens -> 1. An expert exchange given its experts
+    of one SM; DeepSeek-V3's 256 experts, 128 tokens -> 1. An expert exchange given those turns
     carries them; without, 0 and the rest unchanged. ``collective_time_s``' worked number: 128
     turns at 2.5 us add 320 us to the line."""
     assert wk.sm_tokens(1024.0, 8.0) == 128.0
@@ -195,7 +195,8 @@ def test_deepep_low_latency_takes_its_busiest_sm_s_turns() -> None:
     assert wk.sm_tokens(0.0, 8.0) == 0.0
     assert wk.sm_tokens(np.array([1.0, 8.0, 9.0]), 8.0).tolist() == [1.0, 1.0, 2.0]
     plain = wk.expert_exchange(1024.0, 2.0, 4096.0, wk.FP8_DISPATCH_BYTES, 4.0)
-    ll = wk.expert_exchange(1024.0, 2.0, 4096.0, wk.FP8_DISPATCH_BYTES, 4.0, experts=8.0)
+    turns = wk.sm_tokens(1024.0, 8.0)
+    ll = wk.expert_exchange(1024.0, 2.0, 4096.0, wk.FP8_DISPATCH_BYTES, 4.0, sm_tokens=turns)
     assert plain.sm_tokens == 0.0 and ll.sm_tokens == 128.0
     assert ll[:4] == plain[:4]
     c = CollectiveEfficiency(latency_s=10e-6, bandwidth_frac=0.9, sm_token_s=2.5e-6)

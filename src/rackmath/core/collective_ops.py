@@ -23,13 +23,14 @@ Which model times them follows the rates' efficiency table, as every other opera
   cross-domain leg on the link model (scale-out), added as the link model adds them.
 
 :func:`step_collectives` lists a serving step's collectives; training builds its own from the
-same operator functions (:mod:`rackmath.core.training_comm`).
+same operator functions (:mod:`rackmath.core.training_comm`). The legs they choose among, the
+operator a collective becomes and the expert exchange (:func:`expert_operators`) live in
+:mod:`rackmath.core.collective_legs`.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -37,7 +38,17 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core import collectives as coll
 from rackmath.core import operators as ops
 from rackmath.core import work as wk
-from rackmath.core.efficiency import collective_timing
+from rackmath.core.collective_legs import (
+    LINK_MODEL,
+    Leg,
+    choose,
+    collective_operator,
+    describe,
+    expert_operators,
+    fitted,
+    group_extent,
+    kernel_of,
+)
 from rackmath.core.loads import StepLoad, rank_share
 from rackmath.core.network import (
     DEFAULT_ACTIVATION_BYTES,
@@ -46,119 +57,15 @@ from rackmath.core.network import (
     all_gather_s,
     all_reduce_s,
     all_to_all_s,
-    expert_all_to_all_s,
     place,
 )
 from rackmath.core.numeric import maximum, minimum, num
 from rackmath.core.operators import Operator
 from rackmath.core.sharding import ShardableModel
 from rackmath.specs import efficiency as seff
-from rackmath.specs.efficiency import CollectiveCurve, EfficiencyTable, Kernel, OpClass
+from rackmath.specs.efficiency import EfficiencyTable, Kernel
 
 FloatArray = NDArray[np.float64]
-
-
-LINK_MODEL = "link model"
-#: Bytes a value DeepEP sends: an fp8 dispatch (plus its scales) and a bf16 combine
-#: (DeepEP's defaults in SGLang and TensorRT-LLM; its tables time these payloads).
-DEEPEP_VALUE_BYTES: dict[str, float] = {"dispatch": wk.FP8_DISPATCH_BYTES, "combine": 2.0}
-_ZERO = cast(FloatArray, np.float64(0.0))  # a term a collective lacks; broadcasts anywhere
-
-
-class _Leg(NamedTuple):
-    """One implementation's time per call (and fixed part) for a collective, the points it may
-    run at (``usable``: True, or a bool per point), its label and curve (None: link model)."""
-
-    time: FloatArray
-    latency: FloatArray
-    usable: Any
-    label: str
-    curve: CollectiveCurve | None
-
-
-def collective_operator(
-    name: str, time_s: ArrayLike, latency_s: ArrayLike, kernel: Kernel, link_bytes_per_s: float
-) -> Operator:
-    """A collective as an operator of the step: ``time_s`` and its fixed part ``latency_s``
-    (seconds, every call together), no FLOPs and no HBM bytes, and the kernel it ran on."""
-    z = _ZERO
-    bandwidth = num(link_bytes_per_s)
-    return Operator(
-        name, OpClass.COLLECTIVE, z, z, z, z, z, z, z, num(time_s), bandwidth, num(latency_s), 0.0, kernel
-    )
-
-
-def _fitted(curve: CollectiveCurve, work: wk.CommWork, topo: Topology) -> tuple[FloatArray, FloatArray]:
-    """``(time, latency)`` of one in-domain call on a fitted curve over the scale-up link."""
-    return collective_timing(
-        curve.efficiency,
-        work.wire_bytes,
-        topo.scale_up_bytes_per_s,
-        topo.scale_up_latency_s,
-        work.ranks,
-        work.sm_tokens,
-    )
-
-
-def _choose(
-    primary: _Leg, alternatives: list[_Leg], fastest: bool
-) -> tuple[FloatArray, FloatArray, str, _Leg]:
-    """Per point, ``primary`` or an alternative where it is usable (and, with ``fastest``,
-    faster): ``(time, latency, label, the leg most points ran on)``."""
-    time, latency, labels, main = primary.time, primary.latency, [primary.label], primary
-    for alt in alternatives:
-        take = alt.usable & (alt.time < time) if fastest else alt.usable
-        if type(take) is not np.ndarray:  # one point: a branch, no np.where on scalars
-            if take:
-                time, latency, labels, main = alt.time, alt.latency, [alt.label], alt
-            continue
-        if take.any():
-            time, latency = np.where(take, alt.time, time), np.where(take, alt.latency, latency)
-            labels = [*labels, alt.label] if not take.all() else [alt.label]
-            main = alt if take.mean() >= 0.5 else main
-    return time, latency, "/".join(labels), main
-
-
-def _kernel(table: EfficiencyTable, collective: str, label: str, leg: _Leg, group: Group) -> Kernel:
-    """The kernel a collective ran on, with how it was extrapolated (cached per table)."""
-    k, r = _largest(group.chips_per_domain), _largest(group.domains)
-    key = (collective, label, leg.label, k, r)
-    cache: dict[tuple[str, str, str, float, float], Kernel] = table.__dict__.setdefault(
-        "_collective_kernels", {}
-    )
-    hit = cache.get(key)
-    if hit is None:
-        hit = cache[key] = _describe(table, collective, label, leg.curve, k, r)
-    return hit
-
-
-def _largest(x: FloatArray) -> float:
-    return float(x.max(initial=0.0)) if type(x) is np.ndarray else float(x)
-
-
-def _describe(
-    table: EfficiencyTable, collective: str, label: str, curve: CollectiveCurve | None, k: float, r: float
-) -> Kernel:
-    chip = table.chip or "this chip"
-    if curve is None:
-        why = "" if table.is_pure else f"no fitted {collective} on {chip}: link model"
-        return Kernel(LINK_MODEL, "", collective, table.chip, table.transferred, why)
-    notes = []
-    if k > curve.max_ranks:
-        how = (
-            "the fitted hop latency and link fraction"
-            if curve.efficiency.hop_latency_s
-            else "the fitted latency and link fraction (one group size measured, no hop term)"
-        )
-        notes.append(f"fitted on up to {curve.max_ranks:g} GPUs; {k:g} ranks extrapolated with {how}")
-    if r > 1:
-        notes.append(
-            f"spans {r:g} scale-up domains: the {k:g}-rank in-domain leg on the fitted curve, "
-            "the cross-domain leg on the link model (scale-out)"
-        )
-    why = "; ".join(notes)
-    chip, transferred = table.origin_of(curve.chip)
-    return Kernel(curve.source, label, collective, chip, transferred, why, curve.band)
 
 
 def all_reduce_operator(
@@ -178,23 +85,23 @@ def all_reduce_operator(
     if nccl is None and custom is None:
         time = all_reduce_s(group, s)
         latency = all_reduce_s(group, 0.0 * s)
-        kernel = _describe(table, "all_reduce", "", None, 0.0, 0.0)
+        kernel = describe(table, "all_reduce", "", None, 0.0, 0.0)
         return collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s)
     k, r = group.chips_per_domain, group.domains
     outer = 2.0 * coll.all_gather_s(s / k, r, topo.scale_out_bytes_per_s, topo.scale_out_latency_s)
     outer_latency = 2.0 * maximum(r - 1.0, 0.0) * topo.scale_out_latency_s
     if nccl is not None:
-        t, a = _fitted(nccl, wk.all_reduce(s, k), topo)
-        primary = _Leg(t, a, True, "nccl", nccl)
+        t, a = fitted(nccl, wk.all_reduce(s, k), topo)
+        primary = Leg(t, a, True, "nccl", nccl)
     else:
         t = coll.all_reduce_s(s, k, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
-        primary = _Leg(t, 2.0 * maximum(k - 1.0, 0.0) * topo.scale_up_latency_s, True, LINK_MODEL, None)
+        primary = Leg(t, 2.0 * maximum(k - 1.0, 0.0) * topo.scale_up_latency_s, True, LINK_MODEL, None)
     alternatives = []
     if custom is not None:
-        t, a = _fitted(custom, wk.one_shot_all_reduce(s, k), topo)
-        alternatives.append(_Leg(t, a, s <= custom.max_message_bytes, "custom", custom))
-    time, latency, label, leg = _choose(primary, alternatives, fastest=True)
-    kernel = _kernel(table, "all_reduce", label, leg, group)
+        t, a = fitted(custom, wk.one_shot_all_reduce(s, k), topo)
+        alternatives.append(Leg(t, a, s <= custom.max_message_bytes, "custom", custom))
+    time, latency, label, leg = choose(primary, alternatives, fastest=True)
+    kernel = kernel_of(table, "all_reduce", label, leg, group_extent(group))
     return collective_operator(
         name, (time + outer) * on * c, (latency + outer_latency) * on * c, kernel, topo.scale_up_bytes_per_s
     )
@@ -215,15 +122,15 @@ def gather_operator(
     curve = table.collective(f"{collective}:nccl")
     if curve is None:
         time, latency = all_gather_s(group, s), all_gather_s(group, 0.0 * s)
-        kernel = _describe(table, collective, "", None, 0.0, 0.0)
+        kernel = describe(table, collective, "", None, 0.0, 0.0)
         return collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s)
     k, r = group.chips_per_domain, group.domains
     work = wk.all_gather(s, k) if collective == "all_gather" else wk.reduce_scatter(s, k)
-    t, a = _fitted(curve, work, topo)
+    t, a = fitted(curve, work, topo)
     outer = coll.all_gather_s(s / k, r, topo.scale_out_bytes_per_s, topo.scale_out_latency_s)
     outer_latency = maximum(r - 1.0, 0.0) * topo.scale_out_latency_s
     on = group.size > 1
-    kernel = _kernel(table, collective, "nccl", _Leg(t, a, True, "nccl", curve), group)
+    kernel = kernel_of(table, collective, "nccl", Leg(t, a, True, "nccl", curve), group_extent(group))
     return collective_operator(
         name, (t + outer) * on * c, (a + outer_latency) * on * c, kernel, topo.scale_up_bytes_per_s
     )
@@ -241,128 +148,19 @@ def all_to_all_operator(
     curve = table.collective("all_to_all:nccl")
     if curve is None:
         time, latency = all_to_all_s(group, m), all_to_all_s(group, 0.0 * m)
-        kernel = _describe(table, "all_to_all", "", None, 0.0, 0.0)
+        kernel = describe(table, "all_to_all", "", None, 0.0, 0.0)
         return collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s)
     n, r = group.size, maximum(group.domains, 1.0)
-    t, a = _fitted(curve, wk.all_to_all(m / r, n / r), topo)
+    t, a = fitted(curve, wk.all_to_all(m / r, n / r), topo)
     across = coll.cross_domain_fraction(r) * m / topo.scale_out_bytes_per_s + topo.scale_out_latency_s * (
         r > 1
     )
     across_latency = topo.scale_out_latency_s * (r > 1)
     on = group.size > 1
-    kernel = _kernel(table, "all_to_all", "nccl", _Leg(t, a, True, "nccl", curve), group)
+    kernel = kernel_of(table, "all_to_all", "nccl", Leg(t, a, True, "nccl", curve), group_extent(group))
     return collective_operator(
         name, (t + across) * on * c, (a + across_latency) * on * c, kernel, topo.scale_up_bytes_per_s
     )
-
-
-def expert_operators(
-    group: Group,
-    tokens_per_chip: ArrayLike,
-    destination_ranks: ArrayLike,
-    experts_per_token: float,
-    hidden: float,
-    calls: ArrayLike,
-    table: EfficiencyTable,
-    activation_bytes: ArrayLike = DEFAULT_ACTIVATION_BYTES,
-    names: tuple[str, str] = ("ep_dispatch", "ep_combine"),
-    value_bytes: tuple[ArrayLike, ArrayLike] | None = None,
-    destination_domains: ArrayLike | None = None,
-    experts: ArrayLike | None = None,
-) -> tuple[Operator, Operator]:
-    """``calls`` expert dispatches and as many combines of ``tokens_per_chip`` tokens of
-    ``hidden`` values over the EP ``group``: two operators (``names``).
-
-    Link model: :func:`expert_all_to_all_s` each, at ``value_bytes`` (dispatch, combine;
-    default ``activation_bytes`` both), one copy per destination rank (the pair is
-    :func:`ep_all_to_all_s`; with ``destination_domains``, node-limited routing's crossing
-    leg). Fitted, by what engines run: DeepEP low-latency (``<phase>:deepep_ll``: ``k`` copies
-    a token) where a rank's message lies within its table's; else DeepEP normal (``D`` copies);
-    else NCCL's all-to-all (``D`` copies); DeepEP at ``value_bytes``, by default its own
-    payload (:data:`DEEPEP_VALUE_BYTES`: fp8 out, bf16 back), NCCL at ``activation_bytes``.
-    Each runs on the ``n/R`` ranks of a domain with ``M/R`` of the rank's ``M`` bytes
-    (:func:`rackmath.core.work.expert_exchange`), plus the link model's crossing leg
-    ``(R-1)/R M / B_out + a_out`` (:func:`rackmath.core.collectives.hierarchical_all_to_all_s`);
-    with ``destination_domains`` ``N`` (DeepEP's node-deduplicated path) the whole ``M`` is
-    forwarded inside the domain and ``N (R-1)/R`` copies a token cross
-    (:func:`expert_all_to_all_s`). With ``experts`` (the model's routed experts ``E``), DeepEP
-    low-latency also takes the turns of its busiest SM, which walks every token of the rank
-    whatever domain its copies go to: ``ceil(tokens_per_chip / E)`` tokens
-    (:func:`rackmath.core.work.sm_tokens`) at its curve's ``sm_token_s``.
-    """
-    topo, c = group.topology, num(calls)
-    tokens, d = num(tokens_per_chip), num(destination_ranks)
-    curves = _expert_curves(table)
-    phases = ("dispatch", "combine")
-    if not any(c for phase in curves for c in phase):
-        payload = value_bytes or (activation_bytes, activation_bytes)
-        out = []
-        for name, phase, b in zip(names, phases, payload, strict=True):
-            time = expert_all_to_all_s(group, tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
-            latency = expert_all_to_all_s(group, 0.0 * tokens, d, hidden, b, destination_domains)  # type: ignore[arg-type]
-            kernel = _describe(table, phase, "", None, 0.0, 0.0)
-            out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
-        return out[0], out[1]
-    n, r = group.size, maximum(group.domains, 1.0)
-    limited = destination_domains is not None
-    inside = group.chips_per_domain if limited else n / r
-    one_domain = type(r) is not np.ndarray and r == 1.0
-    # the in-domain share: M/R over n/R ranks (node-limited: every copy, forwarded in the domain)
-    share = tokens if (one_domain or limited) else tokens / r
-    across = 0.0 if one_domain else coll.cross_domain_fraction(r) / topo.scale_out_bytes_per_s
-    across_latency = 0.0 if one_domain else topo.scale_out_latency_s * (r > 1)
-    crossing_copies = num(destination_domains) if destination_domains is not None else 0.0
-    on = True if type(n) is not np.ndarray and n > 1 else n > 1
-
-    def leg(curve: CollectiveCurve | None, label: str, copies: ArrayLike, b: ArrayLike) -> _Leg:
-        per_sm = experts if label == "deepep_ll" else None  # one SM per expert (core.work.sm_tokens)
-        # an SM walks the rank's every token, not the in-domain share M/R
-        w = wk.expert_exchange(share, copies, hidden, b, inside, experts=per_sm, walked_tokens=tokens)
-        if curve is None:
-            t = coll.all_to_all_s(w.message_bytes, inside, topo.scale_up_bytes_per_s, topo.scale_up_latency_s)
-            a = num(topo.scale_up_latency_s * (inside > 1))
-        else:
-            t, a = _fitted(curve, w, topo)
-        m = w.message_bytes if (one_domain or limited) else w.message_bytes * r  # the rank's whole message
-        usable = True if curve is None or label != "deepep_ll" else m <= curve.max_message_bytes
-        if one_domain:
-            return _Leg(t, a, usable, label, curve)
-        crossing = m if not limited else tokens * crossing_copies * hidden * num(b)
-        return _Leg(t + across * crossing + across_latency, a + across_latency, usable, label, curve)
-
-    out = []
-    for i, (name, phase, (ll, normal, nccl)) in enumerate(zip(names, phases, curves, strict=True)):
-        deepep = DEEPEP_VALUE_BYTES[phase] if value_bytes is None else value_bytes[i]
-        plain = activation_bytes if value_bytes is None else value_bytes[i]
-        low = leg(ll, "deepep_ll", experts_per_token, deepep) if ll is not None else None
-        if low is not None and type(low.usable) is not np.ndarray and low.usable:  # one decode-sized point
-            time, latency, label, chosen = low.time, low.latency, low.label, low
-        else:
-            if normal is not None:
-                primary = leg(normal, "deepep_normal", d, deepep)
-            elif nccl is not None:
-                primary = leg(nccl, "nccl", d, plain)
-            else:
-                primary = leg(None, LINK_MODEL, d, plain)
-            time, latency, label, chosen = _choose(primary, [low] if low is not None else [], fastest=False)
-        if on is not True:
-            time, latency = time * on, latency * on
-        kernel = _kernel(table, phase, label, chosen, group)
-        out.append(collective_operator(name, time * c, latency * c, kernel, topo.scale_up_bytes_per_s))
-    return out[0], out[1]
-
-
-def _expert_curves(table: EfficiencyTable) -> tuple[tuple[CollectiveCurve | None, ...], ...]:
-    """Per phase (dispatch, combine): its DeepEP low-latency, DeepEP normal and NCCL all-to-all
-    curves (looked up once per table)."""
-    hit: tuple[tuple[CollectiveCurve | None, ...], ...] | None = table.__dict__.get("_expert_curves")
-    if hit is None:
-        hit = tuple(
-            tuple(table.collective(n) for n in (f"{p}:deepep_ll", f"{p}:deepep_normal", "all_to_all:nccl"))
-            for p in ("dispatch", "combine")
-        )
-        object.__setattr__(table, "_expert_curves", hit)
-    return hit
 
 
 def send_operator(
@@ -436,14 +234,13 @@ def step_collectives(
     1``) get no operator for it.
     """
     out: list[ops.Operator] = []
-    layers = m.num_layers / pp
     c = num(cp)
     if type(c) is np.ndarray or c != 1.0:
         dp = dp * c
     if tp.ndim or tp > 1:
         message = tokens / dp * m.hidden * activation_bytes
         group = place(topo, tp)
-        out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * layers, table))
+        out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * (m.num_layers / pp), table))
     moe_layers = m.num_moe_layers / pp
     chip_tokens = tokens / (dp * tp) * num(skew)
     mt = num(moe_tp)
@@ -456,13 +253,11 @@ def step_collectives(
     ep_on = (ep > 1) & moving
     if ep_on.any() if type(ep_on) is np.ndarray else ep_on:
         group = place(topo, ep, maximum(mt, 1.0))
-        out += tuple(
-            _masked(op, ep_on)
-            for op in expert_operators(
-                group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
-                activation_bytes, experts=m.experts,
-            )
+        dispatch, combine = expert_operators(
+            group, chip_tokens, destination_ranks, m.experts_per_token, m.hidden, moe_layers, table,
+            activation_bytes, experts=m.experts,
         )  # fmt: skip
+        out += (_masked(dispatch, ep_on), _masked(combine, ep_on))
     return tuple(out)
 
 
@@ -575,11 +370,12 @@ def cp_pass_s(collectives: tuple[ops.Operator, ...], zero: FloatArray) -> tuple[
 
 @lru_cache(maxsize=1024)
 def _cached_ranks(ep: float, experts: int, per_token: int) -> FloatArray:
-    return coll.expected_destination_ranks(ep, experts, per_token)
+    return num(coll.expected_destination_ranks(ep, experts, per_token))
 
 
 def destination_ranks(ep: FloatArray, experts: int, per_token: int) -> FloatArray:
-    """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree."""
+    """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree
+    (a NumPy scalar there: a 0-d array costs ~1 us an operation)."""
     if isinstance(ep, float) or np.ndim(ep) == 0:
         return _cached_ranks(float(ep), experts, per_token)
     return coll.expected_destination_ranks(ep, experts, per_token)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -101,14 +100,15 @@ def place(topo: Topology, size: ArrayLike, stride: ArrayLike = 1) -> Group:
     """Place ``size`` ranks spaced ``stride`` chips apart: ``k = clamp(S // stride, 1, n)``
     ranks per domain, ``R = ceil(n / k)`` domains. TP of 8 on an 8-GPU HGX: k = 8, R = 1;
     DP of 64 at stride 8 (TP fills each box): k = 1, R = 64."""
-    n, s = num(size), num(stride)
+    n, s = num(size), stride if type(stride) is float else num(stride)
     if isinstance(n, float) and isinstance(s, float):  # one group for every point: placed once
-        return _place_one(topo, float(n), float(s))
-    return _place(topo, size, stride)
-
-
-@lru_cache(maxsize=1024)
-def _place_one(topo: Topology, size: float, stride: float) -> Group:
+        placed: dict[tuple[float, float], Group] | None = topo.__dict__.get("_groups")
+        if placed is None:  # kept on the topology (immutable): no hash of it per call
+            placed = topo.__dict__["_groups"] = {}
+        group = placed.get((n, s))
+        if group is None:
+            group = placed[(n, s)] = _place(topo, n, s)
+        return group
     return _place(topo, size, stride)
 
 

@@ -10,6 +10,7 @@ pipeline sends), of which messages and how many times; the ``*_s`` functions are
 
 from __future__ import annotations
 
+from rackmath.core import collective_legs as legs
 from rackmath.core import collective_ops as cops
 from rackmath.core import network as net
 from rackmath.core.operators import Operator
@@ -157,7 +158,7 @@ def ep_operators(
     None: free routing. ``experts``: the routed experts (DeepEP low-latency's SM per expert).
     Kernel-grounded, training-sized calls run DeepEP's normal kernels (beyond the
     low-latency table's tokens) at these payloads."""
-    return cops.expert_operators(
+    return legs.expert_operators(
         link,
         tokens_per_chip,
         destination_ranks,
@@ -235,6 +236,6 @@ def dispatcher_operators(
     dispatch = calls * moved * dispatch_value_bytes / dispatch_bytes_per_s
     combine = calls * moved * combine_value_bytes / combine_bytes_per_s
     return (
-        cops.collective_operator("ep_dispatch", dispatch, 0.0, kernel, link_bytes_per_s),
-        cops.collective_operator("ep_combine", combine, 0.0, kernel, link_bytes_per_s),
+        legs.collective_operator("ep_dispatch", dispatch, 0.0, kernel, link_bytes_per_s),
+        legs.collective_operator("ep_combine", combine, 0.0, kernel, link_bytes_per_s),
     )

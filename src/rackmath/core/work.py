@@ -45,6 +45,7 @@ FloatArray = NDArray[np.float64]
 OUTPUT_BYTES = 2.0
 
 _ZERO = cast(FloatArray, np.float64(0.0))  # a term the operator lacks; broadcasts anywhere
+_ONE = cast(FloatArray, np.float64(1.0))  # one call: already a NumPy scalar, so num() keeps it as it is
 
 #: A record from all its fields in order: ``tuple.__new__(Work, fields)`` is what a NamedTuple's
 #: generated ``__new__`` does, without that Python-level call (0.2 us a record; a plan point's
@@ -441,11 +442,18 @@ def one_shot_all_reduce(message_bytes: ArrayLike, ranks: ArrayLike, calls: Array
     return CommWork(maximum(n - 1.0, 0.0) * s, s, n, num(calls))
 
 
+def wire_share(ranks: ArrayLike) -> FloatArray:
+    """``(n - 1)/n``: the share of a rank's buffer that leaves it in an all-gather or an
+    all-to-all over ``n`` ranks (0 for one rank)."""
+    n = num(ranks)
+    return (n - 1.0) / maximum(n, 1.0)
+
+
 def all_gather(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
-    """An all-gather of an ``S``-byte result: ``(n - 1)/n S`` per chip (each chip receives the
-    ``n - 1`` shards it lacks; nccl-tests' size is the gathered buffer)."""
+    """An all-gather of an ``S``-byte result: ``(n - 1)/n S`` per chip (:func:`wire_share`; each
+    chip receives the ``n - 1`` shards it lacks; nccl-tests' size is the gathered buffer)."""
     s, n = num(message_bytes), num(ranks)
-    return CommWork((n - 1.0) / maximum(n, 1.0) * s, s, n, num(calls))
+    return CommWork(wire_share(n) * s, s, n, num(calls))
 
 
 def reduce_scatter(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:
@@ -455,13 +463,19 @@ def reduce_scatter(message_bytes: ArrayLike, ranks: ArrayLike, calls: ArrayLike 
 
 
 def all_to_all(
-    bytes_per_chip: ArrayLike, ranks: ArrayLike, calls: ArrayLike = 1.0, sm_tokens: ArrayLike = _ZERO
+    bytes_per_chip: ArrayLike,
+    ranks: ArrayLike,
+    calls: ArrayLike = _ONE,
+    sm_tokens: ArrayLike = _ZERO,
+    share: ArrayLike | None = None,
 ) -> CommWork:
     """Each chip spreads ``M`` bytes evenly over the group: ``(n - 1)/n M`` leave it (an EP
     dispatch or combine of ``tokens x destinations x hidden`` values); ``sm_tokens`` as
-    :class:`CommWork` says."""
+    :class:`CommWork` says. ``share``: the group's :func:`wire_share` where the caller holds it
+    (a plan's group, placed once: :mod:`rackmath.core.collective_ops`)."""
     m, n = num(bytes_per_chip), num(ranks)
-    return CommWork((n - 1.0) / maximum(n, 1.0) * m, m, n, num(calls), sm_tokens)  # type: ignore[arg-type]
+    wire = (wire_share(n) if share is None else share) * m  # type: ignore[operator]
+    return CommWork(wire, m, n, num(calls), sm_tokens)  # type: ignore[arg-type]
 
 
 def sm_tokens(tokens: ArrayLike, experts: ArrayLike) -> FloatArray:
@@ -492,26 +506,24 @@ def expert_exchange(
     hidden: ArrayLike,
     value_bytes: ArrayLike,
     ranks: ArrayLike,
-    calls: ArrayLike = 1.0,
-    experts: ArrayLike | None = None,
-    walked_tokens: ArrayLike | None = None,
+    calls: ArrayLike = _ONE,
+    sm_tokens: ArrayLike = _ZERO,
+    share: ArrayLike | None = None,
 ) -> CommWork:
     """One expert dispatch (or combine) on one rank: ``tokens`` tokens of ``hidden`` values of
     ``value_bytes`` bytes, ``copies`` copies each, spread over ``ranks`` EP ranks
-    (:func:`all_to_all` of ``M = tokens x copies x hidden x value_bytes``); with ``experts``
-    (DeepEP's low-latency kernels: the routed experts ``E``), the tokens its busiest SM handles
-    in turn, :func:`sm_tokens` of ``walked_tokens`` (default ``tokens``: a rank whose every
-    token goes to this exchange).
+    (:func:`all_to_all` of ``M = tokens x copies x hidden x value_bytes``; ``share`` as it
+    says); for DeepEP's low-latency kernels ``sm_tokens``, the tokens its busiest SM handles in
+    turn (:func:`sm_tokens` of the rank's tokens and the routed experts ``E``; 0 elsewhere).
 
     ``copies``: DeepEP's low-latency kernels send one copy per selected expert (``k``); its
     normal kernels and an NCCL all-to-all one per destination rank
     (:func:`rackmath.core.collectives.expected_destination_ranks`, ``D``). Worked number
     (DeepSeek-V3, one token, ``k = 8``, h = 7,168, an fp8 dispatch of 1 + 4/128 bytes a value
     over 8 ranks): ``M = 59.1 kB``, 51.7 kB on the wire; 1 token a turn for its 256 experts."""
-    m = num(tokens) * num(copies) * num(hidden) * num(value_bytes)
-    if experts is None:
-        return all_to_all(m, ranks, calls)
-    return all_to_all(m, ranks, calls, sm_tokens(tokens if walked_tokens is None else walked_tokens, experts))
+    # float64 from the first factor: no num() on the rest
+    m = num(tokens) * copies * hidden * value_bytes  # type: ignore[operator]
+    return all_to_all(m, ranks, calls, sm_tokens, share)
 
 
 def send(message_bytes: ArrayLike, calls: ArrayLike = 1.0) -> CommWork:

@@ -585,7 +585,8 @@ def comm_rows(df: Any, deepep_ranks: float = DEEPEP_EP, nccl: Any | None = None)
             ("dispatch", cols[0], wk.FP8_DISPATCH_BYTES),
             ("combine", cols[1], 2.0),
         ):
-            w = wk.expert_exchange(tokens, copies, hidden, value_bytes, deepep_ranks, experts=per_sm)
+            turns = wk.sm_tokens(tokens, per_sm) if per_sm is not None else 0.0
+            w = wk.expert_exchange(tokens, copies, hidden, value_bytes, deepep_ranks, sm_tokens=turns)
             name = f"{phase}:{impl}"
             out[name] = _comm(name, w, floats(rows, col) * 1e-6, key, experts)
     return out

@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 from rackmath.analyses.training.setup import TrainingSetup
 from rackmath.catalog import training_frameworks as tf
+from rackmath.core import collective_legs as legs
 from rackmath.core import collective_ops as cops
 from rackmath.core import network as net
 from rackmath.core import operators as ops
@@ -166,7 +167,7 @@ def cp_traffic(s: TrainingSetup, attention_fwd_s: float, attention_bwd_s: float)
     one = float(net.all_to_all_s(group, values * tr.ACTIVATION_BYTES))
     total = 2.0 * layers * one
     latency = 2.0 * layers * float(net.all_to_all_s(group, 0.0))
-    op = cops.collective_operator("cp_all_to_all", total, latency, Kernel(cops.LINK_MODEL, ""), 0.0)
+    op = legs.collective_operator("cp_all_to_all", total, latency, Kernel(legs.LINK_MODEL, ""), 0.0)
     return Traffic((op,), total, total)
 
 
