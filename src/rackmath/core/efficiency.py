@@ -315,18 +315,23 @@ def _split_rows(e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None) -> F
 
 
 def blocks_of(
-    e: OpEfficiency, rows: FloatArray, depth: ArrayLike | None, sequence_heads: ArrayLike | None = None
+    e: OpEfficiency,
+    rows: FloatArray,
+    depth: ArrayLike | None,
+    sequence_heads: ArrayLike | None = None,
+    split: FloatArray | None = None,
 ) -> FloatArray:
     """The thread blocks one call runs: with ``sequence_heads`` (prefill attention: sequences x
     query heads), those times the query tiles of ``depth`` queries, ``ceil(depth /
     block_tile_rows)`` (one when no tile is set); else the rows (at least one) times the splits
-    of a split-KV decode kernel (:func:`_split_rows`). Worked number: 2 sequences x 64 heads of
-    1,000 queries in tiles of 128 -> 1,024 blocks."""
+    of a split-KV decode kernel (:func:`_split_rows`; ``split``: those where the caller has them
+    for rows of 1 or more). Worked number: 2 sequences x 64 heads of 1,000 queries in tiles of
+    128 -> 1,024 blocks."""
     if sequence_heads is not None:
         if e.block_tile_rows <= 0.0 or depth is None:
             return num(sequence_heads)
         return num(sequence_heads) * ceil(maximum(depth, 1.0) / e.block_tile_rows)
-    return _split_rows(e, maximum(rows, 1.0), depth)
+    return _split_rows(e, maximum(rows, 1.0), depth) if split is None else split
 
 
 def chain_s(
@@ -437,10 +442,14 @@ def timing_of(
     if not (type(rows) is np.float64 and rows > 0.0):  # a call of no rows has no time, not 0 / 0
         rows = maximum(rows, 1e-30)
     split = None
-    # rows of one axis, all 1 or more: both fractions split the same rows (one grid-sized product)
-    one_axis = e.split_tokens > 0.0 and depth is not None and type(rows) is np.ndarray and rows.size < f.size
-    if one_axis and np.array_equal(maximum(rows, 1.0), rows):
-        split = _split_rows(e, rows, depth)
+    if e.split_tokens > 0.0 and depth is not None:
+        # rows all 1 or more (one point; rows of one axis, one grid-sized product): both
+        # fractions and the thread blocks split the same rows
+        if type(rows) is not np.ndarray:
+            if rows >= 1.0:
+                split = _split_rows(e, rows, depth)
+        elif rows.size < f.size and np.array_equal(maximum(rows, 1.0), rows):
+            split = _split_rows(e, rows, depth)
     compute_frac, bandwidth_frac = fractions_of(e, rows, cols, depth, split, terms)
     compute_s = f / (peak_flops_per_s * compute_frac)
     if e.chain_frac and sequence_heads is not None and depth is not None:  # the longest query tile
@@ -454,7 +463,7 @@ def timing_of(
     if e.unaligned_slowdown and cols is not None:  # loads not vectorized on a ragged width
         time_s = time_s * (1.0 + e.unaligned_slowdown * (np.fmod(cols, ALIGNED_COLUMNS) != 0.0))
     if e.block_bytes:  # each thread block's fixed work beside its bytes (none without work)
-        blocks = blocks_of(e, rows, depth, sequence_heads)
+        blocks = blocks_of(e, rows, depth, sequence_heads, split)
         time_s = time_s + (calls * blocks * e.block_bytes / bandwidth_bytes_per_s) * (time_s > 0)
     if e.routing_bytes_per_element and routed is not None:
         time_s = time_s + num(routed) * e.routing_bytes_per_element / bandwidth_bytes_per_s

@@ -233,8 +233,9 @@ class Deployment:
     # ------------------------------------------------------------------ the plan
     @cached_property
     def dims(self) -> PlanDims:
-        """The plan's dimensions, stage shares included (one rank for the pool)."""
-        return POOLED_DIMS if self.pooled else self.with_stages(PlanDims.of(self.plan))
+        """The plan's dimensions, stage shares included (one rank for the pool), as NumPy
+        scalars (every point converts them to those: :meth:`PlanDims.as_numbers`)."""
+        return (POOLED_DIMS if self.pooled else self.with_stages(PlanDims.of(self.plan))).as_numbers()
 
     def with_stages(self, dims: PlanDims) -> PlanDims:
         """``dims`` with the slowest stage's share of a pass (LM head on the last stage), the

@@ -99,6 +99,14 @@ class PlanDims:
         p = plan
         return cls(p.tp, p.pp, p.dp, p.ep, p.moe_tp, p.redundant_experts, p.skew, p.tbo, p.cp, p.cp_comm)
 
+    def as_numbers(self) -> PlanDims:
+        """These dimensions with every single number a NumPy scalar (arrays and None as they
+        are): what the step's formulas make of them anyway, made once per deployment."""
+        numbers: dict[str, Any] = {
+            k: numeric.num(v) if type(v) in (int, float) else v for k, v in vars(self).items()
+        }
+        return PlanDims(**numbers)
+
     @property
     def engine_chips(self) -> Any:
         """Chips of one engine (one scheduler per data-parallel rank; a CP group is one
