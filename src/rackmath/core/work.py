@@ -291,9 +291,10 @@ def decode_attention(
     tokens, 128 heads): 146.0 GFLOP and 604 MB of latent read in one call
     (``tests/test_work_parity.py``).
     """
-    n, hq, hk = num(sequences), num(query_heads), num(kv_heads)
-    c = num(calls)
-    activation = n * hq * (num(query_width) + num(output_width)) * OUTPUT_BYTES * c
+    # the sequences and query heads set the type (a NumPy value): the rest multiply into them
+    n, hq, c = num(sequences), num(query_heads), num(calls)
+    hk: Any = kv_heads
+    activation = n * hq * (query_width + output_width) * OUTPUT_BYTES * c  # type: ignore[operator]
     return record(Work, (
         num(flops), _ZERO, activation, num(kv_read_bytes), num(kv_write_bytes), n * hk, hq / hk,
         num(context), c, None, None, None, None, None,
