@@ -17,12 +17,12 @@ chip of the heaviest stage holds:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import operator_model as opm
+from rackmath.core.lazy import cached_property
 from rackmath.core.network import DEFAULT_ACTIVATION_BYTES
 from rackmath.core.numeric import frozen_record, minimum, num
 from rackmath.core.sharding import ShardableModel

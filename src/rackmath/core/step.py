@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 from rackmath.core import collective_ops as cops
 from rackmath.core import numeric
 from rackmath.core import operators as ops
+from rackmath.core.lazy import cached_property
 from rackmath.core.numeric import compact, constant
 from rackmath.specs import efficiency as seff
 

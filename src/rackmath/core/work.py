@@ -82,8 +82,12 @@ class Work(NamedTuple):
 
     @property
     def bytes(self) -> FloatArray:
-        """Every byte the operator moves through HBM (a NumPy scalar for one point)."""
-        return self.weight_bytes + self.activation_bytes + self.kv_read_bytes + self.kv_write_bytes
+        """Every byte the operator moves through HBM (a NumPy scalar for one point); a term the
+        operator lacks (:data:`_ZERO` itself) is not added (``x + 0.0`` is ``x``)."""
+        total = self.weight_bytes + self.activation_bytes
+        if self.kv_read_bytes is not _ZERO or self.kv_write_bytes is not _ZERO:
+            total = total + self.kv_read_bytes + self.kv_write_bytes
+        return total
 
 
 class GemmShape(NamedTuple):

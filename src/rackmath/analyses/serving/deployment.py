@@ -18,7 +18,6 @@ off. A real layout (:func:`~.planned.plan_deployment`) pays its communication on
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,7 @@ from rackmath.core import parallel as par
 from rackmath.core import roofline as rl
 from rackmath.core import sharding as shard
 from rackmath.core.chip_rates import ChipRates
+from rackmath.core.lazy import cached_property
 from rackmath.core.memory import ChipWeightBytes
 from rackmath.core.network import DEFAULT_ACTIVATION_BYTES, CommOverlap, Topology
 from rackmath.core.sharding import ShardableModel, StageSplit

@@ -11,7 +11,6 @@ is at most its usable HBM: ``capacity x (1 - reserve)``, or what a runtime's mem
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import memory as mem
 from rackmath.core import numeric
+from rackmath.core.lazy import cached_property
 from rackmath.core.memory import ChipWeightBytes
 from rackmath.core.step import PlanStep
 from rackmath.errors import InputError

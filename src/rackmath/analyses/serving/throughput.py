@@ -11,13 +11,13 @@ The pooled grid (:class:`~rackmath.analyses.serving.pooled.DecodeGrid`), the pla
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from rackmath.core import roofline as rl
+from rackmath.core.lazy import cached_property
 from rackmath.core.step import PlanStep
 from rackmath.errors import InputError
 from rackmath.specs.efficiency import EfficiencyMode, ErrorBand

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from rackmath.analyses.serving.deployment import Deployment
@@ -27,6 +26,7 @@ from rackmath.core import architecture as arch
 from rackmath.core import pipeline as pl
 from rackmath.core import roofline as rl
 from rackmath.core import training as tr
+from rackmath.core.lazy import cached_property
 from rackmath.core.training_step import GemmRecipe
 from rackmath.errors import InputError
 from rackmath.specs import checks
