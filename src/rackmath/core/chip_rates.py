@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import NamedTuple
 
 from rackmath.core import efficiency as eff
 from rackmath.specs.efficiency import PURE_TABLE, EfficiencyTable, Kernel, OpClass, OpEfficiency
 from rackmath.specs.precision import FORMATS, Precision, attention_format, gemm_formats
 
 
-class CurveChoice(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CurveChoice:
     """The curve an operator runs on (:meth:`ChipRates.curve`): its efficiency, whether it is the
     pure roofline, the peak it was fitted against and the kernel it names."""
 

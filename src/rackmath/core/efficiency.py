@@ -139,7 +139,8 @@ Units: seconds, rows (dimensionless counts), fractions in (0, 1].
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -157,7 +158,8 @@ _ONE = np.float64(1.0)
 _ZERO = np.float64(0.0)
 
 
-class ShapeTerms(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ShapeTerms:
     """What a curve's fractions take from an operator's columns and depth, which its rows do not
     change (:func:`shape_terms`); None where the curve has no such term. An operator whose
     columns and depth are the plan's computes them once (:mod:`rackmath.core.pass_plan`)."""

@@ -12,7 +12,7 @@ evaluate at each point (the same numbers, to the bit), and kept on the deploymen
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -30,7 +30,8 @@ FloatArray = NDArray[np.float64]
 ELEMENTWISE_FORMATS = ("bfloat16",)
 
 
-class GemmPlan(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class GemmPlan:
     """A dense projection of a plan's pass, all but its rows: its work's rows-free terms
     (:func:`rackmath.core.work.gemm_shape`: the parameters one chip holds over the stage
     (``P / (pp split)``), the kernel shape's columns and depth, the values read and written per
@@ -44,7 +45,8 @@ class GemmPlan(NamedTuple):
     terms: ShapeTerms
 
 
-class MoePlan(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class MoePlan:
     """The router, shared and routed experts of a plan's pass, all but what the load sets."""
 
     moe_layers: FloatArray
@@ -64,7 +66,8 @@ class MoePlan(NamedTuple):
     shared: GemmPlan | None
 
 
-class PassPlan(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PassPlan:
     """What a pass needs of a plan that no load changes: the plan's dimensions as NumPy
     values, the stage's share of the layers, the heads and KV heads on a chip, and each
     operator's static terms and curve."""

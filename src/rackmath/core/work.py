@@ -29,6 +29,7 @@ Arrays broadcast; single values give NumPy scalars (:mod:`rackmath.core.numeric`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -90,7 +91,8 @@ class Work(NamedTuple):
         return total
 
 
-class GemmShape(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class GemmShape:
     """A GEMM's work all but its rows (:func:`gemm_shape`): what a plan's projection keeps
     from point to point. ``flops_per_row = 2 params``; ``weight_bytes = params w``;
     ``activation_bytes_per_row = in a + out o`` per row and call."""
@@ -208,7 +210,8 @@ def grouped_gemm(
     )
 
 
-class GroupedShape(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class GroupedShape:
     """A grouped expert GEMM's work all but its load (:func:`grouped_shape`): what a plan's
     routed experts keep from point to point, per token-expert pair where it scales with them."""
 
