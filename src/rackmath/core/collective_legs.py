@@ -12,6 +12,7 @@ which collective, and why: :mod:`rackmath.core.collective_ops`, whose operators 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -220,7 +221,8 @@ def expert_operators(
 _PHASES = ("dispatch", "combine")
 
 
-class _Route(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _Route:
     """An EP group's expert exchanges on one table, what does not vary with the load: built
     once per group, table and routing (:func:`_route`, cached on the group)."""
 
