@@ -145,6 +145,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rackmath.core import work as wk
 from rackmath.core.numeric import ceil, maximum, minimum, num
 from rackmath.specs.efficiency import (
     ALIGNED_COLUMNS,
@@ -410,33 +411,34 @@ def operator_timing(
     Worked number: 1 GFLOP and 1 MB at 1 PFLOP/s and 1 TB/s with the pure roofline -> 1 us
     (both terms 1 us).
     """
+    work = wk.record(wk.Work, (
+        num(flops), _ZERO, _ZERO, _ZERO, _ZERO, num(rows), cols, depth, num(calls), routed, tokens, ep, None,
+        sequence_heads,
+    ))  # fmt: skip
     return timing_of(
-        e, num(flops), num(bytes_moved), peak_flops_per_s, bandwidth_bytes_per_s, num(rows), cols, depth,
-        num(calls), is_pure(e) if pure is None else pure, routed, tokens, ep, sequence_heads,
-    )  # fmt: skip
+        e,
+        work,
+        num(bytes_moved),
+        peak_flops_per_s,
+        bandwidth_bytes_per_s,
+        is_pure(e) if pure is None else pure,
+    )
 
 
 def timing_of(
     e: OpEfficiency,
-    f: FloatArray,
+    work: wk.Work,
     moved: FloatArray,
     peak_flops_per_s: float,
     bandwidth_bytes_per_s: float,
-    rows: FloatArray,
-    cols: ArrayLike | None,
-    depth: ArrayLike | None,
-    calls: FloatArray,
     pure: bool,
-    routed: ArrayLike | None = None,
-    tokens: ArrayLike | None = None,
-    ep: ArrayLike | None = None,
-    sequence_heads: ArrayLike | None = None,
     terms: ShapeTerms | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """:func:`operator_timing` of work whose FLOPs, bytes, rows and calls are already NumPy
-    values (a :class:`rackmath.core.work.Work`'s fields are): the one formula, without the
-    conversions a caller with plain numbers needs; ``terms``: :func:`shape_terms` of ``e``,
-    ``cols`` and ``depth`` where the caller keeps them."""
+    """:func:`operator_timing` of a :class:`rackmath.core.work.Work` (its fields NumPy values
+    already) moving ``moved`` bytes: the one formula, without the conversions a caller with
+    plain numbers needs; ``terms``: :func:`shape_terms` of ``e`` and the work's columns and
+    depth where the caller keeps them."""
+    f, rows, cols, depth, calls = work.flops, work.rows, work.cols, work.depth, work.calls
     if pure:
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
@@ -454,8 +456,8 @@ def timing_of(
             split = _split_rows(e, rows, depth)
     compute_frac, bandwidth_frac = fractions_of(e, rows, cols, depth, split, terms)
     compute_s = f / (peak_flops_per_s * compute_frac)
-    if e.chain_frac and sequence_heads is not None and depth is not None:  # the longest query tile
-        compute_s = maximum(compute_s, chain_s(e, f, peak_flops_per_s, sequence_heads, depth))
+    if e.chain_frac and work.sequence_heads is not None and depth is not None:  # the longest query tile
+        compute_s = maximum(compute_s, chain_s(e, f, peak_flops_per_s, work.sequence_heads, depth))
     # a call past the L2 re-reads the bytes it holds beyond it from DRAM
     streamed = moved + spill_bytes_of(e, moved, calls) if e.spill_passes else moved
     memory_s = streamed / (bandwidth_bytes_per_s * bandwidth_frac)
@@ -465,10 +467,10 @@ def timing_of(
     if e.unaligned_slowdown and cols is not None:  # loads not vectorized on a ragged width
         time_s = time_s * (1.0 + e.unaligned_slowdown * (np.fmod(cols, ALIGNED_COLUMNS) != 0.0))
     if e.block_bytes:  # each thread block's fixed work beside its bytes (none without work)
-        blocks = blocks_of(e, rows, depth, sequence_heads, split)
+        blocks = blocks_of(e, rows, depth, work.sequence_heads, split)
         time_s = time_s + (calls * blocks * e.block_bytes / bandwidth_bytes_per_s) * (time_s > 0)
-    if e.routing_bytes_per_element and routed is not None:
-        time_s = time_s + num(routed) * e.routing_bytes_per_element / bandwidth_bytes_per_s
+    if e.routing_bytes_per_element and work.routed is not None:
+        time_s = time_s + num(work.routed) * e.routing_bytes_per_element / bandwidth_bytes_per_s
     latency_s: FloatArray = _ZERO  # type: ignore[assignment]
     if e.floor_s:  # time_s > 0 exactly where the operator has work (flops or bytes)
         latency_s = calls * e.floor_s
@@ -482,19 +484,16 @@ def timing_of(
         time_s = time_s + latency_s
     if e.alternative is not None:  # a second kernel: the faster of the two at each shape
         alt = e.alternative
-        other = timing_of(
-            alt, f, moved, peak_flops_per_s, bandwidth_bytes_per_s,
-            rows, cols, depth, calls, False, routed, tokens, ep, sequence_heads,
-        )  # fmt: skip
+        other = timing_of(alt, work, moved, peak_flops_per_s, bandwidth_bytes_per_s, False)
         faster = other[2] < time_s
         if alt.only_cols:  # dispatched by shape, not chosen by speed
             at = np.equal(cols, alt.only_cols) if cols is not None else False
             faster = np.broadcast_to(at, np.broadcast_shapes(np.shape(faster), np.shape(at)))
         elif alt.max_tokens < np.inf or alt.min_ep > 1.0:
-            if tokens is None or ep is None:
+            if work.tokens is None or work.ep is None:
                 faster = np.zeros_like(faster)
             else:
-                faster = faster & (num(tokens) <= alt.max_tokens) & (num(ep) >= alt.min_ep)
+                faster = faster & (num(work.tokens) <= alt.max_tokens) & (num(work.ep) >= alt.min_ep)
         return tuple(  # type: ignore[return-value]
             np.where(faster, b, a)[()]
             for a, b in zip((compute_s, memory_s, time_s, bandwidth_frac, latency_s), other, strict=True)

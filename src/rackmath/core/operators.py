@@ -174,9 +174,8 @@ def timed_on(
     shape = numeric.grid_shape(work) if type(work.flops) is np.ndarray else None
     if shape is None:  # the Work's fields are NumPy values already: no conversions
         compute, memory, time, frac, latency = eff.timing_of(
-            e, work.flops, work.bytes, peak, bandwidth, work.rows, work.cols, work.depth,
-            work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads, terms,
-        )  # fmt: skip
+            e, work, work.bytes, peak, bandwidth, pure, terms
+        )
     else:
         compute, memory, time, frac, latency = numeric.by_rows(
             lambda *f: _timing(e, pure, peak, bandwidth, wk.Work(*f)), work, shape
@@ -194,10 +193,7 @@ def _timing(
     e: OpEfficiency, pure: bool, peak_flops_per_s: float, bandwidth: float, work: wk.Work
 ) -> tuple[FloatArray, ...]:
     """:func:`rackmath.core.efficiency.timing_of` of ``work`` on the curve ``e``."""
-    return eff.timing_of(
-        e, work.flops, work.bytes, peak_flops_per_s, bandwidth, work.rows, work.cols, work.depth,
-        work.calls, pure, work.routed, work.tokens, work.ep, work.sequence_heads,
-    )  # fmt: skip
+    return eff.timing_of(e, work, work.bytes, peak_flops_per_s, bandwidth, pure)
 
 
 _ZERO = np.float64(0.0)
