@@ -267,7 +267,7 @@ def fractions_of(
     s = shape_terms(e, cols, depth) if terms is None else terms
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
-    r_bandwidth = maximum(rows, 1.0)
+    r_bandwidth = rows if type(rows) is np.float64 and rows >= 1.0 else maximum(rows, 1.0)
     r = rows
     if e.split_tokens > 0.0:
         if split is None:

@@ -373,7 +373,7 @@ def prefill_attention(
 
 
 def elementwise(
-    bytes_moved: ArrayLike, rows: ArrayLike, calls: ArrayLike = 1.0, weight_bytes: ArrayLike = 0.0
+    bytes_moved: ArrayLike, rows: ArrayLike, calls: ArrayLike = 1.0, weight_bytes: ArrayLike = _ZERO
 ) -> Work:
     """A memory-bound pass (norms, casts, an embedding lookup): ``bytes_moved`` activation bytes
     read and written plus ``weight_bytes`` of parameters, no FLOPs counted."""
