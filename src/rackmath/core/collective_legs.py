@@ -54,9 +54,13 @@ def collective_operator(
     (seconds, every call together), no FLOPs and no HBM bytes, and the kernel it ran on."""
     z = _ZERO
     bandwidth = num(link_bytes_per_s)
-    return Operator(
-        name, OpClass.COLLECTIVE, z, z, z, z, z, z, z, num(time_s), bandwidth, num(latency_s), 0.0, kernel
-    )
+    return wk.record(Operator, (
+        name, OpClass.COLLECTIVE, z, z, z, z, z, z, z, num(time_s), bandwidth, num(latency_s), 0.0, kernel,
+        z, None, _NO_CURVE,
+    ))  # fmt: skip
+
+
+_NO_CURVE: tuple[tuple[str, ...], str] = ((), "")  # a collective's Operator.curve_key
 
 
 def fitted(curve: CollectiveCurve, work: wk.CommWork, topo: Topology) -> tuple[FloatArray, FloatArray]:
