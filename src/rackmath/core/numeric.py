@@ -56,17 +56,22 @@ def _field_count(cls: type) -> int:
     return len(dataclasses.fields(cls))
 
 
+#: The single values the helpers compare without NumPy (a type in a set is a faster test than
+#: ``isinstance``, which walks a NumPy scalar's bases).
+_FLOATS = frozenset((float, _F64))
+
+
 def maximum(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """``np.maximum(a, b)``."""
-    if isinstance(a, float) and isinstance(b, float):
-        return a if (a >= b or a != a) else b
+    if type(a) in _FLOATS and type(b) in _FLOATS:
+        return a if (a >= b or a != a) else b  # type: ignore[return-value,operator]
     return np.maximum(a, b)
 
 
 def minimum(a: ArrayLike, b: ArrayLike) -> FloatArray:
     """``np.minimum(a, b)``."""
-    if isinstance(a, float) and isinstance(b, float):
-        return a if (a <= b or a != a) else b
+    if type(a) in _FLOATS and type(b) in _FLOATS:
+        return a if (a <= b or a != a) else b  # type: ignore[return-value,operator]
     return np.minimum(a, b)
 
 
