@@ -131,7 +131,8 @@ def kv_bytes_per_chip(
     all layers; a stage holds ``layer_frac`` (``1/P`` when even) of the layers.
     """
     frac = 1.0 / num(pp) if layer_frac is None else num(layer_frac)
-    return num(batch) / num(dp) * num(kv_bytes_per_sequence) * frac / (kv_shards(tp, kv_heads) * num(cp))
+    # the leading value made a NumPy one, the rest divide and multiply into it (the same bits)
+    return num(batch) / dp * kv_bytes_per_sequence * frac / (kv_shards(tp, kv_heads) * cp)  # type: ignore[operator,return-value]
 
 
 def activation_bytes_per_chip(
@@ -142,7 +143,7 @@ def activation_bytes_per_chip(
     activation_bytes: float = DEFAULT_ACTIVATION_BYTES,
 ) -> FloatArray:
     """Live activations of one layer: ``tokens * 17 h * bytes / tp`` (Korthikanti eq. 1)."""
-    return num(tokens_per_replica) * hidden * ACTIVATION_VALUES_PER_HIDDEN * activation_bytes / num(tp)
+    return num(tokens_per_replica) * hidden * ACTIVATION_VALUES_PER_HIDDEN * activation_bytes / tp  # type: ignore[operator,return-value]
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def serving_memory_per_chip(
             layer_frac=layer_frac,
         ),
         activation_bytes=activation_bytes_per_chip(
-            num(tokens_in_flight) / (num(pp) * num(dp) * num(cp)),
+            num(tokens_in_flight) / (num(pp) * dp * cp),  # type: ignore[operator]
             m.hidden,
             tp=tp,
             activation_bytes=activation_bytes,

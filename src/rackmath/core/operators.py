@@ -171,8 +171,7 @@ def timed_on(
     and depth, where the plan keeps them."""
     e, pure, peak = choice.efficiency, choice.pure, choice.peak_flops_per_s
     # a grid-sized operator (attention over batch x context) is timed in blocks of rows
-    shape = numeric.grid_shape(work) if type(work.flops) is np.ndarray else None
-    if shape is None:  # the Work's fields are NumPy values already: no conversions
+    if type(work.flops) is not np.ndarray or (shape := numeric.grid_shape(work)) is None:
         compute, memory, time, frac, latency = eff.timing_of(
             e, work, work.bytes, peak, bandwidth, pure, terms
         )
