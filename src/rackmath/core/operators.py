@@ -275,30 +275,30 @@ def pass_operators(
     if decode or not prefill:
         qk, v = m.decode_dims
         if on_cp:  # every sequence of the DP rank, over this rank's 1/c of each one's cache
-            work = wk.decode_attention(
+            work = wk.decode_attention_of(
                 decode_rows / queries,
                 heads * queries,
                 kv_local,
                 qk,
                 v,
                 load.decode_context / c,
-                flops=decode_rows * load.decode_attention_flops * stage / t / c,
-                kv_read_bytes=decode_rows * load.decode_kv_read_bytes * stage / kv_split / c,
-                kv_write_bytes=own_rows * load.decode_kv_write_bytes * stage / kv_split,
-                calls=layers,
+                decode_rows * load.decode_attention_flops * stage / t / c,
+                decode_rows * load.decode_kv_read_bytes * stage / kv_split / c,
+                own_rows * load.decode_kv_write_bytes * stage / kv_split,
+                layers,
             )
         else:  # a sequence's terms scaled first (context-sized), the rows last: one grid-sized product
-            work = wk.decode_attention(
+            work = wk.decode_attention_of(
                 decode_rows / queries,
                 heads * queries,
                 kv_local,
                 qk,
                 v,
                 load.decode_context,
-                flops=decode_rows * (load.decode_attention_flops * stage / t),
-                kv_read_bytes=decode_rows * (load.decode_kv_read_bytes * stage / kv_split),
-                kv_write_bytes=decode_rows * load.decode_kv_write_bytes * stage / kv_split,
-                calls=layers,
+                decode_rows * (load.decode_attention_flops * stage / t),
+                decode_rows * (load.decode_kv_read_bytes * stage / kv_split),
+                decode_rows * load.decode_kv_write_bytes * stage / kv_split,
+                layers,
             )
         attention.append(
             timed_on(
@@ -345,7 +345,7 @@ def pass_operators(
             OpClass.ELEMENTWISE,
             plan.elementwise_curve,
             bandwidth,
-            wk.elementwise(tokens * h * plan.embedding_bytes / p, tokens, calls=plan.embedding_calls),
+            wk.elementwise_of(tokens * h * plan.embedding_bytes / p, tokens, plan.embedding_calls),
             ELEMENTWISE_FORMATS,
         ),
         gemm_operator(plan.qkv, qkv_tokens, bandwidth),
@@ -362,11 +362,11 @@ def pass_operators(
             OpClass.ELEMENTWISE,
             plan.elementwise_curve,
             bandwidth,
-            wk.elementwise(
+            wk.elementwise_of(
                 tokens * layers * NORM_VALUES_PER_HIDDEN_PER_LAYER * h * ACTIVATION_BYTES,
                 tokens,
-                calls=layers,
-                weight_bytes=plan.norms_weight_bytes,
+                layers,
+                plan.norms_weight_bytes,
             ),
             ELEMENTWISE_FORMATS,
         ),

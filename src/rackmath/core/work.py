@@ -300,13 +300,31 @@ def decode_attention(
     tokens, 128 heads): 146.0 GFLOP and 604 MB of latent read in one call
     (``tests/test_work_parity.py``).
     """
-    # the sequences and query heads set the type (a NumPy value): the rest multiply into them
-    n, hq, c = num(sequences), num(query_heads), num(calls)
-    hk: Any = kv_heads
-    activation = n * hq * (query_width + output_width) * OUTPUT_BYTES * c  # type: ignore[operator]
+    return decode_attention_of(
+        num(sequences), num(query_heads), kv_heads, query_width, output_width, num(context),
+        num(flops), num(kv_read_bytes), num(kv_write_bytes), num(calls),
+    )  # fmt: skip
+
+
+def decode_attention_of(
+    n: FloatArray,
+    hq: FloatArray,
+    hk: Any,
+    query_width: Any,
+    output_width: Any,
+    context: FloatArray,
+    flops: FloatArray,
+    kv_read_bytes: FloatArray,
+    kv_write_bytes: FloatArray,
+    c: FloatArray,
+) -> Work:
+    """:func:`decode_attention` of NumPy values (``n`` sequences, ``hq`` query heads, the
+    context, FLOPs, KV bytes and ``c`` calls; a pass has them so): the KV heads and head widths
+    multiply into them."""
+    activation = n * hq * (query_width + output_width) * OUTPUT_BYTES * c
     return record(Work, (
-        num(flops), _ZERO, activation, num(kv_read_bytes), num(kv_write_bytes), n * hk, hq / hk,
-        num(context), c, None, None, None, None, None,
+        flops, _ZERO, activation, kv_read_bytes, kv_write_bytes, n * hk, hq / hk, context, c,
+        None, None, None, None, None,
     ))  # fmt: skip
 
 
@@ -379,9 +397,15 @@ def elementwise(
 ) -> Work:
     """A memory-bound pass (norms, casts, an embedding lookup): ``bytes_moved`` activation bytes
     read and written plus ``weight_bytes`` of parameters, no FLOPs counted."""
+    return elementwise_of(num(bytes_moved), num(rows), num(calls), num(weight_bytes))
+
+
+def elementwise_of(
+    bytes_moved: FloatArray, rows: FloatArray, calls: FloatArray, weight_bytes: FloatArray = _ZERO
+) -> Work:
+    """:func:`elementwise` of NumPy values (a pass has them so)."""
     return record(Work, (
-        _ZERO, num(weight_bytes), num(bytes_moved), _ZERO, _ZERO, num(rows), None, None, num(calls),
-        None, None, None, None, None,
+        _ZERO, weight_bytes, bytes_moved, _ZERO, _ZERO, rows, None, None, calls, None, None, None, None, None,
     ))  # fmt: skip
 
 
