@@ -26,7 +26,11 @@ def test_a_plan_is_computed_once_per_rates_and_model() -> None:
     assert pass_plan(m, dep.rates, **PLAN) is first
     fresh = pass_plan(m, dep.chip_rates(1.0), **PLAN)  # new rates: computed again, equal
     assert fresh is not first
-    assert fresh.qkv.work.params == first.qkv.work.params and fresh.moe is not None and first.moe is not None
+    assert (
+        fresh.qkv.work.flops_per_row == first.qkv.work.flops_per_row
+        and fresh.moe is not None
+        and first.moe is not None
+    )
     assert fresh.moe.groups == first.moe.groups
 
 
@@ -36,9 +40,10 @@ def test_two_models_on_one_rates_do_not_share_a_plan() -> None:
     mine = pass_plan(deepseek.shardable.operators, rates, **PLAN)
     theirs = pass_plan(llama.shardable.operators, rates, **PLAN)
     assert mine.moe is not None and theirs.moe is None
-    # Llama-3.1-70B's QKV: (8192 + 2 x 8 x 128) x 8192 x 80 layers, all on one chip at tp = 1
-    assert float(theirs.qkv.work.params) == (8192 + 2 * 8 * 128) * 8192 * 80
-    assert float(mine.qkv.work.params) != float(theirs.qkv.work.params)
+    # Llama-3.1-70B's QKV: (8192 + 2 x 8 x 128) x 8192 x 80 layers, all on one chip at tp = 1,
+    # two FLOPs a parameter and token
+    assert float(theirs.qkv.work.flops_per_row) == 2 * (8192 + 2 * 8 * 128) * 8192 * 80
+    assert float(mine.qkv.work.flops_per_row) != float(theirs.qkv.work.flops_per_row)
 
 
 def test_a_pass_on_cached_terms_equals_one_on_fresh_rates() -> None:

@@ -262,8 +262,8 @@ def fractions_of(
     """``(compute_frac, bandwidth_frac)`` of a call of ``rows`` (NumPy values) at ``cols`` and
     ``depth``: :func:`achieved_compute_frac` and :func:`achieved_bandwidth_frac`, one pass over
     the rows both saturate in. ``split``: ``_split_rows`` of the rows where the caller has it and
-    every row is at least 1 (then both fractions read it); ``terms``: :func:`shape_terms` of
-    ``e``, ``cols`` and ``depth`` where the caller has them."""
+    every row is at least 1 (then both fractions read it, :func:`timing_of`); ``terms``:
+    :func:`shape_terms` of ``e``, ``cols`` and ``depth`` where the caller has them."""
     s = shape_terms(e, cols, depth) if terms is None else terms
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
@@ -271,12 +271,9 @@ def fractions_of(
     r = rows
     if e.split_tokens > 0.0:
         if split is None:
-            split = _split_rows(e, r_bandwidth, depth)
-            # one point of one row or more (``maximum`` gives the value itself): the same splits
-            r = split if r_bandwidth is rows else _split_rows(e, rows, depth)
+            r, r_bandwidth = _split_rows(e, rows, depth), _split_rows(e, r_bandwidth, depth)
         else:
-            r = split
-        r_bandwidth = split
+            r = r_bandwidth = split
     if e.compute_tile_rows > 0.0:  # whole tiles: saturation in the padded rows, times the useful share
         rr = maximum(r, 1.0)
         padded = ceil(rr / e.compute_tile_rows) * e.compute_tile_rows

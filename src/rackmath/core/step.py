@@ -31,23 +31,18 @@ def ordered(operators: tuple[ops.Operator, ...]) -> list[ops.Operator]:
     """The operators in the one order they are summed in, the attention core last. It is the
     one operator that varies with context, so over a batch x context grid the others add up on
     the batch axis and the grid pays one full-size addition; and a point alone adds in the same
-    order as the same point inside a grid (the same bits)."""
-    return [op for op in operators if op.op_class not in _ATTENTION] + [
-        op for op in operators if op.op_class in _ATTENTION
-    ]
+    order as the same point inside a grid (the same bits). One pass, the attention set aside."""
+    first: list[ops.Operator] = []
+    last: list[ops.Operator] = []
+    for op in operators:
+        (last if op.op_class in _ATTENTION else first).append(op)
+    return first + last
 
 
 def sum_over(operators: tuple[ops.Operator, ...], term: Callable[[ops.Operator], Any]) -> FloatArray:
-    """``sum(term(op))`` in the order of :func:`ordered` (the attention core's terms set aside
-    in one pass, added last)."""
+    """``sum(term(op))`` in the order of :func:`ordered`."""
     out: Any = 0.0
-    last = []
-    for op in operators:
-        if op.op_class in _ATTENTION:
-            last.append(op)
-        else:
-            out = out + term(op)
-    for op in last:
+    for op in ordered(operators):
         out = out + term(op)
     return out
 

@@ -97,7 +97,6 @@ class GemmShape:
     from point to point. ``flops_per_row = 2 params``; ``weight_bytes = params w``;
     ``activation_bytes_per_row = in a + out o`` per row and call."""
 
-    params: FloatArray
     flops_per_row: FloatArray
     weight_bytes: FloatArray
     activation_bytes_per_row: FloatArray
@@ -121,7 +120,6 @@ def gemm_shape(
     """The rows-free terms of :func:`gemm` (its arguments but ``rows``)."""
     # the arguments stay as given (Python floats or NumPy values): they multiply into the rows
     return GemmShape(
-        params,  # type: ignore[arg-type]
         2.0 * params,  # type: ignore[arg-type,operator]
         params * weight_bytes_per_param,  # type: ignore[arg-type,operator]
         in_values * activation_bytes + out_values * OUTPUT_BYTES,  # type: ignore[arg-type,operator]
