@@ -47,8 +47,8 @@ def test_survey_ages_and_roofline_ratio() -> None:
     experts = next(op for op in pre.step.operators if op.name == "routed_experts")
     # block-scaled fp8 weights: one 4-byte scale per 128 x 128 block
     expert_bytes = 256 * 58 * 3 * 7168 * 2048 * (1.0 + 4 / (128 * 128))
-    assert float(experts.weight_bytes.ravel()[0]) == pytest.approx(expert_bytes, rel=1e-6)
-    assert float(experts.memory_s.ravel()[0]) > float(experts.compute_s.ravel()[0])
+    assert float(np.ravel(experts.weight_bytes)[0]) == pytest.approx(expert_bytes, rel=1e-6)
+    assert float(np.ravel(experts.memory_s)[0]) > float(np.ravel(experts.compute_s)[0])
     f_attn = float(loads.prefill_attention_flops_per_sequence(d.model, 8192))
     f_all = float(arch.prefill_flops_per_sequence(d.model, 8192))
     assert s.roofline.prefill_mfu == pytest.approx(float(pre.mfu[0, 0]))

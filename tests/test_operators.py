@@ -55,11 +55,11 @@ def test_one_operator_by_hand() -> None:
     flops = 2 * 64 * 80 * 8192 * (8192 + 2 * 1024)
     weight = 80 * 8192 * 10240 * 2
     activation = 64 * 80 * (8192 + 10240) * 2
-    assert qkv.flops.item() == pytest.approx(flops, rel=1e-12)
-    assert qkv.weight_bytes.item() == pytest.approx(weight, rel=1e-12)
-    assert qkv.activation_bytes.item() == pytest.approx(activation, rel=1e-12)
-    assert qkv.time_s.item() == pytest.approx((weight + activation) / 3.35e12, rel=1e-12)
-    assert qkv.compute_s.item() == pytest.approx(flops / 989e12, rel=1e-3)
+    assert float(qkv.flops) == pytest.approx(flops, rel=1e-12)
+    assert float(qkv.weight_bytes) == pytest.approx(weight, rel=1e-12)
+    assert float(qkv.activation_bytes) == pytest.approx(activation, rel=1e-12)
+    assert float(qkv.time_s) == pytest.approx((weight + activation) / 3.35e12, rel=1e-12)
+    assert float(qkv.compute_s) == pytest.approx(flops / 989e12, rel=1e-3)
 
 
 @settings(max_examples=40, deadline=None)
@@ -151,12 +151,12 @@ def test_per_class_precision_reaches_the_step() -> None:
         * dep.model.attention.v_head_dim
         * dep.model.hidden_size
     )
-    assert by_name["attention_qkv"].weight_bytes.item() == pytest.approx(
+    assert float(by_name["attention_qkv"].weight_bytes) == pytest.approx(
         (counts.attention - out) * 2.0, rel=1e-12
     )
-    assert by_name["lm_head"].weight_bytes.item() == pytest.approx(counts.lm_head * 2.0, rel=1e-12)
+    assert float(by_name["lm_head"].weight_bytes) == pytest.approx(counts.lm_head * 2.0, rel=1e-12)
     per_expert = counts.per_expert * dep.model.num_moe_layers * (4 + 8 / 32) / 8
-    assert by_name["routed_experts"].weight_bytes.item() == pytest.approx(4 * per_expert, rel=1e-9)
+    assert float(by_name["routed_experts"].weight_bytes) == pytest.approx(4 * per_expert, rel=1e-9)
 
 
 @pytest.mark.parametrize("efficiency", ["pure", "kernel"])

@@ -1,9 +1,10 @@
 """The one-point path's shortcuts give what the formulas they skip give, to the bit.
 
-A plan point (``benchmarks/bench_core.py``'s ``plan_point_s``) runs each formula once on NumPy
-scalars; what it keeps from point to point (a GEMM's rows-free terms, a plan's dimensions as
-NumPy scalars), what it computes once for two uses (a split-KV call's splits) and the
-cached property without a lock must change no number.
+A plan point (``benchmarks/bench_core.py``'s ``plan_point_s``) runs each formula once on Python
+floats (the same IEEE arithmetic as NumPy's float64, at a third of a NumPy scalar's cost); what
+it keeps from point to point (a GEMM's rows-free terms, a plan's dimensions as floats), what it
+computes once for two uses (a split-KV call's splits) and the cached property without a lock
+must change no number.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def test_a_gemm_of_kept_terms_is_the_formula_of_its_rows() -> None:
     assert float(bf16.weight_bytes) == pytest.approx(29.36e6, rel=1e-3)
 
 
-def _work(flops, moved, rows, cols, depth) -> wk.Work:  # type: ignore[no-untyped-def]
-    zero = np.float64(0.0)
-    return wk.Work(flops, zero, moved, zero, zero, rows, np.float64(cols), depth, np.float64(61.0))
+def _work(flops, moved, rows, cols, depth, number=np.float64) -> wk.Work:  # type: ignore[no-untyped-def]
+    zero = number(0.0)
+    return wk.Work(flops, zero, moved, zero, zero, rows, number(cols), depth, number(61.0))
 
 
 @pytest.mark.parametrize("rows", [0.4, 1.0, 8.0, 640.0])
@@ -76,23 +77,50 @@ def test_both_fractions_in_one_pass_are_each_one_alone(rows: float, depth: float
 def test_a_split_kv_point_is_timed_as_inside_a_grid() -> None:
     """One point on the split-KV curve (its splits computed once for both fractions and the
     thread blocks) and the same point inside a batch x context grid (the splits of a column of
-    rows; below one row, none shared): the same five numbers."""
+    rows; below one row, none shared): the same five numbers, from Python floats (the plan
+    point's) and NumPy scalars (a caller's) alike."""
     batch, context = np.array([[0.5], [1.0], [8.0], [64.0]]), np.array([[512.0, 4096.0, 131072.0]])
     flops, moved = 1e9 * batch * context / 4096.0, 2e6 * batch * context / 4096.0
     at_grid = eff.timing_of(SPLIT_KV, _work(flops, moved, batch, 4.0, context), moved, 2.5e15, 8e12, False)
     for i in range(4):
         for j in range(3):
-            point = _work(flops[i, j], moved[i, j], batch[i, 0], 4.0, context[0, j])
-            one = eff.timing_of(SPLIT_KV, point, moved[i, j], 2.5e15, 8e12, False)
-            for a, b in zip(one, at_grid, strict=True):
-                assert a == np.broadcast_to(b, (4, 3))[i, j], (i, j)
+            for number in (float, np.float64):
+                f, m, b, c = (number(x) for x in (flops[i, j], moved[i, j], batch[i, 0], context[0, j]))
+                one = eff.timing_of(SPLIT_KV, _work(f, m, b, 4.0, c, number), m, 2.5e15, 8e12, False)
+                for a, g in zip(one, at_grid, strict=True):
+                    assert a == np.broadcast_to(g, (4, 3))[i, j], (i, j, number)
 
 
-def test_a_deployment_keeps_its_plan_dimensions_as_numpy_scalars() -> None:
+def test_a_deployment_keeps_its_plan_dimensions_as_floats() -> None:
     dep = plan_deployment(resolve_model("deepseek-v3"), system("gb200-nvl72"), "dp=64,ep=64")
     d = dep.dims
-    assert type(d.dp) is np.float64 and d.dp == 64 and d.ep == 64 and d.tp == 1 and d.cp == 1
+    assert type(d.dp) is float and d.dp == 64 and d.ep == 64 and d.tp == 1 and d.cp == 1
     assert d.cp_comm == dep.plan.cp_comm  # words stay words
+
+
+_OPERATOR_NUMBERS = (
+    "flops", "weight_bytes", "activation_bytes", "kv_read_bytes", "kv_write_bytes", "compute_s",
+    "memory_s", "time_s", "bandwidth_bytes_per_s", "latency_s",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "plan", ["dp=64,ep=64", "attn_dp=32,ep=32,redundant_experts=32,skew=1.3,tbo=on", "tp=4,pp=2"]
+)
+def test_a_plan_point_runs_on_floats_from_its_entry_to_its_operators(plan: str) -> None:
+    """Every number of a one-point step's operators and collectives is a Python float: a NumPy
+    scalar anywhere on the way would make each operation after it ~2-3x dearer (no number
+    changes, so only this finds it). The same numbers as that point of a grid, to within a few
+    units in the last place (NumPy's vectorized loops may round a last bit differently)."""
+    dep = plan_deployment(resolve_model("deepseek-v3"), system("gb200-nvl72"), plan)
+    one, grid = dep.decode([512], [4096]).step, dep.decode([512, 1], [4096]).step
+    assert one.operators and one.collectives
+    for op, at_grid in zip(one.operators + one.collectives, grid.operators + grid.collectives, strict=True):
+        for name in _OPERATOR_NUMBERS:
+            x = getattr(op, name)
+            assert type(x) is float, (op.name, name, type(x))
+            at = np.broadcast_to(getattr(at_grid, name), (2, 1))[0, 0]
+            assert x == pytest.approx(at, rel=1e-15, abs=0.0), (op.name, name)
 
 
 def test_the_cached_property_computes_once_and_keeps_the_value() -> None:

@@ -56,10 +56,10 @@ def test_verification_reads_weights_once_and_computes_k_plus_one_tokens() -> Non
     assert wide.weight_bytes.item() == pytest.approx(plain.weight_bytes.item(), rel=1e-12)
     assert wide.kv_read_bytes.item() == pytest.approx(plain.kv_read_bytes.item(), rel=1e-12)
     for name in ("attention_qkv", "dense_mlp", "lm_head"):
-        f_plain = next(op.flops for op in plain.operators if op.name == name).item()
-        f_wide = next(op.flops for op in wide.operators if op.name == name).item()
+        f_plain = np.asarray(next(op.flops for op in plain.operators if op.name == name)).item()
+        f_wide = np.asarray(next(op.flops for op in wide.operators if op.name == name)).item()
         assert f_wide == pytest.approx(4 * f_plain, rel=1e-12)
-    att = next(op.flops for op in wide.operators if op.name == "attention").item()
+    att = np.asarray(next(op.flops for op in wide.operators if op.name == "attention")).item()
     hand = 4 * 8 * float(rm.core.architecture.decode_attention_flops_per_token(m, 4096 + 1.5))
     assert att == pytest.approx(hand, rel=1e-12)
 
@@ -134,18 +134,18 @@ def test_prefix_hit_by_hand() -> None:
     assert r.ttft_s[0, 0] == pytest.approx(r.warm.step_s[0, 0] + 4096 * kv_token / 51.2e9, rel=1e-12)
     # GEMM work halves exactly; the suffix's attention covers pairs 4097..8192: 3/4 of them
     qkv = [
-        next(op.flops for op in step.operators if op.name == "attention_qkv").item()
+        np.asarray(next(op.flops for op in step.operators if op.name == "attention_qkv")).item()
         for step in (r.cold.step, r.warm)
     ]
     assert qkv[1] == pytest.approx(qkv[0] / 2, rel=1e-12)
     att = [
-        next(op.flops for op in step.operators if op.name == "attention").item()
+        np.asarray(next(op.flops for op in step.operators if op.name == "attention")).item()
         for step in (r.cold.step, r.warm)
     ]
     pairs = lambda n: n * (n + 1) / 2  # noqa: E731
     assert att[1] / att[0] == pytest.approx((pairs(8192) - pairs(4096)) / pairs(8192), rel=1e-12)
     # the suffix reads the prefix's KV once
-    kv_read = next(op.kv_read_bytes for op in r.warm.operators if op.name == "attention").item()
+    kv_read = np.asarray(next(op.kv_read_bytes for op in r.warm.operators if op.name == "attention")).item()
     assert kv_read == pytest.approx(4096 * kv_token, rel=1e-12)
 
 

@@ -314,8 +314,8 @@ def _per_layer_sum(
 ) -> FloatArray:
     """``sum over layers of term(layer, context, *args)`` as a sum over :func:`attention_terms`
     (``term`` reads only a group's attention, window and constants), broadcast over ``context``."""
-    c = num(context)  # one value stays a NumPy scalar (rackmath.core.numeric)
-    total = np.zeros_like(c) if type(c) is np.ndarray else np.float64(0.0)
+    c = num(context)  # one value stays a float (rackmath.core.numeric)
+    total = np.zeros_like(c) if type(c) is np.ndarray else 0.0
     for g in attention_terms(model):
         total = total + g.count * num(term(g, c, *args))
     return total  # type: ignore[return-value]

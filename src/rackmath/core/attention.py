@@ -369,7 +369,7 @@ def indexed_tokens(a: AttentionSpec, window: float | None, context: ArrayLike) -
     2,048 tokens: 0; at 2,049: 2,049. 0 without DSA."""
     c = num(context)
     if not a.index_top_k:
-        return np.zeros_like(c) if type(c) is np.ndarray else np.float64(0.0)  # type: ignore[return-value]
+        return np.zeros_like(c) if type(c) is np.ndarray else 0.0  # type: ignore[return-value]
     held = num(rule(a).held(a, window, c))
     return np.where(held > a.index_top_k, held, 0.0)[()]
 

@@ -33,7 +33,7 @@ LINK_MODEL = "link model"
 #: Bytes a value DeepEP sends: an fp8 dispatch (plus its scales) and a bf16 combine
 #: (DeepEP's defaults in SGLang and TensorRT-LLM; its tables time these payloads).
 DEEPEP_VALUE_BYTES: dict[str, float] = {"dispatch": wk.FP8_DISPATCH_BYTES, "combine": 2.0}
-_ZERO = cast(FloatArray, np.float64(0.0))  # a term a collective lacks; broadcasts anywhere
+_ZERO = cast(FloatArray, 0.0)  # a term a collective lacks; broadcasts anywhere
 
 
 class Leg(NamedTuple):

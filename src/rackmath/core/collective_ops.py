@@ -237,7 +237,7 @@ def step_collectives(
     c = num(cp)
     if type(c) is np.ndarray or c != 1.0:
         dp = dp * c
-    if tp.ndim or tp > 1:
+    if type(tp) is np.ndarray or tp > 1:
         message = tokens / dp * m.hidden * activation_bytes
         group = place(topo, tp)
         out.append(all_reduce_operator("tp_all_reduce", group, message, 2.0 * (m.num_layers / pp), table))
@@ -375,7 +375,7 @@ def _cached_ranks(ep: float, experts: int, per_token: int) -> FloatArray:
 
 def destination_ranks(ep: FloatArray, experts: int, per_token: int) -> FloatArray:
     """:func:`~rackmath.core.collectives.expected_destination_ranks`, cached for one EP degree
-    (a NumPy scalar there: a 0-d array costs ~1 us an operation)."""
+    (a float there: a 0-d array costs ~1 us an operation)."""
     if isinstance(ep, float) or np.ndim(ep) == 0:
         return _cached_ranks(float(ep), experts, per_token)
     return coll.expected_destination_ranks(ep, experts, per_token)

@@ -155,8 +155,8 @@ from rackmath.specs.efficiency import (
 )
 
 FloatArray = NDArray[np.float64]
-_ONE = np.float64(1.0)
-_ZERO = np.float64(0.0)
+_ONE = 1.0
+_ZERO = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +208,7 @@ def achieved_compute_frac(
 ) -> FloatArray:
     """``compute_frac * rows / (rows + compute_half_rows)`` (1 for the pure roofline),
     times ``cols / (cols + compute_half_cols)`` and ``depth / (depth + compute_half_depth)``
-    when those are given. An array ``rows`` gives an array, one value a NumPy scalar.
+    when those are given. An array ``rows`` gives an array, one value a float.
 
     Worked number: compute_frac 0.8, half at 64 rows, 64 rows -> 0.4.
     """
@@ -223,7 +223,7 @@ def compute_frac_of(
     split: FloatArray | None = None,
     terms: ShapeTerms | None = None,
 ) -> FloatArray:
-    """:func:`achieved_compute_frac` of rows already a NumPy value (an array or a NumPy scalar):
+    """:func:`achieved_compute_frac` of rows already a number (an array or a float, :func:`num`):
     the first of :func:`fractions_of`."""
     return fractions_of(e, r, cols, depth, split, terms)[0]
 
@@ -267,7 +267,7 @@ def fractions_of(
     s = shape_terms(e, cols, depth) if terms is None else terms
     # a call with work streams at least one row: an expected count below one (fewer tokens than
     # experts) must not slow the weight stream, or more tokens would make the call faster
-    r_bandwidth = rows if type(rows) is np.float64 and rows >= 1.0 else maximum(rows, 1.0)
+    r_bandwidth = rows if type(rows) is float and rows >= 1.0 else maximum(rows, 1.0)
     r = rows
     if e.split_tokens > 0.0:
         if split is None:
@@ -358,7 +358,7 @@ def spill_bytes_of(e: OpEfficiency, moved: FloatArray, calls: FloatArray) -> Flo
 def _saturating(frac: float, half_rows: float, r: FloatArray) -> FloatArray:
     """``frac * r / (r + half_rows)``, shaped like ``r`` (``frac`` itself when ``half_rows`` is 0)."""
     if half_rows == 0.0:
-        return np.full_like(r, frac) if type(r) is np.ndarray else np.float64(frac)  # type: ignore[return-value]
+        return np.full_like(r, frac) if type(r) is np.ndarray else frac  # type: ignore[return-value]
     return frac * r / (r + half_rows)
 
 
@@ -402,7 +402,7 @@ def operator_timing(
     0.12 ms; the same call of 256 tokens with the second kernel bounded at 128 -> 0.30 ms.
     ``sequence_heads`` (prefill attention's sequences x query heads per call) counts its
     thread blocks with the query tiles (:func:`blocks_of`), each adding ``block_bytes`` at the
-    chip's bandwidth. Arrays in give arrays out; single values give NumPy scalars
+    chip's bandwidth. Arrays in give arrays out; single values give floats
     (:mod:`rackmath.core.numeric`).
 
     Worked number: 1 GFLOP and 1 MB at 1 PFLOP/s and 1 TB/s with the pure roofline -> 1 us
@@ -440,7 +440,7 @@ def timing_of(
         compute_s = f / peak_flops_per_s
         memory_s = moved / bandwidth_bytes_per_s
         return compute_s, memory_s, maximum(compute_s, memory_s), _ONE, _ZERO  # type: ignore[return-value]
-    if not (type(rows) is np.float64 and rows > 0.0):  # a call of no rows has no time, not 0 / 0
+    if not (type(rows) is float and rows > 0.0):  # a call of no rows has no time, not 0 / 0
         rows = maximum(rows, 1e-30)
     split = None
     if e.split_tokens > 0.0 and depth is not None:
@@ -504,13 +504,11 @@ def overlapped_s(
     """``(compute_s^p + memory_s^p)^(1/p)``, computed as ``longer * (a^p + b^p)^(1/p)`` with both
     ratios to the longer time ``longer_s`` in [0, 1] (no overflow or underflow at p = 20; an
     operator with no work stays at 0). Worked number: 3 and 4 us, p = 2 -> 5 us."""
-    if type(longer_s) is np.float64:  # one point: Python float arithmetic, ~5x NumPy scalars
-        longer = float(longer_s)
-        if not longer > 0.0:
+    if type(longer_s) is not np.ndarray:  # one point: no array to guard
+        if not longer_s > 0.0:
             return longer_s
-        shorter = float(compute_s) + float(memory_s) - longer
-        # a NumPy scalar times a float is the floats' product, without building a scalar anew
-        return longer_s * (1.0 + (shorter / longer) ** power) ** (1.0 / power)
+        shorter = compute_s + memory_s - longer_s
+        return longer_s * (1.0 + (shorter / longer_s) ** power) ** (1.0 / power)
     # the longer time's ratio is 1 exactly (1^p = 1), so only the shorter one's power is taken:
     # the same numbers as summing both powers, at one power of the grid instead of two
     scale = longer_s if longer_s.size and longer_s.min() > 1e-300 else maximum(longer_s, 1e-300)
@@ -583,6 +581,6 @@ def collective_time_s(
     with 1 us per hop on 8 chips, 7 us more; with a 4 us pipeline latency,
     ``2 sqrt(4 us x 1.111 ms)`` = 133 us more; with a group power of 2 on 8 chips (and no
     pipeline term) the 1.111 ms is 16 times as long, 17.78 ms; with 128 tokens an SM at 2.5 us
-    a token (and none of the three), 320 us more. Single values give NumPy scalars.
+    a token (and none of the three), 320 us more. Single values give floats.
     """
     return collective_timing(c, wire_bytes, link_bytes_per_s, link_latency_s, chips, sm_tokens)[0]

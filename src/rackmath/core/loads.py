@@ -47,7 +47,7 @@ class StepLoad:
     decode_context: FloatArray = field(default_factory=lambda: np.zeros(()))
     #: query rows per decoding sequence (``q = k + 1`` in a speculative verify step, else 1):
     #: ``decode_sequences / decode_queries`` sequences, whole ones per rank
-    decode_queries: FloatArray = field(default_factory=lambda: cast(FloatArray, np.float64(1.0)))
+    decode_queries: FloatArray = field(default_factory=lambda: cast(FloatArray, 1.0))
     #: whether the prompts are whole requests (a batch of prompts: a pipeline micro-batch holds
     #: whole ones, so one prompt on ``P`` stages is one micro-batch) or a pooled share of prompt
     #: tokens that splits evenly (continuous batching's average ``B/O`` prompts a step, the
@@ -81,8 +81,8 @@ class StepLoad:
         )
 
 
-_NONE = cast(FloatArray, np.float64(0.0))  # a term the load does not have; broadcasts against any grid
-_ONE = cast(FloatArray, np.float64(1.0))  # a factor of 1 (the cache read shared by one query)
+_NONE = cast(FloatArray, 0.0)  # a term the load does not have; broadcasts against any grid
+_ONE = cast(FloatArray, 1.0)  # a factor of 1 (the cache read shared by one query)
 
 
 @lru_cache(maxsize=256)

@@ -301,7 +301,7 @@ def moe_tp_all_reduce_s(
     """
     m, t = num(moe_tp), num(tp)
     on = (m > 1) & (m != t)
-    if (not on) if on.ndim == 0 else not np.any(on):
+    if (not on) if type(on) is not np.ndarray else not np.any(on):
         return 0.0 * num(tokens_per_chip) * num(moe_layers)
     group = place(topo, maximum(m, 1.0))
     message = num(tokens_per_chip) * num(destination_ranks) * m * hidden * activation_bytes
@@ -339,7 +339,7 @@ def ep_all_to_all_s(
 def pipeline_hops(pp: ArrayLike, *, decode: bool) -> FloatArray:
     """Hops on a token's path: ``P - 1`` activation hops, plus the sampled token's return
     to the first stage in decode (``P`` in all); none with one stage."""
-    p = num(pp)  # one plan stays a NumPy scalar (a 0-d array costs ~1 us an operation)
+    p = num(pp)  # one plan stays a float (a 0-d array costs ~1 us an operation)
     return (p > 1) * (p if decode else p - 1.0)
 
 

@@ -144,7 +144,7 @@ def expert_shards(tp: ArrayLike, ep: ArrayLike, moe_tp: ArrayLike = 0) -> FloatA
     own tensor parallelism (``moe_tp > 0``), else ``max(ep, tp)`` (whole experts over ``ep``,
     then expert-TP when ``tp > ep``). The rest of a stage's chips replicate the experts."""
     e, mt, t = num(ep), num(moe_tp), num(tp)
-    if mt.ndim == 0:  # one value for every point: one branch
+    if type(mt) is not np.ndarray:  # one value for every point: one branch
         return mt * e if mt > 0 else maximum(e, t)
     return np.asarray(np.where(mt > 0, mt * e, np.maximum(e, t)), dtype=float)
 

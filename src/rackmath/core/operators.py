@@ -84,7 +84,7 @@ ACTIVATION_BYTES = 2.0
 #: Activation values a norm moves per token: it reads ``h`` and writes ``h``; two norms per layer.
 NORM_VALUES_PER_HIDDEN_PER_LAYER = 4.0
 
-_ZERO_INPUTS = cast(FloatArray, np.float64(0.0))
+_ZERO_INPUTS = cast(FloatArray, 0.0)
 
 
 class Operator(NamedTuple):
@@ -195,7 +195,7 @@ def _timing(
     return eff.timing_of(e, work, work.bytes, peak_flops_per_s, bandwidth, pure)
 
 
-_ZERO = np.float64(0.0)
+_ZERO = 0.0
 
 
 def _has(x: FloatArray) -> bool:

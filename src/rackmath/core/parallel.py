@@ -197,7 +197,7 @@ def plan_step(
             if on_cp
             else (zero, zero)
         )
-        if p.ndim == 0 and p == 1:  # one stage: no hop (pipeline_hops' 0), none to time
+        if type(p) is not np.ndarray and p == 1:  # one stage: no hop (pipeline_hops' 0), none to time
             hops = hops_s = zero
         else:
             hops = pipeline_hops(p, decode=decode) + zero
@@ -210,7 +210,7 @@ def plan_step(
             pass_s, tp_comm + ep_comm + cp_wait if on_cp else tp_comm + ep_comm, comm_overlap_frac
         )
         o = numeric.num(tbo_overlap_frac)
-        if (o > 0) if o.ndim == 0 else np.any(o > 0):
+        if (o > 0) if type(o) is not np.ndarray else np.any(o > 0):
             # two micro-batches of half the tokens: each runs every operator (weights read twice,
             # GEMMs at half the rows) and its own collectives; one's all-to-all hides under the
             # other's operators
@@ -240,7 +240,7 @@ def plan_step(
                 ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
                 cp_comm_s = np.where(use, 2.0 * cp_half, cp_comm_s)
                 stage = np.where(use, with_tbo, stage)
-        if not (p.ndim == 0 and p == 1):
+        if not (type(p) is not np.ndarray and p == 1):
             latency = crossing * topo.scale_out_latency_s + (hops - crossing) * topo.scale_up_latency_s
             latency = latency + hops * extra_hop_latency_s
             send = cops.send_operator("pp_send", hops_s, latency, topo, rates.efficiency)
@@ -252,8 +252,8 @@ def plan_step(
         hops_s = hops * extra_hop_latency_s
         stage = pass_s
     if shape is None:
-        shape = stage.shape
-    elif stage.ndim and stage.shape != shape:  # a one-point stage (0-d) takes the grid's shape
+        shape = np.shape(stage)
+    elif type(stage) is np.ndarray and stage.ndim and stage.shape != shape:  # a point: the grid's shape
         shape = np.broadcast_shapes(stage.shape, shape)
 
     fields = (tp_comm, ep_comm, stage, hops, hops_s, p, imbalance)
@@ -301,7 +301,7 @@ def _either(
 ) -> tuple[ops.Operator, ...]:
     """Per point, the two half micro-batches' operators (each quantity twice one half's) where
     ``use``, else the whole micro-batch's; the bandwidth is the half's where used."""
-    if np.ndim(use) == 0:  # one point: one tuple or the other, NumPy scalars kept
+    if np.ndim(use) == 0:  # one point: one tuple or the other, floats kept
         if not use:
             return whole
         return tuple(h._replace(**{f: 2.0 * getattr(h, f) for f in _OPERATOR_TOTALS}) for h in halves)

@@ -194,7 +194,7 @@ def expected_distinct_experts(tokens: ArrayLike, experts: ArrayLike, per_token: 
     """
     e, k, b = num(experts), num(per_token), num(tokens)
     if type(e) is not np.ndarray and type(k) is not np.ndarray and type(b) is not np.ndarray and k < e:
-        return e * -math.expm1(b * math.log1p(-k / e))  # one point: e is a NumPy scalar, so is the product
+        return e * -math.expm1(b * math.log1p(-k / e))  # one point: floats
     with np.errstate(divide="ignore"):  # k = E: log(0) = -inf, and every expert is read
         return np.asarray(e * -np.expm1(b * np.log1p(-k / e)), dtype=float)
 

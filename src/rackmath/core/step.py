@@ -106,7 +106,7 @@ def _largest(*shares: Any) -> Any:
     code: Any = np.zeros(np.shape(best), np.int8)
     owned = False  # whether ``best`` is this function's own array (then updated in place)
     for i, share in enumerate(shares[1:], start=1):
-        if np.size(best) and compact(share).max() <= best.min():
+        if np.size(best) and numeric.highest(compact(share)) <= numeric.lowest(best):
             continue
         larger = share > best
         if type(larger) is np.ndarray and larger.shape == code.shape:  # True as the byte 1

@@ -24,7 +24,7 @@ elementwise                rows / - / -                 no FLOPs; bytes read and
 Units: FLOPs (2 per multiply-accumulate), bytes, counts. ``w`` and ``a`` are the stored bytes
 per weight and per input activation element of the operator's format, scales included
 (:mod:`rackmath.specs.precision`); outputs are written in bf16 (:data:`OUTPUT_BYTES`).
-Arrays broadcast; single values give NumPy scalars (:mod:`rackmath.core.numeric`).
+Arrays broadcast; single values give floats (:mod:`rackmath.core.numeric`).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ FloatArray = NDArray[np.float64]
 #: and SGLang keep the residual stream in bf16 whatever the GEMM's input format).
 OUTPUT_BYTES = 2.0
 
-_ZERO = cast(FloatArray, np.float64(0.0))  # a term the operator lacks; broadcasts anywhere
-_ONE = cast(FloatArray, np.float64(1.0))  # one call: already a NumPy scalar, so num() keeps it as it is
+_ZERO = cast(FloatArray, 0.0)  # a term the operator lacks; broadcasts anywhere
+_ONE = cast(FloatArray, 1.0)  # one call: already a float, so num() keeps it as it is
 
 #: A record from all its fields in order: ``tuple.__new__(Work, fields)`` is what a NamedTuple's
 #: generated ``__new__`` does, without that Python-level call (0.2 us a record; a plan point's
@@ -83,7 +83,7 @@ class Work(NamedTuple):
 
     @property
     def bytes(self) -> FloatArray:
-        """Every byte the operator moves through HBM (a NumPy scalar for one point); a term the
+        """Every byte the operator moves through HBM (a float for one point); a term the
         operator lacks (:data:`_ZERO` itself) is not added (``x + 0.0`` is ``x``)."""
         total = self.weight_bytes + self.activation_bytes
         if self.kv_read_bytes is not _ZERO or self.kv_write_bytes is not _ZERO:

@@ -233,8 +233,8 @@ class Deployment:
     # ------------------------------------------------------------------ the plan
     @cached_property
     def dims(self) -> PlanDims:
-        """The plan's dimensions, stage shares included (one rank for the pool), as NumPy
-        scalars (every point converts them to those: :meth:`PlanDims.as_numbers`)."""
+        """The plan's dimensions, stage shares included (one rank for the pool), as
+        floats (every point converts them to those: :meth:`PlanDims.as_numbers`)."""
         return (POOLED_DIMS if self.pooled else self.with_stages(PlanDims.of(self.plan))).as_numbers()
 
     def with_stages(self, dims: PlanDims) -> PlanDims:
@@ -324,7 +324,7 @@ class Deployment:
         """HBM per chip holding ``batch`` sequences of ``context`` tokens; ``tokens_in_flight``
         (default: one per sequence, decode) sizes the activation workspace. ``dims``: other plan
         dimensions (arrays) than the deployment's; ``shape``: the grid's shape when one point is
-        given as single values (computed on NumPy scalars)."""
+        given as single values (computed on floats)."""
         d = self._dims(dims)
         b = numeric.num(batch)
         held = mem.serving_memory_per_chip(

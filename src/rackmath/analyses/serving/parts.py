@@ -100,7 +100,7 @@ class PlanDims:
         return cls(p.tp, p.pp, p.dp, p.ep, p.moe_tp, p.redundant_experts, p.skew, p.tbo, p.cp, p.cp_comm)
 
     def as_numbers(self) -> PlanDims:
-        """These dimensions with every single number a NumPy scalar (arrays and None as they
+        """These dimensions with every single number a float (arrays and None as they
         are): what the step's formulas make of them anyway, made once per deployment."""
         numbers: dict[str, Any] = {
             k: numeric.num(v) if type(v) in (int, float) else v for k, v in vars(self).items()
@@ -257,8 +257,8 @@ def one_point(b: FloatArray, c: FloatArray) -> tuple[Any, Any, tuple[int, ...] |
     """A one-point grid as 0-d values (NumPy then computes on scalars, not 1x1 arrays) and
     the shape the answer takes; a larger grid as it is."""
     if b.size == 1 and c.size == 1:
-        # NumPy scalars (not 0-d arrays): every formula then takes the one-point fast path
-        return b.reshape(())[()], c.reshape(())[()], b.shape if b.ndim >= c.ndim else c.shape  # all 1s
+        # floats (not 0-d arrays or NumPy scalars): every formula then takes the one-point path
+        return b.reshape(()).item(), c.reshape(()).item(), b.shape if b.ndim >= c.ndim else c.shape  # all 1s
     return b, c, None
 
 
