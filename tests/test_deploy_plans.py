@@ -441,6 +441,8 @@ def test_the_scalar_fast_paths_equal_numpy(a: float, b: float) -> None:
     for ours, theirs in ((numeric.maximum, np.maximum), (numeric.minimum, np.minimum)):
         for x, y in ((a, b), (np.float64(a), np.float64(b)), (np.array([a]), b)):
             np.testing.assert_array_equal(ours(x, y), theirs(x, y))
+    for x in (a, np.float64(a), np.array([a]), a * 1e-3 + 0.5):
+        np.testing.assert_array_equal(numeric.ceil(x), np.ceil(x))
     # one value is a Python float (whose arithmetic costs a third of a NumPy scalar's)
     assert type(numeric.num(3)) is float and numeric.num([1.0, 2.0]).shape == (2,)
     assert type(numeric.num(np.asarray(2.0))) is float and type(numeric.num(np.float64(2.0))) is float

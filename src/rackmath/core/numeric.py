@@ -8,8 +8,8 @@ scalar and a float, and a ufunc call such as ``np.maximum`` ~1-2 us on either (`
 when every argument is one value, and call NumPy otherwise; :func:`num` turns an input into an
 array or a float. A float divided by zero raises where NumPy gives ``inf``: the formulas a point
 runs divide by rates, fractions and counts that are positive by construction (a batch or
-context of 0 is refused before), and those that may divide by zero convert with
-``np.asarray`` under ``np.errstate``.
+context of 0 is refused before), and those that may divide by zero (a price per token, a
+concurrency) convert their inputs with ``np.asarray``.
 A large grid's elementwise formula can run in blocks of rows (:func:`by_rows`): the same
 numbers, with temporaries that stay in the caches. The records a point builds (a load, a step,
 a memory account) are built in one step each (:func:`frozen_record`).
