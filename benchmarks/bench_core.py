@@ -102,10 +102,13 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
     return b.size * c.size / best
 
 
-def plan_point_s(repeats: int = 200, rounds: int = 5) -> float:
+def plan_point_s(repeats: int = 200, rounds: int = 10, pause_s: float = 0.2) -> float:
     """One plan-aware decode point (DeepSeek-V3, dp=64,ep=64 on a GB200 NVL72) in-process: the
-    least of ``rounds`` medians of ``repeats`` points, as the grid takes its best of five (a
-    shared host's bursts of load lift whole rounds: one tree gave 101-218 us within an hour)."""
+    least of ``rounds`` medians of ``repeats`` points, ``pause_s`` apart, as the grid takes its
+    best of five. A shared host's bursts of load lift whole rounds (one tree gave 101-218 us
+    within an hour; CPU time rises with wall time, so the core itself is slowed, not taken
+    away), and five rounds back to back last ~0.1 s, inside one burst: spread over ~2 s, one
+    round finds a quiet moment more often."""
     from rackmath.analyses.serving.planned import plan_deployment
     from rackmath.catalog.loader import resolve_model, system
 
@@ -120,6 +123,7 @@ def plan_point_s(repeats: int = 200, rounds: int = 5) -> float:
             _ = (g.step_s, g.usd_per_million_output_tokens, g.fits)
             times.append(time.perf_counter() - start)
         medians.append(float(np.median(times)))
+        time.sleep(pause_s)
     return min(medians)
 
 

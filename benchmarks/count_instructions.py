@@ -8,17 +8,21 @@ point and its step time, price and fit) under valgrind's callgrind in two fresh 
 evaluating 300 points after a warm-up and one evaluating none, and prints the difference per
 point: imports, catalog loading and the warm-up cancel. ``SRC`` (default: this checkout's
 ``src``) is the package tree to count, so two trees compare on one machine. Prints nothing
-useful without valgrind (the suite does not run it).
+useful without valgrind (the suite does not run it). Writes ``benchmarks/results/instructions.json``
+when it counts this checkout's ``src`` (the README's benchmark table shows it).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from timing import machine  # benchmarks/timing.py, beside this script
 
 POINTS = 300
 
@@ -52,7 +56,8 @@ def instructions(src: Path, points: int) -> int:
 
 
 def _env(src: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    # one hash seed: string hashes (and so dict probes and set orders) the same in every run
+    return {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 
 def main() -> None:
@@ -64,6 +69,10 @@ def main() -> None:
     subprocess.run([sys.executable, "-c", CHILD, "0"], env=_env(src), capture_output=True, check=True)
     per_point = (instructions(src, POINTS) - instructions(src, 0)) / POINTS
     print(f"one plan point: {per_point / 1e3:,.0f}k instructions ({src})")
+    here = Path(__file__).resolve().parent
+    if src.resolve() == here.parent / "src":  # this checkout: the README's figure
+        result = {"plan_point_instructions": round(per_point), "points": POINTS, "machine": machine()}
+        (here / "results" / "instructions.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ def _load(name: str) -> dict[str, Any]:
 def rows() -> list[tuple[str, str, str, str]]:
     """(benchmark, command, result, aim) for every recorded figure."""
     core, search, web, sweep = _load("core"), _load("search"), _load("web"), _load("sweep")
+    instructions = _load("instructions")["plan_point_instructions"]
     simulate = _load("simulate")
     light, heavy = simulate["loads"]["light_5_per_s"], simulate["loads"]["heavy_0.8_capacity"]
     rates = [v / 1e6 for v in core["decode_points_per_s"].values()]
@@ -51,8 +52,14 @@ def rows() -> list[tuple[str, str, str, str]]:
         (
             "one plan-aware decode point in-process (DeepSeek-V3, dp=64,ep=64)",
             "same",
-            f"{core['plan_point_s_median'] * 1e6:.0f} us (least of 5 medians of 200)",
+            f"{core['plan_point_s_median'] * 1e6:.0f} us (least of 10 medians of 200, 0.2 s apart)",
             "<= 100 us",
+        ),
+        (
+            "the same point in instructions (valgrind's callgrind; the host's load does not move it)",
+            "`.venv/bin/python benchmarks/count_instructions.py`",
+            f"{instructions / 1e3:,.0f}k per point",
+            "-",
         ),
         (
             "wall time of one `rackmath explain deepseek-v3 --on gb200-nvl72`, fresh process",

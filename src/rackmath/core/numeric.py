@@ -83,7 +83,7 @@ def minimum(a: ArrayLike, b: ArrayLike) -> FloatArray:
 
 def ceil(x: ArrayLike) -> FloatArray:
     """``np.ceil(x)``."""
-    if (type(x) is float or type(x) is _F64) and -1e300 < x < 1e300:  # finite (NaN fails): -floor(-x) is exact
+    if (type(x) is float or type(x) is _F64) and -1e300 < x < 1e300:  # finite: -floor(-x) is exact
         return -((-x) // 1.0)  # type: ignore[return-value]
     return np.ceil(x)
 
