@@ -27,28 +27,27 @@ import numpy as np
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the aim states
 
 import rackmath as rm
-from timing import machine  # benchmarks/timing.py: the scripts run from this folder
+from timing import PAUSE_S, least_s, machine  # benchmarks/timing.py: the scripts run from this folder
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def grid_points_per_s(model: str, system: str, repeats: int = 5, efficiency: str = "kernel") -> float:
+def grid_points_per_s(model: str, system: str, repeats: int = 10, efficiency: str = "kernel") -> float:
     """Points per second of the grid under the default kernel-grounded efficiencies (or ``pure``)."""
     dep = rm.deployment(model, system, efficiency=efficiency)
     batches = np.arange(1, 1001, dtype=float)
     contexts = np.linspace(128, 131072, 1000)
     dep.decode(batches, contexts)  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
+
+    def grid() -> None:
         g = dep.decode(batches, contexts)
         # force every output a user reads
         _ = (g.step_s, g.usd_per_million_output_tokens, g.mfu, g.fits, g.step.bottleneck)
-        best = min(best, time.perf_counter() - start)
-    return batches.size * contexts.size / best
+
+    return batches.size * contexts.size / least_s(grid, repeats)
 
 
-def hand_fused_points_per_s(repeats: int = 5) -> float:
+def hand_fused_points_per_s(repeats: int = 10) -> float:
     """The per-operator decode step of Llama-3.1-70B on 8 pooled H100s written out by hand
     in one NumPy expression per operator class (dense, bf16, pure roofline): a baseline for
     the model's own evaluation, and a check that it computes the same step."""
@@ -94,21 +93,15 @@ def hand_fused_points_per_s(repeats: int = 5) -> float:
     fused = step()
     model_step = dep.decode(b[:, 0], c[0]).step_s
     np.testing.assert_allclose(fused, model_step, rtol=1e-9)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - start)
-    return b.size * c.size / best
+    return b.size * c.size / least_s(step, repeats)
 
 
-def plan_point_s(repeats: int = 200, rounds: int = 10, pause_s: float = 0.2) -> float:
+def plan_point_s(repeats: int = 200, rounds: int = 10, pause_s: float = PAUSE_S) -> float:
     """One plan-aware decode point (DeepSeek-V3, dp=64,ep=64 on a GB200 NVL72) in-process: the
     least of ``rounds`` medians of ``repeats`` points, ``pause_s`` apart, as the grid takes its
-    best of five. A shared host's bursts of load lift whole rounds (one tree gave 101-218 us
-    within an hour; CPU time rises with wall time, so the core itself is slowed, not taken
-    away), and five rounds back to back last ~0.1 s, inside one burst: spread over ~2 s, one
-    round finds a quiet moment more often."""
+    best of ten runs (:func:`timing.least_s`). A shared host's bursts of load lift whole
+    rounds (one tree gave 101-218 us within an hour), and five rounds back to back last
+    ~0.1 s, inside one burst."""
     from rackmath.analyses.serving.planned import plan_deployment
     from rackmath.catalog.loader import resolve_model, system
 

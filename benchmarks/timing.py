@@ -21,6 +21,24 @@ def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+#: Seconds between the runs a speed figure takes its least of: a shared host's bursts of load
+#: slow the core itself (CPU time rises with wall time) for a second or so, and runs back to
+#: back sit inside one burst; spread out, one of them more often finds a quiet moment.
+PAUSE_S = 0.2
+
+
+def least_s(fn: Callable[[], Any], runs: int, pause_s: float = PAUSE_S) -> float:
+    """The least wall time of ``runs`` calls of ``fn``, ``pause_s`` apart (``fn`` warmed up by
+    its caller): the code's own speed, as near as a shared host lets a run see it."""
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+        time.sleep(pause_s)
+    return best
+
+
 def machine(**extra: object) -> dict[str, object]:
     """The machine a run is on and how loaded it was when the script started (the 1-, 5- and
     15-minute load averages; on a shared 2-core machine the figures scale with them)."""

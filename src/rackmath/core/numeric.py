@@ -9,7 +9,10 @@ when every argument is one value, and call NumPy otherwise; :func:`num` turns an
 array or a float. A float divided by zero raises where NumPy gives ``inf``: the formulas a point
 runs divide by rates, fractions and counts that are positive by construction (a batch or
 context of 0 is refused before), and those that may divide by zero (a price per token, a
-concurrency) convert their inputs with ``np.asarray``.
+concurrency) convert their inputs with ``np.asarray``. A core function called directly with one
+value and a zero divisor (a link of 0 bytes/s, 0 experts, a margin of every SM) raises
+``ZeroDivisionError`` where an array gives ``inf``; the specs refuse such values before any
+analysis runs.
 A large grid's elementwise formula can run in blocks of rows (:func:`by_rows`): the same
 numbers, with temporaries that stay in the caches. The records a point builds (a load, a step,
 a memory account) are built in one step each (:func:`frozen_record`).

@@ -350,15 +350,11 @@ def max_batch(
 def usd_per_million_tokens(
     step_s: ArrayLike, tokens_per_step: ArrayLike, chips: ArrayLike, usd_per_chip_hour: ArrayLike
 ) -> FloatArray:
-    """Rental cost of a million tokens: ``step_s * chips * $/chip-s / tokens * 1e6``."""
-    usd_per_chip_s = np.asarray(usd_per_chip_hour, float) / SECONDS_PER_HOUR
-    return (
-        np.asarray(step_s, float)
-        * np.asarray(chips, float)
-        * usd_per_chip_s
-        / np.asarray(tokens_per_step, float)
-        * 1e6
-    )
+    """Rental cost of a million tokens: ``step_s * chips * $/chip-s / tokens * 1e6`` (an array,
+    0-d for single values, so 0 tokens give ``inf`` as over a grid; the chips and the price, a
+    deployment's single values mostly, multiply in as they are)."""
+    usd_per_chip_s = num(usd_per_chip_hour) / SECONDS_PER_HOUR
+    return np.asarray(step_s, float) * num(chips) * usd_per_chip_s / np.asarray(tokens_per_step, float) * 1e6
 
 
 def utilization(work: ArrayLike, step_s: ArrayLike, rate: ArrayLike) -> FloatArray:

@@ -182,11 +182,10 @@ class MemoryPerChip:
 
     @property
     def fits(self) -> Any:
-        return (
-            np.asarray(self.total_bytes <= self.usable_bytes)
-            if np.ndim(self.total_bytes)
-            else bool(self.total_bytes <= self.usable_bytes)
-        )
+        total = self.total_bytes
+        if type(total) is np.ndarray and total.ndim:  # a grid (a point's is 1x1): an array
+            return np.asarray(total <= self.usable_bytes)
+        return bool(total <= self.usable_bytes)
 
     @property
     def short_by_bytes(self) -> Any:
