@@ -240,7 +240,7 @@ def plan_step(
                 ep_comm = np.where(use, 2.0 * ep_half, ep_comm)
                 cp_comm_s = np.where(use, 2.0 * cp_half, cp_comm_s)
                 stage = np.where(use, with_tbo, stage)
-        if not (type(p) is not np.ndarray and p == 1):
+        if type(p) is np.ndarray or p != 1:
             latency = crossing * topo.scale_out_latency_s + (hops - crossing) * topo.scale_up_latency_s
             latency = latency + hops * extra_hop_latency_s
             send = cops.send_operator("pp_send", hops_s, latency, topo, rates.efficiency)

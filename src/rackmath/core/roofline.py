@@ -350,9 +350,9 @@ def max_batch(
 def usd_per_million_tokens(
     step_s: ArrayLike, tokens_per_step: ArrayLike, chips: ArrayLike, usd_per_chip_hour: ArrayLike
 ) -> FloatArray:
-    """Rental cost of a million tokens: ``step_s * chips * $/chip-s / tokens * 1e6`` (an array,
-    0-d for single values, so 0 tokens give ``inf`` as over a grid; the chips and the price, a
-    deployment's single values mostly, multiply in as they are)."""
+    """Rental cost of a million tokens: ``step_s * chips * $/chip-s / tokens * 1e6``. The step
+    and the tokens divide with NumPy's rules (0 tokens give ``inf``, one value as over a grid);
+    the chips and the price, a deployment's single values mostly, multiply in as numbers."""
     usd_per_chip_s = num(usd_per_chip_hour) / SECONDS_PER_HOUR
     return np.asarray(step_s, float) * num(chips) * usd_per_chip_s / np.asarray(tokens_per_step, float) * 1e6
 

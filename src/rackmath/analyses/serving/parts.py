@@ -253,8 +253,8 @@ def check_context_parallel(cp: int, tokens: ArrayLike, what: str) -> None:
 
 
 def one_point(b: FloatArray, c: FloatArray) -> tuple[Any, Any, tuple[int, ...] | None]:
-    """A one-point grid as 0-d values (NumPy then computes on scalars, not 1x1 arrays) and
-    the shape the answer takes; a larger grid as it is."""
+    """A one-point grid as two floats (the formulas then compute on floats, not 1x1 arrays)
+    and the shape the answer takes; a larger grid as it is."""
     if b.size == 1 and c.size == 1:
         # floats (not 0-d arrays or NumPy scalars): every formula then takes the one-point path
         return b.reshape(()).item(), c.reshape(()).item(), b.shape if b.ndim >= c.ndim else c.shape  # all 1s
