@@ -257,7 +257,7 @@ def one_point(b: FloatArray, c: FloatArray) -> tuple[Any, Any, tuple[int, ...] |
     and the shape the answer takes; a larger grid as it is."""
     if b.size == 1 and c.size == 1:
         # floats (not 0-d arrays or NumPy scalars): every formula then takes the one-point path
-        return b.reshape(()).item(), c.reshape(()).item(), b.shape if b.ndim >= c.ndim else c.shape  # all 1s
+        return b.item(), c.item(), b.shape if b.ndim >= c.ndim else c.shape  # all 1s
     return b, c, None
 
 
